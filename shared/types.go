@@ -1,0 +1,243 @@
+// Package shared is the plugin contract that the orqest-sandbox host and every
+// backend plugin import: the Go Sandbox interface and its request/response
+// types, the error classes that survive gRPC, the go-plugin handshake and
+// plugin set, the gRPC adapters, and Serve for plugin authors.
+//
+// Backend authors implement Sandbox and call Serve from their main package.
+// The generated protobuf code in shared/proto is the wire format only; it
+// never appears in this package's exported API.
+package shared
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+)
+
+// APIVersion is the version of the Sandbox contract this package speaks. It is
+// the go-plugin protocol version negotiated in the handshake (see
+// VersionedPlugins) and is reported by Info.
+const APIVersion = 1
+
+// Sandbox is the interface every isolation tier implements. It is the
+// two-stage contract: Validate (static checks, runs nothing) then Execute.
+//
+// Implementations must be safe for concurrent use. Execute never returns a Go
+// error for a failure of the user's code: those land in the ExecutionResult.
+// A Go error is reserved for infrastructure failure and should wrap one of the
+// error classes in this package (ErrUnavailable, ErrInvalidArgument, ...).
+type Sandbox interface {
+	// Info describes the backend: name, tier, version, API versions,
+	// capabilities really in force, and the schema of its config block.
+	Info(ctx context.Context, req InfoRequest) (InfoResponse, error)
+	// Configure hands the backend its policy-level settings (the decoded
+	// `config {}` block of its sandbox and the `unsafe` flag). The host calls
+	// it once after launch, before any other call but Info.
+	Configure(ctx context.Context, req ConfigureRequest) (ConfigureResponse, error)
+	// Validate runs the static checks on code and reports every finding.
+	// An empty Findings list means the code is accepted.
+	Validate(ctx context.Context, req ValidateRequest) (ValidateResponse, error)
+	// Execute validates and runs code (the body of a function receiving
+	// `args`) and returns its result.
+	Execute(ctx context.Context, req ExecuteRequest) (ExecuteResponse, error)
+	// Open starts a session (a container for tier 2). Backends without
+	// sessions embed NoSessions, which returns ErrNotSupported.
+	Open(ctx context.Context, req OpenRequest) (OpenResponse, error)
+	// Close ends a session and releases everything it held.
+	Close(ctx context.Context, req CloseRequest) (CloseResponse, error)
+}
+
+// Capability names a property a backend declares it enforces. Info reports
+// only the capabilities really in force on this machine.
+type Capability string
+
+// Capabilities a backend may declare.
+const (
+	CapMemoryLimit         Capability = "memory_limit"
+	CapCPULimit            Capability = "cpu_limit"
+	CapWallClockTimeout    Capability = "wall_clock_timeout"
+	CapProcessIsolation    Capability = "process_isolation"
+	CapNetworkIsolation    Capability = "network_isolation"
+	CapFilesystemIsolation Capability = "filesystem_isolation"
+	CapSessions            Capability = "sessions"
+	CapFreshProcess        Capability = "fresh_process_per_execution"
+	CapOutputLimit         Capability = "output_limit"
+)
+
+// InfoRequest asks a backend to describe itself.
+type InfoRequest struct{}
+
+// InfoResponse describes a backend.
+type InfoResponse struct {
+	Name         string       // short name, e.g. "subprocess"
+	Tier         int          // isolation tier, 0..3
+	Version      string       // backend version, semver
+	APIVersions  []int        // Sandbox contract versions the backend speaks
+	Capabilities []Capability // properties really enforced here
+	ConfigSchema []ConfigAttribute
+	Description  string
+}
+
+// Has reports whether the backend declared capability c.
+func (i InfoResponse) Has(c Capability) bool {
+	for _, x := range i.Capabilities {
+		if x == c {
+			return true
+		}
+	}
+	return false
+}
+
+// ConfigAttribute is one attribute of a backend's `config {}` block. The host
+// decodes the block against this schema so that an unknown or mistyped
+// attribute is an HCL diagnostic with a source range.
+type ConfigAttribute struct {
+	Name        string
+	Type        string // "string", "number", "bool", "list(string)"
+	Required    bool
+	Description string
+}
+
+// ConfigureRequest carries policy-level settings to a backend.
+type ConfigureRequest struct {
+	// Config is the backend's `config {}` block decoded to a JSON object
+	// according to its ConfigSchema. Empty when the block is absent.
+	Config json.RawMessage
+	// Unsafe is true when the operator explicitly opted in to a backend
+	// without isolation (`unsafe = true`).
+	Unsafe bool
+}
+
+// ConfigureResponse is returned by Configure.
+type ConfigureResponse struct{}
+
+// ValidateRequest asks for static checks of Code.
+type ValidateRequest struct {
+	Code           string
+	AllowedImports []string
+}
+
+// ValidateResponse lists every finding. No findings means accepted.
+type ValidateResponse struct {
+	Findings []Finding
+}
+
+// Err returns a *ValidationError when the response has findings, else nil.
+func (r ValidateResponse) Err() error {
+	if len(r.Findings) == 0 {
+		return nil
+	}
+	return &ValidationError{Findings: r.Findings}
+}
+
+// Finding is one rejection by the validator: which rule, why, where, and the
+// offending text. Line and Column are 1-based; Column counts characters.
+type Finding struct {
+	Rule    string `json:"rule"`
+	Message string `json:"message"`
+	Line    int    `json:"line"`
+	Column  int    `json:"column"`
+	Snippet string `json:"snippet,omitempty"`
+}
+
+// String renders a finding as "line:col: rule: message (snippet)".
+func (f Finding) String() string {
+	s := fmt.Sprintf("%d:%d: %s: %s", f.Line, f.Column, f.Rule, f.Message)
+	if f.Snippet != "" {
+		s += fmt.Sprintf(" (%q)", f.Snippet)
+	}
+	return s
+}
+
+// ExecuteRequest asks a backend to run Code, the body of a function that
+// receives `args` and returns a JSON-serialisable value.
+type ExecuteRequest struct {
+	Code           string
+	Args           json.RawMessage // a JSON object; empty means {}
+	AllowedImports []string
+	Timeout        time.Duration // wall clock; 0 means the backend default
+	MemoryMB       int           // address-space cap; 0 means the backend default
+	MaxOutputBytes int           // cap for output, stdout and stderr each; 0 means default
+	SessionID      string        // session from Open; empty for sessionless backends
+	UserID         string        // the framework-issued user, for session tiers
+	AgentID        string        // per-agent environment inside a session
+	ToolName       string        // names the invocation for a tool library
+}
+
+// ExecuteResponse carries the result of one execution.
+type ExecuteResponse struct {
+	Result ExecutionResult
+}
+
+// ErrorKind classifies why an execution did not succeed.
+type ErrorKind string
+
+// Error kinds of an ExecutionResult.
+const (
+	KindNone            ErrorKind = ""
+	KindValidation      ErrorKind = "validation"
+	KindTimeout         ErrorKind = "timeout"
+	KindMemory          ErrorKind = "memory"
+	KindRuntime         ErrorKind = "runtime"
+	KindNotSerializable ErrorKind = "not_serializable"
+	KindOutputLimit     ErrorKind = "output_limit"
+	KindInvalidArgs     ErrorKind = "invalid_args"
+	KindKilled          ErrorKind = "killed"
+)
+
+// Limits records the limits that applied to an execution.
+type Limits struct {
+	TimeoutMS      int64 `json:"timeout_ms"`
+	MemoryMB       int   `json:"memory_mb"`
+	MaxOutputBytes int   `json:"max_output_bytes"`
+}
+
+// ExecutionResult is the outcome of running user code. It is the same on
+// every tier and is what `orqest-sandbox run --json` prints.
+type ExecutionResult struct {
+	Success         bool            `json:"success"`
+	Output          json.RawMessage `json:"output"`
+	Error           string          `json:"error,omitempty"`
+	ErrorKind       ErrorKind       `json:"error_kind,omitempty"`
+	Stdout          string          `json:"stdout"`
+	Stderr          string          `json:"stderr"`
+	StdoutTruncated bool            `json:"stdout_truncated"`
+	StderrTruncated bool            `json:"stderr_truncated"`
+	DurationMS      float64         `json:"duration_ms"`
+	Limits          Limits          `json:"limits"`
+	Findings        []Finding       `json:"findings,omitempty"`
+}
+
+// OpenRequest starts a session for a user.
+type OpenRequest struct {
+	UserID    string
+	SessionID string
+}
+
+// OpenResponse identifies the opened session.
+type OpenResponse struct {
+	SessionID string
+}
+
+// CloseRequest ends a session.
+type CloseRequest struct {
+	SessionID string
+}
+
+// CloseResponse is returned by Close.
+type CloseResponse struct{}
+
+// NoSessions can be embedded by backends that have no sessions: Open and
+// Close return ErrNotSupported.
+type NoSessions struct{}
+
+// Open returns ErrNotSupported.
+func (NoSessions) Open(context.Context, OpenRequest) (OpenResponse, error) {
+	return OpenResponse{}, fmt.Errorf("sessions: %w", ErrNotSupported)
+}
+
+// Close returns ErrNotSupported.
+func (NoSessions) Close(context.Context, CloseRequest) (CloseResponse, error) {
+	return CloseResponse{}, fmt.Errorf("sessions: %w", ErrNotSupported)
+}
