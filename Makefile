@@ -1,0 +1,67 @@
+# orqest-sandbox — build, test, demo, bench.
+#
+#   make demo   build everything and run the demo on the embedded default policy
+#   make test   every test (unit, conformance, end-to-end through the CLI)
+#   make bench  Go benchmarks plus the whole-system load table
+#
+# Python: the tiers run Debian's /usr/bin/python3 (never a pyenv shim).
+
+GO       ?= go
+BIN      := $(CURDIR)/bin
+VERSION  ?= 0.1.0
+LDFLAGS  := -X main.version=$(VERSION)
+PLUGINS  := subprocess
+EXAMPLE  := examples/thirdparty-plugin
+GOFLAGS_TEST ?= -count=1 -timeout 20m
+
+.PHONY: all build example demo test test-go test-example vet bench bench-go bench-system proto fuzz clean
+
+all: build
+
+build:
+	@mkdir -p $(BIN)
+	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN)/orqest-sandbox ./cmd/orqest-sandbox
+	@for p in $(PLUGINS); do \
+		echo "$(GO) build -o $(BIN)/orqest-sandbox-plugin-$$p ./plugins/$$p"; \
+		$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN)/orqest-sandbox-plugin-$$p ./plugins/$$p || exit 1; \
+	done
+
+# The third-party example is a separate module with its own build command; it is
+# not part of `make build` on purpose (a host binary that was not rebuilt finds it).
+example:
+	@if [ -d $(EXAMPLE) ]; then cd $(EXAMPLE) && $(MAKE) --no-print-directory build BIN=$(BIN); fi
+
+demo: build
+	@bash scripts/demo.sh
+
+vet:
+	$(GO) vet ./...
+
+test: build vet test-go test-example
+
+test-go:
+	$(GO) test $(GOFLAGS_TEST) ./...
+
+test-example:
+	@if [ -d $(EXAMPLE) ]; then cd $(EXAMPLE) && $(GO) vet ./... && $(GO) test $(GOFLAGS_TEST) ./...; fi
+
+bench: build bench-go bench-system
+
+bench-go:
+	$(GO) test -run '^$$' -bench . -benchmem -count=1 ./validator/ ./plugins/... ./host/
+
+bench-system:
+	$(BIN)/orqest-sandbox bench -n 200 --concurrency 1
+	$(BIN)/orqest-sandbox bench -n 200 --concurrency 2
+
+fuzz:
+	$(GO) test -run '^$$' -fuzz FuzzCheck -fuzztime 60s ./validator/
+
+# Regenerate the wire code (needs protoc, protoc-gen-go, protoc-gen-go-grpc).
+# The generated files are committed so a fresh machine builds without protoc.
+proto:
+	cd shared/proto && protoc --go_out=. --go_opt=paths=source_relative \
+		--go-grpc_out=. --go-grpc_opt=paths=source_relative sandbox.proto
+
+clean:
+	rm -rf $(BIN)
