@@ -1,0 +1,373 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+	"unicode/utf8"
+
+	"github.com/hashicorp/go-hclog"
+	"golang.org/x/sys/unix"
+
+	"github.com/orqest/sandbox/shared"
+	"github.com/orqest/sandbox/shared/pyrunner"
+	"github.com/orqest/sandbox/validator"
+)
+
+// Name and Version identify the backend in Info.
+const (
+	Name    = "pyexec"
+	Version = "0.1.0"
+)
+
+// Defaults for limits a request leaves at zero, and for the config block.
+const (
+	DefaultPython         = "/usr/bin/python3"
+	DefaultTimeout        = 5 * time.Second
+	DefaultMemoryMB       = 128
+	DefaultMaxOutputBytes = 1 << 20
+	DefaultMaxParallel    = 8
+	// MaxCodeBytes caps the code of one request.
+	MaxCodeBytes = 64 << 10
+)
+
+// Config is the backend's `config {}` block, advertised in Info's
+// ConfigSchema so that the host checks it before launch.
+type Config struct {
+	// Python is the interpreter binary (an absolute path).
+	Python string `json:"python"`
+	// MaxParallel bounds how many executions run at once.
+	MaxParallel int `json:"max_parallel"`
+}
+
+// Backend is the pyexec sandbox. It is safe for concurrent use.
+type Backend struct {
+	shared.NoSessions // no sessions: Open and Close return ErrNotSupported
+
+	logger    hclog.Logger
+	validator *validator.Validator
+
+	mu  sync.RWMutex
+	cfg Config
+	sem chan struct{}
+}
+
+var _ shared.Sandbox = (*Backend)(nil)
+
+// NewBackend returns a backend with the default configuration.
+func NewBackend(logger hclog.Logger) *Backend {
+	if logger == nil {
+		logger = hclog.NewNullLogger()
+	}
+	return &Backend{
+		logger:    logger,
+		validator: validator.New(),
+		cfg:       Config{Python: DefaultPython, MaxParallel: DefaultMaxParallel},
+		sem:       make(chan struct{}, DefaultMaxParallel),
+	}
+}
+
+// Info describes the backend and the capabilities it enforces.
+func (b *Backend) Info(context.Context, shared.InfoRequest) (shared.InfoResponse, error) {
+	return shared.InfoResponse{
+		Name:        Name,
+		Tier:        3,
+		Version:     Version,
+		APIVersions: []int{shared.APIVersion},
+		Capabilities: []shared.Capability{
+			shared.CapMemoryLimit,
+			shared.CapCPULimit,
+			shared.CapWallClockTimeout,
+			shared.CapFreshProcess,
+			shared.CapOutputLimit,
+		},
+		ConfigSchema: []shared.ConfigAttribute{
+			{Name: "python", Type: "string", Description: "absolute path of the Python interpreter (default " + DefaultPython + ")"},
+			{Name: "max_parallel", Type: "number", Description: fmt.Sprintf("executions run at once (default %d)", DefaultMaxParallel)},
+		},
+		Description: "Example third-party backend: one python3 process per execution with RLIMIT_AS, RLIMIT_CPU " +
+			"and a wall clock. Demonstrates the plugin SDK; it adds no isolation beyond process limits.",
+	}, nil
+}
+
+// Configure decodes the `config {}` block (as JSON) and checks the
+// interpreter. Unsafe is irrelevant: this backend never runs code in its own
+// process.
+func (b *Backend) Configure(_ context.Context, req shared.ConfigureRequest) (shared.ConfigureResponse, error) {
+	cfg := Config{Python: DefaultPython, MaxParallel: DefaultMaxParallel}
+	if raw := bytes.TrimSpace(req.Config); len(raw) > 0 && string(raw) != "null" {
+		dec := json.NewDecoder(bytes.NewReader(raw))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&cfg); err != nil {
+			return shared.ConfigureResponse{}, fmt.Errorf("pyexec config: %v: %w", err, shared.ErrInvalidArgument)
+		}
+	}
+	if cfg.Python == "" {
+		cfg.Python = DefaultPython
+	}
+	if cfg.MaxParallel == 0 {
+		cfg.MaxParallel = DefaultMaxParallel
+	}
+	if !filepath.IsAbs(cfg.Python) {
+		return shared.ConfigureResponse{}, fmt.Errorf("pyexec config: python %q is not an absolute path: %w", cfg.Python, shared.ErrInvalidArgument)
+	}
+	if cfg.MaxParallel < 1 {
+		return shared.ConfigureResponse{}, fmt.Errorf("pyexec config: max_parallel %d must be at least 1: %w", cfg.MaxParallel, shared.ErrInvalidArgument)
+	}
+	if st, err := os.Stat(cfg.Python); err != nil || st.IsDir() || st.Mode().Perm()&0o111 == 0 {
+		return shared.ConfigureResponse{}, fmt.Errorf("pyexec config: python %q is not an executable file: %w", cfg.Python, shared.ErrUnavailable)
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if cfg.MaxParallel != b.cfg.MaxParallel {
+		b.sem = make(chan struct{}, cfg.MaxParallel)
+	}
+	b.cfg = cfg
+	return shared.ConfigureResponse{}, nil
+}
+
+// Validate runs the project's static checks (package validator); nothing runs.
+func (b *Backend) Validate(ctx context.Context, req shared.ValidateRequest) (shared.ValidateResponse, error) {
+	if len(req.Code) > MaxCodeBytes {
+		return shared.ValidateResponse{}, fmt.Errorf("code is %d bytes, over the limit of %d: %w", len(req.Code), MaxCodeBytes, shared.ErrInvalidArgument)
+	}
+	return shared.ValidateResponse{Findings: b.validator.Check(ctx, req.Code, req.AllowedImports)}, nil
+}
+
+// Execute validates the code, then runs it in a fresh interpreter. Failures
+// of the user's code are reported in the result; a Go error means the
+// request was malformed, the caller cancelled, or the backend broke.
+func (b *Backend) Execute(ctx context.Context, req shared.ExecuteRequest) (shared.ExecuteResponse, error) {
+	start := time.Now()
+	if req.SessionID != "" {
+		return shared.ExecuteResponse{}, fmt.Errorf("session %q: pyexec has no sessions: %w", req.SessionID, shared.ErrNotSupported)
+	}
+	if len(req.Code) > MaxCodeBytes {
+		return shared.ExecuteResponse{}, fmt.Errorf("code is %d bytes, over the limit of %d: %w", len(req.Code), MaxCodeBytes, shared.ErrInvalidArgument)
+	}
+	if req.Timeout < 0 || req.MemoryMB < 0 || req.MaxOutputBytes < 0 {
+		return shared.ExecuteResponse{}, fmt.Errorf("negative limit: %w", shared.ErrInvalidArgument)
+	}
+	args, err := pyrunner.NormalizeArgs(req.Args)
+	if err != nil {
+		return shared.ExecuteResponse{}, err
+	}
+	limits := shared.Limits{
+		TimeoutMS:      orDefault(req.Timeout, DefaultTimeout).Milliseconds(),
+		MemoryMB:       orDefault(req.MemoryMB, DefaultMemoryMB),
+		MaxOutputBytes: orDefault(req.MaxOutputBytes, DefaultMaxOutputBytes),
+	}
+
+	// Stage 1: static validation in Go. The child validates again with
+	// CPython's own ast, from the same rules table.
+	if findings := b.validator.Check(ctx, req.Code, req.AllowedImports); len(findings) > 0 {
+		return shared.ExecuteResponse{Result: shared.ExecutionResult{
+			Error:      (&shared.ValidationError{Findings: findings}).Error(),
+			ErrorKind:  shared.KindValidation,
+			Findings:   findings,
+			Limits:     limits,
+			DurationMS: msSince(start),
+		}}, nil
+	}
+
+	b.mu.RLock()
+	cfg, sem := b.cfg, b.sem
+	b.mu.RUnlock()
+	select {
+	case sem <- struct{}{}:
+		defer func() { <-sem }()
+	case <-ctx.Done():
+		return shared.ExecuteResponse{}, fmt.Errorf("waiting for a free slot: %w", ctx.Err())
+	}
+
+	// Stage 2: run.
+	res, err := b.run(ctx, cfg.Python, pyrunner.Request{
+		Code:           req.Code,
+		Args:           args,
+		AllowedImports: req.AllowedImports,
+		Rules:          validator.RulesJSON(),
+		MaxOutputBytes: limits.MaxOutputBytes,
+		MemoryMB:       limits.MemoryMB,
+		CPUSeconds:     int(math.Ceil(float64(limits.TimeoutMS)/1000)) + 1,
+	}, time.Duration(limits.TimeoutMS)*time.Millisecond)
+	if err != nil {
+		return shared.ExecuteResponse{}, err
+	}
+	res.Limits = limits
+	res.DurationMS = msSince(start)
+	return shared.ExecuteResponse{Result: res}, nil
+}
+
+// run starts one interpreter with the shared runner, feeds it the request
+// and classifies the outcome.
+func (b *Backend) run(ctx context.Context, python string, req pyrunner.Request, timeout time.Duration) (shared.ExecutionResult, error) {
+	var res shared.ExecutionResult
+	payload, err := req.Encode()
+	if err != nil {
+		return res, err
+	}
+	dir, err := os.MkdirTemp("", "orqest-pyexec-")
+	if err != nil {
+		return res, fmt.Errorf("temporary directory: %v: %w", err, shared.ErrInternal)
+	}
+	defer os.RemoveAll(dir)
+
+	// fd 3 carries the runner's one JSON response.
+	respR, respW, err := os.Pipe()
+	if err != nil {
+		return res, fmt.Errorf("pipe: %v: %w", err, shared.ErrInternal)
+	}
+	defer respR.Close()
+	stdout := &cappedBuffer{limit: req.MaxOutputBytes}
+	stderr := &cappedBuffer{limit: req.MaxOutputBytes}
+	argv := pyrunner.Argv(python)
+	cmd := &exec.Cmd{
+		Path:       python,
+		Args:       argv,
+		Env:        []string{},
+		Dir:        dir,
+		Stdin:      bytes.NewReader(payload),
+		Stdout:     stdout,
+		Stderr:     stderr,
+		ExtraFiles: []*os.File{respW},
+		SysProcAttr: &syscall.SysProcAttr{
+			Setpgid:   true,            // one kill reaches every descendant
+			Pdeathsig: syscall.SIGKILL, // the child dies with the plugin
+		},
+		WaitDelay: time.Second, // do not wait forever for pipes a descendant holds
+	}
+	if err := cmd.Start(); err != nil {
+		respW.Close()
+		return res, fmt.Errorf("start %s: %v: %w", python, err, shared.ErrUnavailable)
+	}
+	respW.Close()
+	pid := cmd.Process.Pid
+	// The runner applies these too; setting them from here means they hold
+	// even if the child never gets that far.
+	memBytes := uint64(req.MemoryMB) << 20
+	_ = unix.Prlimit(pid, unix.RLIMIT_AS, &unix.Rlimit{Cur: memBytes, Max: memBytes}, nil)
+	cpu := uint64(req.CPUSeconds)
+	_ = unix.Prlimit(pid, unix.RLIMIT_CPU, &unix.Rlimit{Cur: cpu, Max: cpu + 1}, nil)
+
+	// The wall clock and the caller's context both kill the process group.
+	var mu sync.Mutex
+	var cause string
+	kill := func(why string) {
+		mu.Lock()
+		if cause == "" {
+			cause = why
+		}
+		mu.Unlock()
+		_ = syscall.Kill(-pid, syscall.SIGKILL)
+	}
+	timer := time.AfterFunc(timeout, func() { kill("timeout") })
+	stop := context.AfterFunc(ctx, func() { kill("cancelled") })
+
+	// Read the response; the runner may write a result as large as
+	// max_output_bytes plus its envelope.
+	respCh := make(chan []byte, 1)
+	go func() {
+		data, _ := io.ReadAll(io.LimitReader(respR, int64(req.MaxOutputBytes)+(1<<20)))
+		_, _ = io.Copy(io.Discard, respR)
+		respCh <- data
+	}()
+	waitErr := cmd.Wait()
+	timer.Stop()
+	stop()
+	_ = syscall.Kill(-pid, syscall.SIGKILL) // anything left in the group
+	data := <-respCh
+
+	res.Stdout, res.StdoutTruncated = stdout.result()
+	res.Stderr, res.StderrTruncated = stderr.result()
+	mu.Lock()
+	why := cause
+	mu.Unlock()
+
+	if why == "cancelled" {
+		return res, fmt.Errorf("execution cancelled: %w", ctx.Err())
+	}
+	if why == "timeout" {
+		return fail(res, shared.KindTimeout, fmt.Sprintf("execution timed out after %v", timeout)), nil
+	}
+	if len(bytes.TrimSpace(data)) > 0 {
+		resp, err := pyrunner.DecodeResponse(data)
+		if err != nil {
+			return res, fmt.Errorf("%v: %w", err, shared.ErrInternal)
+		}
+		if err := resp.Apply(&res); err != nil {
+			return res, err
+		}
+		return res, nil
+	}
+	// No response: the kernel stopped the child.
+	if ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+		switch ws.Signal() {
+		case syscall.SIGXCPU, syscall.SIGKILL:
+			if cmd.ProcessState.UserTime()+cmd.ProcessState.SystemTime() >= time.Duration(req.CPUSeconds)*time.Second {
+				return fail(res, shared.KindTimeout, fmt.Sprintf("CPU time limit of %ds exceeded", req.CPUSeconds)), nil
+			}
+		case syscall.SIGSEGV, syscall.SIGBUS, syscall.SIGABRT:
+			// Most often an allocation that failed under RLIMIT_AS.
+			return fail(res, shared.KindMemory, fmt.Sprintf("python died with %v (memory limit %d MB)", ws.Signal(), req.MemoryMB)), nil
+		}
+		return fail(res, shared.KindKilled, fmt.Sprintf("python was killed by %v", ws.Signal())), nil
+	}
+	return res, fmt.Errorf("python exited without a response (%v); stderr: %s: %w", waitErr, res.Stderr, shared.ErrInternal)
+}
+
+// fail fills in a failed result.
+func fail(res shared.ExecutionResult, kind shared.ErrorKind, msg string) shared.ExecutionResult {
+	res.Success, res.Output, res.ErrorKind, res.Error = false, nil, kind, msg
+	return res
+}
+
+func orDefault[T int | time.Duration](v, def T) T {
+	if v == 0 {
+		return def
+	}
+	return v
+}
+
+func msSince(t time.Time) float64 {
+	return float64(time.Since(t).Microseconds()) / 1000
+}
+
+// cappedBuffer keeps the first limit bytes written to it and counts the
+// rest, so the child never blocks on a full pipe.
+type cappedBuffer struct {
+	mu    sync.Mutex
+	buf   bytes.Buffer
+	limit int
+	total int
+}
+
+// Write never fails. It keeps up to utf8.UTFMax bytes beyond the limit so
+// that result can cut on a rune boundary.
+func (c *cappedBuffer) Write(p []byte) (int, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.total += len(p)
+	if room := c.limit + utf8.UTFMax - c.buf.Len(); room > 0 {
+		c.buf.Write(p[:min(room, len(p))])
+	}
+	return len(p), nil
+}
+
+// result returns the kept text, cut to the limit on a rune boundary and made
+// valid UTF-8 (protobuf strings must be), and whether anything was cut.
+func (c *cappedBuffer) result() (string, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	s := pyrunner.TruncateUTF8(c.buf.String(), c.limit)
+	return strings.ToValidUTF8(s, "\ufffd"), c.total > c.limit
+}
