@@ -1,5 +1,334 @@
-# PLACEHOLDER written by the runner engineer so the package builds; the
-# validator engineer owns this file and replaces it with the real in-child
-# checker (CPython ast + the rules table from validator/rules.json).
+# checker.py — the in-child re-validation with CPython's own `ast`.
+#
+# Owned by validator/. It reads the SAME rules table as the Go checker
+# (validator/rules.json, passed in as a parsed dict): no list of names lives in
+# this file. It is concatenated in front of runner.py and run with
+# `python3 -I -S`, so it defines only `_orq_`-prefixed top-level names, has no
+# import-time side effects, and imports stdlib modules inside the function.
+#
+# Contract: the Go checker must reject everything this checker rejects (Go may
+# be stricter); validator/diff_test.go keeps the two in step.
+
+
 def _orq_check(code, allowed_imports, rules):
-    return []
+    """Return a list of findings (dicts: rule, message, line, column, snippet)
+    for `code`, the body of a function, under `allowed_imports`. An empty
+    list means the code is accepted."""
+    import ast
+    import string as _string
+
+    rules = rules or {}
+    texts = rules.get("rules") or {}
+    limits = rules.get("limits") or {}
+    forbidden_names = rules.get("forbidden_names") or {}
+    dunder = rules.get("dunder") or {}
+    dunder_allow = frozenset(dunder.get("allow") or ())
+    dunder_attr_rule = dunder.get("attribute_rule") or "dunder-attribute"
+    dunder_name_rule = dunder.get("name_rule") or "dunder-name"
+    private = rules.get("private") or {}
+    private_allow = frozenset(private.get("allow") or ())
+    private_rule = private.get("rule") or "private-attribute"
+    reserved = rules.get("reserved_prefixes") or {}
+    reserved_prefixes = tuple(reserved.get("prefixes") or ())
+    reserved_rule = reserved.get("rule") or "reserved-name"
+    forbidden_attrs = rules.get("forbidden_attributes") or {}
+    string_checked = frozenset(rules.get("string_checked_rules") or ())
+    format_methods = frozenset(rules.get("format_methods") or ())
+    format_rule = rules.get("format_rule") or "format-string"
+    import_rules = rules.get("import_rules") or {}
+    rule_not_allowed = import_rules.get("not_allowed") or "import-not-allowed"
+    rule_relative = import_rules.get("relative") or "relative-import"
+    rule_star = import_rules.get("star") or "star-import"
+    class_rule = rules.get("class_rule") or "class-definition"
+    write_rule = rules.get("attribute_write_rule") or "attribute-write"
+    allowed = frozenset(m for m in (allowed_imports or ()) if isinstance(m, str))
+    max_bytes = int(limits.get("max_code_bytes") or 0)
+    max_depth = int(limits.get("max_depth") or 0)
+
+    findings = []
+    lines = None
+
+    def add(rule, node, detail=""):
+        nonlocal lines
+        msg = (texts.get(rule) or {}).get("message") or rule
+        if detail:
+            msg = msg + ": " + detail
+        line = getattr(node, "lineno", 1) or 1
+        col0 = getattr(node, "col_offset", 0) or 0
+        if lines is None:
+            lines = code.split("\n")
+        text = lines[line - 1] if 0 < line <= len(lines) else ""
+        # ast columns are UTF-8 byte offsets; findings count characters.
+        prefix = text.encode("utf-8")[:col0].decode("utf-8", "replace")
+        snippet = ""
+        try:
+            seg = ast.get_source_segment(code, node)
+        except Exception:  # noqa: BLE001
+            seg = None
+        if seg is None:
+            seg = text[len(prefix):]
+        snippet = seg.split("\n", 1)[0]
+        if len(snippet) > 80:
+            snippet = snippet[:80] + "\u2026"
+        findings.append({"rule": rule, "message": msg, "line": line,
+                         "column": len(prefix) + 1, "snippet": snippet})
+
+    class _Pos:
+        def __init__(self, line, col):
+            self.lineno, self.col_offset = line, col
+
+    # --- limits and bytes the parser refuses -------------------------------
+    if max_bytes and len(code.encode("utf-8", "surrogatepass")) > max_bytes:
+        add("code-too-large", _Pos(1, 0), "%d bytes, the limit is %d"
+            % (len(code.encode("utf-8", "surrogatepass")), max_bytes))
+        return findings
+    if "\0" in code:
+        before = code[:code.index("\0")]
+        line = before.count("\n") + 1
+        add("parse-error", _Pos(line, 0),
+            "source code cannot contain null bytes")
+        return findings
+    # CPython reads "\r\n" and a bare "\r" as line ends (as the Go checker
+    # does after normalising).
+    code = code.replace("\r\n", "\n").replace("\r", "\n")
+    try:
+        tree = ast.parse(code, "<sandbox>", "exec")
+    except SyntaxError as e:
+        add("parse-error", _Pos(e.lineno or 1, max((e.offset or 1) - 1, 0)),
+            str(e.msg))
+        return findings
+    except (ValueError, MemoryError, RecursionError) as e:
+        add("parse-error", _Pos(1, 0), "%s: %s" % (type(e).__name__, e))
+        return findings
+
+    # --- helpers -------------------------------------------------------------
+    def is_dunder(s):
+        return len(s) >= 5 and s.startswith("__") and s.endswith("__")
+
+    def is_reserved(s):
+        return bool(reserved_prefixes) and s.startswith(reserved_prefixes)
+
+    def attr_rule(name):
+        if is_dunder(name):
+            return "" if name in dunder_allow else dunder_attr_rule
+        r = forbidden_attrs.get(name)
+        if r:
+            return r
+        if name.startswith("_") and name not in private_allow:
+            return private_rule
+        return ""
+
+    def check_name_shape(name, node):
+        if is_dunder(name) and name not in dunder_allow:
+            add(dunder_name_rule, node, repr(name))
+            return True
+        if is_reserved(name):
+            add(reserved_rule, node, repr(name))
+            return True
+        return False
+
+    def check_name(name, node):
+        r = forbidden_names.get(name)
+        if r:
+            add(r, node, repr(name))
+            return True
+        return check_name_shape(name, node)
+
+    def check_attr(name, node):
+        r = attr_rule(name)
+        if r:
+            add(r, node, repr(name))
+            return True
+        return False
+
+    def word_runs(s):
+        out, i, n = [], 0, len(s)
+        while i < n:
+            c = s[i]
+            if not (c == "_" or ("a" <= c <= "z") or ("A" <= c <= "Z") or ("0" <= c <= "9")):
+                i += 1
+                continue
+            j, under = i, False
+            while j < n:
+                c = s[j]
+                if not (c == "_" or ("a" <= c <= "z") or ("A" <= c <= "Z") or ("0" <= c <= "9")):
+                    break
+                if c == "_":
+                    under = True
+                j += 1
+            if under and j - i >= 4:
+                out.append(s[i:j])
+            i = j
+        return out
+
+    def bad_word(w):
+        if is_dunder(w):
+            return w not in dunder_allow
+        r = forbidden_attrs.get(w)
+        return bool(r) and r in string_checked
+
+    def check_words(s, node):
+        for w in word_runs(s):
+            if bad_word(w):
+                add("forbidden-string", node, repr(w))
+                return
+
+    def fold(node, depth=0):
+        """The value of a literal string expression, or None."""
+        if depth > 50:
+            return None
+        if isinstance(node, ast.Constant):
+            v = node.value
+            if isinstance(v, str):
+                return v
+            if isinstance(v, bytes):
+                return v.decode("latin-1")
+            return None
+        if isinstance(node, ast.JoinedStr):
+            parts = []
+            for v in node.values:
+                if not (isinstance(v, ast.Constant) and isinstance(v.value, str)):
+                    return None
+                parts.append(v.value)
+            return "".join(parts)
+        if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
+            a = fold(node.left, depth + 1)
+            if a is None:
+                return None
+            b = fold(node.right, depth + 1)
+            if b is None:
+                return None
+            return a + b
+        return None
+
+    def key_rule(key):
+        if is_dunder(key) and key not in dunder_allow:
+            return dunder_attr_rule
+        r = forbidden_attrs.get(key)
+        if r:
+            return r
+        if is_reserved(key):
+            return reserved_rule
+        return ""
+
+    formatter = _string.Formatter()
+
+    def format_traversal(s, depth=0):
+        if depth > 4:
+            return s
+        try:
+            parsed = list(formatter.parse(s))
+        except (ValueError, TypeError):
+            return None  # fails at run time too
+        for _lit, field, spec, _conv in parsed:
+            if field is None:
+                continue
+            if "." in field or "[" in field:
+                return field
+            if spec:
+                bad = format_traversal(spec, depth + 1)
+                if bad is not None:
+                    return bad
+        return None
+
+    # --- the walk ------------------------------------------------------------
+    skip = set()
+    stack = [(tree, 0)]
+    deep = False
+    while stack:
+        node, depth = stack.pop()
+        if max_depth and depth > max_depth:
+            if not deep:
+                deep = True
+                add("nesting-too-deep", node if hasattr(node, "lineno") else _Pos(1, 0),
+                    "deeper than %d levels" % max_depth)
+            continue
+        if id(node) in skip:
+            continue
+
+        if isinstance(node, ast.Name):
+            check_name(node.id, node)
+        elif isinstance(node, ast.Attribute):
+            check_attr(node.attr, node)
+            if node.attr in format_methods:
+                val = fold(node.value)
+                if val is None:
+                    add(format_rule, node, ".%s on something other than a string literal"
+                        % node.attr)
+                else:
+                    bad = format_traversal(val)
+                    if bad is not None:
+                        add(format_rule, node, "field %r traverses attributes or items" % bad)
+            if isinstance(node.ctx, (ast.Store, ast.Del)):
+                add(write_rule, node)
+        elif isinstance(node, ast.Subscript):
+            key = fold(node.slice)
+            if key is not None and key_rule(key):
+                add("dunder-subscript", node.slice, repr(key))
+                skip.add(id(node.slice))
+        elif isinstance(node, ast.Constant):
+            v = node.value
+            if isinstance(v, str):
+                check_words(v, node)
+            elif isinstance(v, bytes):
+                check_words(v.decode("latin-1"), node)
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            check_name(node.name, node)
+        elif isinstance(node, ast.ClassDef):
+            add(class_rule, node)
+            check_name(node.name, node)
+        elif isinstance(node, ast.arg):
+            check_name(node.arg, node)
+        elif isinstance(node, ast.keyword):
+            if node.arg is not None:
+                check_name_shape(node.arg, node)
+        elif isinstance(node, (ast.Global, ast.Nonlocal)):
+            for name in node.names:
+                check_name(name, node)
+        elif isinstance(node, ast.ExceptHandler):
+            if node.name:
+                check_name(node.name, node)
+        elif isinstance(node, ast.MatchAs):
+            if node.name:
+                check_name(node.name, node)
+        elif isinstance(node, ast.MatchStar):
+            if node.name:
+                check_name(node.name, node)
+        elif isinstance(node, ast.MatchMapping):
+            if node.rest:
+                check_name(node.rest, node)
+        elif isinstance(node, ast.MatchClass):
+            for a in node.kwd_attrs:
+                check_attr(a, node)
+        elif isinstance(node, ast.Import):
+            for al in node.names:
+                parts = al.name.split(".")
+                if parts[0] not in allowed:
+                    add(rule_not_allowed, node, "module %r" % parts[0])
+                for p in parts[1:]:
+                    check_attr(p, node)
+                if al.asname:
+                    check_name(al.asname, node)
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                add(rule_relative, node)
+            else:
+                parts = (node.module or "").split(".")
+                if parts[0] not in allowed:
+                    add(rule_not_allowed, node, "module %r" % parts[0])
+                for p in parts[1:]:
+                    check_attr(p, node)
+            for al in node.names:
+                if al.name == "*":
+                    add(rule_star, node)
+                    continue
+                if not check_attr(al.name, node):
+                    check_name(al.name, node)
+                if al.asname:
+                    check_name(al.asname, node)
+
+        for child in ast.iter_child_nodes(node):
+            stack.append((child, depth + 1))
+
+    findings.sort(key=lambda f: (f["line"], f["column"]))
+    return findings

@@ -1,0 +1,18 @@
+package main
+
+import (
+	"testing"
+
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/orqest/sandbox/shared"
+	"github.com/orqest/sandbox/shared/conformance"
+)
+
+// TestConformance runs the shared contract suite against the tier-1 backend,
+// in-process and over the real go-plugin gRPC path.
+func TestConformance(t *testing.T) {
+	conformance.Run(t, func(t *testing.T) shared.Sandbox {
+		return NewBackend(hclog.NewNullLogger())
+	})
+}

@@ -1,0 +1,183 @@
+// Package pyrunner holds the one Python runner every orqest-sandbox tier
+// executes, and the Go side of its child protocol.
+//
+// The program (checker.py, the in-child validator owned by validator/, then
+// runner.py) is run as
+//
+//	/usr/bin/python3 -I -S -B -c <Program()>
+//
+// The protocol is one JSON document each way:
+//
+//   - the parent writes a Request to the child's stdin and closes it;
+//   - the child writes a Response to fd 3 (passed as the first extra file)
+//     and exits 0;
+//   - everything the user's code prints goes to the child's real fd 1 and 2,
+//     which the parent captures (with caps) separately.
+//
+// A child that exits without a Response was killed (timeout, CPU limit,
+// memory) or crashed; the parent classifies that from the wait status.
+//
+// The types are backend-neutral so the tier-0 (embedded CPython), tier-1
+// (subprocess / fork-server) and tier-2 (in-container) backends share them.
+package pyrunner
+
+import (
+	"bytes"
+	_ "embed"
+	"encoding/json"
+	"fmt"
+	"unicode/utf8"
+
+	"github.com/orqest/sandbox/shared"
+)
+
+//go:embed runner.py
+var runnerPy string
+
+//go:embed checker.py
+var checkerPy string
+
+// Program returns the Python program the child runs with -c: the in-child
+// checker followed by the runner. Every name it defines at module level is
+// prefixed `_orq_`.
+func Program() string { return checkerPy + "\n" + runnerPy }
+
+// PythonFlags are the interpreter flags every tier runs the program with:
+// isolated mode (no environment variables, no user site, no script dir on
+// sys.path), no site module, no .pyc writing.
+var PythonFlags = []string{"-I", "-S", "-B"}
+
+// Argv returns the full argument vector for running the program with the
+// interpreter at python.
+func Argv(python string) []string {
+	a := append([]string{python}, PythonFlags...)
+	return append(a, "-c", Program())
+}
+
+// ResponseFD is the file descriptor the child writes its Response to.
+const ResponseFD = 3
+
+// OpExecute is the only operation of the protocol so far. A fork-server mode
+// will add its own ops on the same Request type.
+const OpExecute = "execute"
+
+// KindInternal is the error_kind the runner reports for a failure of the
+// runner itself (malformed request, broken in-child checker). It is not a
+// user-code outcome: backends turn it into a Go error (shared.ErrInternal).
+const KindInternal = "internal"
+
+// Request is what the parent writes to the child's stdin.
+type Request struct {
+	Op             string          `json:"op"`
+	Code           string          `json:"code"`
+	Args           json.RawMessage `json:"args"`
+	AllowedImports []string        `json:"allowed_imports"`
+	// Rules is the rules table (validator.RulesJSON()): the in-child checker
+	// reads it and the runner builds __builtins__ from its safe_builtins.
+	Rules          json.RawMessage `json:"rules"`
+	MaxOutputBytes int             `json:"max_output_bytes,omitempty"`
+	MemoryMB       int             `json:"memory_mb,omitempty"`
+	CPUSeconds     int             `json:"cpu_seconds,omitempty"`
+}
+
+// Response is what the child writes to fd 3.
+type Response struct {
+	Success   bool             `json:"success"`
+	Output    json.RawMessage  `json:"output,omitempty"`
+	Error     string           `json:"error,omitempty"`
+	ErrorKind string           `json:"error_kind,omitempty"`
+	Findings  []shared.Finding `json:"findings,omitempty"`
+}
+
+// NormalizeArgs checks that raw is a JSON object (empty means {}) and returns
+// it compacted. Anything else is an error wrapping shared.ErrInvalidArgument.
+func NormalizeArgs(raw json.RawMessage) (json.RawMessage, error) {
+	if len(bytes.TrimSpace(raw)) == 0 {
+		return json.RawMessage("{}"), nil
+	}
+	var buf bytes.Buffer
+	if err := json.Compact(&buf, raw); err != nil {
+		return nil, fmt.Errorf("args are not valid JSON: %v: %w", err, shared.ErrInvalidArgument)
+	}
+	if buf.Len() == 0 || buf.Bytes()[0] != '{' {
+		return nil, fmt.Errorf("args must be a JSON object: %w", shared.ErrInvalidArgument)
+	}
+	return json.RawMessage(buf.Bytes()), nil
+}
+
+// Encode renders the request as the single JSON document the child reads.
+func (r Request) Encode() ([]byte, error) {
+	if r.Op == "" {
+		r.Op = OpExecute
+	}
+	args, err := NormalizeArgs(r.Args)
+	if err != nil {
+		return nil, err
+	}
+	r.Args = args
+	if len(bytes.TrimSpace(r.Rules)) == 0 {
+		r.Rules = json.RawMessage("{}")
+	}
+	if r.AllowedImports == nil {
+		r.AllowedImports = []string{}
+	}
+	return json.Marshal(r)
+}
+
+// DecodeResponse parses what the child wrote to fd 3.
+func DecodeResponse(data []byte) (Response, error) {
+	var resp Response
+	if len(bytes.TrimSpace(data)) == 0 {
+		return resp, fmt.Errorf("empty response from python runner")
+	}
+	if err := json.Unmarshal(data, &resp); err != nil {
+		return resp, fmt.Errorf("malformed response from python runner: %v", err)
+	}
+	if resp.Success && len(resp.Output) == 0 {
+		resp.Output = json.RawMessage("null")
+	}
+	return resp, nil
+}
+
+// MaxErrorBytes caps the error text (e.g. a traceback) copied into a result.
+const MaxErrorBytes = 64 << 10
+
+// Apply copies the response into res (success, output, error, error_kind,
+// findings). A runner-internal failure is returned as an error wrapping
+// shared.ErrInternal and leaves res untouched.
+func (r Response) Apply(res *shared.ExecutionResult) error {
+	if r.ErrorKind == KindInternal {
+		return fmt.Errorf("python runner: %s: %w", r.Error, shared.ErrInternal)
+	}
+	res.Success = r.Success
+	if r.Success {
+		res.Output = r.Output
+		res.Error, res.ErrorKind = "", shared.KindNone
+		return nil
+	}
+	res.Output = nil
+	res.Error = TruncateUTF8(r.Error, MaxErrorBytes)
+	res.ErrorKind = shared.ErrorKind(r.ErrorKind)
+	if res.ErrorKind == shared.KindNone {
+		res.ErrorKind = shared.KindRuntime
+	}
+	res.Findings = r.Findings
+	return nil
+}
+
+// TruncateUTF8 returns s cut to at most n bytes without splitting a UTF-8
+// sequence.
+func TruncateUTF8(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	s = s[:n]
+	for i := 0; i < utf8.UTFMax && len(s) > 0; i++ {
+		r, size := utf8.DecodeLastRuneInString(s)
+		if r != utf8.RuneError || size > 1 {
+			break
+		}
+		s = s[:len(s)-1]
+	}
+	return s
+}

@@ -1,0 +1,361 @@
+package pyrunner_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"io"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+
+	"github.com/orqest/sandbox/shared"
+	"github.com/orqest/sandbox/shared/pyrunner"
+	"github.com/orqest/sandbox/validator"
+)
+
+const python = "/usr/bin/python3"
+
+// run executes req with the real interpreter over the child protocol and
+// returns the decoded response and what the child printed.
+func run(t *testing.T, req pyrunner.Request) (pyrunner.Response, string, string) {
+	t.Helper()
+	if _, err := os.Stat(python); err != nil {
+		t.Skipf("%s not available: %v", python, err)
+	}
+	if req.Rules == nil {
+		req.Rules = validator.RulesJSON()
+	}
+	data, err := req.Encode()
+	if err != nil {
+		t.Fatalf("encode: %v", err)
+	}
+	argv := pyrunner.Argv(python)
+	cmd := exec.Command(argv[0], argv[1:]...)
+	cmd.Env = []string{}
+	cmd.Dir = t.TempDir()
+	cmd.Stdin = bytes.NewReader(data)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	pr, pw, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.ExtraFiles = []*os.File{pw}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	pw.Close()
+	raw, _ := io.ReadAll(pr)
+	pr.Close()
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("python exited: %v\nstderr: %s", err, stderr.String())
+	}
+	resp, err := pyrunner.DecodeResponse(raw)
+	if err != nil {
+		t.Fatalf("%v (raw %q, stderr %s)", err, raw, stderr.String())
+	}
+	return resp, stdout.String(), stderr.String()
+}
+
+func wantOutput(t *testing.T, resp pyrunner.Response, want string) {
+	t.Helper()
+	if !resp.Success {
+		t.Fatalf("success=false: %s: %s", resp.ErrorKind, resp.Error)
+	}
+	var got, exp any
+	if err := json.Unmarshal(resp.Output, &got); err != nil {
+		t.Fatalf("output %q: %v", resp.Output, err)
+	}
+	if err := json.Unmarshal([]byte(want), &exp); err != nil {
+		t.Fatal(err)
+	}
+	g, _ := json.Marshal(got)
+	e, _ := json.Marshal(exp)
+	if !bytes.Equal(g, e) {
+		t.Fatalf("output = %s, want %s", g, e)
+	}
+}
+
+func wantKind(t *testing.T, resp pyrunner.Response, kind string) {
+	t.Helper()
+	if resp.Success || resp.ErrorKind != kind {
+		t.Fatalf("success=%v kind=%q error=%q, want kind %q", resp.Success, resp.ErrorKind, resp.Error, kind)
+	}
+}
+
+func TestProgramDefinesOnlyOrqNames(t *testing.T) {
+	p := pyrunner.Program()
+	for _, s := range []string{"def _orq_check", "def _orq_execute", "def _orq_main"} {
+		if !strings.Contains(p, s) {
+			t.Errorf("program lacks %q", s)
+		}
+	}
+	// Every top-level def in the runner is _orq_-prefixed.
+	for _, line := range strings.Split(pyrunner.Program(), "\n") {
+		if strings.HasPrefix(line, "def ") && !strings.HasPrefix(line, "def _orq_") {
+			t.Errorf("top-level definition without _orq_ prefix: %q", line)
+		}
+	}
+}
+
+func TestReturn(t *testing.T) {
+	resp, _, _ := run(t, pyrunner.Request{Code: "return 1+1"})
+	wantOutput(t, resp, "2")
+}
+
+func TestReturnNoneAndEmptyBody(t *testing.T) {
+	resp, _, _ := run(t, pyrunner.Request{Code: "# nothing\n"})
+	wantOutput(t, resp, "null")
+}
+
+func TestArgs(t *testing.T) {
+	resp, _, _ := run(t, pyrunner.Request{
+		Code: "return {'sum': args['x'] + args['y'], 'name': args['n'].upper()}",
+		Args: json.RawMessage(`{"x": 3, "y": 4, "n": "é"}`),
+	})
+	wantOutput(t, resp, `{"sum": 7, "name": "É"}`)
+}
+
+func TestStdoutAndStderrGoToRealFDs(t *testing.T) {
+	resp, stdout, _ := run(t, pyrunner.Request{Code: "print('hello', 42)\nreturn 'ok'"})
+	wantOutput(t, resp, `"ok"`)
+	if stdout != "hello 42\n" {
+		t.Fatalf("stdout = %q", stdout)
+	}
+}
+
+func TestRuntimeErrorTraceback(t *testing.T) {
+	code := "x = 1\ny = args['missing']\nreturn y"
+	resp, _, _ := run(t, pyrunner.Request{Code: code})
+	wantKind(t, resp, "runtime")
+	for _, s := range []string{"Traceback (most recent call last)", `File "<sandbox>", line 2`, "y = args['missing']", "KeyError: 'missing'"} {
+		if !strings.Contains(resp.Error, s) {
+			t.Errorf("traceback lacks %q:\n%s", s, resp.Error)
+		}
+	}
+	// Only user frames: nothing from the runner.
+	for _, s := range []string{"_orq_", "runner", "<string>"} {
+		if strings.Contains(resp.Error, s) {
+			t.Errorf("traceback leaks runner frame %q:\n%s", s, resp.Error)
+		}
+	}
+}
+
+func TestTracebackLineNumbersOfNestedCalls(t *testing.T) {
+	code := "def f(n):\n    return 10 // n\n\nreturn f(0)\n"
+	resp, _, _ := run(t, pyrunner.Request{Code: code})
+	wantKind(t, resp, "runtime")
+	for _, s := range []string{`line 4, in <module>`, `line 2, in f`, "ZeroDivisionError"} {
+		if !strings.Contains(resp.Error, s) {
+			t.Errorf("traceback lacks %q:\n%s", s, resp.Error)
+		}
+	}
+}
+
+func TestMultilineStringNotReindented(t *testing.T) {
+	code := "s = '''a\nb'''\nreturn s"
+	resp, _, _ := run(t, pyrunner.Request{Code: code})
+	wantOutput(t, resp, `"a\nb"`)
+}
+
+func TestRecursionErrorIsRuntime(t *testing.T) {
+	resp, _, _ := run(t, pyrunner.Request{Code: "def f(n):\n    return f(n+1)\nreturn f(0)"})
+	wantKind(t, resp, "runtime")
+	if !strings.Contains(resp.Error, "RecursionError") {
+		t.Fatalf("error: %s", resp.Error)
+	}
+}
+
+func TestNotSerializable(t *testing.T) {
+	resp, _, _ := run(t, pyrunner.Request{Code: "return {1, 2}"})
+	wantKind(t, resp, "not_serializable")
+	resp, _, _ = run(t, pyrunner.Request{Code: "return float('nan')"})
+	wantKind(t, resp, "not_serializable")
+}
+
+func TestOutputLimit(t *testing.T) {
+	resp, _, _ := run(t, pyrunner.Request{Code: "return 'x' * 1000", MaxOutputBytes: 100})
+	wantKind(t, resp, "output_limit")
+	resp, _, _ = run(t, pyrunner.Request{Code: "return 'x' * 10", MaxOutputBytes: 100})
+	wantOutput(t, resp, `"xxxxxxxxxx"`)
+}
+
+func TestImportAllowedAtRuntime(t *testing.T) {
+	resp, _, _ := run(t, pyrunner.Request{
+		Code:           "import re\nreturn re.findall(r'\\d+', args['text'])",
+		Args:           json.RawMessage(`{"text": "a1 b22 c333"}`),
+		AllowedImports: []string{"re"},
+	})
+	wantOutput(t, resp, `["1", "22", "333"]`)
+}
+
+func TestFromImportAllowed(t *testing.T) {
+	resp, _, _ := run(t, pyrunner.Request{
+		Code:           "from math import sqrt\nimport json\nreturn json.dumps([sqrt(16)])",
+		AllowedImports: []string{"math", "json"},
+	})
+	wantOutput(t, resp, `"[4.0]"`)
+}
+
+// rulesWith returns the real rules table with safe_builtins replaced.
+func rulesWith(t *testing.T, safe ...string) json.RawMessage {
+	t.Helper()
+	var m map[string]any
+	if err := json.Unmarshal(validator.RulesJSON(), &m); err != nil {
+		t.Fatal(err)
+	}
+	if safe == nil {
+		safe = []string{}
+	}
+	m["safe_builtins"] = safe
+	b, _ := json.Marshal(m)
+	return b
+}
+
+// pyUnit runs snippet after loading the program as a library (its __name__
+// is not "__main__", so _orq_main does not run) and returns stdout.
+func pyUnit(t *testing.T, snippet string) string {
+	t.Helper()
+	if _, err := os.Stat(python); err != nil {
+		t.Skipf("%s not available: %v", python, err)
+	}
+	f := t.TempDir() + "/program.py"
+	if err := os.WriteFile(f, []byte(pyrunner.Program()), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	src := "ns = {'__name__': 'orq_test'}\nexec(open(" + strconvQuote(f) + ").read(), ns)\n" + snippet
+	out, err := exec.Command(python, "-I", "-S", "-B", "-c", src).CombinedOutput()
+	if err != nil {
+		t.Fatalf("python: %v\n%s", err, out)
+	}
+	return string(out)
+}
+
+func strconvQuote(s string) string { b, _ := json.Marshal(s); return string(b) }
+
+// The shim is exercised directly: the static checkers reject the same
+// imports first, so through Execute it is a second line that rarely fires.
+func TestImportShim(t *testing.T) {
+	out := pyUnit(t, `
+shim, real, allowed = ns['_orq_make_import'](['re', 'json'])
+def tryimp(*a, **k):
+    try:
+        m = shim(*a, **k)
+        return 'ok:' + m.__name__
+    except ImportError as e:
+        return 'denied'
+print(tryimp('re'))
+print(tryimp('json.decoder', None, None, ('JSONDecoder',), 0))
+print(tryimp('os'))
+print(tryimp('os.path'))
+print(tryimp('x', None, None, ('y',), 1))
+print(tryimp('re', None, None, (), 1))
+m = shim('re')
+print(hasattr(m, 'findall'), hasattr(m, 'enum'), hasattr(m, 'functools'), hasattr(m, '_compiler'))
+j = shim('json')
+print(hasattr(j, 'decoder'), hasattr(j.decoder, 're'), hasattr(j.decoder, 'scanner'))
+print(shim.__globals__ is ns, sorted(shim.__globals__))
+`)
+	want := "ok:re\nok:json.decoder\ndenied\ndenied\ndenied\ndenied\nTrue False False False\nTrue True True\nFalse ['__builtins__']\n"
+	if out != want {
+		t.Fatalf("got:\n%s\nwant:\n%s", out, want)
+	}
+}
+
+func TestImportDeniedThroughExecute(t *testing.T) {
+	for _, code := range []string{
+		"import os\nreturn 1",
+		"from os import path\nreturn 1",
+		"import os.path\nreturn 1",
+		"from . import x\nreturn 1",
+	} {
+		resp, _, _ := run(t, pyrunner.Request{Code: code, AllowedImports: []string{"re", "x"}})
+		// The real checker rejects these statically (validation); were it
+		// to miss one, the shim raises ImportError (runtime).
+		if resp.Success {
+			t.Fatalf("%q: import succeeded", code)
+		}
+		if resp.ErrorKind == "runtime" && !strings.Contains(resp.Error, "ImportError") {
+			t.Fatalf("%q: %s", code, resp.Error)
+		}
+	}
+}
+
+func TestAllowedModuleViewHidesDisallowedSubmodules(t *testing.T) {
+	// re imports enum and functools, which import sys: the view the shim
+	// hands out drops modules that are not allowed themselves.
+	resp, _, _ := run(t, pyrunner.Request{
+		Code:           "import re\ntry:\n    re.enum\n    return 'reachable'\nexcept Exception:\n    return 'hidden'",
+		AllowedImports: []string{"re"},
+	})
+	wantOutput(t, resp, `"hidden"`)
+}
+
+func TestCuratedBuiltinsOnly(t *testing.T) {
+	// len is left out of the curated list: a NameError at runtime, proving
+	// __builtins__ is built from rules["safe_builtins"] and nothing else.
+	resp, _, _ := run(t, pyrunner.Request{Code: "return len('abc')", Rules: rulesWith(t, "str")})
+	wantKind(t, resp, "runtime")
+	if !strings.Contains(resp.Error, "NameError") {
+		t.Fatalf("error: %s", resp.Error)
+	}
+	resp, _, _ = run(t, pyrunner.Request{Code: "return len('abc')", Rules: rulesWith(t, "len")})
+	wantOutput(t, resp, "3")
+}
+
+func TestUserGlobalsAreFresh(t *testing.T) {
+	// The user's globals hold only __builtins__ and __name__; no runner name
+	// (_orq_execute, _orq_check, json, ...) resolves.
+	for _, name := range []string{"_orq_execute", "_orq_check", "_orq_main", "json", "sys", "os"} {
+		resp, _, _ := run(t, pyrunner.Request{Code: "return " + name})
+		if resp.Success || (resp.ErrorKind == "runtime" && !strings.Contains(resp.Error, "NameError")) {
+			t.Errorf("%s reachable from user code: %+v", name, resp)
+		}
+	}
+}
+
+func TestMemoryErrorUnderAddressSpaceLimit(t *testing.T) {
+	resp, _, _ := run(t, pyrunner.Request{Code: "x = ' ' * (2*1024**3)\nreturn len(x)", MemoryMB: 64})
+	wantKind(t, resp, "memory")
+	resp, _, _ = run(t, pyrunner.Request{Code: "x = bytearray(2*1024**3)\nreturn len(x)", MemoryMB: 64,
+		Rules: rulesWith(t, "bytearray", "len")})
+	wantKind(t, resp, "memory")
+}
+
+func TestNormalCodeWorksAt64MB(t *testing.T) {
+	resp, _, _ := run(t, pyrunner.Request{
+		Code:           "import re, json\nreturn len(json.dumps([re.findall(r'\\w+', 'a b c')] * 1000))",
+		AllowedImports: []string{"re", "json"}, MemoryMB: 64,
+	})
+	if !resp.Success {
+		t.Fatalf("%s: %s", resp.ErrorKind, resp.Error)
+	}
+}
+
+func TestBadArgsRejectedInGo(t *testing.T) {
+	for _, a := range []string{`[1]`, `1`, `{"a":`, `"x"`} {
+		if _, err := (pyrunner.Request{Code: "return 1", Args: json.RawMessage(a)}).Encode(); err == nil {
+			t.Errorf("args %s accepted", a)
+		}
+	}
+}
+
+func TestResponseApply(t *testing.T) {
+	var res shared.ExecutionResult
+	if err := (pyrunner.Response{ErrorKind: "internal", Error: "x"}).Apply(&res); err == nil {
+		t.Fatal("internal kind not turned into an error")
+	}
+	if err := (pyrunner.Response{Success: true, Output: json.RawMessage("2")}).Apply(&res); err != nil || !res.Success || string(res.Output) != "2" {
+		t.Fatalf("apply: %v %+v", err, res)
+	}
+}
+
+func TestTruncateUTF8(t *testing.T) {
+	if got := pyrunner.TruncateUTF8("aé", 2); got != "a" {
+		t.Fatalf("got %q", got)
+	}
+	if got := pyrunner.TruncateUTF8("abc", 2); got != "ab" {
+		t.Fatalf("got %q", got)
+	}
+}
