@@ -1,0 +1,560 @@
+package host
+
+import (
+	"bytes"
+	_ "embed"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/hashicorp/hcl/v2"
+	"github.com/hashicorp/hcl/v2/gohcl"
+	"github.com/hashicorp/hcl/v2/hclparse"
+
+	"github.com/orqest/sandbox/shared"
+)
+
+// Default limits, used when a policy leaves a limit out and when a sandbox
+// names no policy and no policy "default" exists.
+const (
+	DefaultTimeout        = 5 * time.Second
+	DefaultMemoryMB       = 128
+	DefaultMaxOutputBytes = 1 << 20
+	DefaultMaxCodeBytes   = 64 << 10
+	DefaultMaxArgsBytes   = 1 << 20
+)
+
+// DefaultConfigFile is the file LoadFile and the CLI read when no path is
+// given, relative to the working directory.
+const DefaultConfigFile = "config.hcl"
+
+// EmbeddedConfigName is the file name diagnostics use for the embedded
+// default policy.
+const EmbeddedConfigName = "<embedded>/default.hcl"
+
+//go:embed default.hcl
+var defaultHCL []byte
+
+// DefaultHCL returns the source of the embedded default policy.
+func DefaultHCL() []byte { return append([]byte(nil), defaultHCL...) }
+
+// Config is an operator policy file decoded with gohcl. Its exported fields
+// mirror the HCL schema:
+//
+//	plugin_dir      = "bin"       # optional; relative to the config file's directory
+//	default_sandbox = "tier1"     # optional; else the only (or first) sandbox
+//
+//	plugin "subprocess" {         # optional; declares a plugin explicitly
+//	  path   = "bin/orqest-sandbox-plugin-subprocess"  # optional explicit binary
+//	  sha256 = "…"                # optional; verified before every launch
+//	}
+//
+//	policy "default" {
+//	  allowed_imports  = ["re", "math"]   # default-deny: [] unless listed
+//	  allowed_packages = []
+//	  timeout          = "5s"
+//	  memory_mb        = 128
+//	  max_output_bytes = 1048576
+//	  max_code_bytes   = 65536
+//	  max_args_bytes   = 1048576
+//	}
+//
+//	sandbox "tier1" {
+//	  plugin = "subprocess"       # a declared or discoverable plugin
+//	  policy = "default"          # optional; else policy "default" or built-in defaults
+//	  unsafe = false              # required true by tier-0 backends
+//	  config { mode = "spawn" }   # backend-specific; checked against the plugin's schema
+//	}
+//
+// Use ParseConfig, LoadConfigFile or DefaultConfig to obtain one; they also
+// run the semantic checks that need no plugin (names, references to
+// policies, durations, limits). Load checks the rest (plugins, checksums).
+type Config struct {
+	PluginDir      string           `hcl:"plugin_dir,optional"`
+	DefaultSandbox string           `hcl:"default_sandbox,optional"`
+	Plugins        []*PluginConfig  `hcl:"plugin,block"`
+	Policies       []*PolicyConfig  `hcl:"policy,block"`
+	Sandboxes      []*SandboxConfig `hcl:"sandbox,block"`
+
+	PluginDirRange      hcl.Range `hcl:"plugin_dir,attr_value_range"`
+	DefaultSandboxRange hcl.Range `hcl:"default_sandbox,attr_value_range"`
+
+	// Filename is the path the policy was read from (EmbeddedConfigName
+	// for the embedded default).
+	Filename string
+	// Dir is the directory relative paths (plugin_dir, plugin paths) are
+	// resolved against: the config file's directory, or the working
+	// directory for a config parsed from memory.
+	Dir string
+	// Embedded is true for the embedded default policy.
+	Embedded bool
+	// Files holds the parsed sources by file name, for rendering
+	// diagnostics with source snippets (see WriteDiagnostics).
+	Files map[string]*hcl.File
+
+	policies map[string]Policy
+	fileRng  hcl.Range
+}
+
+// PluginConfig is a `plugin "name" {}` block.
+type PluginConfig struct {
+	Name   string `hcl:"name,label"`
+	Path   string `hcl:"path,optional"`
+	SHA256 string `hcl:"sha256,optional"`
+
+	DefRange    hcl.Range `hcl:",def_range"`
+	PathRange   hcl.Range `hcl:"path,attr_value_range"`
+	SHA256Range hcl.Range `hcl:"sha256,attr_value_range"`
+}
+
+// PolicyConfig is a `policy "name" {}` block as written. Resolved values are
+// available from Config.Policy.
+type PolicyConfig struct {
+	Name            string   `hcl:"name,label"`
+	AllowedImports  []string `hcl:"allowed_imports,optional"`
+	AllowedPackages []string `hcl:"allowed_packages,optional"`
+	Timeout         *string  `hcl:"timeout,optional"`
+	MemoryMB        *int     `hcl:"memory_mb,optional"`
+	MaxOutputBytes  *int     `hcl:"max_output_bytes,optional"`
+	MaxCodeBytes    *int     `hcl:"max_code_bytes,optional"`
+	MaxArgsBytes    *int     `hcl:"max_args_bytes,optional"`
+
+	DefRange            hcl.Range `hcl:",def_range"`
+	AllowedImportsRange hcl.Range `hcl:"allowed_imports,attr_value_range"`
+	TimeoutRange        hcl.Range `hcl:"timeout,attr_value_range"`
+	MemoryMBRange       hcl.Range `hcl:"memory_mb,attr_value_range"`
+	MaxOutputBytesRange hcl.Range `hcl:"max_output_bytes,attr_value_range"`
+	MaxCodeBytesRange   hcl.Range `hcl:"max_code_bytes,attr_value_range"`
+	MaxArgsBytesRange   hcl.Range `hcl:"max_args_bytes,attr_value_range"`
+}
+
+// SandboxConfig is a `sandbox "name" {}` block: a plugin, a policy and the
+// plugin's own configuration.
+type SandboxConfig struct {
+	Name   string         `hcl:"name,label"`
+	Plugin string         `hcl:"plugin"`
+	Policy string         `hcl:"policy,optional"`
+	Unsafe bool           `hcl:"unsafe,optional"`
+	Config *BackendConfig `hcl:"config,block"`
+
+	DefRange    hcl.Range `hcl:",def_range"`
+	PluginRange hcl.Range `hcl:"plugin,attr_value_range"`
+	PolicyRange hcl.Range `hcl:"policy,attr_value_range"`
+}
+
+// BackendConfig is a sandbox's `config {}` block. Its body is kept as is and
+// decoded later against the schema the plugin advertises in Info.
+type BackendConfig struct {
+	Body     hcl.Body  `hcl:",remain"`
+	DefRange hcl.Range `hcl:",def_range"`
+}
+
+// Policy is a resolved policy: every limit has a value.
+type Policy struct {
+	Name            string
+	AllowedImports  []string
+	AllowedPackages []string
+	Timeout         time.Duration
+	MemoryMB        int
+	MaxOutputBytes  int
+	MaxCodeBytes    int
+	MaxArgsBytes    int
+}
+
+// BuiltinPolicy is the policy of a sandbox that names none when the config
+// has no policy "default": default-deny imports and the default limits.
+func BuiltinPolicy() Policy {
+	return Policy{
+		Name:           "default",
+		Timeout:        DefaultTimeout,
+		MemoryMB:       DefaultMemoryMB,
+		MaxOutputBytes: DefaultMaxOutputBytes,
+		MaxCodeBytes:   DefaultMaxCodeBytes,
+		MaxArgsBytes:   DefaultMaxArgsBytes,
+	}
+}
+
+// ParseConfig parses and checks a policy from memory. filename is used in
+// diagnostics; relative paths in the policy resolve against its directory.
+func ParseConfig(filename string, src []byte) (*Config, hcl.Diagnostics) {
+	p := hclparse.NewParser()
+	f, diags := p.ParseHCL(src, filename)
+	dir := filepath.Dir(filename)
+	if abs, err := filepath.Abs(dir); err == nil {
+		dir = abs
+	}
+	return decodeConfig(p, f, diags, filename, dir)
+}
+
+// LoadConfigFile reads, parses and checks the policy file at path.
+func LoadConfigFile(path string) (*Config, hcl.Diagnostics) {
+	src, err := os.ReadFile(path)
+	if err != nil {
+		return &Config{Filename: path, Files: map[string]*hcl.File{}}, hcl.Diagnostics{{
+			Severity: hcl.DiagError,
+			Summary:  "Cannot read policy file",
+			Detail:   err.Error(),
+		}}
+	}
+	return ParseConfig(path, src)
+}
+
+// DefaultConfig returns the embedded default policy: a sandbox "subprocess"
+// on the tier-1 subprocess plugin (found next to the executable),
+// default-deny imports, a 5s timeout and 128 MiB of memory.
+func DefaultConfig() *Config {
+	p := hclparse.NewParser()
+	f, diags := p.ParseHCL(defaultHCL, EmbeddedConfigName)
+	wd, _ := os.Getwd()
+	cfg, diags := decodeConfig(p, f, diags, EmbeddedConfigName, wd)
+	if diags.HasErrors() {
+		panic("host: embedded default.hcl is invalid: " + diags.Error())
+	}
+	cfg.Embedded = true
+	return cfg
+}
+
+// ResolveConfigPath applies the lookup rule of LoadFile and the CLI: an
+// explicit path is used as is; "" means DefaultConfigFile in the working
+// directory if it exists, else the embedded default (returned as "").
+func ResolveConfigPath(path string) string {
+	if path != "" {
+		return path
+	}
+	if st, err := os.Stat(DefaultConfigFile); err == nil && !st.IsDir() {
+		return DefaultConfigFile
+	}
+	return ""
+}
+
+func decodeConfig(p *hclparse.Parser, f *hcl.File, diags hcl.Diagnostics, filename, dir string) (*Config, hcl.Diagnostics) {
+	cfg := &Config{Filename: filename, Dir: dir, Files: p.Files()}
+	if diags.HasErrors() || f == nil {
+		return cfg, diags
+	}
+	diags = append(diags, gohcl.DecodeBody(f.Body, nil, cfg)...)
+	// Decoding replaced the struct's fields; restore ours.
+	cfg.Filename, cfg.Dir, cfg.Files = filename, dir, p.Files()
+	cfg.fileRng = hcl.Range{Filename: filename, Start: hcl.InitialPos, End: hcl.InitialPos}
+	if diags.HasErrors() {
+		return cfg, diags
+	}
+	diags = append(diags, cfg.check()...)
+	return cfg, diags
+}
+
+var (
+	pluginNameRe = regexp.MustCompile(`^[a-z0-9][a-z0-9_.-]*$`)
+	nameRe       = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_-]*$`)
+	sha256Re     = regexp.MustCompile(`^[0-9a-fA-F]{64}$`)
+)
+
+func errDiag(rng hcl.Range, summary, detail string) *hcl.Diagnostic {
+	r := rng
+	return &hcl.Diagnostic{Severity: hcl.DiagError, Summary: summary, Detail: detail, Subject: &r}
+}
+
+// check runs the semantic checks that need no plugin.
+func (c *Config) check() hcl.Diagnostics {
+	var diags hcl.Diagnostics
+
+	seenPlugin := map[string]*PluginConfig{}
+	for _, p := range c.Plugins {
+		if !pluginNameRe.MatchString(p.Name) {
+			diags = append(diags, errDiag(p.DefRange, "Invalid plugin name",
+				fmt.Sprintf("Plugin name %q must be lower-case letters, digits, '.', '_' or '-'; the binary is named %s<name>.", p.Name, shared.PluginPrefix)))
+		}
+		if prev, ok := seenPlugin[p.Name]; ok {
+			diags = append(diags, errDiag(p.DefRange, "Duplicate plugin block",
+				fmt.Sprintf("Plugin %q was already declared at %s.", p.Name, prev.DefRange)))
+			continue
+		}
+		seenPlugin[p.Name] = p
+		if p.SHA256 != "" && !sha256Re.MatchString(p.SHA256) {
+			diags = append(diags, errDiag(p.SHA256Range, "Invalid sha256",
+				"The sha256 attribute must be 64 hexadecimal digits (the output of `sha256sum`)."))
+		}
+	}
+
+	c.policies = map[string]Policy{}
+	seenPolicy := map[string]*PolicyConfig{}
+	for _, p := range c.Policies {
+		if !nameRe.MatchString(p.Name) {
+			diags = append(diags, errDiag(p.DefRange, "Invalid policy name",
+				fmt.Sprintf("Policy name %q must start with a letter or '_' and contain only letters, digits, '_' or '-'.", p.Name)))
+		}
+		if prev, ok := seenPolicy[p.Name]; ok {
+			diags = append(diags, errDiag(p.DefRange, "Duplicate policy block",
+				fmt.Sprintf("Policy %q was already declared at %s.", p.Name, prev.DefRange)))
+			continue
+		}
+		seenPolicy[p.Name] = p
+		pol, d := p.resolve()
+		diags = append(diags, d...)
+		c.policies[p.Name] = pol
+	}
+
+	seenSandbox := map[string]*SandboxConfig{}
+	for _, s := range c.Sandboxes {
+		if !nameRe.MatchString(s.Name) {
+			diags = append(diags, errDiag(s.DefRange, "Invalid sandbox name",
+				fmt.Sprintf("Sandbox name %q must start with a letter or '_' and contain only letters, digits, '_' or '-'.", s.Name)))
+		}
+		if prev, ok := seenSandbox[s.Name]; ok {
+			diags = append(diags, errDiag(s.DefRange, "Duplicate sandbox block",
+				fmt.Sprintf("Sandbox %q was already declared at %s.", s.Name, prev.DefRange)))
+			continue
+		}
+		seenSandbox[s.Name] = s
+		if !pluginNameRe.MatchString(s.Plugin) {
+			diags = append(diags, errDiag(s.PluginRange, "Invalid plugin name",
+				fmt.Sprintf("Plugin name %q must be lower-case letters, digits, '.', '_' or '-'.", s.Plugin)))
+		}
+		if s.Policy != "" {
+			if _, ok := seenPolicy[s.Policy]; !ok {
+				diags = append(diags, errDiag(s.PolicyRange, "Unknown policy",
+					fmt.Sprintf("Sandbox %q refers to policy %q, which is not declared.%s", s.Name, s.Policy, declaredList("policies", keys(seenPolicy)))))
+			}
+		}
+	}
+
+	if len(c.Sandboxes) == 0 {
+		diags = append(diags, errDiag(c.fileRng, "No sandbox declared",
+			`A policy file must declare at least one sandbox block, e.g. sandbox "subprocess" { plugin = "subprocess" }.`))
+	}
+	if c.DefaultSandbox != "" {
+		if _, ok := seenSandbox[c.DefaultSandbox]; !ok {
+			diags = append(diags, errDiag(c.DefaultSandboxRange, "Unknown default sandbox",
+				fmt.Sprintf("default_sandbox names %q, which is not declared.%s", c.DefaultSandbox, declaredList("sandboxes", keys(seenSandbox)))))
+		}
+	}
+	return diags
+}
+
+func keys[V any](m map[string]V) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	return out
+}
+
+func declaredList(what string, names []string) string {
+	if len(names) == 0 {
+		return fmt.Sprintf(" No %s are declared.", what)
+	}
+	sort.Strings(names)
+	return fmt.Sprintf(" Declared %s: %s.", what, strings.Join(names, ", "))
+}
+
+func (p *PolicyConfig) resolve() (Policy, hcl.Diagnostics) {
+	var diags hcl.Diagnostics
+	pol := BuiltinPolicy()
+	pol.Name = p.Name
+	pol.AllowedImports = append([]string(nil), p.AllowedImports...)
+	pol.AllowedPackages = append([]string(nil), p.AllowedPackages...)
+	for _, m := range p.AllowedImports {
+		if m == "" || strings.ContainsAny(m, " \t/\\") {
+			diags = append(diags, errDiag(p.AllowedImportsRange, "Invalid module name",
+				fmt.Sprintf("allowed_imports entry %q is not a Python module name.", m)))
+		}
+	}
+	if p.Timeout != nil {
+		d, err := time.ParseDuration(*p.Timeout)
+		switch {
+		case err != nil:
+			diags = append(diags, errDiag(p.TimeoutRange, "Invalid duration",
+				fmt.Sprintf("timeout %q is not a duration such as \"500ms\", \"5s\" or \"1m\": %v.", *p.Timeout, err)))
+		case d <= 0:
+			diags = append(diags, errDiag(p.TimeoutRange, "Invalid timeout",
+				fmt.Sprintf("timeout must be positive, not %q.", *p.Timeout)))
+		default:
+			pol.Timeout = d
+		}
+	}
+	for _, l := range []struct {
+		name string
+		v    *int
+		rng  hcl.Range
+		dst  *int
+	}{
+		{"memory_mb", p.MemoryMB, p.MemoryMBRange, &pol.MemoryMB},
+		{"max_output_bytes", p.MaxOutputBytes, p.MaxOutputBytesRange, &pol.MaxOutputBytes},
+		{"max_code_bytes", p.MaxCodeBytes, p.MaxCodeBytesRange, &pol.MaxCodeBytes},
+		{"max_args_bytes", p.MaxArgsBytes, p.MaxArgsBytesRange, &pol.MaxArgsBytes},
+	} {
+		if l.v == nil {
+			continue
+		}
+		if *l.v <= 0 {
+			diags = append(diags, errDiag(l.rng, "Invalid limit",
+				fmt.Sprintf("%s must be a positive number, not %d.", l.name, *l.v)))
+			continue
+		}
+		*l.dst = *l.v
+	}
+	return pol, diags
+}
+
+// Policy returns the resolved policy called name.
+func (c *Config) Policy(name string) (Policy, bool) {
+	p, ok := c.policies[name]
+	return p, ok
+}
+
+// SandboxPolicy returns the policy that applies to sandbox s: the one it
+// names, else policy "default" if declared, else BuiltinPolicy.
+func (c *Config) SandboxPolicy(s *SandboxConfig) Policy {
+	name := s.Policy
+	if name == "" {
+		name = "default"
+	}
+	if p, ok := c.policies[name]; ok {
+		return p
+	}
+	return BuiltinPolicy()
+}
+
+// DefaultSandboxName returns default_sandbox, or the only (first) sandbox.
+func (c *Config) DefaultSandboxName() string {
+	if c.DefaultSandbox != "" {
+		return c.DefaultSandbox
+	}
+	if len(c.Sandboxes) > 0 {
+		return c.Sandboxes[0].Name
+	}
+	return ""
+}
+
+// SandboxConfigNamed returns the sandbox block called name.
+func (c *Config) SandboxConfigNamed(name string) (*SandboxConfig, bool) {
+	for _, s := range c.Sandboxes {
+		if s.Name == name {
+			return s, true
+		}
+	}
+	return nil, false
+}
+
+func (c *Config) pluginConfig(name string) *PluginConfig {
+	for _, p := range c.Plugins {
+		if p.Name == name {
+			return p
+		}
+	}
+	return nil
+}
+
+func (c *Config) resolvePath(p string) string {
+	if p == "" || filepath.IsAbs(p) {
+		return p
+	}
+	return filepath.Join(c.Dir, p)
+}
+
+// DiagnosticsError is returned by Load, LoadFile and the Sandbox calls when
+// the policy is wrong. It carries the HCL diagnostics and the parsed files so
+// that they can be printed with source snippets.
+type DiagnosticsError struct {
+	Diagnostics hcl.Diagnostics
+	Files       map[string]*hcl.File
+}
+
+// Error lists the error diagnostics as "file:line:col: summary: detail".
+func (e *DiagnosticsError) Error() string {
+	var parts []string
+	for _, d := range e.Diagnostics {
+		if d.Severity != hcl.DiagError {
+			continue
+		}
+		parts = append(parts, diagHeadline(d))
+	}
+	if len(parts) == 0 {
+		return "invalid policy"
+	}
+	return strings.Join(parts, "; ")
+}
+
+// WriteText renders the diagnostics with WriteDiagnostics.
+func (e *DiagnosticsError) WriteText(w io.Writer) error {
+	return WriteDiagnostics(w, e.Files, e.Diagnostics)
+}
+
+func diagHeadline(d *hcl.Diagnostic) string {
+	s := d.Summary
+	if d.Detail != "" {
+		s += ": " + d.Detail
+	}
+	if d.Subject != nil {
+		return fmt.Sprintf("%s:%d:%d: %s", d.Subject.Filename, d.Subject.Start.Line, d.Subject.Start.Column, s)
+	}
+	return s
+}
+
+// WriteDiagnostics prints diags for a terminal: each starts with a
+// compiler-style "file:line:col: Error: summary" line (so editors and scripts
+// can jump to it), followed by hcl.NewDiagnosticTextWriter's source snippet
+// and detail.
+func WriteDiagnostics(w io.Writer, files map[string]*hcl.File, diags hcl.Diagnostics) error {
+	for _, d := range diags {
+		var buf bytes.Buffer
+		tw := hcl.NewDiagnosticTextWriter(&buf, files, 0, false)
+		if err := tw.WriteDiagnostic(d); err != nil {
+			return err
+		}
+		out := buf.String()
+		sev := "Error"
+		if d.Severity == hcl.DiagWarning {
+			sev = "Warning"
+		}
+		if d.Subject != nil {
+			// Replace the writer's "Error: summary" headline with one that
+			// carries file:line:col.
+			if i := strings.IndexByte(out, '\n'); i >= 0 {
+				out = out[i+1:]
+			}
+			out = fmt.Sprintf("%s:%d:%d: %s: %s\n", d.Subject.Filename, d.Subject.Start.Line, d.Subject.Start.Column, sev, d.Summary) + out
+		}
+		if _, err := io.WriteString(w, out); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func validSHA256(s string) bool { return sha256Re.MatchString(s) }
+
+func normalizeSHA256(s string) string {
+	b, err := hex.DecodeString(s)
+	if err != nil {
+		return strings.ToLower(s)
+	}
+	return hex.EncodeToString(b)
+}
+
+// Allowed returns the import allowlist of a call under the policy: its
+// allowed_imports together with extra, sorted and without duplicates.
+// Requests can only add modules to what the policy allows.
+func (p Policy) Allowed(extra ...string) []string {
+	set := map[string]bool{}
+	for _, m := range p.AllowedImports {
+		set[m] = true
+	}
+	for _, m := range extra {
+		if m = strings.TrimSpace(m); m != "" {
+			set[m] = true
+		}
+	}
+	out := make([]string, 0, len(set))
+	for m := range set {
+		out = append(out, m)
+	}
+	sort.Strings(out)
+	return out
+}

@@ -1,0 +1,294 @@
+package host
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/hcl/v2"
+
+	"github.com/orqest/sandbox/shared"
+)
+
+const goodConfig = `
+plugin_dir      = "bin"
+default_sandbox = "tier1"
+
+policy "default" {
+  allowed_imports  = ["re", "math"]
+  allowed_packages = []
+  timeout          = "2s"
+  memory_mb        = 64
+  max_output_bytes = 4096
+}
+
+policy "strict" {}
+
+sandbox "tier1" {
+  plugin = "subprocess"
+  policy = "default"
+  config {
+    mode = "spawn"
+  }
+}
+
+sandbox "other" {
+  plugin = "subprocess"
+  policy = "strict"
+}
+`
+
+func TestParseGoodConfig(t *testing.T) {
+	cfg, diags := ParseConfig("/etc/orqest/config.hcl", []byte(goodConfig))
+	if diags.HasErrors() {
+		t.Fatal(diags)
+	}
+	if cfg.PluginDir != "bin" || cfg.Dir != "/etc/orqest" || cfg.resolvePath(cfg.PluginDir) != "/etc/orqest/bin" {
+		t.Errorf("plugin_dir %q dir %q", cfg.PluginDir, cfg.Dir)
+	}
+	if got := cfg.DefaultSandboxName(); got != "tier1" {
+		t.Errorf("default sandbox %q", got)
+	}
+	p, ok := cfg.Policy("default")
+	if !ok {
+		t.Fatal("no default policy")
+	}
+	want := Policy{Name: "default", AllowedImports: []string{"re", "math"}, AllowedPackages: nil,
+		Timeout: 2 * time.Second, MemoryMB: 64, MaxOutputBytes: 4096, MaxCodeBytes: DefaultMaxCodeBytes, MaxArgsBytes: DefaultMaxArgsBytes}
+	if !equalPolicy(p, want) {
+		t.Errorf("policy = %+v, want %+v", p, want)
+	}
+	strict, _ := cfg.Policy("strict")
+	if strict.Timeout != DefaultTimeout || strict.MemoryMB != DefaultMemoryMB || len(strict.AllowedImports) != 0 {
+		t.Errorf("strict policy defaults: %+v", strict)
+	}
+	sb, ok := cfg.SandboxConfigNamed("tier1")
+	if !ok || sb.Plugin != "subprocess" || sb.Config == nil {
+		t.Fatalf("sandbox tier1: %+v", sb)
+	}
+	js, diags := decodeBackendConfig(sb, "subprocess", []shared.ConfigAttribute{{Name: "python", Type: "string"}, {Name: "mode", Type: "string"}})
+	if diags.HasErrors() {
+		t.Fatal(diags)
+	}
+	if string(js) != `{"mode":"spawn"}` {
+		t.Errorf("config json %s", js)
+	}
+	other, _ := cfg.SandboxConfigNamed("other")
+	if js, diags := decodeBackendConfig(other, "subprocess", nil); diags.HasErrors() || js != nil {
+		t.Errorf("absent config block: %s %v", js, diags)
+	}
+}
+
+func equalPolicy(a, b Policy) bool {
+	ja, _ := json.Marshal(a)
+	jb, _ := json.Marshal(b)
+	return bytes.Equal(ja, jb)
+}
+
+func TestEmbeddedDefault(t *testing.T) {
+	cfg := DefaultConfig()
+	if !cfg.Embedded || cfg.Filename != EmbeddedConfigName {
+		t.Errorf("embedded %v filename %q", cfg.Embedded, cfg.Filename)
+	}
+	if cfg.DefaultSandboxName() != "subprocess" {
+		t.Errorf("default sandbox %q", cfg.DefaultSandboxName())
+	}
+	sb, _ := cfg.SandboxConfigNamed("subprocess")
+	if sb == nil || sb.Plugin != "subprocess" || sb.Unsafe {
+		t.Fatalf("sandbox: %+v", sb)
+	}
+	p := cfg.SandboxPolicy(sb)
+	if len(p.AllowedImports) != 0 || p.Timeout != 5*time.Second || p.MemoryMB != 128 {
+		t.Errorf("policy %+v", p)
+	}
+	if ws := PolicyWarnings(cfg); len(ws) != 0 {
+		t.Errorf("embedded default has lint warnings: %v", ws)
+	}
+	// ResolveConfigPath: no config.hcl here -> embedded.
+	dir := t.TempDir()
+	t.Chdir(dir)
+	if p := ResolveConfigPath(""); p != "" {
+		t.Errorf("ResolveConfigPath = %q", p)
+	}
+	os.WriteFile(filepath.Join(dir, DefaultConfigFile), []byte(goodConfig), 0o644)
+	if p := ResolveConfigPath(""); p != DefaultConfigFile {
+		t.Errorf("ResolveConfigPath = %q", p)
+	}
+}
+
+// render returns the diagnostics as the CLI prints them.
+func render(t *testing.T, err error) string {
+	t.Helper()
+	var de *DiagnosticsError
+	if !errors.As(err, &de) {
+		t.Fatalf("error %v (%T) is not a *DiagnosticsError", err, err)
+	}
+	var buf bytes.Buffer
+	if err := de.WriteText(&buf); err != nil {
+		t.Fatal(err)
+	}
+	return buf.String()
+}
+
+// loadText writes src to dir/config.hcl and loads it with the fake plugin
+// directory pdir.
+func loadText(t *testing.T, src string, pdir string) (*Host, error, string) {
+	t.Helper()
+	dir := t.TempDir()
+	path := filepath.Join(dir, "config.hcl")
+	if err := os.WriteFile(path, []byte(src), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	h, err := LoadFile(context.Background(), path, WithPluginDirs(pdir))
+	return h, err, path
+}
+
+// fakePluginDir holds an executable named like a subprocess plugin; the
+// config checks never launch it.
+func fakePluginDir(t *testing.T) (dir, sum string) {
+	dir = t.TempDir()
+	p := filepath.Join(dir, shared.PluginPrefix+"subprocess")
+	if err := os.WriteFile(p, []byte("#!/bin/sh\nexit 1\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	sum, err := FileSHA256(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return dir, sum
+}
+
+func TestConfigDiagnostics(t *testing.T) {
+	pdir, sum := fakePluginDir(t)
+	wrong := strings.Repeat("ab", 32)
+	cases := []struct {
+		name, src string
+		pos       string // line:col expected after the file name
+		want      string // summary expected
+	}{
+		{"syntax error", "sandbox \"a\" {\n  plugin = \"subprocess\"\n  policy = \n}\n", ":3:12:", "Invalid expression"},
+		{"unknown attribute", "sandbox \"a\" {\n  plugin = \"subprocess\"\n  colour = \"red\"\n}\n", ":3:3:", "Unsupported argument"},
+		{"unknown top-level block", "sandbox \"a\" { plugin = \"subprocess\" }\nsandboxes \"b\" {}\n", ":2:1:", "Unsupported block type"},
+		{"unknown policy attribute", "policy \"p\" {\n  timeout_s = 5\n}\nsandbox \"a\" { plugin = \"subprocess\" }\n", ":2:3:", "Unsupported argument"},
+		{"unknown plugin", "sandbox \"a\" {\n  plugin = \"nosuch\"\n}\n", ":2:12:", "Unknown plugin"},
+		{"declared plugin missing", "plugin \"nosuch\" {}\nsandbox \"a\" { plugin = \"nosuch\" }\n", ":1:1:", "Plugin not found"},
+		{"explicit path missing", "plugin \"x\" {\n  path = \"nope/bin\"\n}\nsandbox \"a\" { plugin = \"x\" }\n", ":2:10:", "Plugin binary not found"},
+		{"wrong sha256", "plugin \"subprocess\" {\n  sha256 = \"" + wrong + "\"\n}\nsandbox \"a\" { plugin = \"subprocess\" }\n", ":2:12:", "Plugin checksum mismatch"},
+		{"malformed sha256", "plugin \"subprocess\" {\n  sha256 = \"xyz\"\n}\nsandbox \"a\" { plugin = \"subprocess\" }\n", ":2:12:", "Invalid sha256"},
+		{"unknown policy", "sandbox \"a\" {\n  plugin = \"subprocess\"\n  policy = \"nope\"\n}\n", ":3:12:", "Unknown policy"},
+		{"bad duration", "policy \"default\" {\n  timeout = \"5 parsecs\"\n}\nsandbox \"a\" { plugin = \"subprocess\" }\n", ":2:13:", "Invalid duration"},
+		{"negative limit", "policy \"default\" {\n  memory_mb = -1\n}\nsandbox \"a\" { plugin = \"subprocess\" }\n", ":2:15:", "Invalid limit"},
+		{"duplicate sandbox", "sandbox \"a\" { plugin = \"subprocess\" }\nsandbox \"a\" { plugin = \"subprocess\" }\n", ":2:1:", "Duplicate sandbox block"},
+		{"duplicate policy", "policy \"p\" {}\npolicy \"p\" {}\nsandbox \"a\" { plugin = \"subprocess\" }\n", ":2:1:", "Duplicate policy block"},
+		{"unknown default", "default_sandbox = \"b\"\nsandbox \"a\" { plugin = \"subprocess\" }\n", ":1:19:", "Unknown default sandbox"},
+		{"no sandbox", "policy \"p\" {}\n", ":1:1:", "No sandbox declared"},
+		{"wrong type", "policy \"p\" {\n  memory_mb = \"lots\"\n}\nsandbox \"a\" { plugin = \"subprocess\" }\n", ":2:16:", "Unsuitable value type"},
+		{"plugin_dir missing", "plugin_dir = \"nope\"\nsandbox \"a\" { plugin = \"subprocess\" }\n", ":1:14:", "Plugin directory not found"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			h, err, path := loadText(t, c.src, pdir)
+			if err == nil {
+				h.Close()
+				t.Fatal("loaded without error")
+			}
+			out := render(t, err)
+			if !strings.Contains(out, path+c.pos) {
+				t.Errorf("want %s%s in:\n%s", path, c.pos, out)
+			}
+			if !strings.Contains(out, c.want) {
+				t.Errorf("want %q in:\n%s", c.want, out)
+			}
+			// The HCL text writer's snippet follows the headline.
+			if !strings.Contains(out, "  on "+path+" line ") {
+				t.Errorf("no source snippet in:\n%s", out)
+			}
+		})
+	}
+
+	// The right checksum loads.
+	h, err, _ := loadText(t, "plugin \"subprocess\" {\n  sha256 = \""+strings.ToUpper(sum)+"\"\n}\nsandbox \"a\" { plugin = \"subprocess\" }\n", pdir)
+	if err != nil {
+		t.Fatal(render(t, err))
+	}
+	e, _ := h.Catalog().Lookup("subprocess")
+	if e.ExpectedSHA256 != sum || !e.Declared || e.Source != SourceSearchDir {
+		t.Errorf("entry %+v", e)
+	}
+	h.Close()
+}
+
+func TestBackendConfigDiagnostics(t *testing.T) {
+	schema := []shared.ConfigAttribute{
+		{Name: "python", Type: "string"},
+		{Name: "mode", Type: "string"},
+		{Name: "workers", Type: "number"},
+		{Name: "debug", Type: "bool"},
+		{Name: "paths", Type: "list(string)"},
+	}
+	src := "sandbox \"a\" {\n  plugin = \"subprocess\"\n  config {\n    mode = \"spawn\"\n    colour = \"red\"\n  }\n}\n"
+	cfg, diags := ParseConfig("/x/config.hcl", []byte(src))
+	if diags.HasErrors() {
+		t.Fatal(diags)
+	}
+	_, diags = decodeBackendConfig(cfg.Sandboxes[0], "subprocess", schema)
+	out := render(t, &DiagnosticsError{Diagnostics: diags, Files: cfg.Files})
+	if !strings.Contains(out, "/x/config.hcl:5:5: Error: Unsupported argument") || !strings.Contains(out, "accepts: python (string)") {
+		t.Errorf("diagnostic:\n%s", out)
+	}
+
+	src = "sandbox \"a\" {\n  plugin = \"subprocess\"\n  config {\n    workers = \"many\"\n  }\n}\n"
+	cfg, _ = ParseConfig("/x/config.hcl", []byte(src))
+	_, diags = decodeBackendConfig(cfg.Sandboxes[0], "subprocess", schema)
+	if out := render(t, &DiagnosticsError{Diagnostics: diags, Files: cfg.Files}); !strings.Contains(out, "/x/config.hcl:4:15:") {
+		t.Errorf("diagnostic:\n%s", out)
+	}
+
+	src = "sandbox \"a\" {\n  plugin = \"subprocess\"\n  config {\n    workers = 4\n    debug = true\n    paths = [\"a\", \"b\"]\n  }\n}\n"
+	cfg, _ = ParseConfig("/x/config.hcl", []byte(src))
+	js, diags := decodeBackendConfig(cfg.Sandboxes[0], "subprocess", schema)
+	if diags.HasErrors() || string(js) != `{"debug":true,"paths":["a","b"],"workers":4}` {
+		t.Errorf("json %s diags %v", js, diags)
+	}
+
+	// A required attribute and no block.
+	cfg, _ = ParseConfig("/x/config.hcl", []byte("sandbox \"a\" {\n  plugin = \"subprocess\"\n}\n"))
+	_, diags = decodeBackendConfig(cfg.Sandboxes[0], "docker", []shared.ConfigAttribute{{Name: "image", Type: "string", Required: true}})
+	if !diags.HasErrors() || diags[0].Subject.Start.Line != 1 {
+		t.Errorf("diags %v", diags)
+	}
+	// A broken schema is the plugin's fault, reported at the plugin attribute.
+	_, diags = decodeBackendConfig(cfg.Sandboxes[0], "x", []shared.ConfigAttribute{{Name: "a", Type: "strin g"}})
+	if !diags.HasErrors() || !strings.Contains(diags[0].Summary, "invalid config schema") {
+		t.Errorf("diags %v", diags)
+	}
+}
+
+func TestPolicyWarnings(t *testing.T) {
+	src := "policy \"p\" {\n  allowed_imports = [\"re\", \"os.path\", \"subprocess\"]\n}\nsandbox \"a\" {\n  plugin = \"subprocess\"\n  policy = \"p\"\n  unsafe = true\n}\n"
+	cfg, diags := ParseConfig("/x/config.hcl", []byte(src))
+	if diags.HasErrors() {
+		t.Fatal(diags)
+	}
+	ws := PolicyWarnings(cfg)
+	if len(ws) != 2 {
+		t.Fatalf("warnings: %v", ws)
+	}
+	for _, w := range ws {
+		if w.Severity != hcl.DiagWarning {
+			t.Errorf("not a warning: %v", w)
+		}
+	}
+	var buf bytes.Buffer
+	WriteDiagnostics(&buf, cfg.Files, ws)
+	out := buf.String()
+	if !strings.Contains(out, "/x/config.hcl:2:21: Warning: Dangerous module in allowed_imports") || !strings.Contains(out, "os.path") || strings.Contains(out, "re (") {
+		t.Errorf("lint output:\n%s", out)
+	}
+}

@@ -1,0 +1,273 @@
+package host
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"slices"
+	"strings"
+	"sync"
+
+	"github.com/hashicorp/go-plugin"
+
+	"github.com/orqest/sandbox/shared"
+)
+
+// passEnv lists the host environment variables a plugin receives. Plugins
+// run with SkipHostEnv: nothing else of the host's environment (tokens,
+// credentials) reaches them unless WithPluginEnv adds it.
+var passEnv = []string{"ORQEST_PLUGIN_LOG_LEVEL", "TMPDIR"}
+
+// launched is one running plugin process.
+type launched struct {
+	client *plugin.Client
+	impl   shared.Sandbox
+	pid    int
+}
+
+// kill ends the plugin process and anything left in its process group.
+func (l *launched) kill() {
+	if l == nil || l.client == nil {
+		return
+	}
+	l.client.Kill()
+	killGroup(l.pid)
+}
+
+// launch starts the plugin binary of e as a managed go-plugin client and
+// dispenses its Sandbox. It verifies the declared sha256 before starting the
+// process (and lets go-plugin's SecureConfig verify it again).
+func (h *Host) launch(e PluginEntry) (*launched, error) {
+	var secure *plugin.SecureConfig
+	if e.ExpectedSHA256 != "" {
+		got, err := FileSHA256(e.Path)
+		if err != nil {
+			return nil, fmt.Errorf("plugin %q: verify checksum: %v: %w", e.Name, err, shared.ErrUnavailable)
+		}
+		if got != e.ExpectedSHA256 {
+			return nil, fmt.Errorf("plugin %q at %s has sha256 %s, policy requires %s: %w", e.Name, e.Path, got, e.ExpectedSHA256, ErrChecksumMismatch)
+		}
+		want, _ := hex.DecodeString(e.ExpectedSHA256)
+		secure = &plugin.SecureConfig{Checksum: want, Hash: sha256.New()}
+	}
+
+	cmd := exec.Command(e.Path)
+	for _, k := range passEnv {
+		if v, ok := os.LookupEnv(k); ok {
+			cmd.Env = append(cmd.Env, k+"="+v)
+		}
+	}
+	cmd.Env = append(cmd.Env, h.opts.pluginEnv...)
+	setProcAttrs(cmd)
+
+	client := plugin.NewClient(&plugin.ClientConfig{
+		HandshakeConfig:  shared.Handshake,
+		VersionedPlugins: shared.VersionedPlugins(nil),
+		Cmd:              cmd,
+		AllowedProtocols: []plugin.Protocol{plugin.ProtocolGRPC},
+		Managed:          true,
+		AutoMTLS:         true,
+		SkipHostEnv:      true,
+		StartTimeout:     h.opts.startTimeout,
+		SecureConfig:     secure,
+		Logger:           h.opts.logger.Named(e.Name),
+	})
+	fail := func(err error) (*launched, error) {
+		client.Kill()
+		if errors.Is(err, plugin.ErrChecksumsDoNotMatch) {
+			return nil, fmt.Errorf("launch plugin %q (%s): %v: %w", e.Name, e.Path, err, ErrChecksumMismatch)
+		}
+		return nil, fmt.Errorf("launch plugin %q (%s): %v: %w", e.Name, e.Path, err, shared.ErrUnavailable)
+	}
+	rpc, err := client.Client()
+	if err != nil {
+		return fail(err)
+	}
+	raw, err := rpc.Dispense(shared.PluginName)
+	if err != nil {
+		return fail(err)
+	}
+	impl, ok := raw.(shared.Sandbox)
+	if !ok {
+		return fail(fmt.Errorf("dispensed %T, not a shared.Sandbox", raw))
+	}
+	if v := client.NegotiatedVersion(); v != shared.APIVersion {
+		return fail(fmt.Errorf("negotiated protocol version %d, host speaks %d", v, shared.APIVersion))
+	}
+	l := &launched{client: client, impl: impl}
+	if rc := client.ReattachConfig(); rc != nil {
+		l.pid = rc.Pid
+	}
+	return l, nil
+}
+
+// ProbePlugin launches a fresh process of the plugin called name, calls Info
+// and stops it. It does not Configure the plugin. `orqest-sandbox plugins
+// list|check` use it.
+func (h *Host) ProbePlugin(ctx context.Context, name string) (shared.InfoResponse, error) {
+	e, ok := h.catalog.Lookup(name)
+	if !ok {
+		return shared.InfoResponse{}, fmt.Errorf("plugin %q: %w", name, shared.ErrNotFound)
+	}
+	l, err := h.launch(e)
+	if err != nil {
+		return shared.InfoResponse{}, err
+	}
+	defer l.kill()
+	info, err := l.impl.Info(ctx, shared.InfoRequest{})
+	if err != nil {
+		return info, fmt.Errorf("plugin %q: info: %w", name, err)
+	}
+	if !slices.Contains(info.APIVersions, shared.APIVersion) {
+		return info, fmt.Errorf("plugin %q speaks API versions %v, the host needs %d: %w", name, info.APIVersions, shared.APIVersion, shared.ErrFailedPrecondition)
+	}
+	return info, nil
+}
+
+// instance owns the plugin process of one sandbox. It launches lazily, and
+// relaunches (with a NEW client: go-plugin clients are never restarted) when
+// the previous process has exited.
+type instance struct {
+	host  *Host
+	sb    *SandboxConfig
+	entry PluginEntry
+
+	mu       sync.Mutex
+	cur      *launched
+	info     shared.InfoResponse
+	launches int
+	closed   bool
+}
+
+var errHostClosed = fmt.Errorf("host is closed: %w", shared.ErrFailedPrecondition)
+
+// get returns a configured, running plugin, launching one if needed.
+func (in *instance) get(ctx context.Context) (*launched, error) {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	if in.closed {
+		return nil, errHostClosed
+	}
+	if in.cur != nil && !in.cur.client.Exited() && !processGone(in.cur.pid) {
+		return in.cur, nil
+	}
+	if in.cur != nil {
+		in.host.opts.logger.Warn("plugin exited; relaunching", "sandbox", in.sb.Name, "plugin", in.entry.Name, "pid", in.cur.pid)
+		in.cur.kill()
+		in.cur = nil
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	l, err := in.host.launch(in.entry)
+	if err != nil {
+		return nil, fmt.Errorf("sandbox %q: %w", in.sb.Name, err)
+	}
+	info, err := l.impl.Info(ctx, shared.InfoRequest{})
+	if err != nil {
+		l.kill()
+		return nil, fmt.Errorf("sandbox %q: plugin %q: info: %w", in.sb.Name, in.entry.Name, err)
+	}
+	if !slices.Contains(info.APIVersions, shared.APIVersion) {
+		l.kill()
+		return nil, fmt.Errorf("sandbox %q: plugin %q speaks API versions %v, the host needs %d: %w",
+			in.sb.Name, in.entry.Name, info.APIVersions, shared.APIVersion, shared.ErrFailedPrecondition)
+	}
+	cfgJSON, diags := decodeBackendConfig(in.sb, in.entry.Name, info.ConfigSchema)
+	if diags.HasErrors() {
+		l.kill()
+		return nil, &DiagnosticsError{Diagnostics: diags, Files: in.host.cfg.Files}
+	}
+	if _, err := l.impl.Configure(ctx, shared.ConfigureRequest{Config: cfgJSON, Unsafe: in.sb.Unsafe}); err != nil {
+		l.kill()
+		return nil, fmt.Errorf("sandbox %q: plugin %q refused its configuration: %w", in.sb.Name, in.entry.Name, err)
+	}
+	in.cur, in.info = l, info
+	in.launches++
+	return l, nil
+}
+
+// discard forgets l if it is still the current process and kills it, so the
+// next call launches a new one.
+func (in *instance) discard(l *launched) {
+	in.mu.Lock()
+	if in.cur == l {
+		in.cur = nil
+	} else {
+		l = nil
+	}
+	in.mu.Unlock()
+	if l != nil {
+		l.kill()
+	}
+}
+
+// do runs fn against a running plugin. When the plugin dies during the call,
+// the error wraps shared.ErrPluginShutdown and the next call relaunches.
+func (in *instance) do(ctx context.Context, op string, fn func(shared.Sandbox) error) error {
+	l, err := in.get(ctx)
+	if err != nil {
+		return err
+	}
+	err = fn(l.impl)
+	if err != nil && neverDelivered(err) {
+		// The plugin was gone before the request reached it (it died
+		// between calls): relaunch and send it once more.
+		in.discard(l)
+		if l, err = in.get(ctx); err != nil {
+			return err
+		}
+		err = fn(l.impl)
+	}
+	if err == nil {
+		return nil
+	}
+	if errors.Is(err, shared.ErrPluginShutdown) || l.client.Exited() {
+		in.discard(l)
+		if errors.Is(err, shared.ErrPluginShutdown) {
+			return fmt.Errorf("sandbox %q: plugin %q died during %s: %w", in.sb.Name, in.entry.Name, op, err)
+		}
+		return fmt.Errorf("sandbox %q: plugin %q died during %s: %w (%w)", in.sb.Name, in.entry.Name, op, shared.ErrPluginShutdown, err)
+	}
+	return err
+}
+
+// neverDelivered reports whether err is a plugin shutdown detected while
+// connecting, i.e. before the request was sent, so that sending it again to a
+// new process cannot run it twice.
+func neverDelivered(err error) bool {
+	return errors.Is(err, shared.ErrPluginShutdown) && strings.Contains(err.Error(), "error while dialing")
+}
+
+// pid returns the plugin's process id, 0 when none is running.
+func (in *instance) pid() int {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	if in.cur == nil || in.cur.client.Exited() {
+		return 0
+	}
+	return in.cur.pid
+}
+
+func (in *instance) close() {
+	in.mu.Lock()
+	l := in.cur
+	in.cur = nil
+	in.closed = true
+	in.mu.Unlock()
+	l.kill()
+}
+
+// cachedInfo returns the Info of the current process (launching if needed).
+func (in *instance) infoOf(ctx context.Context) (shared.InfoResponse, error) {
+	if _, err := in.get(ctx); err != nil {
+		return shared.InfoResponse{}, err
+	}
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	return in.info, nil
+}

@@ -1,0 +1,172 @@
+package host
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/orqest/sandbox/shared"
+)
+
+// Stages of a RunError.
+const (
+	StageValidation     = "validation"     // static checks rejected the code (or the request was malformed)
+	StageExecution      = "execution"      // the code ran and failed (runtime error, timeout, memory, ...)
+	StageInfrastructure = "infrastructure" // the sandbox itself failed (plugin died, launch failed)
+)
+
+// RunOptions are the optional inputs of RunInSandbox.
+type RunOptions struct {
+	// ReturnExpression, when set, is appended to the code as
+	// "\nreturn <expr>\n", so code can be a definition and the expression
+	// a call: ("def add(a, b): ...", "add(2, 3)").
+	ReturnExpression string
+	// Args is the `args` object of the body: a json.RawMessage, []byte or
+	// string holding a JSON object, or any other value encoding/json turns
+	// into one (a map or struct). nil means {}.
+	Args any
+	// AllowedImports is added to the sandbox policy's allowed_imports.
+	AllowedImports []string
+	// Timeout and MemoryMB override the policy when non-zero.
+	Timeout  time.Duration
+	MemoryMB int
+}
+
+// RunError is the error of RunInSandbox: which stage failed, the start of
+// the code that was run, and the underlying error (a *shared.ValidationError,
+// an *ExecutionError, or an infrastructure error wrapping a shared class).
+type RunError struct {
+	Stage       string
+	CodeSnippet string
+	Err         error
+}
+
+// Error is "sandbox <stage> failed: <cause>", e.g. "sandbox execution
+// failed: sandbox execution timed out after 0.50s".
+func (e *RunError) Error() string {
+	var ve *shared.ValidationError
+	cause := ""
+	switch {
+	case errors.As(e.Err, &ve) && len(ve.Findings) > 0:
+		cause = ve.Findings[0].String()
+		if n := len(ve.Findings) - 1; n > 0 {
+			cause += fmt.Sprintf(" (and %d more)", n)
+		}
+	case e.Err != nil:
+		cause = e.Err.Error()
+	}
+	return fmt.Sprintf("sandbox %s failed: %s", e.Stage, cause)
+}
+
+// Unwrap returns the underlying error.
+func (e *RunError) Unwrap() error { return e.Err }
+
+// ExecutionError is the underlying error of a RunError at the execution
+// stage: the code ran and did not succeed. Result is the full result.
+type ExecutionError struct {
+	Result shared.ExecutionResult
+}
+
+// Error describes the failure. A timeout reads "sandbox execution timed out
+// after 0.50s".
+func (e *ExecutionError) Error() string {
+	r := e.Result
+	if r.ErrorKind == shared.KindTimeout {
+		return fmt.Sprintf("sandbox execution timed out after %.2fs", float64(r.Limits.TimeoutMS)/1000)
+	}
+	msg := strings.TrimSpace(r.Error)
+	if msg == "" {
+		msg = "execution failed"
+	}
+	if r.ErrorKind != "" && !strings.Contains(msg, string(r.ErrorKind)) {
+		return fmt.Sprintf("%s (%s)", msg, r.ErrorKind)
+	}
+	return msg
+}
+
+// WithReturn appends "\nreturn <expr>\n" to code; code is returned as is when
+// expr is empty.
+func WithReturn(code, expr string) string {
+	if strings.TrimSpace(expr) == "" {
+		return code
+	}
+	return code + "\nreturn " + expr + "\n"
+}
+
+// Snippet returns the first 200 characters of code, for error messages.
+func Snippet(code string) string {
+	const n = 200
+	r := []rune(code)
+	if len(r) <= n {
+		return code
+	}
+	return string(r[:n]) + "…"
+}
+
+// RunInSandbox is the "given code, return the value" helper of the original
+// run_in_sandbox: it appends the return expression, runs the code in sb,
+// and unwraps the ExecutionResult into its JSON output. Any failure is a
+// *RunError whose Stage is "validation", "execution" or "infrastructure".
+func RunInSandbox(ctx context.Context, sb *Sandbox, code string, opts RunOptions) (json.RawMessage, error) {
+	full := WithReturn(code, opts.ReturnExpression)
+	fail := func(stage string, err error) (json.RawMessage, error) {
+		return nil, &RunError{Stage: stage, CodeSnippet: Snippet(full), Err: err}
+	}
+	if sb == nil {
+		return fail(StageInfrastructure, fmt.Errorf("nil sandbox: %w", shared.ErrInvalidArgument))
+	}
+	args, err := marshalArgs(opts.Args)
+	if err != nil {
+		return fail(StageValidation, err)
+	}
+	res, err := sb.Execute(ctx, shared.ExecuteRequest{
+		Code:           full,
+		Args:           args,
+		AllowedImports: opts.AllowedImports,
+		Timeout:        opts.Timeout,
+		MemoryMB:       opts.MemoryMB,
+	})
+	switch {
+	case err != nil && (errors.Is(err, shared.ErrInvalidArgument) || errors.Is(err, shared.ErrValidation)):
+		return fail(StageValidation, err)
+	case err != nil:
+		return fail(StageInfrastructure, err)
+	case res.ErrorKind == shared.KindValidation:
+		return fail(StageValidation, &shared.ValidationError{Findings: res.Findings})
+	case !res.Success:
+		return fail(StageExecution, &ExecutionError{Result: res})
+	}
+	return res.Output, nil
+}
+
+// RunInSandboxSafe is RunInSandbox that never fails: it returns ok, the
+// output, and the error message ("" when ok), e.g. (false, nil, "sandbox
+// execution failed: sandbox execution timed out after 0.50s").
+func RunInSandboxSafe(ctx context.Context, sb *Sandbox, code string, opts RunOptions) (ok bool, output json.RawMessage, errMsg string) {
+	out, err := RunInSandbox(ctx, sb, code, opts)
+	if err != nil {
+		return false, nil, err.Error()
+	}
+	return true, out, ""
+}
+
+func marshalArgs(a any) (json.RawMessage, error) {
+	switch v := a.(type) {
+	case nil:
+		return nil, nil
+	case json.RawMessage:
+		return v, nil
+	case []byte:
+		return json.RawMessage(v), nil
+	case string:
+		return json.RawMessage(v), nil
+	}
+	b, err := json.Marshal(a)
+	if err != nil {
+		return nil, fmt.Errorf("args: %v: %w", err, shared.ErrInvalidArgument)
+	}
+	return b, nil
+}

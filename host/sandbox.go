@@ -1,0 +1,194 @@
+package host
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+
+	"github.com/orqest/sandbox/shared"
+)
+
+// Sandbox is one configured sandbox of a Host: a plugin, its configuration
+// and a policy. It is the host-side client of the two-stage contract
+// (Validate, then Execute) and is safe for concurrent use.
+type Sandbox struct {
+	host   *Host
+	cfg    *SandboxConfig
+	policy Policy
+	inst   *instance
+}
+
+// Name returns the sandbox's name in the policy.
+func (s *Sandbox) Name() string { return s.cfg.Name }
+
+// PluginName returns the name of the plugin backing the sandbox.
+func (s *Sandbox) PluginName() string { return s.cfg.Plugin }
+
+// Plugin returns the catalog entry of the plugin backing the sandbox.
+func (s *Sandbox) Plugin() PluginEntry { return s.inst.entry }
+
+// Policy returns the resolved policy of the sandbox.
+func (s *Sandbox) Policy() Policy { return s.policy }
+
+// PluginPID returns the process id of the running plugin, or 0 when none
+// is running (not launched yet, crashed, or closed).
+func (s *Sandbox) PluginPID() int { return s.inst.pid() }
+
+// Launches returns how many times the sandbox's plugin has been launched.
+func (s *Sandbox) Launches() int {
+	s.inst.mu.Lock()
+	defer s.inst.mu.Unlock()
+	return s.inst.launches
+}
+
+// Start launches and configures the plugin now instead of on first use. A
+// config block that does not match the plugin's schema is a
+// *DiagnosticsError.
+func (s *Sandbox) Start(ctx context.Context) error {
+	_, err := s.inst.get(ctx)
+	return err
+}
+
+// Info describes the backend (launching it if needed).
+func (s *Sandbox) Info(ctx context.Context) (shared.InfoResponse, error) {
+	return s.inst.infoOf(ctx)
+}
+
+// AllowedImports returns the import allowlist of a call: the policy's
+// allowed_imports together with extra (see Policy.Allowed).
+func (s *Sandbox) AllowedImports(extra ...string) []string { return s.policy.Allowed(extra...) }
+
+// StaticCheck runs only the host's validator (no plugin) on code under the
+// policy's allowlist plus extra; see CheckCode.
+func (s *Sandbox) StaticCheck(ctx context.Context, code string, extra ...string) []shared.Finding {
+	return CheckCode(ctx, s.host.opts.checker, s.policy, code, extra...)
+}
+
+// Validate runs the static checks on code under the policy's allowlist plus
+// extra: first the host's own validator (defence in depth), then the
+// plugin's Validate. A rejection is a *shared.ValidationError (errors.Is
+// ErrValidation); other errors are infrastructure failures.
+func (s *Sandbox) Validate(ctx context.Context, code string, extra ...string) error {
+	if fs := s.StaticCheck(ctx, code, extra...); len(fs) > 0 {
+		return &shared.ValidationError{Findings: fs}
+	}
+	var resp shared.ValidateResponse
+	err := s.inst.do(ctx, "Validate", func(p shared.Sandbox) error {
+		var err error
+		resp, err = p.Validate(ctx, shared.ValidateRequest{Code: code, AllowedImports: s.AllowedImports(extra...)})
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	return resp.Err()
+}
+
+// Execute runs code (the body of a function receiving `args`) in the
+// sandbox. Before calling the plugin it
+//
+//   - applies the policy: AllowedImports becomes the policy's allowed_imports
+//     together with the request's; a zero Timeout, MemoryMB or MaxOutputBytes
+//     takes the policy's value (a non-zero one overrides it: the caller is
+//     trusted host code, not the LLM);
+//   - checks sizes: code over max_code_bytes or args over max_args_bytes, or
+//     args that are not a JSON object, are errors wrapping
+//     shared.ErrInvalidArgument;
+//   - validates in the host: a rejection is a result with Success false,
+//     ErrorKind "validation" and the Findings, and the plugin is not called.
+//
+// User-code failures (runtime error, timeout, memory, ...) are in the
+// result, never in the error. The error is reserved for infrastructure
+// failures; a plugin that died during the call wraps shared.ErrPluginShutdown
+// (the next call relaunches it).
+func (s *Sandbox) Execute(ctx context.Context, req shared.ExecuteRequest) (shared.ExecutionResult, error) {
+	req, err := s.applyPolicy(req)
+	if err != nil {
+		return shared.ExecutionResult{}, err
+	}
+	limits := shared.Limits{TimeoutMS: req.Timeout.Milliseconds(), MemoryMB: req.MemoryMB, MaxOutputBytes: req.MaxOutputBytes}
+	if fs := s.host.opts.checker.Check(ctx, req.Code, req.AllowedImports); len(fs) > 0 {
+		return shared.ExecutionResult{
+			Success:   false,
+			Output:    json.RawMessage("null"),
+			Error:     (&shared.ValidationError{Findings: fs}).Error(),
+			ErrorKind: shared.KindValidation,
+			Findings:  fs,
+			Limits:    limits,
+		}, nil
+	}
+	var resp shared.ExecuteResponse
+	err = s.inst.do(ctx, "Execute", func(p shared.Sandbox) error {
+		var err error
+		resp, err = p.Execute(ctx, req)
+		return err
+	})
+	if err != nil {
+		return shared.ExecutionResult{}, err
+	}
+	r := resp.Result
+	if len(r.Output) == 0 {
+		r.Output = json.RawMessage("null")
+	} else {
+		// Canonical, compact JSON whatever the backend's encoder.
+		var buf bytes.Buffer
+		if json.Compact(&buf, r.Output) == nil {
+			r.Output = buf.Bytes()
+		}
+	}
+	return r, nil
+}
+
+func (s *Sandbox) applyPolicy(req shared.ExecuteRequest) (shared.ExecuteRequest, error) {
+	p := s.policy
+	if len(req.Code) > p.MaxCodeBytes {
+		return req, fmt.Errorf("code is %d bytes, policy %q allows %d (max_code_bytes): %w", len(req.Code), p.Name, p.MaxCodeBytes, shared.ErrInvalidArgument)
+	}
+	if len(req.Args) > p.MaxArgsBytes {
+		return req, fmt.Errorf("args are %d bytes, policy %q allows %d (max_args_bytes): %w", len(req.Args), p.Name, p.MaxArgsBytes, shared.ErrInvalidArgument)
+	}
+	args := bytes.TrimSpace(req.Args)
+	if len(args) == 0 || bytes.Equal(args, []byte("null")) {
+		req.Args = json.RawMessage("{}")
+	} else {
+		var obj map[string]json.RawMessage
+		if err := json.Unmarshal(args, &obj); err != nil {
+			return req, fmt.Errorf("args must be a JSON object: %v: %w", err, shared.ErrInvalidArgument)
+		}
+		req.Args = json.RawMessage(args)
+	}
+	if req.Timeout < 0 || req.MemoryMB < 0 || req.MaxOutputBytes < 0 {
+		return req, fmt.Errorf("timeout, memory and output limits must not be negative: %w", shared.ErrInvalidArgument)
+	}
+	if req.Timeout == 0 {
+		req.Timeout = p.Timeout
+	}
+	if req.MemoryMB == 0 {
+		req.MemoryMB = p.MemoryMB
+	}
+	if req.MaxOutputBytes == 0 {
+		req.MaxOutputBytes = p.MaxOutputBytes
+	}
+	req.AllowedImports = s.AllowedImports(req.AllowedImports...)
+	return req, nil
+}
+
+// Open starts a session on a session tier (shared.ErrNotSupported elsewhere).
+func (s *Sandbox) Open(ctx context.Context, req shared.OpenRequest) (shared.OpenResponse, error) {
+	var resp shared.OpenResponse
+	err := s.inst.do(ctx, "Open", func(p shared.Sandbox) error {
+		var err error
+		resp, err = p.Open(ctx, req)
+		return err
+	})
+	return resp, err
+}
+
+// CloseSession ends a session opened with Open.
+func (s *Sandbox) CloseSession(ctx context.Context, sessionID string) error {
+	return s.inst.do(ctx, "Close", func(p shared.Sandbox) error {
+		_, err := p.Close(ctx, shared.CloseRequest{SessionID: sessionID})
+		return err
+	})
+}
