@@ -9,6 +9,7 @@
 //	orqest-sandbox call     [--config F] [--sandbox NAME] [--allow …] [--args JSON] --return EXPR (-e CODE | FILE)
 //	orqest-sandbox plugins  list|check
 //	orqest-sandbox policy   check [F]
+//	orqest-sandbox bench    [--config F] [--sandbox NAME …] [-n N] [--concurrency C] [--json]
 //	orqest-sandbox version
 //
 // Exit codes: 0 success; 1 the user's code failed (runtime error, timeout,
@@ -65,6 +66,7 @@ var commands = []command{
 	{"call", "run code followed by `return EXPR` and print the value", cmdCall},
 	{"plugins", "list|check the backend plugins the host can launch", cmdPlugins},
 	{"policy", "check [F]: load a policy, launch its plugins, lint it", cmdPolicy},
+	{"bench", "measure whole-system latency and throughput against a naive baseline", cmdBench},
 	{"version", "print the version", cmdVersion},
 }
 
