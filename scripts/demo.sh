@@ -8,8 +8,8 @@ WORK="$(mktemp -d)"
 trap 'rm -rf "$WORK"' EXIT
 cd "$WORK"
 
-step() { printf '\n\033[1m$ %s\033[0m\n' "$*"; }
-run() { step "$*"; "$@"; echo "(exit $?)"; }
+step() { printf "\n\033[1m$"; printf " %q" "$@"; printf "\033[0m\n"; }
+run() { step "$@"; "$@"; echo "(exit $?)"; }
 
 echo "== embedded default policy (no config.hcl here) =="
 run "$CLI" version

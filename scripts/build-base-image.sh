@@ -1,0 +1,87 @@
+#!/usr/bin/env bash
+# build-base-image.sh — assemble the local Python base image for the tier-2
+# runtime image WITHOUT any image registry.
+#
+# It debootstraps a minimal Debian rootfs (variant minbase + python3) from the
+# machine's own apt sources (the first URI in /etc/apt/sources.list{,.d}, or
+# $ORQEST_DEBIAN_MIRROR), trims caches and docs, and `docker import`s it.
+#
+#   scripts/build-base-image.sh            # builds $ORQEST_BASE_IMAGE unless it exists
+#   ORQEST_BASE_FORCE=1 scripts/build-base-image.sh   # rebuild even if it exists
+#
+# Environment:
+#   ORQEST_BASE_IMAGE    tag to build       (default orqest/python-base:bookworm)
+#   ORQEST_DEBIAN_SUITE  Debian suite       (default: the host's codename, else bookworm)
+#   ORQEST_DEBIAN_MIRROR apt mirror URI     (default: the host's own apt source)
+#   ORQEST_BASE_FORCE    1 = rebuild even if the tag exists
+#
+# Needs root (debootstrap) and debootstrap itself (apt-get install debootstrap).
+# Elsewhere, skip this script and build the runtime image on a public base:
+#   docker build --build-arg BASE_IMAGE=python:3.11-slim -t orqest/agent-runtime:0.1.0 .
+set -euo pipefail
+
+IMAGE="${ORQEST_BASE_IMAGE:-orqest/python-base:bookworm}"
+step() { printf '==> [%s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
+
+if [[ "${ORQEST_BASE_FORCE:-0}" != 1 ]] && docker image inspect "$IMAGE" >/dev/null 2>&1; then
+	step "base image $IMAGE already exists; skipping (ORQEST_BASE_FORCE=1 rebuilds)"
+	exit 0
+fi
+
+if ! command -v debootstrap >/dev/null 2>&1; then
+	echo "build-base-image: debootstrap not found; install it with: apt-get install -y debootstrap" >&2
+	exit 1
+fi
+if [[ $(id -u) -ne 0 ]]; then
+	echo "build-base-image: debootstrap needs root; run as root (or with sudo)" >&2
+	exit 1
+fi
+
+SUITE="${ORQEST_DEBIAN_SUITE:-}"
+if [[ -z "$SUITE" ]]; then
+	SUITE="$(. /etc/os-release 2>/dev/null && echo "${VERSION_CODENAME:-}")"
+	SUITE="${SUITE:-bookworm}"
+fi
+
+MIRROR="${ORQEST_DEBIAN_MIRROR:-}"
+if [[ -z "$MIRROR" ]]; then
+	# deb822 sources (URIs: ...) first, then one-line sources (deb URI suite ...).
+	MIRROR="$(grep -hsE '^URIs:' /etc/apt/sources.list.d/*.sources 2>/dev/null | awk '{print $2}' | grep -v security | head -n1 || true)"
+	if [[ -z "$MIRROR" ]]; then
+		MIRROR="$(grep -hsE '^deb ' /etc/apt/sources.list /etc/apt/sources.list.d/*.list 2>/dev/null | grep -v security | awk '{for(i=2;i<=NF;i++) if ($i !~ /^\[/) {print $i; exit}}' | head -n1 || true)"
+	fi
+	MIRROR="${MIRROR:-http://deb.debian.org/debian}"
+fi
+
+WORK="$(mktemp -d /tmp/orqest-base.XXXXXX)"
+ROOTFS="$WORK/rootfs"
+cleanup() { rm -rf "$WORK"; }
+trap cleanup EXIT
+
+start=$(date +%s)
+step "debootstrap $SUITE (minbase + python3) from $MIRROR into $ROOTFS"
+# No --verbose: debootstrap prints one I: line per stage, which is the progress.
+debootstrap --variant=minbase --include=python3-minimal,python3 \
+	"$SUITE" "$ROOTFS" "$MIRROR" 2>&1 | sed -u 's/^/    /'
+
+step "checking python3 in the rootfs"
+chroot "$ROOTFS" /usr/bin/python3 -I -S -B -c 'import json, sys; print("    python", sys.version.split()[0])'
+
+step "trimming apt caches, docs, man pages, locales"
+rm -rf "$ROOTFS"/var/cache/apt/archives/*.deb "$ROOTFS"/var/cache/apt/*.bin \
+	"$ROOTFS"/var/lib/apt/lists/* "$ROOTFS"/usr/share/doc/* "$ROOTFS"/usr/share/man/* \
+	"$ROOTFS"/usr/share/info/* "$ROOTFS"/var/log/*.log "$ROOTFS"/var/log/apt/* \
+	"$ROOTFS"/tmp/* 2>/dev/null || true
+find "$ROOTFS"/usr/share/locale -mindepth 1 -maxdepth 1 ! -name 'locale.alias' -exec rm -rf {} + 2>/dev/null || true
+find "$ROOTFS" -name '__pycache__' -type d -prune -exec rm -rf {} + 2>/dev/null || true
+printf '    rootfs size: %s\n' "$(du -sh "$ROOTFS" | cut -f1)" >&2
+
+step "docker import -> $IMAGE"
+tar -C "$ROOTFS" --numeric-owner -c . | docker import \
+	--change 'ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin' \
+	--change 'ENV LANG=C.UTF-8' \
+	--change 'CMD ["/usr/bin/python3"]' \
+	--message "orqest python base: debootstrap $SUITE minbase + python3" \
+	- "$IMAGE" >/dev/null
+
+step "done in $(( $(date +%s) - start ))s: $(docker image inspect -f '{{.Id}} {{.Size}} bytes' "$IMAGE")"
