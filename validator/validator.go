@@ -1,11 +1,29 @@
 // Package validator holds the static checks every tier runs before code is
 // executed, and the one rules table (rules.json) that both this Go checker and
-// the in-child CPython checker read.
+// the in-child CPython checker (shared/pyrunner/checker.py) read.
+//
+// The Go checker parses the code with tree-sitter's Python grammar and walks
+// the syntax tree once, by node kind ids, reporting every finding (not just
+// the first). It bounds its own work: a size limit, a nesting-depth limit and
+// a time limit (the smaller of the rules table's timeout and the context's
+// deadline), each reported as a finding rather than a crash or a hang.
+//
+// See docs/validator.md for every rule, why it exists and its known limits.
 package validator
 
 import (
 	"context"
 	_ "embed"
+	"encoding/json"
+	"fmt"
+	"runtime"
+	"sort"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	ts "github.com/tree-sitter/go-tree-sitter"
+	tspython "github.com/tree-sitter/tree-sitter-python/bindings/go"
 
 	"github.com/orqest/sandbox/shared"
 )
@@ -14,17 +32,301 @@ import (
 var rulesJSON []byte
 
 // RulesJSON returns the rules table, the single source of truth shared with
-// the Python runner's in-child checker.
+// the Python runner's in-child checker. The caller must not modify it.
 func RulesJSON() []byte { return rulesJSON }
 
-// Validator checks Python function bodies. It is safe for concurrent use.
-type Validator struct{}
+// Fixed rule ids that the walker reports on its own (their messages and
+// reasons still live in rules.json under "rules").
+const (
+	RuleParseError        = "parse-error"
+	RuleCodeTooLarge      = "code-too-large"
+	RuleNestingTooDeep    = "nesting-too-deep"
+	RuleValidationTimeout = "validation-timeout"
+)
 
-// New returns a Validator.
-func New() *Validator { return &Validator{} }
+type ruleText struct {
+	Message string `json:"message"`
+	Why     string `json:"why"`
+}
+
+// table is the decoded rules.json.
+type table struct {
+	Schema int `json:"schema"`
+	Limits struct {
+		MaxCodeBytes int `json:"max_code_bytes"`
+		MaxDepth     int `json:"max_depth"`
+		TimeoutMS    int `json:"timeout_ms"`
+	} `json:"limits"`
+	Rules          map[string]ruleText `json:"rules"`
+	ForbiddenNames map[string]string   `json:"forbidden_names"`
+	Dunder         struct {
+		AttributeRule string   `json:"attribute_rule"`
+		NameRule      string   `json:"name_rule"`
+		Allow         []string `json:"allow"`
+	} `json:"dunder"`
+	Private struct {
+		Rule  string   `json:"rule"`
+		Allow []string `json:"allow"`
+	} `json:"private"`
+	ReservedPrefixes struct {
+		Rule     string   `json:"rule"`
+		Prefixes []string `json:"prefixes"`
+	} `json:"reserved_prefixes"`
+	ForbiddenAttributes map[string]string `json:"forbidden_attributes"`
+	StringCheckedRules  []string          `json:"string_checked_rules"`
+	FormatMethods       []string          `json:"format_methods"`
+	FormatRule          string            `json:"format_rule"`
+	ImportRules         struct {
+		NotAllowed string `json:"not_allowed"`
+		Relative   string `json:"relative"`
+		Star       string `json:"star"`
+	} `json:"import_rules"`
+	ClassRule          string   `json:"class_rule"`
+	AttributeWriteRule string   `json:"attribute_write_rule"`
+	SafeBuiltins       []string `json:"safe_builtins"`
+
+	// derived sets
+	dunderAllow   map[string]bool
+	privateAllow  map[string]bool
+	stringChecked map[string]bool
+	formatMethods map[string]bool
+}
+
+func loadTable(b []byte) (*table, error) {
+	t := &table{}
+	if err := json.Unmarshal(b, t); err != nil {
+		return nil, fmt.Errorf("validator: rules.json: %w", err)
+	}
+	if t.Schema != 1 {
+		return nil, fmt.Errorf("validator: rules.json: unsupported schema %d", t.Schema)
+	}
+	set := func(xs []string) map[string]bool {
+		m := make(map[string]bool, len(xs))
+		for _, x := range xs {
+			m[x] = true
+		}
+		return m
+	}
+	t.dunderAllow = set(t.Dunder.Allow)
+	t.privateAllow = set(t.Private.Allow)
+	t.stringChecked = set(t.StringCheckedRules)
+	t.formatMethods = set(t.FormatMethods)
+	// Every rule id the table refers to must be described.
+	refs := []string{RuleParseError, RuleCodeTooLarge, RuleNestingTooDeep, RuleValidationTimeout,
+		t.Dunder.AttributeRule, t.Dunder.NameRule, t.Private.Rule, t.ReservedPrefixes.Rule,
+		t.FormatRule, t.ImportRules.NotAllowed, t.ImportRules.Relative, t.ImportRules.Star,
+		t.ClassRule, t.AttributeWriteRule, "dunder-subscript", "forbidden-string"}
+	for _, r := range t.ForbiddenNames {
+		refs = append(refs, r)
+	}
+	for _, r := range t.ForbiddenAttributes {
+		refs = append(refs, r)
+	}
+	for _, r := range refs {
+		if _, ok := t.Rules[r]; !ok || r == "" {
+			return nil, fmt.Errorf("validator: rules.json: rule %q is referenced but not described", r)
+		}
+	}
+	return t, nil
+}
+
+var defaultTable = func() *table {
+	t, err := loadTable(rulesJSON)
+	if err != nil {
+		panic(err)
+	}
+	return t
+}()
+
+// RuleIDs returns every rule id described in rules.json, sorted.
+func RuleIDs() []string {
+	ids := make([]string, 0, len(defaultTable.Rules))
+	for id := range defaultTable.Rules {
+		ids = append(ids, id)
+	}
+	sort.Strings(ids)
+	return ids
+}
+
+// RuleDescription returns the message and the reason of a rule id.
+func RuleDescription(id string) (message, why string, ok bool) {
+	r, ok := defaultTable.Rules[id]
+	return r.Message, r.Why, ok
+}
+
+// SafeBuiltins returns the curated builtins the runner exposes.
+func SafeBuiltins() []string { return append([]string(nil), defaultTable.SafeBuiltins...) }
+
+// Option configures a Validator.
+type Option func(*Validator)
+
+// WithMaxCodeBytes overrides the size limit (bytes of UTF-8 source).
+func WithMaxCodeBytes(n int) Option { return func(v *Validator) { v.maxBytes = n } }
+
+// WithMaxDepth overrides the syntax-tree nesting-depth limit.
+func WithMaxDepth(n int) Option { return func(v *Validator) { v.maxDepth = n } }
+
+// WithTimeout overrides the validator's own time limit (a context deadline
+// that is sooner still wins).
+func WithTimeout(d time.Duration) Option { return func(v *Validator) { v.timeout = d } }
+
+// Validator checks Python function bodies. It is safe for concurrent use:
+// tree-sitter parsers are not, so each Check borrows one from a small pool.
+type Validator struct {
+	t        *table
+	maxBytes int
+	maxDepth int
+	timeout  time.Duration
+	parsers  chan *ts.Parser
+}
+
+var (
+	language = ts.NewLanguage(tspython.Language())
+	kinds    = buildKinds(language)
+)
+
+// New returns a Validator using the embedded rules table.
+func New(opts ...Option) *Validator {
+	t := defaultTable
+	v := &Validator{
+		t:        t,
+		maxBytes: t.Limits.MaxCodeBytes,
+		maxDepth: t.Limits.MaxDepth,
+		timeout:  time.Duration(t.Limits.TimeoutMS) * time.Millisecond,
+		parsers:  make(chan *ts.Parser, 2*runtime.GOMAXPROCS(0)),
+	}
+	for _, o := range opts {
+		o(v)
+	}
+	return v
+}
+
+func (v *Validator) getParser() *ts.Parser {
+	select {
+	case p := <-v.parsers:
+		return p
+	default:
+		p := ts.NewParser()
+		if err := p.SetLanguage(language); err != nil {
+			panic(err) // the grammar is compiled in; cannot happen
+		}
+		return p
+	}
+}
+
+func (v *Validator) putParser(p *ts.Parser) {
+	p.Reset()
+	select {
+	case v.parsers <- p:
+	default:
+		p.Close()
+	}
+}
 
 // Check returns every finding for code under the given import allowlist. An
-// empty result means the code is accepted. (STUB: being implemented.)
+// empty result means the code is accepted. Findings are ordered by position.
 func (v *Validator) Check(ctx context.Context, code string, allowedImports []string) []shared.Finding {
-	return nil
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	if v.maxBytes > 0 && len(code) > v.maxBytes {
+		return []shared.Finding{{Rule: RuleCodeTooLarge, Line: 1, Column: 1,
+			Message: fmt.Sprintf("%s: %d bytes, the limit is %d", v.t.Rules[RuleCodeTooLarge].Message, len(code), v.maxBytes)}}
+	}
+	if i := strings.IndexByte(code, 0); i >= 0 {
+		w := &walker{src: []byte(code)}
+		line, col := w.position(i)
+		return []shared.Finding{{Rule: RuleParseError, Line: line, Column: col,
+			Message: v.t.Rules[RuleParseError].Message + ": source code cannot contain null bytes"}}
+	}
+	if !utf8.ValidString(code) {
+		return []shared.Finding{{Rule: RuleParseError, Line: 1, Column: 1,
+			Message: v.t.Rules[RuleParseError].Message + ": source is not valid UTF-8"}}
+	}
+	// CPython reads "\r\n" and a bare "\r" as line ends; tree-sitter's grammar
+	// does not treat a bare "\r" as one. Normalise so both see the same lines.
+	src := normalizeNewlines(code)
+
+	deadline := time.Time{}
+	if v.timeout > 0 {
+		deadline = time.Now().Add(v.timeout)
+	}
+	if d, ok := ctx.Deadline(); ok && (deadline.IsZero() || d.Before(deadline)) {
+		deadline = d
+	}
+
+	allowed := make(map[string]bool, len(allowedImports))
+	for _, m := range allowedImports {
+		allowed[m] = true
+	}
+	w := &walker{
+		v:        v,
+		t:        v.t,
+		src:      src,
+		allowed:  allowed,
+		ctx:      ctx,
+		deadline: deadline,
+		maxDepth: v.maxDepth,
+	}
+
+	p := v.getParser()
+	timedOut := false
+	var opts *ts.ParseOptions
+	if !deadline.IsZero() || ctx.Done() != nil {
+		n := 0
+		opts = &ts.ParseOptions{ProgressCallback: func(ts.ParseState) bool {
+			n++
+			if n&15 != 0 {
+				return false
+			}
+			if ctx.Err() != nil || (!deadline.IsZero() && time.Now().After(deadline)) {
+				timedOut = true
+				return true
+			}
+			return false
+		}}
+	}
+	length := len(src)
+	tree := p.ParseWithOptions(func(i int, _ ts.Point) []byte {
+		if i < length {
+			return src[i:]
+		}
+		return nil
+	}, nil, opts)
+	v.putParser(p)
+	if tree == nil || timedOut {
+		if tree != nil {
+			tree.Close()
+		}
+		return []shared.Finding{w.timeoutFinding()}
+	}
+	defer tree.Close()
+	w.run(tree)
+	sort.SliceStable(w.findings, func(i, j int) bool {
+		a, b := w.findings[i], w.findings[j]
+		if a.Line != b.Line {
+			return a.Line < b.Line
+		}
+		return a.Column < b.Column
+	})
+	return w.findings
+}
+
+func normalizeNewlines(code string) []byte {
+	if strings.IndexByte(code, '\r') < 0 {
+		return []byte(code)
+	}
+	b := make([]byte, 0, len(code))
+	for i := 0; i < len(code); i++ {
+		c := code[i]
+		if c == '\r' {
+			b = append(b, '\n')
+			if i+1 < len(code) && code[i+1] == '\n' {
+				i++
+			}
+			continue
+		}
+		b = append(b, c)
+	}
+	return b
 }

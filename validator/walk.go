@@ -1,0 +1,991 @@
+package validator
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	ts "github.com/tree-sitter/go-tree-sitter"
+	"golang.org/x/text/unicode/norm"
+
+	"github.com/orqest/sandbox/shared"
+)
+
+// ctxKind is what the parent says about an identifier or dotted name below it.
+type ctxKind uint8
+
+const (
+	ctxNone         ctxKind = iota // an expression: identifiers are names
+	ctxTarget                      // an assignment / del / for target
+	ctxImportPath                  // import a.b.c
+	ctxFromModule                  // from a.b import ...
+	ctxImportedName                // from m import NAME
+	ctxAttrName                    // obj.NAME, case C(NAME=...)
+	ctxKwName                      // f(NAME=...)
+)
+
+type walker struct {
+	v        *Validator
+	t        *table
+	src      []byte
+	allowed  map[string]bool
+	ctx      context.Context
+	deadline time.Time
+	maxDepth int
+
+	hasError  bool
+	stop      bool
+	deepSeen  bool
+	count     int
+	lineStart []int
+	findings  []shared.Finding
+}
+
+func (w *walker) timeoutFinding() shared.Finding {
+	return shared.Finding{Rule: RuleValidationTimeout, Line: 1, Column: 1,
+		Message: w.t.Rules[RuleValidationTimeout].Message}
+}
+
+func (w *walker) run(tree *ts.Tree) {
+	root := tree.RootNode()
+	w.hasError = root.HasError()
+	c := root.Walk()
+	defer c.Close()
+	w.checkIndentation(root)
+	w.visit(c, 0, ctxNone, catOther)
+	if w.stop && w.ctxDone() {
+		w.findings = append(w.findings, w.timeoutFinding())
+	}
+}
+
+func (w *walker) ctxDone() bool {
+	return w.ctx.Err() != nil || (!w.deadline.IsZero() && time.Now().After(w.deadline))
+}
+
+// position converts a byte offset into a 1-based line and a 1-based column
+// counted in characters (as shared.Finding documents).
+func (w *walker) position(off int) (int, int) {
+	if w.lineStart == nil {
+		w.lineStart = append(w.lineStart, 0)
+		for i, b := range w.src {
+			if b == '\n' {
+				w.lineStart = append(w.lineStart, i+1)
+			}
+		}
+	}
+	lo, hi := 0, len(w.lineStart)-1
+	for lo < hi {
+		mid := (lo + hi + 1) / 2
+		if w.lineStart[mid] <= off {
+			lo = mid
+		} else {
+			hi = mid - 1
+		}
+	}
+	if off > len(w.src) {
+		off = len(w.src)
+	}
+	return lo + 1, utf8.RuneCount(w.src[w.lineStart[lo]:off]) + 1
+}
+
+func (w *walker) snippet(start, end uint) string {
+	if end > uint(len(w.src)) {
+		end = uint(len(w.src))
+	}
+	if start > end {
+		start = end
+	}
+	s := string(w.src[start:end])
+	if i := strings.IndexByte(s, '\n'); i >= 0 {
+		s = s[:i]
+	}
+	if utf8.RuneCountInString(s) > 80 {
+		r := []rune(s)
+		s = string(r[:80]) + "…"
+	}
+	return s
+}
+
+func (w *walker) add(rule string, n *ts.Node, detail string) {
+	w.addAt(rule, n.StartByte(), n.EndByte(), detail)
+}
+
+func (w *walker) addAt(rule string, start, end uint, detail string) {
+	line, col := w.position(int(start))
+	msg := w.t.Rules[rule].Message
+	if detail != "" {
+		msg += ": " + detail
+	}
+	w.findings = append(w.findings, shared.Finding{Rule: rule, Message: msg,
+		Line: line, Column: col, Snippet: w.snippet(start, end)})
+}
+
+func (w *walker) text(n *ts.Node) string {
+	return string(w.src[n.StartByte():n.EndByte()])
+}
+
+// visit walks the node under the cursor and its subtree.
+func (w *walker) visit(c *ts.TreeCursor, depth int, cx ctxKind, parent category) {
+	if w.stop {
+		return
+	}
+	w.count++
+	if w.count&511 == 0 && w.ctxDone() {
+		w.stop = true
+		return
+	}
+	n := c.Node()
+	cat := kinds.cat[n.KindId()]
+	if depth > w.maxDepth {
+		if !w.deepSeen {
+			w.deepSeen = true
+			w.add(RuleNestingTooDeep, n, fmt.Sprintf("deeper than %d levels", w.maxDepth))
+		}
+		return
+	}
+	if w.hasError && n.IsMissing() {
+		w.add(RuleParseError, n, fmt.Sprintf("missing %q", n.Kind()))
+		return
+	}
+
+	switch cat {
+	case catIdentifier:
+		w.checkIdent(n, cx)
+		return
+	case catError:
+		w.add(RuleParseError, n, "invalid syntax")
+	case catComment, catLineContinuation:
+		return
+	case catDottedName:
+		w.visitDotted(c, cx)
+		return
+	case catAttribute:
+		w.visitAttribute(c, n, depth, cx)
+		return
+	case catSubscript:
+		w.visitSubscript(c, depth)
+		return
+	case catString, catConcatString:
+		w.visitString(c, n, depth, cat)
+		return
+	case catFormatSpecifier:
+		w.checkWordRuns(n, w.text(n))
+	case catKeywordArgument:
+		w.eachChild(c, func(fid uint16, ccat category) bool {
+			if fid == kinds.fieldName && ccat == catIdentifier {
+				w.checkIdent(c.Node(), ctxKwName)
+			} else {
+				w.visit(c, depth+1, ctxNone, cat)
+			}
+			return true
+		})
+		return
+	case catKeywordPattern:
+		first := true
+		w.eachChild(c, func(fid uint16, ccat category) bool {
+			if first && ccat == catIdentifier {
+				w.checkIdent(c.Node(), ctxAttrName)
+			} else {
+				w.visit(c, depth+1, ctxNone, cat)
+			}
+			first = false
+			return true
+		})
+		return
+	case catClassDef:
+		w.add(w.t.ClassRule, n, "")
+	case catImport:
+		w.eachChild(c, func(fid uint16, ccat category) bool {
+			w.visit(c, depth+1, ctxImportPath, cat)
+			return true
+		})
+		return
+	case catImportFrom, catFutureImport:
+		if cat == catFutureImport && !w.allowed["__future__"] {
+			w.add(w.t.ImportRules.NotAllowed, n, "module \"__future__\"")
+		}
+		w.eachChild(c, func(fid uint16, ccat category) bool {
+			switch {
+			case ccat == catRelativeImport:
+				w.add(w.t.ImportRules.Relative, c.Node(), "")
+			case ccat == catWildcardImport:
+				w.add(w.t.ImportRules.Star, c.Node(), "")
+			case fid == kinds.fieldModule:
+				w.visit(c, depth+1, ctxFromModule, cat)
+			case fid == kinds.fieldName:
+				w.visit(c, depth+1, ctxImportedName, cat)
+			default:
+				w.visit(c, depth+1, ctxNone, cat)
+			}
+			return true
+		})
+		return
+	case catAliasedImport:
+		w.eachChild(c, func(fid uint16, ccat category) bool {
+			if fid == kinds.fieldAlias {
+				w.visit(c, depth+1, ctxNone, cat)
+			} else {
+				w.visit(c, depth+1, cx, cat)
+			}
+			return true
+		})
+		return
+	case catPrintStatement:
+		w.add(RuleParseError, n, "Python 2 print statement")
+	case catExecStatement:
+		w.add(w.ruleForName("exec"), n, "\"exec\" (Python 2 exec statement)")
+	case catTooNew:
+		w.add(RuleParseError, n, "syntax newer than Python "+w.pyVersion())
+	case catTypeParameter:
+		if parent == catFunctionDef || parent == catClassDef {
+			w.add(RuleParseError, n, "type parameter lists need Python 3.12")
+		}
+	case catInteger:
+		if badInteger(w.text(n)) {
+			w.add(RuleParseError, n, "leading zeros in decimal integer literals are not permitted")
+		}
+		return
+	case catParameters:
+		w.checkParameters(n)
+	case catArgumentList:
+		w.checkArguments(n)
+	case catDictionarySplat:
+		if parent != catArgumentList && parent != catDictionary {
+			w.add(RuleParseError, n, "'**' unpacking is only allowed in calls and dict displays")
+		}
+	case catAugAssignment:
+		if l := n.ChildByFieldName("left"); l != nil {
+			switch kinds.cat[l.KindId()] {
+			case catIdentifier, catAttribute, catSubscript:
+			default:
+				w.add(RuleParseError, l, "illegal target for augmented assignment")
+			}
+		}
+		w.eachChild(c, func(fid uint16, ccat category) bool {
+			if fid == kinds.fieldLeft {
+				w.visit(c, depth+1, ctxTarget, cat)
+			} else {
+				w.visit(c, depth+1, ctxNone, cat)
+			}
+			return true
+		})
+		return
+	case catBlock:
+		body := false
+		w.eachChild(c, func(fid uint16, ccat category) bool {
+			if ccat != catComment {
+				body = true
+			}
+			w.visit(c, depth+1, ctxNone, cat)
+			return true
+		})
+		if !body {
+			w.add(RuleParseError, n, "expected an indented block")
+		}
+		return
+	case catNamedExpression:
+		if parent == catExpressionStatement {
+			w.add(RuleParseError, n, "unparenthesized assignment expression at statement level")
+		}
+	case catAssignment, catFor, catForIn:
+		w.eachChild(c, func(fid uint16, ccat category) bool {
+			if fid == kinds.fieldLeft {
+				w.visit(c, depth+1, ctxTarget, cat)
+			} else {
+				w.visit(c, depth+1, ctxNone, cat)
+			}
+			return true
+		})
+		return
+	case catDelete:
+		for i := uint(0); i < n.NamedChildCount(); i++ {
+			if ch := n.NamedChild(i); !w.validDelTarget(ch, 0) {
+				w.add(RuleParseError, ch, "cannot delete this expression")
+			}
+		}
+		cx = ctxTarget
+	case catAsPatternTarget:
+		cx = ctxTarget
+	case catListSplat, catListSplatPattern:
+		if cat == catListSplat && parent == catListSplat {
+			w.add(RuleParseError, n, "invalid syntax ('**' is not allowed here)")
+		}
+		if cx != ctxTarget {
+			cx = ctxNone
+		}
+	case catTargetContainer, catParenthesized:
+		if cx != ctxTarget {
+			cx = ctxNone
+		}
+	default:
+		cx = ctxNone
+	}
+	if c.GotoFirstChild() {
+		for {
+			w.visit(c, depth+1, cx, cat)
+			if !c.GotoNextSibling() {
+				break
+			}
+		}
+		c.GotoParent()
+	}
+}
+
+// eachChild calls f with the cursor on each child in turn (f must leave the
+// cursor where it found it).
+func (w *walker) eachChild(c *ts.TreeCursor, f func(fid uint16, cat category) bool) {
+	if !c.GotoFirstChild() {
+		return
+	}
+	for {
+		n := c.Node()
+		if !f(c.FieldId(), kinds.cat[n.KindId()]) {
+			break
+		}
+		if !c.GotoNextSibling() {
+			break
+		}
+	}
+	c.GotoParent()
+}
+
+func (w *walker) pyVersion() string { return "3.11" }
+
+func (w *walker) ruleForName(name string) string {
+	if r, ok := w.t.ForbiddenNames[name]; ok {
+		return r
+	}
+	return RuleParseError
+}
+
+// identText returns the identifier as CPython sees it: NFKC-normalised when
+// it is not plain ASCII.
+func identText(b []byte) string {
+	for _, x := range b {
+		if x >= 0x80 {
+			return norm.NFKC.String(string(b))
+		}
+	}
+	return string(b)
+}
+
+func isDunder(s string) bool {
+	return len(s) >= 5 && strings.HasPrefix(s, "__") && strings.HasSuffix(s, "__")
+}
+
+func (w *walker) reserved(s string) bool {
+	for _, p := range w.t.ReservedPrefixes.Prefixes {
+		if strings.HasPrefix(s, p) {
+			return true
+		}
+	}
+	return false
+}
+
+func (w *walker) checkIdent(n *ts.Node, cx ctxKind) {
+	name := identText(w.src[n.StartByte():n.EndByte()])
+	switch cx {
+	case ctxAttrName:
+		w.checkAttrName(n, name)
+	case ctxKwName:
+		w.checkNameShape(n, name)
+	case ctxImportedName:
+		if !w.checkAttrName(n, name) {
+			w.checkName(n, name)
+		}
+	case ctxImportPath, ctxFromModule:
+		w.checkImportTop(n, name)
+	default:
+		w.checkName(n, name)
+	}
+}
+
+// checkName applies the rules for a name (a reference or a binding).
+func (w *walker) checkName(n *ts.Node, name string) bool {
+	if r, ok := w.t.ForbiddenNames[name]; ok {
+		w.add(r, n, fmt.Sprintf("%q", name))
+		return true
+	}
+	if name == "async" || name == "await" {
+		w.add(RuleParseError, n, fmt.Sprintf("%q is a keyword", name))
+		return true
+	}
+	return w.checkNameShape(n, name)
+}
+
+// checkNameShape applies the dunder and reserved-prefix rules to a name.
+func (w *walker) checkNameShape(n *ts.Node, name string) bool {
+	if isDunder(name) && !w.t.dunderAllow[name] {
+		w.add(w.t.Dunder.NameRule, n, fmt.Sprintf("%q", name))
+		return true
+	}
+	if w.reserved(name) {
+		w.add(w.t.ReservedPrefixes.Rule, n, fmt.Sprintf("%q", name))
+		return true
+	}
+	return false
+}
+
+// attrRule returns the rule an attribute name breaks, or "".
+func (t *table) attrRule(name string) string {
+	if isDunder(name) {
+		if t.dunderAllow[name] {
+			return ""
+		}
+		return t.Dunder.AttributeRule
+	}
+	if r, ok := t.ForbiddenAttributes[name]; ok {
+		return r
+	}
+	if strings.HasPrefix(name, "_") && !t.privateAllow[name] {
+		return t.Private.Rule
+	}
+	return ""
+}
+
+func (w *walker) checkAttrName(n *ts.Node, name string) bool {
+	if r := w.t.attrRule(name); r != "" {
+		w.add(r, n, fmt.Sprintf("%q", name))
+		return true
+	}
+	return false
+}
+
+func (w *walker) checkImportTop(n *ts.Node, name string) {
+	if !w.allowed[name] {
+		w.add(w.t.ImportRules.NotAllowed, n, fmt.Sprintf("module %q", name))
+	}
+}
+
+// visitDotted handles a dotted_name: an import path, or a name followed by
+// attributes (in patterns).
+func (w *walker) visitDotted(c *ts.TreeCursor, cx ctxKind) {
+	i := 0
+	w.eachChild(c, func(fid uint16, ccat category) bool {
+		if ccat != catIdentifier {
+			return true
+		}
+		n := c.Node()
+		switch {
+		case cx == ctxImportPath || cx == ctxFromModule:
+			if i == 0 {
+				w.checkIdent(n, cx)
+			} else {
+				w.checkIdent(n, ctxAttrName)
+			}
+		case cx == ctxImportedName:
+			w.checkIdent(n, ctxImportedName)
+		case i == 0:
+			w.checkIdent(n, ctxNone)
+		default:
+			w.checkIdent(n, ctxAttrName)
+		}
+		i++
+		return true
+	})
+}
+
+func (w *walker) visitAttribute(c *ts.TreeCursor, n *ts.Node, depth int, cx ctxKind) {
+	var object *ts.Node
+	w.eachChild(c, func(fid uint16, ccat category) bool {
+		switch {
+		case fid == kinds.fieldObject:
+			object = c.Node()
+			w.visit(c, depth+1, ctxNone, catAttribute)
+		case fid == kinds.fieldAttribute && ccat == catIdentifier:
+			an := c.Node()
+			name := identText(w.src[an.StartByte():an.EndByte()])
+			w.checkAttrName(an, name)
+			if w.t.formatMethods[name] {
+				w.checkFormatCall(n, object, name)
+			}
+		default:
+			w.visit(c, depth+1, ctxNone, catAttribute)
+		}
+		return true
+	})
+	if cx == ctxTarget {
+		w.add(w.t.AttributeWriteRule, n, "")
+	}
+}
+
+func (w *walker) checkFormatCall(attr, object *ts.Node, method string) {
+	if object == nil {
+		return
+	}
+	val, ok := w.literalValue(object, 0)
+	if !ok {
+		w.add(w.t.FormatRule, attr, fmt.Sprintf(".%s on something other than a string literal", method))
+		return
+	}
+	if bad, field := formatTraversal(val, 0); bad {
+		w.add(w.t.FormatRule, attr, fmt.Sprintf("field %q traverses attributes or items", field))
+	}
+}
+
+func (w *walker) visitSubscript(c *ts.TreeCursor, depth int) {
+	w.eachChild(c, func(fid uint16, ccat category) bool {
+		if fid == kinds.fieldSubscript {
+			n := c.Node()
+			if val, ok := w.literalValue(n, 0); ok {
+				if r := w.subscriptKeyRule(val); r != "" {
+					w.add("dunder-subscript", n, fmt.Sprintf("%q", val))
+					return true
+				}
+			}
+		}
+		w.visit(c, depth+1, ctxNone, catSubscript)
+		return true
+	})
+}
+
+// subscriptKeyRule reports whether a string key names something the
+// attribute rules forbid (dunders, forbidden attributes, reserved names).
+func (w *walker) subscriptKeyRule(key string) string {
+	if isDunder(key) && !w.t.dunderAllow[key] {
+		return w.t.Dunder.AttributeRule
+	}
+	if r, ok := w.t.ForbiddenAttributes[key]; ok {
+		return r
+	}
+	if w.reserved(key) {
+		return w.t.ReservedPrefixes.Rule
+	}
+	return ""
+}
+
+// literalValue folds a string literal expression (a string without
+// interpolations, implicit concatenation, parentheses, and '+' of such) into
+// its value, as CPython's AST would show it.
+func (w *walker) literalValue(n *ts.Node, depth int) (string, bool) {
+	if depth > 50 {
+		return "", false
+	}
+	switch kinds.cat[n.KindId()] {
+	case catString, catConcatString:
+		var b strings.Builder
+		interp := false
+		ok := w.decodeStringNode(n, &b, &interp, nil)
+		return b.String(), ok && !interp
+	case catParenthesized:
+		var inner *ts.Node
+		cnt := 0
+		for i := uint(0); i < n.NamedChildCount(); i++ {
+			ch := n.NamedChild(i)
+			if kinds.cat[ch.KindId()] == catComment {
+				continue
+			}
+			inner = ch
+			cnt++
+		}
+		if cnt != 1 {
+			return "", false
+		}
+		return w.literalValue(inner, depth+1)
+	case catBinaryOperator:
+		op := n.ChildByFieldName("operator")
+		if op == nil || w.text(op) != "+" {
+			return "", false
+		}
+		l, r := n.ChildByFieldName("left"), n.ChildByFieldName("right")
+		if l == nil || r == nil {
+			return "", false
+		}
+		a, ok1 := w.literalValue(l, depth+1)
+		if !ok1 {
+			return "", false
+		}
+		b, ok2 := w.literalValue(r, depth+1)
+		if !ok2 {
+			return "", false
+		}
+		return a + b, true
+	}
+	return "", false
+}
+
+// decodeStringNode appends the decoded literal text of a string or
+// concatenated_string node to b; each interpolation contributes a '{'
+// (a word breaker) and sets *interp. visitInterp, when not nil, is called
+// for every interpolation node. It reports false when an escape is invalid.
+func (w *walker) decodeStringNode(n *ts.Node, b *strings.Builder, interp *bool, visitInterp func(*ts.Node)) bool {
+	ok := true
+	if kinds.cat[n.KindId()] == catConcatString {
+		for i := uint(0); i < n.ChildCount(); i++ {
+			ch := n.Child(i)
+			if kinds.cat[ch.KindId()] == catString {
+				if !w.decodeStringNode(ch, b, interp, visitInterp) {
+					ok = false
+				}
+			}
+		}
+		return ok
+	}
+	var pfx prefix
+	for i := uint(0); i < n.ChildCount(); i++ {
+		ch := n.Child(i)
+		switch kinds.cat[ch.KindId()] {
+		case catStringStart:
+			var good bool
+			pfx, good = parsePrefix(w.text(ch))
+			if !good {
+				ok = false
+			}
+		case catStringContent:
+			s, good := decodePy(w.text(ch), pfx)
+			if !good {
+				ok = false
+			}
+			b.WriteString(s)
+		case catInterpolation:
+			*interp = true
+			b.WriteByte('{')
+			if visitInterp != nil {
+				visitInterp(ch)
+			}
+		case catEscapeInterpolation:
+			b.WriteString(w.text(ch)[:1])
+		}
+	}
+	return ok
+}
+
+// visitString checks a string or concatenated string: escapes must decode,
+// f-string interpolations must be valid Python 3.11 and are walked, and the
+// decoded text must not name a forbidden attribute.
+func (w *walker) visitString(c *ts.TreeCursor, n *ts.Node, depth int, cat category) {
+	var b strings.Builder
+	interp := false
+	ok := w.decodeStringNode(n, &b, &interp, func(in *ts.Node) {
+		w.checkInterpolation(in)
+		ic := in.Walk()
+		w.visit(ic, depth+2, ctxNone, catString)
+		ic.Close()
+	})
+	if !ok {
+		w.add(RuleParseError, n, "invalid string literal (prefix or escape sequence)")
+	}
+	w.checkWordRuns(n, b.String())
+}
+
+// checkInterpolation enforces Python 3.11's f-string rules that tree-sitter's
+// grammar (which follows 3.12) does not: no backslash in the replacement
+// field, no '#' and no reuse of the enclosing quote in the expression, and
+// no line break in a single-quoted f-string.
+func (w *walker) checkInterpolation(in *ts.Node) {
+	p := in.Parent()
+	if p == nil {
+		return
+	}
+	var quote string
+	for i := uint(0); i < p.ChildCount(); i++ {
+		ch := p.Child(i)
+		if kinds.cat[ch.KindId()] == catStringStart {
+			s := w.text(ch)
+			quote = strings.TrimLeft(s, "rRbBuUfF")
+			break
+		}
+	}
+	full := w.text(in)
+	expr := full
+	for i := uint(0); i < in.ChildCount(); i++ {
+		ch := in.Child(i)
+		if k := ch.Kind(); k == "type_conversion" || k == "format_specifier" {
+			expr = string(w.src[in.StartByte():ch.StartByte()])
+			break
+		}
+	}
+	switch {
+	case strings.Contains(full, "\\"):
+		w.add(RuleParseError, in, "f-string expression part cannot include a backslash (Python 3.11)")
+	case strings.Contains(expr, "#"):
+		w.add(RuleParseError, in, "f-string expression part cannot include '#' (Python 3.11)")
+	case quote != "" && strings.Contains(full, quote[:1]) && (len(quote) == 1 || strings.Contains(full, quote)):
+		w.add(RuleParseError, in, "f-string expression reuses the enclosing quote (Python 3.11)")
+	case len(quote) == 1 && strings.Contains(full, "\n"):
+		w.add(RuleParseError, in, "line break in a single-quoted f-string (Python 3.11)")
+	}
+}
+
+// checkWordRuns flags a string whose decoded text contains, as a maximal run
+// of ASCII word characters, a non-allowlisted dunder or a forbidden
+// attribute of a string-checked rule.
+func (w *walker) checkWordRuns(n *ts.Node, s string) {
+	for _, run := range wordRuns(s) {
+		if w.badStringWord(run) {
+			w.add("forbidden-string", n, fmt.Sprintf("%q", run))
+			return
+		}
+	}
+}
+
+func (w *walker) badStringWord(run string) bool {
+	if isDunder(run) {
+		return !w.t.dunderAllow[run]
+	}
+	if r, ok := w.t.ForbiddenAttributes[run]; ok && w.t.stringChecked[r] {
+		return true
+	}
+	return false
+}
+
+func isWordByte(c byte) bool {
+	return c == '_' || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9')
+}
+
+// wordRuns returns the maximal runs of ASCII word characters that are at
+// least 4 bytes long (every forbidden word is longer) and contain '_'.
+func wordRuns(s string) []string {
+	var out []string
+	i := 0
+	for i < len(s) {
+		if !isWordByte(s[i]) {
+			i++
+			continue
+		}
+		j := i
+		under := false
+		for j < len(s) && isWordByte(s[j]) {
+			if s[j] == '_' {
+				under = true
+			}
+			j++
+		}
+		if under && j-i >= 4 {
+			out = append(out, s[i:j])
+		}
+		i = j
+	}
+	return out
+}
+
+// formatTraversal reports whether a str.format template has a replacement
+// field whose name goes through '.' or '[' (at any nesting level of format
+// specs). Malformed templates count as traversal (fail closed).
+func formatTraversal(s string, depth int) (bool, string) {
+	if depth > 4 {
+		return true, s
+	}
+	i := 0
+	for i < len(s) {
+		c := s[i]
+		if c == '}' {
+			if i+1 < len(s) && s[i+1] == '}' {
+				i += 2
+				continue
+			}
+			return true, "}" // single '}' is malformed
+		}
+		if c != '{' {
+			i++
+			continue
+		}
+		if i+1 < len(s) && s[i+1] == '{' {
+			i += 2
+			continue
+		}
+		// find the matching '}'
+		lvl := 1
+		j := i + 1
+		for j < len(s) && lvl > 0 {
+			switch s[j] {
+			case '{':
+				lvl++
+			case '}':
+				lvl--
+			}
+			j++
+		}
+		if lvl != 0 {
+			return true, s[i:]
+		}
+		field := s[i+1 : j-1]
+		// field name: up to the first ':' or '!'
+		k := strings.IndexAny(field, ".[:!{")
+		if k >= 0 && (field[k] == '.' || field[k] == '[' || field[k] == '{') {
+			return true, field
+		}
+		if k >= 0 {
+			rest := field[k:]
+			if ci := strings.IndexByte(rest, ':'); ci >= 0 {
+				if bad, f := formatTraversal(rest[ci+1:], depth+1); bad {
+					return true, f
+				}
+			}
+		}
+		i = j
+	}
+	return false, ""
+}
+
+func badInteger(s string) bool {
+	if len(s) < 2 || s[0] != '0' {
+		return false
+	}
+	switch s[1] {
+	case 'x', 'X', 'o', 'O', 'b', 'B':
+		return false
+	}
+	nonzero := false
+	for i := 1; i < len(s); i++ {
+		switch c := s[i]; {
+		case c == '_' || c == '0':
+		case c >= '1' && c <= '9':
+			nonzero = true
+		default:
+			return false // j suffix etc.: not a plain decimal integer
+		}
+	}
+	return nonzero
+}
+
+// checkParameters enforces what CPython's grammar requires of a parameter
+// list and tree-sitter's does not: no non-default parameter after a default
+// one (before '*'), and a bare '*' must be followed by a named parameter.
+func (w *walker) checkParameters(n *ts.Node) {
+	seenDefault, seenStar, pendingKw := false, false, false
+	for i := uint(0); i < n.NamedChildCount(); i++ {
+		ch := n.NamedChild(i)
+		switch kinds.cat[ch.KindId()] {
+		case catListSplatPattern:
+			seenStar = true
+		case catIdentifier, catPositionalParam, catTargetContainer:
+			if seenDefault && !seenStar {
+				w.add(RuleParseError, ch, "non-default argument follows default argument")
+			}
+			pendingKw = false
+		case catDefaultParameter:
+			if !seenStar {
+				seenDefault = true
+			}
+			pendingKw = false
+		case catKeywordSeparator:
+			seenStar, pendingKw = true, true
+		case catDictSplatPattern:
+			if pendingKw {
+				w.add(RuleParseError, ch, "named arguments must follow bare *")
+				pendingKw = false
+			}
+		}
+	}
+	if pendingKw {
+		w.add(RuleParseError, n, "named arguments must follow bare *")
+	}
+}
+
+// checkArguments enforces call-argument order: no positional argument after
+// a keyword argument or '**', no '*' after '**'.
+func (w *walker) checkArguments(n *ts.Node) {
+	seenKw, seenDict := false, false
+	for i := uint(0); i < n.NamedChildCount(); i++ {
+		ch := n.NamedChild(i)
+		switch kinds.cat[ch.KindId()] {
+		case catComment:
+		case catKeywordArgument:
+			seenKw = true
+		case catDictionarySplat:
+			seenDict = true
+		case catListSplat:
+			if seenDict {
+				w.add(RuleParseError, ch, "iterable argument unpacking follows keyword argument unpacking")
+			}
+		default:
+			if seenKw || seenDict {
+				w.add(RuleParseError, ch, "positional argument follows keyword argument")
+			}
+		}
+	}
+}
+
+func (w *walker) validDelTarget(n *ts.Node, depth int) bool {
+	if depth > 50 {
+		return false
+	}
+	switch kinds.cat[n.KindId()] {
+	case catIdentifier, catAttribute, catSubscript, catComment:
+		return true
+	case catTargetContainer, catParenthesized:
+		switch n.Kind() {
+		case "tuple", "list", "expression_list", "parenthesized_expression":
+		default:
+			return false
+		}
+		for i := uint(0); i < n.NamedChildCount(); i++ {
+			if !w.validDelTarget(n.NamedChild(i), depth+1) {
+				return false
+			}
+		}
+		return true
+	}
+	return false
+}
+
+// checkIndentation rejects source that indents with tabs on some lines and
+// spaces on others (outside string literals). CPython rejects only the
+// inconsistent mixes; this is stricter and much simpler.
+func (w *walker) checkIndentation(root *ts.Node) {
+	if !hasTabs(w.src) {
+		return // no tab anywhere: nothing can be mixed
+	}
+	tabLine, spaceLine := -1, -1
+	start := 0
+	for i := 0; i <= len(w.src); i++ {
+		if i < len(w.src) && w.src[i] != '\n' {
+			continue
+		}
+		line := w.src[start:i]
+		j := 0
+		hasTab, hasSpace := false, false
+		for j < len(line) && (line[j] == ' ' || line[j] == '\t' || line[j] == '\f') {
+			if line[j] == '\t' {
+				hasTab = true
+			} else if line[j] == ' ' {
+				hasSpace = true
+			}
+			j++
+		}
+		if j < len(line) && line[j] != '#' && (hasTab || hasSpace) && !w.insideString(root, start) {
+			if hasTab && tabLine < 0 {
+				tabLine = start
+			}
+			if hasSpace && spaceLine < 0 {
+				spaceLine = start
+			}
+			if hasTab && hasSpace {
+				tabLine, spaceLine = start, start
+			}
+		}
+		if tabLine >= 0 && spaceLine >= 0 {
+			off := tabLine
+			if spaceLine > off {
+				off = spaceLine
+			}
+			w.addAt(RuleParseError, uint(off), uint(off), "mixed tabs and spaces in indentation")
+			return
+		}
+		start = i + 1
+	}
+}
+
+func (w *walker) insideString(root *ts.Node, off int) bool {
+	n := root.DescendantForByteRange(uint(off), uint(off))
+	for d := 0; n != nil && d < 200; d++ {
+		switch kinds.cat[n.KindId()] {
+		case catString, catStringContent:
+			return true
+		}
+		n = n.Parent()
+	}
+	return false
+}
+
+func hasTabs(b []byte) bool {
+	for _, c := range b {
+		if c == '\t' {
+			return true
+		}
+	}
+	return false
+}
