@@ -10,7 +10,7 @@ GO       ?= go
 BIN      := $(CURDIR)/bin
 VERSION  ?= 0.1.0
 LDFLAGS  := -X main.version=$(VERSION)
-PLUGINS  := subprocess
+PLUGINS  := subprocess inprocess
 EXAMPLE  := examples/thirdparty-plugin
 GOFLAGS_TEST ?= -count=1 -timeout 20m
 

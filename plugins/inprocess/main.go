@@ -1,0 +1,17 @@
+// Command orqest-sandbox-plugin-inprocess is the tier-0 backend: CPython
+// embedded in the plugin process (cgo, libpython3), running the shared
+// runner with its validator, curated builtins and import shim, and no
+// isolation at all. It refuses to run anything unless the sandbox block of
+// the policy sets `unsafe = true`. The host launches it as a go-plugin over
+// gRPC; run by hand it says so and exits.
+package main
+
+import "github.com/orqest/sandbox/shared"
+
+func main() {
+	logger := shared.NewPluginLogger("inprocess")
+	b := NewBackend(logger)
+	b.onWedged = exitSoon(logger)
+	b.allowRlimit = true
+	shared.Serve(b, shared.WithLogger(logger))
+}
