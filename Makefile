@@ -10,11 +10,13 @@ GO       ?= go
 BIN      := $(CURDIR)/bin
 VERSION  ?= 0.1.0
 LDFLAGS  := -X main.version=$(VERSION)
-PLUGINS  := subprocess inprocess
+PLUGINS  := subprocess inprocess docker
+IMAGE      ?= orqest/agent-runtime:$(VERSION)
+BASE_IMAGE ?= orqest/python-base:bookworm
 EXAMPLE  := examples/thirdparty-plugin
 GOFLAGS_TEST ?= -count=1 -timeout 20m
 
-.PHONY: all build example demo test test-go test-example vet bench bench-go bench-system proto fuzz clean
+.PHONY: all build example demo test test-go test-example vet bench bench-go bench-system proto fuzz clean runtime image
 
 all: build
 
@@ -31,13 +33,24 @@ build:
 example:
 	@if [ -d $(EXAMPLE) ]; then cd $(EXAMPLE) && $(MAKE) --no-print-directory build BIN=$(BIN); fi
 
+# In-container runtime (tier 2): static (no cgo) so it runs on any base image.
+runtime:
+	@mkdir -p $(BIN)
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "-s -w $(LDFLAGS)" -o $(BIN)/orqest-agent-runtime ./plugins/docker/runtime
+
+# Tier-2 image. The default base is assembled locally from Debian packages (no
+# registry needed). Elsewhere: make image BASE_IMAGE=python:3.11-slim
+image: runtime
+	@if [ "$(BASE_IMAGE)" = "orqest/python-base:bookworm" ]; then ORQEST_BASE_IMAGE=$(BASE_IMAGE) bash scripts/build-base-image.sh; fi
+	docker build -q --build-arg BASE_IMAGE=$(BASE_IMAGE) --build-arg ORQEST_VERSION=$(VERSION) -t $(IMAGE) .
+
 demo: build
 	@bash scripts/demo.sh
 
 vet:
 	$(GO) vet ./...
 
-test: build vet test-go test-example
+test: build image vet test-go test-example
 
 test-go:
 	$(GO) test $(GOFLAGS_TEST) ./...
@@ -45,7 +58,7 @@ test-go:
 test-example:
 	@if [ -d $(EXAMPLE) ]; then cd $(EXAMPLE) && $(GO) vet ./... && $(GO) test $(GOFLAGS_TEST) ./...; fi
 
-bench: build bench-go bench-system
+bench: build image bench-go bench-system
 
 bench-go:
 	$(GO) test -run '^$$' -bench . -benchmem -count=1 ./validator/ ./plugins/... ./host/

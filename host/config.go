@@ -49,6 +49,7 @@ func DefaultHCL() []byte { return append([]byte(nil), defaultHCL...) }
 //
 //	plugin_dir      = "bin"       # optional; relative to the config file's directory
 //	default_sandbox = "tier1"     # optional; else the only (or first) sandbox
+//	audit_log       = "audit.jsonl"  # optional; JSON-lines event log, relative to the config file
 //
 //	plugin "subprocess" {         # optional; declares a plugin explicitly
 //	  path   = "bin/orqest-sandbox-plugin-subprocess"  # optional explicit binary
@@ -58,6 +59,7 @@ func DefaultHCL() []byte { return append([]byte(nil), defaultHCL...) }
 //	policy "default" {
 //	  allowed_imports  = ["re", "math"]   # default-deny: [] unless listed
 //	  allowed_packages = []
+//	  allow_dangerous_imports = []     # acknowledges dangerous allowed_imports (os, sys, ...)
 //	  timeout          = "5s"
 //	  memory_mb        = 128
 //	  max_output_bytes = 1048576
@@ -78,12 +80,14 @@ func DefaultHCL() []byte { return append([]byte(nil), defaultHCL...) }
 type Config struct {
 	PluginDir      string           `hcl:"plugin_dir,optional"`
 	DefaultSandbox string           `hcl:"default_sandbox,optional"`
+	AuditLog       string           `hcl:"audit_log,optional"`
 	Plugins        []*PluginConfig  `hcl:"plugin,block"`
 	Policies       []*PolicyConfig  `hcl:"policy,block"`
 	Sandboxes      []*SandboxConfig `hcl:"sandbox,block"`
 
 	PluginDirRange      hcl.Range `hcl:"plugin_dir,attr_value_range"`
 	DefaultSandboxRange hcl.Range `hcl:"default_sandbox,attr_value_range"`
+	AuditLogRange       hcl.Range `hcl:"audit_log,attr_value_range"`
 
 	// Filename is the path the policy was read from (EmbeddedConfigName
 	// for the embedded default).
@@ -125,8 +129,14 @@ type PolicyConfig struct {
 	MaxCodeBytes    *int     `hcl:"max_code_bytes,optional"`
 	MaxArgsBytes    *int     `hcl:"max_args_bytes,optional"`
 
+	// AllowDangerousImports acknowledges modules of allowed_imports that
+	// the rules table lists as dangerous (os, sys, subprocess, ...): a run
+	// refuses a dangerous module unless it is named here as well.
+	AllowDangerousImports []string `hcl:"allow_dangerous_imports,optional"`
+
 	DefRange            hcl.Range `hcl:",def_range"`
 	AllowedImportsRange hcl.Range `hcl:"allowed_imports,attr_value_range"`
+	AllowDangerousRange hcl.Range `hcl:"allow_dangerous_imports,attr_value_range"`
 	TimeoutRange        hcl.Range `hcl:"timeout,attr_value_range"`
 	MemoryMBRange       hcl.Range `hcl:"memory_mb,attr_value_range"`
 	MaxOutputBytesRange hcl.Range `hcl:"max_output_bytes,attr_value_range"`
@@ -165,6 +175,10 @@ type Policy struct {
 	MaxOutputBytes  int
 	MaxCodeBytes    int
 	MaxArgsBytes    int
+
+	// AllowDangerousImports: dangerous modules the operator acknowledged
+	// (allow_dangerous_imports); see Policy.UnacknowledgedDangerous.
+	AllowDangerousImports []string
 }
 
 // BuiltinPolicy is the policy of a sandbox that names none when the config
@@ -359,6 +373,7 @@ func (p *PolicyConfig) resolve() (Policy, hcl.Diagnostics) {
 	pol.Name = p.Name
 	pol.AllowedImports = append([]string(nil), p.AllowedImports...)
 	pol.AllowedPackages = append([]string(nil), p.AllowedPackages...)
+	pol.AllowDangerousImports = append([]string(nil), p.AllowDangerousImports...)
 	for _, m := range p.AllowedImports {
 		if m == "" || strings.ContainsAny(m, " \t/\\") {
 			diags = append(diags, errDiag(p.AllowedImportsRange, "Invalid module name",

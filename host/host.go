@@ -84,6 +84,7 @@ type Host struct {
 	opts      options
 	sandboxes map[string]*Sandbox
 	order     []string
+	bus       *Bus // events of tool factories; the audit log (events.go, audit.go)
 }
 
 // DefaultLogger returns the host logger used when WithLogger is not given:
@@ -143,7 +144,11 @@ func Load(ctx context.Context, cfg *Config, opts ...Option) (*Host, error) {
 		return nil, &DiagnosticsError{Diagnostics: diags, Files: cfg.Files}
 	}
 
-	h := &Host{cfg: cfg, catalog: cat, opts: o, sandboxes: map[string]*Sandbox{}}
+	bus, err := newHostBus(cfg)
+	if err != nil {
+		return nil, err
+	}
+	h := &Host{cfg: cfg, catalog: cat, opts: o, sandboxes: map[string]*Sandbox{}, bus: bus}
 	for _, s := range cfg.Sandboxes {
 		e, _ := cat.Lookup(s.Plugin)
 		h.sandboxes[s.Name] = &Sandbox{
@@ -240,7 +245,7 @@ func (h *Host) Close() error {
 		}()
 	}
 	wg.Wait()
-	return nil
+	return h.bus.Close()
 }
 
 // CleanupClients kills every go-plugin managed client of the process; call

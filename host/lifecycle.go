@@ -184,7 +184,14 @@ func (in *instance) get(ctx context.Context) (*launched, error) {
 	}
 	if _, err := l.impl.Configure(ctx, shared.ConfigureRequest{Config: cfgJSON, Unsafe: in.sb.Unsafe}); err != nil {
 		l.kill()
-		return nil, fmt.Errorf("sandbox %q: plugin %q refused its configuration: %w", in.sb.Name, in.entry.Name, err)
+		r := in.sb.DefRange
+		return nil, fmt.Errorf("%s:%d:%d: sandbox %q: plugin %q refused its configuration: %w",
+			r.Filename, r.Start.Line, r.Start.Column, in.sb.Name, in.entry.Name, err)
+	}
+	// Capabilities may depend on the configuration (e.g. a memory cap that
+	// only a config attribute turns on): ask again now that it is applied.
+	if after, err := l.impl.Info(ctx, shared.InfoRequest{}); err == nil {
+		info = after
 	}
 	in.cur, in.info = l, info
 	in.launches++
@@ -240,7 +247,12 @@ func (in *instance) do(ctx context.Context, op string, fn func(shared.Sandbox) e
 // connecting, i.e. before the request was sent, so that sending it again to a
 // new process cannot run it twice.
 func neverDelivered(err error) bool {
-	return errors.Is(err, shared.ErrPluginShutdown) && strings.Contains(err.Error(), "error while dialing")
+	if !errors.Is(err, shared.ErrPluginShutdown) {
+		return false
+	}
+	// "request not run": a plugin that is about to exit (tier 0 after a
+	// wedged call) refuses queued requests with this phrase.
+	return strings.Contains(err.Error(), "error while dialing") || strings.Contains(err.Error(), "request not run")
 }
 
 // pid returns the plugin's process id, 0 when none is running.

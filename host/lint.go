@@ -1,78 +1,168 @@
 package host
 
 import (
+	"encoding/json"
 	"fmt"
 	"sort"
 	"strings"
+	"sync"
 
 	"github.com/hashicorp/hcl/v2"
+
+	"github.com/orqest/sandbox/shared"
+	"github.com/orqest/sandbox/validator"
 )
 
-// dangerousImports maps modules that hand user code the host (processes,
-// files, the interpreter's internals, the network) to why they are
-// dangerous. A policy that allows one of them gets a lint warning.
-var dangerousImports = map[string]string{
-	"os":              "process, file and environment access (os.system, os.environ)",
-	"sys":             "interpreter internals (sys.modules, sys._getframe)",
-	"subprocess":      "runs arbitrary programs",
-	"importlib":       "imports any module, bypassing allowed_imports",
-	"ctypes":          "arbitrary memory access and native calls",
-	"builtins":        "reaches eval, exec, open and __import__",
-	"shutil":          "file system manipulation",
-	"pathlib":         "file system access",
-	"io":              "file access (io.open)",
-	"socket":          "network access",
-	"pickle":          "arbitrary code execution on load",
-	"marshal":         "loads code objects",
-	"inspect":         "frame and code-object introspection",
-	"gc":              "reaches every live object (gc.get_objects)",
-	"types":           "builds functions and code objects",
-	"code":            "an interactive interpreter",
-	"codeop":          "compiles code",
-	"multiprocessing": "spawns processes",
-	"threading":       "spawns threads that outlive timeouts",
-	"signal":          "changes signal handling (defeats timeouts)",
-	"posix":           "os without the wrapper",
-	"pty":             "spawns shells",
-	"runpy":           "runs modules and files",
-	"urllib":          "network access",
-	"http":            "network access",
-	"ftplib":          "network access",
-	"smtplib":         "network access",
-	"asyncio":         "subprocesses and sockets",
-	"tempfile":        "file system access",
-	"glob":            "file system access",
-	"resource":        "raises its own resource limits",
-	"sysconfig":       "interpreter internals",
-	"_thread":         "spawns threads",
-	"__main__":        "the runner's namespace",
+// DangerousImports returns the modules that hand user code OS, process,
+// file, network, introspection or code-loading power, each with why. The
+// list lives once, in the validator's rules table (rules.json
+// "dangerous_imports"); the runner reads the same list. A name matches a
+// module and its submodules ("os" covers "os.path").
+func DangerousImports() map[string]string {
+	dangerousOnce.Do(func() {
+		var t struct {
+			Dangerous map[string]string `json:"dangerous_imports"`
+		}
+		if err := json.Unmarshal(validator.RulesJSON(), &t); err != nil || len(t.Dangerous) == 0 {
+			panic("host: rules.json has no dangerous_imports list")
+		}
+		dangerous = t.Dangerous
+	})
+	out := make(map[string]string, len(dangerous))
+	for k, v := range dangerous {
+		out[k] = v
+	}
+	return out
+}
+
+var (
+	dangerousOnce sync.Once
+	dangerous     map[string]string
+)
+
+// dangerousWhy reports whether module m (or a package above it) is
+// dangerous, and why.
+func dangerousWhy(m string) (string, bool) {
+	DangerousImports()
+	for name := m; name != ""; {
+		if why, ok := dangerous[name]; ok {
+			return why, true
+		}
+		i := strings.LastIndexByte(name, '.')
+		if i < 0 {
+			break
+		}
+		name = name[:i]
+	}
+	return "", false
+}
+
+// acknowledged reports whether allow_dangerous_imports covers module m
+// (an entry names m or a package above it).
+func (p Policy) acknowledged(m string) bool {
+	for _, a := range p.AllowDangerousImports {
+		if a == m || strings.HasPrefix(m, a+".") {
+			return true
+		}
+	}
+	return false
+}
+
+// UnacknowledgedDangerous returns the modules of the call's allowlist
+// (the policy's allowed_imports plus extra) that are dangerous and not
+// acknowledged by allow_dangerous_imports, sorted. Execute refuses a call
+// when it is not empty.
+func (p Policy) UnacknowledgedDangerous(extra ...string) []string {
+	var bad []string
+	for _, m := range p.Allowed(extra...) {
+		if _, ok := dangerousWhy(m); ok && !p.acknowledged(m) {
+			bad = append(bad, m)
+		}
+	}
+	return bad
+}
+
+// checkDangerous is the run-time half of the lint: an error wrapping
+// shared.ErrFailedPrecondition when the call would allow a dangerous
+// module the policy did not acknowledge.
+func (p Policy) checkDangerous(extra ...string) error {
+	bad := p.UnacknowledgedDangerous(extra...)
+	if len(bad) == 0 {
+		return nil
+	}
+	var parts []string
+	for _, m := range bad {
+		why, _ := dangerousWhy(m)
+		parts = append(parts, fmt.Sprintf("%s (%s)", m, why))
+	}
+	return fmt.Errorf("policy %q: refusing to run with dangerous allowed imports %s; list them in allow_dangerous_imports to allow them deliberately: %w",
+		p.Name, strings.Join(parts, ", "), shared.ErrFailedPrecondition)
 }
 
 // PolicyWarnings lints a policy and returns warnings (never errors) with
-// source ranges: dangerous modules in allowed_imports, and sandboxes that
-// opt out of isolation with unsafe = true.
+// source ranges: dangerous modules in allowed_imports (whether or not
+// allow_dangerous_imports acknowledges them), allow_dangerous_imports
+// entries that have no effect, and sandboxes that opt out of isolation
+// with unsafe = true.
 func PolicyWarnings(cfg *Config) hcl.Diagnostics {
 	var diags hcl.Diagnostics
 	for _, p := range cfg.Policies {
-		var bad []string
+		pol := Policy{Name: p.Name, AllowedImports: p.AllowedImports, AllowDangerousImports: p.AllowDangerousImports}
+		var bad, acked []string
 		for _, m := range p.AllowedImports {
-			top, _, _ := strings.Cut(m, ".")
-			if why, ok := dangerousImports[top]; ok {
+			why, ok := dangerousWhy(m)
+			if !ok {
+				continue
+			}
+			if pol.acknowledged(m) {
+				acked = append(acked, fmt.Sprintf("%s (%s)", m, why))
+			} else {
 				bad = append(bad, fmt.Sprintf("%s (%s)", m, why))
 			}
 		}
-		if len(bad) == 0 {
-			continue
-		}
 		sort.Strings(bad)
+		sort.Strings(acked)
 		r := p.AllowedImportsRange
-		diags = append(diags, &hcl.Diagnostic{
-			Severity: hcl.DiagWarning,
-			Summary:  "Dangerous module in allowed_imports",
-			Detail: fmt.Sprintf("Policy %q lets user code import %s. Code that can import these can escape the sandbox's static checks; allow them only for trusted code.",
-				p.Name, strings.Join(bad, ", ")),
-			Subject: &r,
-		})
+		if len(bad) > 0 {
+			diags = append(diags, &hcl.Diagnostic{
+				Severity: hcl.DiagWarning,
+				Summary:  "Dangerous module in allowed_imports",
+				Detail: fmt.Sprintf("Policy %q lets user code import %s. These hand out OS, process, file, network, introspection or code-loading power and defeat the sandbox's static checks; runs under this policy are refused until allow_dangerous_imports lists them (allow them only for trusted code).",
+					p.Name, strings.Join(bad, ", ")),
+				Subject: &r,
+			})
+		}
+		if len(acked) > 0 {
+			diags = append(diags, &hcl.Diagnostic{
+				Severity: hcl.DiagWarning,
+				Summary:  "Dangerous module allowed deliberately",
+				Detail: fmt.Sprintf("Policy %q allows %s and acknowledges it with allow_dangerous_imports: code run under this policy is trusted code, not sandboxed code.",
+					p.Name, strings.Join(acked, ", ")),
+				Subject: &r,
+			})
+		}
+		var noop []string
+		for _, a := range p.AllowDangerousImports {
+			used := false
+			for _, m := range p.AllowedImports {
+				if _, ok := dangerousWhy(m); ok && (a == m || strings.HasPrefix(m, a+".")) {
+					used = true
+				}
+			}
+			if !used {
+				noop = append(noop, a)
+			}
+		}
+		if len(noop) > 0 {
+			ar := p.AllowDangerousRange
+			diags = append(diags, &hcl.Diagnostic{
+				Severity: hcl.DiagWarning,
+				Summary:  "allow_dangerous_imports entry has no effect",
+				Detail: fmt.Sprintf("Policy %q acknowledges %s, which allowed_imports does not list as a dangerous module (a typo?). Calls may still add it with their own allowlist.",
+					p.Name, strings.Join(noop, ", ")),
+				Subject: &ar,
+			})
+		}
 	}
 	for _, s := range cfg.Sandboxes {
 		if s.Unsafe {

@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"time"
 
 	"github.com/orqest/sandbox/shared"
 )
@@ -92,6 +94,10 @@ func (s *Sandbox) Validate(ctx context.Context, code string, extra ...string) er
 //     together with the request's; a zero Timeout, MemoryMB or MaxOutputBytes
 //     takes the policy's value (a non-zero one overrides it: the caller is
 //     trusted host code, not the LLM);
+//   - refuses a call whose allowlist names a dangerous module (rules.json
+//     dangerous_imports: os, sys, subprocess, ...) that the policy does not
+//     acknowledge in allow_dangerous_imports: an error wrapping
+//     shared.ErrFailedPrecondition (see PolicyWarnings for the lint);
 //   - checks sizes: code over max_code_bytes or args over max_args_bytes, or
 //     args that are not a JSON object, are errors wrapping
 //     shared.ErrInvalidArgument;
@@ -119,12 +125,16 @@ func (s *Sandbox) Execute(ctx context.Context, req shared.ExecuteRequest) (share
 		}, nil
 	}
 	var resp shared.ExecuteResponse
+	start := time.Now()
 	err = s.inst.do(ctx, "Execute", func(p shared.Sandbox) error {
 		var err error
 		resp, err = p.Execute(ctx, req)
 		return err
 	})
 	if err != nil {
+		if r, ok := s.wedgedTimeout(err, req, limits, time.Since(start)); ok {
+			return r, nil
+		}
 		return shared.ExecutionResult{}, err
 	}
 	r := resp.Result
@@ -170,6 +180,9 @@ func (s *Sandbox) applyPolicy(req shared.ExecuteRequest) (shared.ExecuteRequest,
 	if req.MaxOutputBytes == 0 {
 		req.MaxOutputBytes = p.MaxOutputBytes
 	}
+	if err := p.checkDangerous(req.AllowedImports...); err != nil {
+		return req, err
+	}
 	req.AllowedImports = s.AllowedImports(req.AllowedImports...)
 	return req, nil
 }
@@ -191,4 +204,29 @@ func (s *Sandbox) CloseSession(ctx context.Context, sessionID string) error {
 		_, err := p.Close(ctx, shared.CloseRequest{SessionID: sessionID})
 		return err
 	})
+}
+
+// wedgedTimeout turns the death of an in-process (tier 0) plugin during a
+// call whose deadline had already passed into the timeout the user's code
+// earned: a C-level loop cannot be interrupted inside the interpreter, so the
+// backend ends its own process and the host relaunches it on the next call.
+// Any other plugin death stays an infrastructure error.
+func (s *Sandbox) wedgedTimeout(err error, req shared.ExecuteRequest, limits shared.Limits, elapsed time.Duration) (shared.ExecutionResult, bool) {
+	if !errors.Is(err, shared.ErrPluginShutdown) || req.Timeout <= 0 || elapsed < req.Timeout {
+		return shared.ExecutionResult{}, false
+	}
+	s.inst.mu.Lock()
+	tier := s.inst.info.Tier
+	s.inst.mu.Unlock()
+	if tier != 0 {
+		return shared.ExecutionResult{}, false
+	}
+	return shared.ExecutionResult{
+		Success:    false,
+		Output:     json.RawMessage("null"),
+		Error:      fmt.Sprintf("sandbox execution timed out after %.2fs; the backend was restarted", req.Timeout.Seconds()),
+		ErrorKind:  shared.KindTimeout,
+		DurationMS: float64(elapsed.Microseconds()) / 1000,
+		Limits:     limits,
+	}, true
 }

@@ -66,7 +66,8 @@ const (
 )
 
 type kindTable struct {
-	cat []category
+	cat   []category
+	names []string // kind id -> kind name, for the ids below NodeKindCount
 
 	fieldAttribute uint16
 	fieldObject    uint16
@@ -76,6 +77,15 @@ type kindTable struct {
 	fieldModule    uint16
 	fieldSubscript uint16
 	fieldOperator  uint16
+	fieldRight     uint16
+}
+
+// name returns a kind id's name (go-tree-sitter's Node.Kind).
+func (k *kindTable) name(id uint16) string {
+	if int(id) < len(k.names) {
+		return k.names[id]
+	}
+	return language.NodeKindForId(id) // ERROR (65535) and the like
 }
 
 func buildKinds(l *ts.Language) *kindTable {
@@ -143,9 +153,10 @@ func buildKinds(l *ts.Language) *kindTable {
 		"line_continuation":        catLineContinuation,
 	}
 	n := l.NodeKindCount()
-	k := &kindTable{cat: make([]category, 65536)}
+	k := &kindTable{cat: make([]category, 65536), names: make([]string, n)}
 	for id := uint32(0); id < n; id++ {
 		name := l.NodeKindForId(uint16(id))
+		k.names[id] = name
 		c, ok := names[name]
 		if !ok {
 			continue
@@ -166,5 +177,6 @@ func buildKinds(l *ts.Language) *kindTable {
 	k.fieldModule = l.FieldIdForName("module_name")
 	k.fieldSubscript = l.FieldIdForName("subscript")
 	k.fieldOperator = l.FieldIdForName("operator")
+	k.fieldRight = l.FieldIdForName("right")
 	return k
 }

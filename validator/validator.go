@@ -177,7 +177,7 @@ type Validator struct {
 	maxBytes int
 	maxDepth int
 	timeout  time.Duration
-	parsers  chan *ts.Parser
+	parsers  chan *parser
 }
 
 var (
@@ -193,7 +193,7 @@ func New(opts ...Option) *Validator {
 		maxBytes: t.Limits.MaxCodeBytes,
 		maxDepth: t.Limits.MaxDepth,
 		timeout:  time.Duration(t.Limits.TimeoutMS) * time.Millisecond,
-		parsers:  make(chan *ts.Parser, 2*runtime.GOMAXPROCS(0)),
+		parsers:  make(chan *parser, 2*runtime.GOMAXPROCS(0)),
 	}
 	for _, o := range opts {
 		o(v)
@@ -201,25 +201,21 @@ func New(opts ...Option) *Validator {
 	return v
 }
 
-func (v *Validator) getParser() *ts.Parser {
+func (v *Validator) getParser() *parser {
 	select {
 	case p := <-v.parsers:
 		return p
 	default:
-		p := ts.NewParser()
-		if err := p.SetLanguage(language); err != nil {
-			panic(err) // the grammar is compiled in; cannot happen
-		}
-		return p
+		return newParser()
 	}
 }
 
-func (v *Validator) putParser(p *ts.Parser) {
-	p.Reset()
+func (v *Validator) putParser(p *parser) {
+	p.reset()
 	select {
 	case v.parsers <- p:
 	default:
-		p.Close()
+		p.close()
 	}
 }
 
@@ -270,38 +266,36 @@ func (v *Validator) Check(ctx context.Context, code string, allowedImports []str
 	}
 
 	p := v.getParser()
-	timedOut := false
-	var opts *ts.ParseOptions
-	if !deadline.IsZero() || ctx.Done() != nil {
-		n := 0
-		opts = &ts.ParseOptions{ProgressCallback: func(ts.ParseState) bool {
-			n++
-			if n&15 != 0 {
-				return false
+	defer v.putParser(p)
+	// The parse is one C call; its progress callback (in C) stops it at the
+	// deadline or when ctx is cancelled.
+	var ctl *parseCtl
+	limited := !deadline.IsZero() || ctx.Done() != nil
+	var timeout time.Duration
+	if limited {
+		ctl = &parseCtl{}
+		if !deadline.IsZero() {
+			if timeout = time.Until(deadline); timeout <= 0 {
+				timeout = 1
 			}
-			if ctx.Err() != nil || (!deadline.IsZero() && time.Now().After(deadline)) {
-				timedOut = true
-				return true
+		}
+		if ctx.Done() != nil {
+			if ctx.Err() != nil {
+				ctl.cancel()
+			} else {
+				stop := context.AfterFunc(ctx, ctl.cancel)
+				defer stop()
 			}
-			return false
-		}}
+		}
 	}
-	length := len(src)
-	tree := p.ParseWithOptions(func(i int, _ ts.Point) []byte {
-		if i < length {
-			return src[i:]
-		}
-		return nil
-	}, nil, opts)
-	v.putParser(p)
-	if tree == nil || timedOut {
-		if tree != nil {
-			tree.Close()
-		}
+	tree, ok := p.parse(src, limited, timeout, ctl)
+	if !ok {
 		return []shared.Finding{w.timeoutFinding()}
 	}
-	defer tree.Close()
-	w.run(tree)
+	defer tree.close()
+	w.tree = tree
+	w.nodes = p.flatten(tree)
+	w.run()
 	sort.SliceStable(w.findings, func(i, j int) bool {
 		a, b := w.findings[i], w.findings[j]
 		if a.Line != b.Line {

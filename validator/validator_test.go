@@ -79,6 +79,7 @@ var neighbours = map[string][]string{
 	"code-object-attribute":   {"private key strings"},
 	"module-attribute":        {"datetime", "re.compile attr", "string module"},
 	"reflection-attribute":    {"operator itemgetter", "string module"},
+	"unsafe-helper":           {"enum functional api", "abc collections checks", "singledispatch by annotation"},
 	"format-string":           {"str format literal", "nested fstrings", "format builtin", "percent format"},
 	"import-not-allowed":      {"re findall", "conditional imports", "datetime module"},
 	"relative-import":         {"collections"},

@@ -7,7 +7,6 @@ import (
 	"time"
 	"unicode/utf8"
 
-	ts "github.com/tree-sitter/go-tree-sitter"
 	"golang.org/x/text/unicode/norm"
 
 	"github.com/orqest/sandbox/shared"
@@ -35,6 +34,10 @@ type walker struct {
 	deadline time.Time
 	maxDepth int
 
+	tree   cTree      // the parsed tree (for insideString's C lookup)
+	nodes  []flatNode // the same tree, flattened: what the walk reads
+	ancBuf [200]uint16
+
 	hasError  bool
 	stop      bool
 	deepSeen  bool
@@ -48,13 +51,10 @@ func (w *walker) timeoutFinding() shared.Finding {
 		Message: w.t.Rules[RuleValidationTimeout].Message}
 }
 
-func (w *walker) run(tree *ts.Tree) {
-	root := tree.RootNode()
-	w.hasError = root.HasError()
-	c := root.Walk()
-	defer c.Close()
-	w.checkIndentation(root)
-	w.visit(c, 0, ctxNone, catOther)
+func (w *walker) run() {
+	w.hasError = w.nodes[0].flags&flagHasError != 0
+	w.checkIndentation()
+	w.visit(0, 0, ctxNone, catOther)
 	if w.stop && w.ctxDone() {
 		w.findings = append(w.findings, w.timeoutFinding())
 	}
@@ -108,8 +108,8 @@ func (w *walker) snippet(start, end uint) string {
 	return s
 }
 
-func (w *walker) add(rule string, n *ts.Node, detail string) {
-	w.addAt(rule, n.StartByte(), n.EndByte(), detail)
+func (w *walker) add(rule string, n node, detail string) {
+	w.addAt(rule, w.start(n), w.end(n), detail)
 }
 
 func (w *walker) addAt(rule string, start, end uint, detail string) {
@@ -122,12 +122,12 @@ func (w *walker) addAt(rule string, start, end uint, detail string) {
 		Line: line, Column: col, Snippet: w.snippet(start, end)})
 }
 
-func (w *walker) text(n *ts.Node) string {
-	return string(w.src[n.StartByte():n.EndByte()])
+func (w *walker) text(n node) string {
+	return string(w.src[w.start(n):w.end(n)])
 }
 
-// visit walks the node under the cursor and its subtree.
-func (w *walker) visit(c *ts.TreeCursor, depth int, cx ctxKind, parent category) {
+// visit walks the node n and its subtree.
+func (w *walker) visit(n node, depth int, cx ctxKind, parent category) {
 	if w.stop {
 		return
 	}
@@ -136,8 +136,7 @@ func (w *walker) visit(c *ts.TreeCursor, depth int, cx ctxKind, parent category)
 		w.stop = true
 		return
 	}
-	n := c.Node()
-	cat := kinds.cat[n.KindId()]
+	cat := w.cat(n)
 	if depth > w.maxDepth {
 		if !w.deepSeen {
 			w.deepSeen = true
@@ -145,8 +144,8 @@ func (w *walker) visit(c *ts.TreeCursor, depth int, cx ctxKind, parent category)
 		}
 		return
 	}
-	if w.hasError && n.IsMissing() {
-		w.add(RuleParseError, n, fmt.Sprintf("missing %q", n.Kind()))
+	if w.hasError && w.missing(n) {
+		w.add(RuleParseError, n, fmt.Sprintf("missing %q", w.kindName(n)))
 		return
 	}
 
@@ -159,36 +158,36 @@ func (w *walker) visit(c *ts.TreeCursor, depth int, cx ctxKind, parent category)
 	case catComment, catLineContinuation:
 		return
 	case catDottedName:
-		w.visitDotted(c, cx)
+		w.visitDotted(n, cx)
 		return
 	case catAttribute:
-		w.visitAttribute(c, n, depth, cx)
+		w.visitAttribute(n, depth, cx)
 		return
 	case catSubscript:
-		w.visitSubscript(c, depth)
+		w.visitSubscript(n, depth)
 		return
 	case catString, catConcatString:
-		w.visitString(c, n, depth, cat)
+		w.visitString(n, depth, cat)
 		return
 	case catFormatSpecifier:
 		w.checkWordRuns(n, w.text(n))
 	case catKeywordArgument:
-		w.eachChild(c, func(fid uint16, ccat category) bool {
+		w.eachChild(n, func(ch node, fid uint16, ccat category) bool {
 			if fid == kinds.fieldName && ccat == catIdentifier {
-				w.checkIdent(c.Node(), ctxKwName)
+				w.checkIdent(ch, ctxKwName)
 			} else {
-				w.visit(c, depth+1, ctxNone, cat)
+				w.visit(ch, depth+1, ctxNone, cat)
 			}
 			return true
 		})
 		return
 	case catKeywordPattern:
 		first := true
-		w.eachChild(c, func(fid uint16, ccat category) bool {
+		w.eachChild(n, func(ch node, fid uint16, ccat category) bool {
 			if first && ccat == catIdentifier {
-				w.checkIdent(c.Node(), ctxAttrName)
+				w.checkIdent(ch, ctxAttrName)
 			} else {
-				w.visit(c, depth+1, ctxNone, cat)
+				w.visit(ch, depth+1, ctxNone, cat)
 			}
 			first = false
 			return true
@@ -197,8 +196,8 @@ func (w *walker) visit(c *ts.TreeCursor, depth int, cx ctxKind, parent category)
 	case catClassDef:
 		w.add(w.t.ClassRule, n, "")
 	case catImport:
-		w.eachChild(c, func(fid uint16, ccat category) bool {
-			w.visit(c, depth+1, ctxImportPath, cat)
+		w.eachChild(n, func(ch node, fid uint16, ccat category) bool {
+			w.visit(ch, depth+1, ctxImportPath, cat)
 			return true
 		})
 		return
@@ -206,28 +205,28 @@ func (w *walker) visit(c *ts.TreeCursor, depth int, cx ctxKind, parent category)
 		if cat == catFutureImport && !w.allowed["__future__"] {
 			w.add(w.t.ImportRules.NotAllowed, n, "module \"__future__\"")
 		}
-		w.eachChild(c, func(fid uint16, ccat category) bool {
+		w.eachChild(n, func(ch node, fid uint16, ccat category) bool {
 			switch {
 			case ccat == catRelativeImport:
-				w.add(w.t.ImportRules.Relative, c.Node(), "")
+				w.add(w.t.ImportRules.Relative, ch, "")
 			case ccat == catWildcardImport:
-				w.add(w.t.ImportRules.Star, c.Node(), "")
+				w.add(w.t.ImportRules.Star, ch, "")
 			case fid == kinds.fieldModule:
-				w.visit(c, depth+1, ctxFromModule, cat)
+				w.visit(ch, depth+1, ctxFromModule, cat)
 			case fid == kinds.fieldName:
-				w.visit(c, depth+1, ctxImportedName, cat)
+				w.visit(ch, depth+1, ctxImportedName, cat)
 			default:
-				w.visit(c, depth+1, ctxNone, cat)
+				w.visit(ch, depth+1, ctxNone, cat)
 			}
 			return true
 		})
 		return
 	case catAliasedImport:
-		w.eachChild(c, func(fid uint16, ccat category) bool {
+		w.eachChild(n, func(ch node, fid uint16, ccat category) bool {
 			if fid == kinds.fieldAlias {
-				w.visit(c, depth+1, ctxNone, cat)
+				w.visit(ch, depth+1, ctxNone, cat)
 			} else {
-				w.visit(c, depth+1, cx, cat)
+				w.visit(ch, depth+1, cx, cat)
 			}
 			return true
 		})
@@ -256,29 +255,29 @@ func (w *walker) visit(c *ts.TreeCursor, depth int, cx ctxKind, parent category)
 			w.add(RuleParseError, n, "'**' unpacking is only allowed in calls and dict displays")
 		}
 	case catAugAssignment:
-		if l := n.ChildByFieldName("left"); l != nil {
-			switch kinds.cat[l.KindId()] {
+		if l := w.childByField(n, kinds.fieldLeft); l != noNode {
+			switch w.cat(l) {
 			case catIdentifier, catAttribute, catSubscript:
 			default:
 				w.add(RuleParseError, l, "illegal target for augmented assignment")
 			}
 		}
-		w.eachChild(c, func(fid uint16, ccat category) bool {
+		w.eachChild(n, func(ch node, fid uint16, ccat category) bool {
 			if fid == kinds.fieldLeft {
-				w.visit(c, depth+1, ctxTarget, cat)
+				w.visit(ch, depth+1, ctxTarget, cat)
 			} else {
-				w.visit(c, depth+1, ctxNone, cat)
+				w.visit(ch, depth+1, ctxNone, cat)
 			}
 			return true
 		})
 		return
 	case catBlock:
 		body := false
-		w.eachChild(c, func(fid uint16, ccat category) bool {
+		w.eachChild(n, func(ch node, fid uint16, ccat category) bool {
 			if ccat != catComment {
 				body = true
 			}
-			w.visit(c, depth+1, ctxNone, cat)
+			w.visit(ch, depth+1, ctxNone, cat)
 			return true
 		})
 		if !body {
@@ -290,18 +289,18 @@ func (w *walker) visit(c *ts.TreeCursor, depth int, cx ctxKind, parent category)
 			w.add(RuleParseError, n, "unparenthesized assignment expression at statement level")
 		}
 	case catAssignment, catFor, catForIn:
-		w.eachChild(c, func(fid uint16, ccat category) bool {
+		w.eachChild(n, func(ch node, fid uint16, ccat category) bool {
 			if fid == kinds.fieldLeft {
-				w.visit(c, depth+1, ctxTarget, cat)
+				w.visit(ch, depth+1, ctxTarget, cat)
 			} else {
-				w.visit(c, depth+1, ctxNone, cat)
+				w.visit(ch, depth+1, ctxNone, cat)
 			}
 			return true
 		})
 		return
 	case catDelete:
-		for i := uint(0); i < n.NamedChildCount(); i++ {
-			if ch := n.NamedChild(i); !w.validDelTarget(ch, 0) {
+		for ch := range w.namedChildren(n) {
+			if !w.validDelTarget(ch, 0) {
 				w.add(RuleParseError, ch, "cannot delete this expression")
 			}
 		}
@@ -322,33 +321,19 @@ func (w *walker) visit(c *ts.TreeCursor, depth int, cx ctxKind, parent category)
 	default:
 		cx = ctxNone
 	}
-	if c.GotoFirstChild() {
-		for {
-			w.visit(c, depth+1, cx, cat)
-			if !c.GotoNextSibling() {
-				break
-			}
-		}
-		c.GotoParent()
+	for ch, end := n+1, node(w.nodes[n].next); ch < end; ch = node(w.nodes[ch].next) {
+		w.visit(ch, depth+1, cx, cat)
 	}
 }
 
-// eachChild calls f with the cursor on each child in turn (f must leave the
-// cursor where it found it).
-func (w *walker) eachChild(c *ts.TreeCursor, f func(fid uint16, cat category) bool) {
-	if !c.GotoFirstChild() {
-		return
-	}
-	for {
-		n := c.Node()
-		if !f(c.FieldId(), kinds.cat[n.KindId()]) {
-			break
-		}
-		if !c.GotoNextSibling() {
+// eachChild calls f with each child of n in turn, its field id and its
+// category, until f returns false.
+func (w *walker) eachChild(n node, f func(ch node, fid uint16, cat category) bool) {
+	for ch, end := n+1, node(w.nodes[n].next); ch < end; ch = node(w.nodes[ch].next) {
+		if !f(ch, w.nodes[ch].field, kinds.cat[w.nodes[ch].kind]) {
 			break
 		}
 	}
-	c.GotoParent()
 }
 
 func (w *walker) pyVersion() string { return "3.11" }
@@ -384,8 +369,8 @@ func (w *walker) reserved(s string) bool {
 	return false
 }
 
-func (w *walker) checkIdent(n *ts.Node, cx ctxKind) {
-	name := identText(w.src[n.StartByte():n.EndByte()])
+func (w *walker) checkIdent(n node, cx ctxKind) {
+	name := identText(w.src[w.start(n):w.end(n)])
 	switch cx {
 	case ctxAttrName:
 		w.checkAttrName(n, name)
@@ -403,7 +388,7 @@ func (w *walker) checkIdent(n *ts.Node, cx ctxKind) {
 }
 
 // checkName applies the rules for a name (a reference or a binding).
-func (w *walker) checkName(n *ts.Node, name string) bool {
+func (w *walker) checkName(n node, name string) bool {
 	if r, ok := w.t.ForbiddenNames[name]; ok {
 		w.add(r, n, fmt.Sprintf("%q", name))
 		return true
@@ -416,7 +401,7 @@ func (w *walker) checkName(n *ts.Node, name string) bool {
 }
 
 // checkNameShape applies the dunder and reserved-prefix rules to a name.
-func (w *walker) checkNameShape(n *ts.Node, name string) bool {
+func (w *walker) checkNameShape(n node, name string) bool {
 	if isDunder(name) && !w.t.dunderAllow[name] {
 		w.add(w.t.Dunder.NameRule, n, fmt.Sprintf("%q", name))
 		return true
@@ -445,7 +430,7 @@ func (t *table) attrRule(name string) string {
 	return ""
 }
 
-func (w *walker) checkAttrName(n *ts.Node, name string) bool {
+func (w *walker) checkAttrName(n node, name string) bool {
 	if r := w.t.attrRule(name); r != "" {
 		w.add(r, n, fmt.Sprintf("%q", name))
 		return true
@@ -453,7 +438,7 @@ func (w *walker) checkAttrName(n *ts.Node, name string) bool {
 	return false
 }
 
-func (w *walker) checkImportTop(n *ts.Node, name string) {
+func (w *walker) checkImportTop(n node, name string) {
 	if !w.allowed[name] {
 		w.add(w.t.ImportRules.NotAllowed, n, fmt.Sprintf("module %q", name))
 	}
@@ -461,13 +446,13 @@ func (w *walker) checkImportTop(n *ts.Node, name string) {
 
 // visitDotted handles a dotted_name: an import path, or a name followed by
 // attributes (in patterns).
-func (w *walker) visitDotted(c *ts.TreeCursor, cx ctxKind) {
+func (w *walker) visitDotted(n node, cx ctxKind) {
 	i := 0
-	w.eachChild(c, func(fid uint16, ccat category) bool {
+	w.eachChild(n, func(ch node, fid uint16, ccat category) bool {
 		if ccat != catIdentifier {
 			return true
 		}
-		n := c.Node()
+		n := ch
 		switch {
 		case cx == ctxImportPath || cx == ctxFromModule:
 			if i == 0 {
@@ -487,22 +472,22 @@ func (w *walker) visitDotted(c *ts.TreeCursor, cx ctxKind) {
 	})
 }
 
-func (w *walker) visitAttribute(c *ts.TreeCursor, n *ts.Node, depth int, cx ctxKind) {
-	var object *ts.Node
-	w.eachChild(c, func(fid uint16, ccat category) bool {
+func (w *walker) visitAttribute(n node, depth int, cx ctxKind) {
+	object := noNode
+	w.eachChild(n, func(ch node, fid uint16, ccat category) bool {
 		switch {
 		case fid == kinds.fieldObject:
-			object = c.Node()
-			w.visit(c, depth+1, ctxNone, catAttribute)
+			object = ch
+			w.visit(ch, depth+1, ctxNone, catAttribute)
 		case fid == kinds.fieldAttribute && ccat == catIdentifier:
-			an := c.Node()
-			name := identText(w.src[an.StartByte():an.EndByte()])
+			an := ch
+			name := identText(w.src[w.start(an):w.end(an)])
 			w.checkAttrName(an, name)
 			if w.t.formatMethods[name] {
 				w.checkFormatCall(n, object, name)
 			}
 		default:
-			w.visit(c, depth+1, ctxNone, catAttribute)
+			w.visit(ch, depth+1, ctxNone, catAttribute)
 		}
 		return true
 	})
@@ -511,8 +496,8 @@ func (w *walker) visitAttribute(c *ts.TreeCursor, n *ts.Node, depth int, cx ctxK
 	}
 }
 
-func (w *walker) checkFormatCall(attr, object *ts.Node, method string) {
-	if object == nil {
+func (w *walker) checkFormatCall(attr, object node, method string) {
+	if object == noNode {
 		return
 	}
 	val, ok := w.literalValue(object, 0)
@@ -525,10 +510,10 @@ func (w *walker) checkFormatCall(attr, object *ts.Node, method string) {
 	}
 }
 
-func (w *walker) visitSubscript(c *ts.TreeCursor, depth int) {
-	w.eachChild(c, func(fid uint16, ccat category) bool {
+func (w *walker) visitSubscript(n node, depth int) {
+	w.eachChild(n, func(ch node, fid uint16, ccat category) bool {
 		if fid == kinds.fieldSubscript {
-			n := c.Node()
+			n := ch
 			if val, ok := w.literalValue(n, 0); ok {
 				if r := w.subscriptKeyRule(val); r != "" {
 					w.add("dunder-subscript", n, fmt.Sprintf("%q", val))
@@ -536,7 +521,7 @@ func (w *walker) visitSubscript(c *ts.TreeCursor, depth int) {
 				}
 			}
 		}
-		w.visit(c, depth+1, ctxNone, catSubscript)
+		w.visit(ch, depth+1, ctxNone, catSubscript)
 		return true
 	})
 }
@@ -559,22 +544,21 @@ func (w *walker) subscriptKeyRule(key string) string {
 // literalValue folds a string literal expression (a string without
 // interpolations, implicit concatenation, parentheses, and '+' of such) into
 // its value, as CPython's AST would show it.
-func (w *walker) literalValue(n *ts.Node, depth int) (string, bool) {
+func (w *walker) literalValue(n node, depth int) (string, bool) {
 	if depth > 50 {
 		return "", false
 	}
-	switch kinds.cat[n.KindId()] {
+	switch w.cat(n) {
 	case catString, catConcatString:
 		var b strings.Builder
 		interp := false
 		ok := w.decodeStringNode(n, &b, &interp, nil)
 		return b.String(), ok && !interp
 	case catParenthesized:
-		var inner *ts.Node
+		inner := noNode
 		cnt := 0
-		for i := uint(0); i < n.NamedChildCount(); i++ {
-			ch := n.NamedChild(i)
-			if kinds.cat[ch.KindId()] == catComment {
+		for ch := range w.namedChildren(n) {
+			if w.cat(ch) == catComment {
 				continue
 			}
 			inner = ch
@@ -585,12 +569,12 @@ func (w *walker) literalValue(n *ts.Node, depth int) (string, bool) {
 		}
 		return w.literalValue(inner, depth+1)
 	case catBinaryOperator:
-		op := n.ChildByFieldName("operator")
-		if op == nil || w.text(op) != "+" {
+		op := w.childByField(n, kinds.fieldOperator)
+		if op == noNode || w.text(op) != "+" {
 			return "", false
 		}
-		l, r := n.ChildByFieldName("left"), n.ChildByFieldName("right")
-		if l == nil || r == nil {
+		l, r := w.childByField(n, kinds.fieldLeft), w.childByField(n, kinds.fieldRight)
+		if l == noNode || r == noNode {
 			return "", false
 		}
 		a, ok1 := w.literalValue(l, depth+1)
@@ -610,12 +594,11 @@ func (w *walker) literalValue(n *ts.Node, depth int) (string, bool) {
 // concatenated_string node to b; each interpolation contributes a '{'
 // (a word breaker) and sets *interp. visitInterp, when not nil, is called
 // for every interpolation node. It reports false when an escape is invalid.
-func (w *walker) decodeStringNode(n *ts.Node, b *strings.Builder, interp *bool, visitInterp func(*ts.Node)) bool {
+func (w *walker) decodeStringNode(n node, b *strings.Builder, interp *bool, visitInterp func(node)) bool {
 	ok := true
-	if kinds.cat[n.KindId()] == catConcatString {
-		for i := uint(0); i < n.ChildCount(); i++ {
-			ch := n.Child(i)
-			if kinds.cat[ch.KindId()] == catString {
+	if w.cat(n) == catConcatString {
+		for ch := range w.children(n) {
+			if w.cat(ch) == catString {
 				if !w.decodeStringNode(ch, b, interp, visitInterp) {
 					ok = false
 				}
@@ -624,9 +607,8 @@ func (w *walker) decodeStringNode(n *ts.Node, b *strings.Builder, interp *bool, 
 		return ok
 	}
 	var pfx prefix
-	for i := uint(0); i < n.ChildCount(); i++ {
-		ch := n.Child(i)
-		switch kinds.cat[ch.KindId()] {
+	for ch := range w.children(n) {
+		switch w.cat(ch) {
 		case catStringStart:
 			var good bool
 			pfx, good = parsePrefix(w.text(ch))
@@ -655,14 +637,12 @@ func (w *walker) decodeStringNode(n *ts.Node, b *strings.Builder, interp *bool, 
 // visitString checks a string or concatenated string: escapes must decode,
 // f-string interpolations must be valid Python 3.11 and are walked, and the
 // decoded text must not name a forbidden attribute.
-func (w *walker) visitString(c *ts.TreeCursor, n *ts.Node, depth int, cat category) {
+func (w *walker) visitString(n node, depth int, cat category) {
 	var b strings.Builder
 	interp := false
-	ok := w.decodeStringNode(n, &b, &interp, func(in *ts.Node) {
+	ok := w.decodeStringNode(n, &b, &interp, func(in node) {
 		w.checkInterpolation(in)
-		ic := in.Walk()
-		w.visit(ic, depth+2, ctxNone, catString)
-		ic.Close()
+		w.visit(in, depth+2, ctxNone, catString)
 	})
 	if !ok {
 		w.add(RuleParseError, n, "invalid string literal (prefix or escape sequence)")
@@ -674,15 +654,14 @@ func (w *walker) visitString(c *ts.TreeCursor, n *ts.Node, depth int, cat catego
 // grammar (which follows 3.12) does not: no backslash in the replacement
 // field, no '#' and no reuse of the enclosing quote in the expression, and
 // no line break in a single-quoted f-string.
-func (w *walker) checkInterpolation(in *ts.Node) {
-	p := in.Parent()
-	if p == nil {
+func (w *walker) checkInterpolation(in node) {
+	p := w.parent(in)
+	if p == noNode {
 		return
 	}
 	var quote string
-	for i := uint(0); i < p.ChildCount(); i++ {
-		ch := p.Child(i)
-		if kinds.cat[ch.KindId()] == catStringStart {
+	for ch := range w.children(p) {
+		if w.cat(ch) == catStringStart {
 			s := w.text(ch)
 			quote = strings.TrimLeft(s, "rRbBuUfF")
 			break
@@ -690,10 +669,9 @@ func (w *walker) checkInterpolation(in *ts.Node) {
 	}
 	full := w.text(in)
 	expr := full
-	for i := uint(0); i < in.ChildCount(); i++ {
-		ch := in.Child(i)
-		if k := ch.Kind(); k == "type_conversion" || k == "format_specifier" {
-			expr = string(w.src[in.StartByte():ch.StartByte()])
+	for ch := range w.children(in) {
+		if k := w.kindName(ch); k == "type_conversion" || k == "format_specifier" {
+			expr = string(w.src[w.start(in):w.start(ch)])
 			break
 		}
 	}
@@ -712,7 +690,7 @@ func (w *walker) checkInterpolation(in *ts.Node) {
 // checkWordRuns flags a string whose decoded text contains, as a maximal run
 // of ASCII word characters, a non-allowlisted dunder or a forbidden
 // attribute of a string-checked rule.
-func (w *walker) checkWordRuns(n *ts.Node, s string) {
+func (w *walker) checkWordRuns(n node, s string) {
 	for _, run := range wordRuns(s) {
 		if w.badStringWord(run) {
 			w.add("forbidden-string", n, fmt.Sprintf("%q", run))
@@ -844,11 +822,10 @@ func badInteger(s string) bool {
 // checkParameters enforces what CPython's grammar requires of a parameter
 // list and tree-sitter's does not: no non-default parameter after a default
 // one (before '*'), and a bare '*' must be followed by a named parameter.
-func (w *walker) checkParameters(n *ts.Node) {
+func (w *walker) checkParameters(n node) {
 	seenDefault, seenStar, pendingKw := false, false, false
-	for i := uint(0); i < n.NamedChildCount(); i++ {
-		ch := n.NamedChild(i)
-		switch kinds.cat[ch.KindId()] {
+	for ch := range w.namedChildren(n) {
+		switch w.cat(ch) {
 		case catListSplatPattern:
 			seenStar = true
 		case catIdentifier, catPositionalParam, catTargetContainer:
@@ -877,11 +854,10 @@ func (w *walker) checkParameters(n *ts.Node) {
 
 // checkArguments enforces call-argument order: no positional argument after
 // a keyword argument or '**', no '*' after '**'.
-func (w *walker) checkArguments(n *ts.Node) {
+func (w *walker) checkArguments(n node) {
 	seenKw, seenDict := false, false
-	for i := uint(0); i < n.NamedChildCount(); i++ {
-		ch := n.NamedChild(i)
-		switch kinds.cat[ch.KindId()] {
+	for ch := range w.namedChildren(n) {
+		switch w.cat(ch) {
 		case catComment:
 		case catKeywordArgument:
 			seenKw = true
@@ -899,21 +875,21 @@ func (w *walker) checkArguments(n *ts.Node) {
 	}
 }
 
-func (w *walker) validDelTarget(n *ts.Node, depth int) bool {
+func (w *walker) validDelTarget(n node, depth int) bool {
 	if depth > 50 {
 		return false
 	}
-	switch kinds.cat[n.KindId()] {
+	switch w.cat(n) {
 	case catIdentifier, catAttribute, catSubscript, catComment:
 		return true
 	case catTargetContainer, catParenthesized:
-		switch n.Kind() {
+		switch w.kindName(n) {
 		case "tuple", "list", "expression_list", "parenthesized_expression":
 		default:
 			return false
 		}
-		for i := uint(0); i < n.NamedChildCount(); i++ {
-			if !w.validDelTarget(n.NamedChild(i), depth+1) {
+		for ch := range w.namedChildren(n) {
+			if !w.validDelTarget(ch, depth+1) {
 				return false
 			}
 		}
@@ -925,7 +901,7 @@ func (w *walker) validDelTarget(n *ts.Node, depth int) bool {
 // checkIndentation rejects source that indents with tabs on some lines and
 // spaces on others (outside string literals). CPython rejects only the
 // inconsistent mixes; this is stricter and much simpler.
-func (w *walker) checkIndentation(root *ts.Node) {
+func (w *walker) checkIndentation() {
 	if !hasTabs(w.src) {
 		return // no tab anywhere: nothing can be mixed
 	}
@@ -946,7 +922,7 @@ func (w *walker) checkIndentation(root *ts.Node) {
 			}
 			j++
 		}
-		if j < len(line) && line[j] != '#' && (hasTab || hasSpace) && !w.insideString(root, start) {
+		if j < len(line) && line[j] != '#' && (hasTab || hasSpace) && !w.insideString(start) {
 			if hasTab && tabLine < 0 {
 				tabLine = start
 			}
@@ -969,14 +945,13 @@ func (w *walker) checkIndentation(root *ts.Node) {
 	}
 }
 
-func (w *walker) insideString(root *ts.Node, off int) bool {
-	n := root.DescendantForByteRange(uint(off), uint(off))
-	for d := 0; n != nil && d < 200; d++ {
-		switch kinds.cat[n.KindId()] {
+func (w *walker) insideString(off int) bool {
+	// The smallest node at off and up to 199 of its ancestors (one C call).
+	for _, k := range w.tree.ancestorKinds(uint(off), w.ancBuf[:]) {
+		switch kinds.cat[k] {
 		case catString, catStringContent:
 			return true
 		}
-		n = n.Parent()
 	}
 	return false
 }

@@ -1,6 +1,7 @@
 // Command orqest-sandbox is the operator CLI of orqest-sandbox: it runs and
 // validates Python function bodies in a sandbox configured by an HCL policy,
-// lists and checks backend plugins, and checks policies.
+// lists and checks backend plugins, checks policies, and serves a sandbox to
+// agents over MCP.
 //
 //	orqest-sandbox run      [--config F] [--sandbox NAME] [--allow m1,m2] [--args JSON]
 //	                        [--timeout DUR] [--memory MB] [--json] (-e CODE | FILE | -)
@@ -10,6 +11,7 @@
 //	orqest-sandbox plugins  list|check
 //	orqest-sandbox policy   check [F]
 //	orqest-sandbox bench    [--config F] [--sandbox NAME …] [-n N] [--concurrency C] [--json]
+//	orqest-sandbox mcp      serve [--config F] [--sandbox NAME] [--http ADDR] [--token-file F]
 //	orqest-sandbox version
 //
 // Exit codes: 0 success; 1 the user's code failed (runtime error, timeout,
@@ -67,6 +69,7 @@ var commands = []command{
 	{"plugins", "list|check the backend plugins the host can launch", cmdPlugins},
 	{"policy", "check [F]: load a policy, launch its plugins, lint it", cmdPolicy},
 	{"bench", "measure whole-system latency and throughput against a naive baseline", cmdBench},
+	{"mcp", "serve [--http ADDR]: an MCP server (spawn_tool, run_python, spawned tools)", cmdMCP},
 	{"version", "print the version", cmdVersion},
 }
 

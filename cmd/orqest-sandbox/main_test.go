@@ -347,9 +347,18 @@ sandbox "tier1" {
 	if r.code != 0 || !strings.Contains(r.stdout, "ok (1 sandbox: tier1") || !strings.Contains(r.stderr, "Warning: Dangerous module in allowed_imports") || !strings.Contains(r.stderr, good+":6:21:") {
 		t.Errorf("policy check: exit %d stdout %q stderr %q", r.code, r.stdout, r.stderr)
 	}
+	// A policy that lists a dangerous module without acknowledging it is
+	// linted by `policy check` and refused by `run`, even for code that
+	// does not import it.
 	r = runCLI(t, "", "", "run", "--config", good, "--json", "-e", "import re\nreturn bool(re.match('a', 'abc'))")
+	if r.code != 3 || !strings.Contains(r.stderr, "allow_dangerous_imports") {
+		t.Errorf("run with unacknowledged os: exit %d stderr %q", r.code, r.stderr)
+	}
+	acked := writeConfig(t, strings.Replace(readFile(t, good), `timeout         = "2s"`, `timeout         = "2s"
+  allow_dangerous_imports = ["os"]`, 1))
+	r = runCLI(t, "", "", "run", "--config", acked, "--json", "-e", "import re\nreturn bool(re.match('a', 'abc'))")
 	if res := decodeResult(t, r); r.code != 0 || string(res.Output) != "true" || res.Limits.TimeoutMS != 2000 {
-		t.Errorf("run with policy: exit %d %+v", r.code, res)
+		t.Errorf("run with acknowledged policy: exit %d %+v %s", r.code, res, r.stderr)
 	}
 	r = runCLI(t, "", "", "policy", "check")
 	if r.code != 0 || !strings.Contains(r.stdout, host.EmbeddedConfigName+": ok") {
@@ -362,4 +371,13 @@ func TestVersion(t *testing.T) {
 	if r.code != 0 || !strings.HasPrefix(r.stdout, "orqest-sandbox "+version) {
 		t.Errorf("version: %d %q", r.code, r.stdout)
 	}
+}
+
+func readFile(t *testing.T, path string) string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
 }

@@ -99,10 +99,9 @@ func TestHostUnsafeRefusal(t *testing.T) {
 	if !strings.Contains(err.Error(), "unsafe = true") {
 		t.Errorf("refusal does not say how to opt in: %v", err)
 	}
-	// The issue wants the file and line of the sandbox block in the
-	// message; the host adds them (see docs/tier0.md).
-	if !strings.Contains(err.Error(), filepath.Base(path)) {
-		t.Logf("note: the refusal does not name %s yet (host change pending): %v", path, err)
+	// The refusal names the HCL file and line of the sandbox block.
+	if !strings.Contains(err.Error(), path+":") {
+		t.Errorf("refusal does not name %s:line:col: %v", path, err)
 	}
 	_, err = sb.Execute(context.Background(), shared.ExecuteRequest{Code: "return 1"})
 	if !errors.Is(err, shared.ErrFailedPrecondition) {

@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -51,14 +52,51 @@ const (
 // ModeSpawn runs one fresh interpreter per execution.
 const ModeSpawn = "spawn"
 
+// DefaultMode is the mode used when the config names none.
+const DefaultMode = ModeForkServer
+
 // Config is the backend's `config {}` block.
 type Config struct {
 	// Python is the interpreter binary. Never a pyenv shim: a shim is a
 	// shell script that costs 50-130 ms per start.
 	Python string `json:"python"`
-	// Mode is "spawn" (a fresh process per execution). "forkserver" is
-	// planned but not implemented yet.
+	// Mode is "forkserver" (default: a warm sealed zygote forks a fresh
+	// child per execution) or "spawn" (a fresh interpreter per execution).
 	Mode string `json:"mode"`
+	// Preload lists modules the fork-server imports once, so children
+	// start with them (the user still needs them in allowed_imports).
+	Preload []string `json:"preload"`
+	// Require lists capabilities that must be in force; a missing one fails
+	// Configure with ErrFailedPrecondition (e.g. "network_isolation",
+	// "filesystem_isolation", "seccomp").
+	Require []string `json:"require"`
+}
+
+// testHooks are seams for this package's tests only. They are unexported
+// fields of Backend: nothing in a `config {}` block (decoded with
+// DisallowUnknownFields into Config) can reach them.
+type testHooks struct {
+	// skipValidation skips the plugin's Go validator, and rules replaces
+	// the rules table the in-child checker and builtins come from: the
+	// containment tests run hostile code with the validator out of the way
+	// to show that the kernel layers hold on their own.
+	skipValidation bool
+	rules          json.RawMessage
+	// disable lists sealing layers not to attempt (degradation tests).
+	disable []string
+	// program replaces pyrunner.Program() (e.g. without the in-child
+	// checker, for the containment tests).
+	program string
+}
+
+// argv returns the interpreter's argument vector for the runner program.
+func (b *Backend) argv(python string, extra ...string) []string {
+	prog := pyrunner.Program()
+	if b.test.program != "" {
+		prog = b.test.program
+	}
+	a := append([]string{python}, pyrunner.PythonFlags...)
+	return append(append(a, "-c", prog), extra...)
 }
 
 // Backend is the tier-1 subprocess sandbox. It is safe for concurrent use.
@@ -70,12 +108,33 @@ type Backend struct {
 	rules        json.RawMessage
 	maxCodeBytes int
 
-	mu  sync.RWMutex
-	cfg Config
+	mu   sync.RWMutex
+	cfg  Config
+	seal *sealInfo // layers in force for cfg; nil until probed
+
+	fsMu  sync.Mutex
+	fs    *forkServer
+	fsKey string
 
 	// onSpawn, when set (tests), is told the pid and working directory of
-	// every child right after it starts.
+	// every child right after it starts ("" in fork-server mode).
 	onSpawn func(pid int, dir string)
+
+	warned sync.Once
+
+	test testHooks
+}
+
+// warnMissing logs, once per backend, the one WARNING that names every
+// sealing layer not in force here.
+func (b *Backend) warnMissing(s *sealInfo) {
+	if len(s.Missing) == 0 {
+		return
+	}
+	b.warned.Do(func() {
+		b.logger.Warn("tier-1 sealing is incomplete on this host; NOT enforced: "+s.missingText(),
+			"in_force", s.Layers)
+	})
 }
 
 var _ shared.Sandbox = (*Backend)(nil)
@@ -91,7 +150,7 @@ func NewBackend(logger hclog.Logger) *Backend {
 		validator:    validator.New(),
 		rules:        json.RawMessage(rules),
 		maxCodeBytes: fallbackMaxCodeBytes,
-		cfg:          Config{Python: DefaultPython, Mode: ModeSpawn},
+		cfg:          Config{Python: DefaultPython, Mode: DefaultMode},
 	}
 	var table struct {
 		Limits struct {
@@ -110,32 +169,96 @@ func (b *Backend) config() Config {
 	return b.cfg
 }
 
-// Info describes the backend.
-func (b *Backend) Info(context.Context, shared.InfoRequest) (shared.InfoResponse, error) {
+// sealFor returns the sealing layers in force for cfg, probing once.
+func (b *Backend) sealFor(ctx context.Context, cfg Config) (*sealInfo, error) {
+	b.mu.RLock()
+	s := b.seal
+	same := b.cfg.Python == cfg.Python
+	b.mu.RUnlock()
+	if s != nil && same {
+		return s, nil
+	}
+	s, err := b.probeSeal(ctx, cfg.Python, b.test.disable)
+	if err != nil {
+		return nil, err
+	}
+	b.warnMissing(s)
+	b.mu.Lock()
+	if b.cfg.Python == cfg.Python {
+		b.seal = s
+	}
+	b.mu.Unlock()
+	return s, nil
+}
+
+// Info describes the backend. Capabilities lists only what is really in
+// force: the sealing layers are probed on this kernel (once per process).
+func (b *Backend) Info(ctx context.Context, _ shared.InfoRequest) (shared.InfoResponse, error) {
+	var caps []shared.Capability
+	if s, err := b.sealFor(ctx, b.config()); err == nil {
+		caps = s.caps()
+	} else {
+		b.logger.Warn("cannot probe the sealing layers; declaring none", "error", err)
+		caps = (*sealInfo)(nil).caps()
+	}
 	return shared.InfoResponse{
-		Name:        "subprocess",
-		Tier:        1,
-		Version:     Version,
-		APIVersions: []int{shared.APIVersion},
-		Capabilities: []shared.Capability{
-			shared.CapMemoryLimit,
-			shared.CapCPULimit,
-			shared.CapWallClockTimeout,
-			shared.CapProcessIsolation,
-			shared.CapFreshProcess,
-			shared.CapOutputLimit,
-		},
+		Name:         "subprocess",
+		Tier:         1,
+		Version:      Version,
+		APIVersions:  []int{shared.APIVersion},
+		Capabilities: caps,
 		ConfigSchema: []shared.ConfigAttribute{
 			{Name: "python", Type: "string", Description: "Python interpreter binary (default " + DefaultPython + "; never a pyenv shim)"},
-			{Name: "mode", Type: "string", Description: `"spawn": a fresh interpreter per execution (the only mode implemented so far)`},
+			{Name: "mode", Type: "string", Description: `"forkserver" (default): a warm, sealed zygote forks a fresh child per execution; "spawn": a fresh interpreter per execution`},
+			{Name: "preload", Type: "list(string)", Description: "modules the fork-server imports once so children start with them (allowed_imports still governs what user code may import)"},
+			{Name: "require", Type: "list(string)", Description: `capabilities that must be in force, e.g. ["network_isolation", "filesystem_isolation", "seccomp"]; a missing one fails startup`},
 		},
-		Description: "Tier 1: a fresh Python process per execution with RLIMIT_AS, RLIMIT_CPU, an outer wall clock that kills the process group, an empty environment and a private temporary working directory.",
+		Description: "Tier 1: a fresh Python process per execution (forked from a warm zygote, or spawned) with RLIMIT_AS, RLIMIT_CPU, RLIMIT_NOFILE, RLIMIT_FSIZE, an outer wall clock, an empty environment; where the kernel allows: an unprivileged uid, no_new_privs, a user + network namespace (no network), Landlock (read the stdlib only, write nothing) and a seccomp filter (no sockets, exec, new processes, ptrace, mount, ...).",
 	}, nil
+}
+
+// Shutdown stops the fork-server, if one runs, and every child it has.
+func (b *Backend) Shutdown() {
+	b.fsMu.Lock()
+	fs := b.fs
+	b.fs, b.fsKey = nil, ""
+	b.fsMu.Unlock()
+	if fs != nil {
+		fs.close()
+	}
+}
+
+// forkServer returns the running zygote for cfg, (re)starting it when it
+// died or the configuration changed.
+func (b *Backend) forkServer(cfg Config, s *sealInfo, rules json.RawMessage) (*forkServer, error) {
+	fcfg := pyrunner.ForkServerConfig{Preload: cfg.Preload, Seal: s.seal(b.test.disable), Rules: rules}
+	keyJSON, _ := json.Marshal(fcfg)
+	key := cfg.Python + "\x00" + string(keyJSON) + "\x00" + b.test.program
+	b.fsMu.Lock()
+	defer b.fsMu.Unlock()
+	if b.fs != nil && b.fsKey == key && b.fs.alive() {
+		return b.fs, nil
+	}
+	if old := b.fs; old != nil {
+		if old.alive() {
+			b.logger.Debug("fork-server configuration changed; restarting", "pid", old.pid)
+		} else {
+			b.logger.Warn("fork-server died; restarting", "pid", old.pid, "error", old.deadErr())
+		}
+		b.fs = nil
+		go old.close()
+	}
+	fs, err := startForkServer(b.argv(cfg.Python, pyrunner.ForkServerArg), fcfg, b.logger)
+	if err != nil {
+		return nil, err
+	}
+	b.fs, b.fsKey = fs, key
+	return fs, nil
 }
 
 // Configure applies the `config {}` block and checks the interpreter works.
 func (b *Backend) Configure(ctx context.Context, req shared.ConfigureRequest) (shared.ConfigureResponse, error) {
-	cfg := Config{Python: DefaultPython, Mode: ModeSpawn}
+	cfg := Config{Python: DefaultPython, Mode: DefaultMode}
 	if len(bytes.TrimSpace(req.Config)) > 0 && string(bytes.TrimSpace(req.Config)) != "null" {
 		dec := json.NewDecoder(bytes.NewReader(req.Config))
 		dec.DisallowUnknownFields()
@@ -146,15 +269,25 @@ func (b *Backend) Configure(ctx context.Context, req shared.ConfigureRequest) (s
 			cfg.Python = DefaultPython
 		}
 		if cfg.Mode == "" {
-			cfg.Mode = ModeSpawn
+			cfg.Mode = DefaultMode
 		}
 	}
 	switch cfg.Mode {
-	case ModeSpawn:
-	case "forkserver":
-		return shared.ConfigureResponse{}, fmt.Errorf(`subprocess config: mode "forkserver" is not implemented yet; use "spawn": %w`, shared.ErrInvalidArgument)
+	case ModeSpawn, ModeForkServer:
 	default:
-		return shared.ConfigureResponse{}, fmt.Errorf(`subprocess config: unknown mode %q (want "spawn"): %w`, cfg.Mode, shared.ErrInvalidArgument)
+		return shared.ConfigureResponse{}, fmt.Errorf(`subprocess config: unknown mode %q (want "forkserver" or "spawn"): %w`, cfg.Mode, shared.ErrInvalidArgument)
+	}
+	known := knownCaps()
+	for _, r := range cfg.Require {
+		if !slices.Contains(known, r) {
+			return shared.ConfigureResponse{}, fmt.Errorf("subprocess config: require: unknown capability %q (known: %s): %w",
+				r, strings.Join(known, ", "), shared.ErrInvalidArgument)
+		}
+	}
+	for _, m := range cfg.Preload {
+		if !validModuleName(m) {
+			return shared.ConfigureResponse{}, fmt.Errorf("subprocess config: preload: %q is not a module name: %w", m, shared.ErrInvalidArgument)
+		}
 	}
 	python, err := checkPython(cfg.Python)
 	if err != nil {
@@ -162,8 +295,33 @@ func (b *Backend) Configure(ctx context.Context, req shared.ConfigureRequest) (s
 	}
 	cfg.Python = python
 
-	// Self-test: the interpreter must run the runner end to end.
-	res, err := b.run(ctx, cfg, pyrunner.Request{Code: "return 1+1", MemoryMB: DefaultMemoryMB}, 10*time.Second, DefaultMaxOutputBytes)
+	// Which sealing layers does this kernel give us? Required ones must be
+	// there; the others are reported once, loudly.
+	seal, err := b.probeSeal(ctx, python, b.test.disable)
+	if err != nil {
+		return shared.ConfigureResponse{}, fmt.Errorf("subprocess config: python %q failed its self-test: %v: %w", python, err, shared.ErrUnavailable)
+	}
+	caps := seal.caps()
+	var lacking []string
+	for _, r := range cfg.Require {
+		if !slices.Contains(caps, shared.Capability(r)) {
+			lacking = append(lacking, r)
+		}
+	}
+	if len(lacking) > 0 {
+		return shared.ConfigureResponse{}, fmt.Errorf("subprocess config: required capabilities not available on this host: %s (not enforced: %s): %w",
+			strings.Join(lacking, ", "), seal.missingText(), shared.ErrFailedPrecondition)
+	}
+	b.warnMissing(seal)
+
+	// Self-test: the interpreter must run the runner end to end, sealed, in
+	// the configured mode (this starts the fork-server).
+	var res shared.ExecutionResult
+	if cfg.Mode == ModeForkServer {
+		res, err = b.runFork(ctx, cfg, seal, pyrunner.Request{Code: "return 1+1", MemoryMB: DefaultMemoryMB}, 10*time.Second, DefaultMaxOutputBytes, b.rules)
+	} else {
+		res, err = b.runSpawn(ctx, cfg, pyrunner.Request{Code: "return 1+1", MemoryMB: DefaultMemoryMB, Seal: seal.seal(b.test.disable)}, 10*time.Second, DefaultMaxOutputBytes)
+	}
 	if err != nil {
 		return shared.ConfigureResponse{}, fmt.Errorf("subprocess config: python %q failed its self-test: %v: %w", python, err, shared.ErrUnavailable)
 	}
@@ -174,9 +332,31 @@ func (b *Backend) Configure(ctx context.Context, req shared.ConfigureRequest) (s
 
 	b.mu.Lock()
 	b.cfg = cfg
+	b.seal = seal
 	b.mu.Unlock()
-	b.logger.Debug("configured", "python", cfg.Python, "mode", cfg.Mode)
+	if cfg.Mode != ModeForkServer {
+		b.Shutdown() // a zygote of an earlier configuration is not needed
+	}
+	b.logger.Debug("configured", "python", cfg.Python, "mode", cfg.Mode, "layers", seal.Layers)
 	return shared.ConfigureResponse{}, nil
+}
+
+// validModuleName accepts dotted Python identifiers (ASCII).
+func validModuleName(m string) bool {
+	if m == "" {
+		return false
+	}
+	for _, part := range strings.Split(m, ".") {
+		if part == "" || (part[0] >= '0' && part[0] <= '9') {
+			return false
+		}
+		for _, r := range part {
+			if !(r == '_' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9') {
+				return false
+			}
+		}
+	}
+	return true
 }
 
 // checkPython resolves and checks the interpreter path.
@@ -253,7 +433,10 @@ func (b *Backend) Execute(ctx context.Context, req shared.ExecuteRequest) (share
 	}
 	limits := shared.Limits{TimeoutMS: timeout.Milliseconds(), MemoryMB: memMB, MaxOutputBytes: maxOut}
 
-	if findings := b.validator.Check(ctx, req.Code, req.AllowedImports); len(findings) > 0 {
+	rules := b.rules
+	if b.test.skipValidation {
+		rules = b.test.rules
+	} else if findings := b.validator.Check(ctx, req.Code, req.AllowedImports); len(findings) > 0 {
 		return shared.ExecuteResponse{Result: shared.ExecutionResult{
 			Success:    false,
 			Error:      (&shared.ValidationError{Findings: findings}).Error(),
@@ -264,12 +447,25 @@ func (b *Backend) Execute(ctx context.Context, req shared.ExecuteRequest) (share
 		}}, nil
 	}
 
-	res, err := b.run(ctx, b.config(), pyrunner.Request{
+	cfg := b.config()
+	seal, err := b.sealFor(ctx, cfg)
+	if err != nil {
+		return shared.ExecuteResponse{}, err
+	}
+	preq := pyrunner.Request{
 		Code:           req.Code,
 		Args:           args,
 		AllowedImports: req.AllowedImports,
 		MemoryMB:       memMB,
-	}, timeout, maxOut)
+	}
+	var res shared.ExecutionResult
+	if cfg.Mode == ModeForkServer {
+		res, err = b.runFork(ctx, cfg, seal, preq, timeout, maxOut, rules)
+	} else {
+		preq.Rules = rules
+		preq.Seal = seal.seal(b.test.disable)
+		res, err = b.runSpawn(ctx, cfg, preq, timeout, maxOut)
+	}
 	if err != nil {
 		return shared.ExecuteResponse{}, err
 	}
@@ -313,13 +509,15 @@ func capture(r *os.File, limit int, out chan<- captured) {
 	out <- c
 }
 
-// run spawns one interpreter for req and classifies its outcome. A Go error
-// means infrastructure failure (or ctx cancellation); everything the user's
-// code did is in the result.
-func (b *Backend) run(ctx context.Context, cfg Config, req pyrunner.Request, timeout time.Duration, maxOut int) (shared.ExecutionResult, error) {
+// runSpawn spawns one interpreter for req and classifies its outcome. A Go
+// error means infrastructure failure (or ctx cancellation); everything the
+// user's code did is in the result. req.Rules defaults to the rules table.
+func (b *Backend) runSpawn(ctx context.Context, cfg Config, req pyrunner.Request, timeout time.Duration, maxOut int) (shared.ExecutionResult, error) {
 	var res shared.ExecutionResult
 	cpuSeconds := int(math.Ceil(timeout.Seconds())) + 1
-	req.Rules = b.rules
+	if req.Rules == nil {
+		req.Rules = b.rules
+	}
 	req.MaxOutputBytes = maxOut
 	req.CPUSeconds = cpuSeconds
 	payload, err := req.Encode()
@@ -360,7 +558,7 @@ func (b *Backend) run(ctx context.Context, cfg Config, req pyrunner.Request, tim
 		return res, fmt.Errorf("execute: pipes: %v: %w", err, shared.ErrInternal)
 	}
 
-	argv := pyrunner.Argv(cfg.Python)
+	argv := b.argv(cfg.Python)
 	cmd := &exec.Cmd{
 		Path:       cfg.Python,
 		Args:       argv,
@@ -496,14 +694,13 @@ func (b *Backend) run(ctx context.Context, cfg Config, req pyrunner.Request, tim
 	}
 
 	// No (usable) response: the child was killed or crashed.
-	res.ErrorKind, res.Error = classifyDeath(state, req.MemoryMB, cpuSeconds, res.Stderr)
+	ws, _ := state.Sys().(syscall.WaitStatus)
+	res.ErrorKind, res.Error = classifyDeath(ws, state.UserTime()+state.SystemTime(), req.MemoryMB, cpuSeconds, res.Stderr)
 	return res, nil
 }
 
 // classifyDeath explains a child that exited without a response.
-func classifyDeath(state *os.ProcessState, memMB, cpuSeconds int, stderr string) (shared.ErrorKind, string) {
-	ws, _ := state.Sys().(syscall.WaitStatus)
-	cpu := state.UserTime() + state.SystemTime()
+func classifyDeath(ws syscall.WaitStatus, cpu time.Duration, memMB, cpuSeconds int, stderr string) (shared.ErrorKind, string) {
 	if ws.Signaled() {
 		sig := ws.Signal()
 		switch {

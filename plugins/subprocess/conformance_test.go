@@ -13,6 +13,8 @@ import (
 // in-process and over the real go-plugin gRPC path.
 func TestConformance(t *testing.T) {
 	conformance.Run(t, func(t *testing.T) shared.Sandbox {
-		return NewBackend(hclog.NewNullLogger())
+		b := NewBackend(hclog.NewNullLogger())
+		t.Cleanup(b.Shutdown)
+		return b
 	})
 }

@@ -57,9 +57,80 @@ func Argv(python string) []string {
 // ResponseFD is the file descriptor the child writes its Response to.
 const ResponseFD = 3
 
-// OpExecute is the only operation of the protocol so far. A fork-server mode
-// will add its own ops on the same Request type.
+// OpExecute runs one request.
 const OpExecute = "execute"
+
+// OpProbe seals the process as Request.Seal asks (an empty object means
+// every layer) and reports the layers in force (a ProbeResult as the
+// Response's output) without running code.
+const OpProbe = "probe"
+
+// ForkServerArg is the argument that makes the program a fork-server
+// (zygote): `python3 -I -S -B -c <Program()> forkserver`. It reads a
+// ForkServerConfig from stdin and serves a SOCK_SEQPACKET control socket on
+// fd 3; see _orq_forkserver_main in runner.py for the messages.
+const ForkServerArg = "forkserver"
+
+// ForkServerArgv returns the argument vector that starts a fork-server.
+func ForkServerArgv(python string) []string {
+	return append(Argv(python), ForkServerArg)
+}
+
+// Seal configures the kernel sealing layers the runner applies before any
+// user code runs (see _orq_seal_prepare in runner.py). Layer names are
+// those of ProbeResult.Layers.
+type Seal struct {
+	// UID and GID are the unprivileged ids the runner drops to when it
+	// starts as root (0 means 65534, nobody).
+	UID int `json:"uid,omitempty"`
+	GID int `json:"gid,omitempty"`
+	// ReadPaths are files and directories the sandbox may read besides the
+	// interpreter's stdlib (the shared libraries of extension modules).
+	ReadPaths []string `json:"read_paths,omitempty"`
+	// Require lists layers whose absence fails the process closed.
+	Require []string `json:"require,omitempty"`
+	// Disable lists layers not to attempt (tests of degradation).
+	Disable []string `json:"disable,omitempty"`
+}
+
+// Sealing layers the runner knows.
+const (
+	LayerNoNewPrivs      = "no_new_privs"
+	LayerUnprivilegedUID = "unprivileged_uid"
+	LayerUserNamespace   = "user_namespace"
+	LayerNetNamespace    = "network_namespace"
+	LayerLandlockFS      = "landlock_fs"
+	LayerLandlockNet     = "landlock_net"
+	LayerLandlockScope   = "landlock_scope"
+	LayerSeccomp         = "seccomp"
+)
+
+// Layers lists every sealing layer, in the order the runner applies them.
+var Layers = []string{LayerNoNewPrivs, LayerUnprivilegedUID, LayerUserNamespace, LayerNetNamespace,
+	LayerLandlockFS, LayerLandlockNet, LayerLandlockScope, LayerSeccomp}
+
+// ProbeResult is the output of an OpProbe request.
+type ProbeResult struct {
+	Layers  []string          `json:"layers"`
+	Missing map[string]string `json:"missing"`
+	// Stdlib lists the interpreter's stdlib directories (sys.path).
+	Stdlib []string `json:"stdlib"`
+}
+
+// ForkServerConfig is what a fork-server reads from its stdin.
+type ForkServerConfig struct {
+	// Preload lists modules imported once in the zygote, so children
+	// start with them imported.
+	Preload []string `json:"preload,omitempty"`
+	Seal    *Seal    `json:"seal,omitempty"`
+	// Rules is the rules table, parsed once by the zygote: a request whose
+	// rules are JSON null (RulesFromServer) uses it.
+	Rules json.RawMessage `json:"rules,omitempty"`
+}
+
+// RulesFromServer, as Request.Rules, tells a fork-server child to use the
+// rules table of its zygote's ForkServerConfig.
+var RulesFromServer = json.RawMessage("null")
 
 // KindInternal is the error_kind the runner reports for a failure of the
 // runner itself (malformed request, broken in-child checker). It is not a
@@ -78,6 +149,9 @@ type Request struct {
 	MaxOutputBytes int             `json:"max_output_bytes,omitempty"`
 	MemoryMB       int             `json:"memory_mb,omitempty"`
 	CPUSeconds     int             `json:"cpu_seconds,omitempty"`
+	// Seal, when set, makes the spawn-mode runner seal itself before it
+	// runs the code (a fork-server child is sealed by its zygote's config).
+	Seal *Seal `json:"seal,omitempty"`
 }
 
 // Response is what the child writes to fd 3.

@@ -14,6 +14,7 @@
 #   _orq_execute(req)        validate + run one request, return the response
 #                            as UTF-8 JSON bytes (never raises)
 #   _orq_main()              the spawn-mode driver: stdin -> _orq_execute -> fd 3
+#   _orq_forkserver_main()   the fork-server (zygote) driver; see below
 # A fork-server would call _orq_apply_limits and _orq_execute in each forked
 # child instead of _orq_main.
 
@@ -57,21 +58,39 @@ def _orq_isolate(fn):
                               fn.__defaults__, fn.__closure__)
 
 
-def _orq_make_import(allowed_imports):
+def _orq_make_import(allowed_imports, rules=None, user_builtins=None):
     """Return the `__import__` shim handed to user code.
 
     It honours absolute imports whose top-level module is in
     allowed_imports, denies relative imports, and returns a read-only-ish
-    *view* of the module: its public attributes, with submodules that are
-    not themselves allowed removed (so `re.enum.sys` does not lead to sys)."""
+    *view* of the module: a fresh module object holding the real module's
+    public attributes, minus
+      - modules that are not themselves allowed (so `re.enum.sys` does not
+        lead to sys; allowed ones become views in turn),
+      - every name the static rules forbid as an attribute (rules.json
+        forbidden_attributes, dunders, private names): what user code cannot
+        name it cannot get through `vars`-like helpers either
+        (`operator.attrgetter`, `string.Formatter`, `typing.get_type_hints`),
+    and with the string-to-attribute helpers that stay public replaced by
+    guarded versions (see _orq_guards).
+
+    Imports that C code makes through the frame's `__builtins__` (the
+    `PyImport_Import` path: `datetime.strptime` imports `_strptime`,
+    `strftime` imports `time`) pass an empty *list* as fromlist and ignore
+    the return value; the user's import statements pass None or a tuple.
+    Those internal imports are performed (the module is not handed to user
+    code: the shim returns None for them)."""
     import builtins
     import types
 
     real_import = builtins.__import__
     ModuleType = types.ModuleType
     allowed = frozenset(m for m in allowed_imports if isinstance(m, str) and m)
-    _isinstance, _str, _sorted, _vars, _list, _setattr = (
-        isinstance, str, sorted, vars, list, setattr)
+    rules = rules or {}
+    hidden_attrs = frozenset((rules.get("forbidden_attributes") or {}).keys())
+    guards = _orq_guards(user_builtins)
+    _isinstance, _str, _sorted, _vars, _list, _setattr, _type, _tuple = (
+        isinstance, str, sorted, vars, list, setattr, type, tuple)
     _ImportError = ImportError
 
     def permitted(name):
@@ -85,28 +104,215 @@ def _orq_make_import(allowed_imports):
         v = ModuleType(key, mod.__doc__ if _isinstance(mod.__doc__, _str) else None)
         memo[key] = v
         for k, x in _list(_vars(mod).items()):
-            if k[:1] == "_":
+            if k[:1] == "_" or k in hidden_attrs:
                 continue
             if _isinstance(x, ModuleType):
                 if not permitted(x.__name__):
                     continue
                 x = view(x, memo)
+            g = guards.get((key, k))
+            if g is not None:
+                x = g
             _setattr(v, k, x)
         return v
 
     def shim(name, globals=None, locals=None, fromlist=(), level=0):
+        if _type(fromlist) is _list and not fromlist and level == 0 and _type(name) is _str:
+            # PyImport_Import from C code (see above): import, hand out nothing.
+            real_import(name, None, None, (), 0)
+            return None
         if level != 0:
             raise _ImportError("relative imports are not allowed in the sandbox")
         if not _isinstance(name, _str) or not permitted(name):
             raise _ImportError(
                 "import of %r is not allowed (allowed imports: %s)"
                 % (name, ", ".join(_sorted(allowed)) or "none"))
+        if fromlist is not None:
+            fromlist = _tuple(f for f in fromlist if _type(f) is _str)
         mod = real_import(name, None, None, fromlist, 0)
         return view(mod, {})
 
     view = _orq_isolate(view)
     permitted = _orq_isolate(permitted)
     return _orq_isolate(shim), real_import, allowed
+
+
+def _orq_guards(user_builtins):
+    """Guarded replacements for public stdlib helpers that turn strings into
+    attribute access or code, keyed by (module, name). They are handed out
+    in module views instead of the real ones.
+
+    - functools.update_wrapper / wraps: the real ones getattr/setattr any
+      names passed as `assigned`/`updated` (`updated=['__globals__']` copies
+      a module's globals, builtins included, into the caller's globals).
+      Only the default names (or a subset) are accepted, and only a function
+      the tool body defined may be the wrapper.
+    - functools.singledispatch: `register(func)` without a class reads the
+      class from the annotations with typing.get_type_hints, which eval()s
+      string annotations in the function's globals. The guarded register
+      takes the class from the annotation itself and accepts only classes
+      (and unions of classes).
+    Every guard is rebound to empty globals (_orq_isolate) and uses only
+    names from its closure."""
+    import functools
+    import types
+
+    FunctionType, UnionType = types.FunctionType, types.UnionType
+    real_update_wrapper = functools.update_wrapper
+    real_singledispatch = functools.singledispatch
+    WA, WU = tuple(functools.WRAPPER_ASSIGNMENTS), tuple(functools.WRAPPER_UPDATES)
+    _type, _tuple, _isinstance, _TypeError = type, tuple, isinstance, TypeError
+    _str, _all, _next, _iter, _dict, _cls = str, all, next, iter, dict, type
+    ub = user_builtins
+
+    def names(xs, allowed, what):
+        out = _tuple(xs)
+        for x in out:
+            if _type(x) is not _str or x not in allowed:
+                raise _TypeError("functools.%s: only the default names are allowed "
+                                 "in the sandbox" % what)
+        return out
+
+    def update_wrapper(wrapper, wrapped, assigned=WA, updated=WU):
+        assigned = names(assigned, WA, "update_wrapper: assigned")
+        updated = names(updated, WU, "update_wrapper: updated")
+        if ub is None or _type(wrapper) is not FunctionType or wrapper.__builtins__ is not ub:
+            raise _TypeError("functools.update_wrapper/wraps: the wrapper must be "
+                             "a function defined in the tool body")
+        return real_update_wrapper(wrapper, wrapped, assigned, updated)
+
+    def wraps(wrapped, assigned=WA, updated=WU):
+        assigned = names(assigned, WA, "wraps: assigned")
+        updated = names(updated, WU, "wraps: updated")
+
+        def decorate(wrapper):
+            return update_wrapper(wrapper, wrapped, assigned, updated)
+        return decorate
+
+    def is_class_or_union(t):
+        if _isinstance(t, _cls):
+            return True
+        k = _type(t)
+        if k is UnionType or (k.__name__ == "_UnionGenericAlias" and k.__module__ == "typing"):
+            args = t.__args__
+            return _type(args) is _tuple and _all(_isinstance(a, _cls) for a in args)
+        return False
+
+    def singledispatch(func):
+        d = real_singledispatch(func)
+        real_register = d.register
+
+        def register(cls, func=None):
+            if func is None and not is_class_or_union(cls):
+                if _type(cls) is not FunctionType:
+                    raise _TypeError("singledispatch.register: pass a class, or a "
+                                     "function whose first parameter is annotated with one")
+                ann = _dict(cls.__annotations__)
+                ann.pop("return", None)
+                typ = _next(_iter(ann.values()), None)
+                if not is_class_or_union(typ):
+                    raise _TypeError("singledispatch.register: in the sandbox the "
+                                     "annotation must be a class (not a string)")
+                return real_register(typ, cls)
+            if func is not None and not is_class_or_union(cls):
+                raise _TypeError("singledispatch.register: %r is not a class" % (cls,))
+            return real_register(cls, func)
+
+        d.register = register
+        return d
+
+    is_class_or_union = _orq_isolate(is_class_or_union)
+    names = _orq_isolate(names)
+    update_wrapper = _orq_isolate(update_wrapper)
+    wraps = _orq_isolate(wraps)
+    singledispatch = _orq_isolate(singledispatch)
+    for f in (update_wrapper, wraps, singledispatch):
+        f.__module__ = "functools"
+    return {("functools", "update_wrapper"): update_wrapper,
+            ("functools", "wraps"): wraps,
+            ("functools", "singledispatch"): singledispatch}
+
+
+_orq_audit_state = {}
+
+
+def _orq_audit_arm(rules, allowed):
+    """Defence in depth below the static rules and the module views: a
+    CPython audit hook (PEP 578), installed once per process, that refuses
+    while armed
+      - the introspection CPython audits (`object.__getattr__`: tb_frame,
+        gi_frame, cr_frame, ag_frame, f_code, gi_code, ... — except the three
+        names inspect.signature reads: __code__, __defaults__,
+        __kwdefaults__), and the events listed in rules.json
+        runtime.audit_block (code/function construction, gc and frame walks,
+        tracing, marshal/pickle loading);
+      - unless allowed_imports names a module whose purpose is OS access
+        (runtime.os_modules: os, io, socket, ...; the host refuses those
+        unless the policy acknowledges them), also the OS events in
+        runtime.audit_block_os (processes, sockets, file changes) and every
+        `open` except reading files below the interpreter's library
+        directories (imports) and the zoneinfo database.
+    Returns the state dict; set state["armed"] = False to disarm (the runner
+    does, before it formats a traceback with the traceback module)."""
+    import sys
+
+    st = _orq_audit_state
+    rt = (rules or {}).get("runtime") or {}
+    os_modules = frozenset(rt.get("os_modules") or ())
+    os_too = not any(m.partition(".")[0] in os_modules for m in allowed)
+    exact, prefixes = set(), []
+    for ev in list(rt.get("audit_block") or ()) + (list(rt.get("audit_block_os") or ()) if os_too else []):
+        if isinstance(ev, str) and ev:
+            (prefixes.append(ev) if ev.endswith(".") else exact.add(ev))
+    st["exact"] = frozenset(exact)
+    st["prefixes"] = tuple(prefixes)
+    st["check_open"] = os_too
+    st["armed"] = True
+    if st.get("installed"):
+        return st
+    import os
+
+    roots = []
+    for p in list(sys.path) + [os.path.dirname(os.__file__), "/usr/share/zoneinfo"]:
+        if isinstance(p, str) and p:
+            roots.append(os.path.normpath(p) + os.sep)
+    roots = tuple(roots)
+    normpath, fspath = os.path.normpath, os.fspath
+    inspect_reads = frozenset(("__code__", "__defaults__", "__kwdefaults__"))
+    _str, _bytes, _isinstance, _RuntimeError = str, bytes, isinstance, RuntimeError
+
+    def hook(event, args):
+        if not st["armed"]:
+            return
+        if event == "object.__getattr__":
+            if len(args) > 1 and args[1] in inspect_reads:
+                return
+            raise _RuntimeError("sandbox: introspection (%s) is not allowed"
+                                % (args[1] if len(args) > 1 else "?",))
+        if event in ("os.listdir", "os.scandir") and args and _isinstance(args[0], _str) \
+                and (normpath(args[0]) + "/").startswith(roots):
+            return  # the import system refreshing its directory caches
+        if event in st["exact"] or event.startswith(st["prefixes"]):
+            raise _RuntimeError("sandbox: %s is not allowed" % event)
+        if event == "open" and st["check_open"]:
+            path = args[0] if args else None
+            mode = args[1] if len(args) > 1 else "r"
+            flags = args[2] if len(args) > 2 else 0
+            ok = False
+            if _isinstance(path, (_str, _bytes)) and (mode is None or _isinstance(mode, _str)):
+                p = fspath(path)
+                if _isinstance(p, _bytes):
+                    p = p.decode("utf-8", "surrogateescape")
+                writes = mode is not None and any(c in mode for c in "wax+")
+                if _isinstance(flags, int) and flags & 0o3:  # O_WRONLY/O_RDWR
+                    writes = True
+                ok = not writes and (normpath(p) + "/").startswith(roots)
+            if not ok:
+                raise _RuntimeError("sandbox: open(%r) is not allowed" % (path,))
+
+    sys.addaudithook(hook)
+    st["installed"] = True
+    return st
 
 
 def _orq_user_traceback(exc, code):
@@ -140,7 +346,15 @@ def _orq_user_traceback(exc, code):
 
 def _orq_execute(req):
     """Validate and run one request. Returns the response as UTF-8 bytes
-    (one JSON object). Never raises."""
+    (one JSON object). Never raises. The audit hook is disarmed on the way
+    out, so a host process that runs many requests (tier 0) keeps working."""
+    try:
+        return _orq_execute_one(req)
+    finally:
+        _orq_audit_state["armed"] = False
+
+
+def _orq_execute_one(req):
     import json
 
     def respond(kind, error, findings=None):
@@ -212,11 +426,11 @@ def _orq_execute(req):
 
         # 3. Curated builtins (the one list in the rules table) + import shim;
         #    pre-import the allowed modules.
-        shim, real_import, allowed = _orq_make_import(allowed_imports)
         safe = {}
         for name in rules.get("safe_builtins") or ():
             if isinstance(name, str) and hasattr(builtins, name):
                 safe[name] = getattr(builtins, name)
+        shim, real_import, allowed = _orq_make_import(allowed_imports, rules, safe)
         safe["__import__"] = shim
         for m in sorted(allowed):
             try:
@@ -236,12 +450,17 @@ def _orq_execute(req):
                                                   co_qualname="<module>")
             except TypeError:  # Python < 3.11 has no co_qualname
                 fn.__code__ = fn.__code__.replace(co_name="<module>")
+            # The audit hook (see _orq_audit_arm) is armed only while user
+            # code runs and its result is encoded.
+            _orq_audit_arm(rules, allowed)
             result = fn(args)
         except MemoryError:
+            _orq_audit_state["armed"] = False
             del ballast
             return respond("memory", "MemoryError: the code exceeded the "
                            "memory limit of %s MB" % (req.get("memory_mb") or "?"))
         except BaseException as e:  # noqa: BLE001 - user code, incl. SystemExit
+            _orq_audit_state["armed"] = False
             return respond("runtime", _orq_user_traceback(e, code))
 
         # 5. Encode the result.
@@ -299,14 +518,18 @@ def _orq_main():
         if not isinstance(req, dict):
             raise ValueError("request is not a JSON object")
         op = req.get("op", "execute")
-        if op != "execute":
+        if op not in ("execute", "probe"):
             raise ValueError("unknown op %r" % (op,))
     except Exception as e:  # noqa: BLE001
         resp = json.dumps({"success": False, "error_kind": "internal",
                            "error": "bad request: %s" % e}).encode("ascii")
     else:
-        _orq_apply_limits(req)
-        resp = _orq_execute(req)
+        # Sealing (see _orq_seal_prepare) happens before any user code;
+        # failure of a required layer fails closed.
+        resp = _orq_spawn_seal(req)
+        if resp is None:
+            _orq_apply_limits(req)
+            resp = _orq_execute(req)
     try:
         sys.stdout.flush()
         sys.stderr.flush()
@@ -324,5 +547,610 @@ def _orq_main():
     os._exit(0)
 
 
+# ---------------------------------------------------------------------------
+# Sealing and the fork-server (tier 1). Trusted runner code: it runs before
+# any user code, and user code never sees ctypes, the ruleset fd or the
+# control socket (all are locals of these functions, closed in the child).
+#
+#   _orq_seal_prepare(cfg)         process-wide layers, once: no_new_privs,
+#                                  unprivileged uid, user + network namespace;
+#                                  builds the Landlock ruleset and the seccomp
+#                                  programs. Returns the state.
+#   _orq_seal_apply(st, zygote)    per-process layers: Landlock
+#                                  restrict_self, rlimits, seccomp filter.
+#   _orq_forkserver_main()         the zygote: argv "forkserver", fd 3 a
+#                                  SOCK_SEQPACKET control socket (see
+#                                  plugins/subprocess/forkserver.go).
+# ---------------------------------------------------------------------------
+
+def _orq_seccomp_program(kind):
+    """Return a seccomp BPF program (bytes of struct sock_filter) that
+    denies with EPERM what pure Python never needs, or None when this
+    architecture is not supported.
+
+    kind "full": everything, for a process sealed on its own (spawn mode).
+    kind "zygote": everything but new processes and signals (the zygote
+    forks, and kills its children at shutdown). kind "child": only those,
+    stacked by a fork-server child on top of the inherited zygote filter, so
+    that installing it per fork stays cheap."""
+    import os
+    import struct
+
+    if os.uname().machine != "x86_64":
+        return None
+    AUDIT_ARCH_X86_64 = 0xC000003E
+    RET_ALLOW, RET_ERRNO, RET_KILL_PROCESS = 0x7FFF0000, 0x00050000, 0x80000000
+    EPERM, ENOSYS = 1, 38
+    LD_W_ABS, JEQ_K, JGE_K, AND_K, RET_K = 0x20, 0x15, 0x35, 0x54, 0x06
+    deny = [
+        41, 42, 43, 49, 50, 53, 288,          # socket connect accept bind listen socketpair accept4
+        57, 58, 59, 322,                      # fork vfork execve execveat
+        101, 310, 311, 312,                   # ptrace process_vm_readv/writev kcmp
+        438,                                  # pidfd_getfd
+        165, 166, 155, 161, 428, 429, 430, 431, 432, 433, 442,  # mount family, chroot
+        272, 308,                             # unshare setns
+        321, 298, 323, 425, 426, 427,         # bpf perf_event_open userfaultfd io_uring_*
+        248, 249, 250,                        # add_key request_key keyctl
+        246, 320, 175, 313, 176, 169,         # kexec_* *_module reboot
+        167, 168, 163, 164, 227, 305, 159,    # swap acct clocks
+        170, 171, 172, 173, 179, 443, 212, 103, 134, 135, 153, 154, 156,
+        303, 304, 300,                        # *_handle_at fanotify_init
+        105, 106, 113, 114, 117, 119, 122, 123, 116, 126,  # set*id setgroups capset
+        141, 142, 144, 203, 314, 251, 256, 279, 440, 448,  # other processes' scheduling/memory
+        319, 447, 133, 259,                   # memfd_create memfd_secret mknod mknodat
+    ]
+    # What the zygote itself needs: signals to its children, pidfds, and a
+    # private socketpair per pre-forked child.
+    procs = [62, 200, 234, 129, 297, 424, 434, 53]  # kill tkill tgkill rt_*sigqueueinfo pidfd_send_signal pidfd_open socketpair
+    if kind == "full":
+        deny += procs
+    elif kind == "zygote":
+        deny = [n for n in deny if n not in procs]
+    elif kind == "child":
+        deny = procs
+    ins = []
+
+    def op(code, k, jt=0, jf=0):
+        ins.append(struct.pack("=HBBI", code, jt, jf, k))
+
+    op(LD_W_ABS, 4)                       # seccomp_data.arch
+    op(JEQ_K, AUDIT_ARCH_X86_64, 1, 0)
+    op(RET_K, RET_KILL_PROCESS)
+    op(LD_W_ABS, 0)                       # seccomp_data.nr
+    op(JGE_K, 0x40000000, 0, 1)           # x32 ABI
+    op(RET_K, RET_ERRNO | EPERM)
+    for nr in sorted(set(deny)):
+        op(JEQ_K, nr, 0, 1)
+        op(RET_K, RET_ERRNO | EPERM)
+    if kind != "zygote":
+        # clone: threads only, never with namespace flags.
+        CLONE_THREAD = 0x00010000
+        NS = 0x00020000 | 0x02000000 | 0x04000000 | 0x08000000 | 0x10000000 | 0x20000000 | 0x40000000 | 0x80
+        op(JEQ_K, 56, 0, 5)
+        op(LD_W_ABS, 16)                  # args[0], low half
+        op(AND_K, CLONE_THREAD | NS)
+        op(JEQ_K, CLONE_THREAD, 0, 1)
+        op(RET_K, RET_ALLOW)
+        op(RET_K, RET_ERRNO | EPERM)
+        # clone3 cannot be inspected (flags are behind a pointer): ENOSYS
+        # makes glibc fall back to clone for threads.
+        op(JEQ_K, 435, 0, 1)
+        op(RET_K, RET_ERRNO | ENOSYS)
+    if kind == "child":
+        op(RET_K, RET_ALLOW)
+        return b"".join(ins)
+    # prlimit64: only on the calling process (pid 0).
+    op(JEQ_K, 302, 0, 6)
+    op(LD_W_ABS, 16)
+    op(JEQ_K, 0, 0, 3)
+    op(LD_W_ABS, 20)
+    op(JEQ_K, 0, 0, 1)
+    op(RET_K, RET_ALLOW)
+    op(RET_K, RET_ERRNO | EPERM)
+    # ioctl: no terminal input injection.
+    op(JEQ_K, 16, 0, 5)
+    op(LD_W_ABS, 24)                      # args[1], low half
+    op(JEQ_K, 0x5412, 1, 0)               # TIOCSTI
+    op(JEQ_K, 0x541C, 0, 1)               # TIOCLINUX
+    op(RET_K, RET_ERRNO | EPERM)
+    op(RET_K, RET_ALLOW)
+    op(RET_K, RET_ALLOW)
+    return b"".join(ins)
+
+
+def _orq_seal_prepare(cfg):
+    """Establish the process-wide layers and prepare the per-process ones.
+
+    cfg: {"uid", "gid": the unprivileged ids used when running as root
+    (default 65534); "read_paths": files/dirs the sandbox may read besides
+    the stdlib; "disable": layers not to attempt (tests); "require": layers
+    whose absence raises}. Returns a dict with "layers" (in force),
+    "missing" ({layer: reason}) and what _orq_seal_apply needs."""
+    import ctypes
+    import os
+    import stat
+    import struct
+    import sys
+
+    cfg = cfg or {}
+    disable = frozenset(cfg.get("disable") or ())
+    layers, missing = [], {}
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.syscall.restype = ctypes.c_long
+    L = ctypes.c_long
+
+    def sysc(*a):
+        return libc.syscall(*[
+            ctypes.c_void_p(None) if x is None
+            else x if isinstance(x, (ctypes._SimpleCData, ctypes.Array)) else L(x)
+            for x in a])
+
+    def prctl(*a):
+        return libc.prctl(*[ctypes.c_ulong(x) for x in a])
+
+    def fail():
+        e = ctypes.get_errno()
+        return "%s (errno %d)" % (os.strerror(e), e)
+
+    def want(name):
+        if name in disable:
+            missing[name] = "disabled"
+            return False
+        return True
+
+    st = {"layers": layers, "missing": missing, "ruleset_fd": -1,
+          "sysc": sysc, "prctl": prctl, "fail": fail, "ctypes": ctypes,
+          "stdlib": []}
+
+    # 1. no_new_privs: nothing this process or its children execute can gain
+    #    privileges (also what Landlock and seccomp require unprivileged).
+    if want("no_new_privs"):
+        if prctl(38, 1, 0, 0, 0) == 0:  # PR_SET_NO_NEW_PRIVS
+            layers.append("no_new_privs")
+        else:
+            missing["no_new_privs"] = fail()
+
+    # 2. Never run as root: drop to an unprivileged uid/gid first. A uid
+    #    change clears the parent-death signal: set it again afterwards.
+    parent = os.getppid()
+    if want("unprivileged_uid"):
+        if os.getuid() == 0 or os.geteuid() == 0 or os.getgid() == 0:
+            uid = int(cfg.get("uid") or 65534)
+            gid = int(cfg.get("gid") or 65534)
+            try:
+                os.setgroups([])
+                os.setresgid(gid, gid, gid)
+                os.setresuid(uid, uid, uid)
+                layers.append("unprivileged_uid")
+            except OSError as e:
+                missing["unprivileged_uid"] = str(e)
+        else:
+            layers.append("unprivileged_uid")
+    prctl(1, 9, 0, 0, 0)  # PR_SET_PDEATHSIG, SIGKILL
+    if os.getppid() != parent:
+        os._exit(75)  # the parent died meanwhile
+
+    # 3. A user namespace (no uid map is written: nothing inside maps to any
+    #    host uid, least of all root) owning a fresh network namespace with
+    #    only a loopback interface that is down: no network at all.
+    want_ns = [want("user_namespace"), want("network_namespace")]
+    if all(want_ns):
+        if libc.unshare(0x10000000 | 0x40000000) == 0:  # CLONE_NEWUSER|CLONE_NEWNET
+            layers += ["user_namespace", "network_namespace"]
+            # Drop the capabilities the new namespace granted.
+            hdr = (ctypes.c_uint32 * 2)(0x20080522, 0)
+            data = (ctypes.c_uint32 * 6)()
+            if sysc(126, hdr, data) != 0:  # capset
+                raise OSError("capset after unshare failed: " + fail())
+        else:
+            why = fail()
+            missing["user_namespace"] = why
+            if libc.unshare(0x40000000) == 0:
+                layers.append("network_namespace")
+            else:
+                missing["network_namespace"] = why
+
+    # 4. Landlock: read the stdlib and the interpreter's libraries, nothing
+    #    else; write nothing; no TCP bind/connect; no signals or abstract
+    #    unix sockets outside the domain.
+    stdlib = []
+    for p in [os.path.dirname(os.__file__)] + list(sys.path):
+        if p and os.path.isdir(p) and p not in stdlib:
+            stdlib.append(p)
+    st["stdlib"] = stdlib
+    if want("landlock_fs"):
+        abi = sysc(444, None, 0, 1)  # landlock_create_ruleset(VERSION)
+        if abi < 1:
+            missing["landlock_fs"] = "Landlock unavailable: " + fail()
+        else:
+            fs = (1 << 13) - 1
+            if abi >= 2:
+                fs |= 1 << 13   # REFER
+            if abi >= 3:
+                fs |= 1 << 14   # TRUNCATE
+            if abi >= 5:
+                fs |= 1 << 15   # IOCTL_DEV
+            net = 3 if abi >= 4 and "landlock_net" not in disable else 0
+            scoped = 3 if abi >= 6 and "landlock_scope" not in disable else 0
+            size = 8 if abi < 4 else 16 if abi < 6 else 24
+            attr = ctypes.create_string_buffer(struct.pack("=QQQ", fs, net, scoped)[:size], size)
+            fd = sysc(444, attr, size, 0)
+            if fd < 0:
+                missing["landlock_fs"] = "landlock_create_ruleset: " + fail()
+            else:
+                st["ruleset_fd"] = fd
+                for p in stdlib + list(cfg.get("read_paths") or ()):
+                    try:
+                        pfd = os.open(p, os.O_PATH | os.O_CLOEXEC)
+                    except OSError:
+                        continue
+                    try:
+                        acc = 4  # READ_FILE
+                        if stat.S_ISDIR(os.fstat(pfd).st_mode):
+                            acc |= 8  # READ_DIR
+                        rule = ctypes.create_string_buffer(struct.pack("=Qi", acc, pfd), 12)
+                        if sysc(445, fd, 1, rule, 0) != 0:
+                            raise OSError("landlock_add_rule %s: %s" % (p, fail()))
+                    finally:
+                        os.close(pfd)
+                layers.append("landlock_fs")
+                if net:
+                    layers.append("landlock_net")
+                elif "landlock_net" not in disable:
+                    missing["landlock_net"] = "Landlock ABI %d < 4" % abi
+                else:
+                    missing["landlock_net"] = "disabled"
+                if scoped:
+                    layers.append("landlock_scope")
+                elif "landlock_scope" not in disable:
+                    missing["landlock_scope"] = "Landlock ABI %d < 6" % abi
+                else:
+                    missing["landlock_scope"] = "disabled"
+    if "landlock_fs" not in layers:
+        for n in ("landlock_net", "landlock_scope"):
+            missing.setdefault(n, missing.get("landlock_fs", "Landlock unavailable"))
+
+    # 5. seccomp: programs built now, installed per process.
+    if want("seccomp"):
+        full = _orq_seccomp_program("full")
+        if full is None:
+            missing["seccomp"] = "no seccomp program for %s" % os.uname().machine
+        elif prctl(21, 0, 0, 0, 0) < 0:  # PR_GET_SECCOMP
+            missing["seccomp"] = "seccomp unavailable: " + fail()
+        else:
+            class _Prog(ctypes.Structure):
+                _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
+
+            for kind, prog in (("full", full), ("zygote", _orq_seccomp_program("zygote")),
+                               ("child", _orq_seccomp_program("child"))):
+                buf = ctypes.create_string_buffer(prog, len(prog))
+                st["bpf_" + kind] = (buf, _Prog(len(prog) // 8, ctypes.addressof(buf)))
+            layers.append("seccomp")
+
+    need = [n for n in (cfg.get("require") or ()) if n not in layers]
+    if need:
+        raise OSError("required sealing layers not in force: " + ", ".join(
+            "%s (%s)" % (n, missing.get(n, "unknown")) for n in need))
+    return st
+
+
+def _orq_seal_apply(st, role="full"):
+    """Apply the per-process layers prepared by _orq_seal_prepare: Landlock
+    restrict_self (a new, nested domain per process), RLIMIT_NOFILE,
+    RLIMIT_FSIZE, RLIMIT_CORE and the seccomp filter (last: it forbids the
+    calls that came before). role is "full" (a process sealed on its own),
+    "zygote" or "child" (a fork-server child: the zygote's filter is
+    inherited, the child stacks the rest). Raises if a prepared layer
+    cannot be applied."""
+    import os
+    import resource
+
+    sysc, prctl, fail, ctypes = st["sysc"], st["prctl"], st["fail"], st["ctypes"]
+    layers = st["layers"]
+    fd = st["ruleset_fd"]
+    if "landlock_fs" in layers:
+        if sysc(446, fd, 0) != 0:  # landlock_restrict_self
+            raise OSError("landlock_restrict_self: " + fail())
+    if role != "zygote":
+        if fd >= 0:
+            os.close(fd)
+            st["ruleset_fd"] = -1
+        for res, n in ((resource.RLIMIT_NOFILE, 64), (resource.RLIMIT_FSIZE, 0),
+                       (resource.RLIMIT_CORE, 0)):
+            resource.setrlimit(res, (n, n))
+    if "seccomp" in layers:
+        _, prog = st["bpf_" + role]
+        # PR_SET_SECCOMP, SECCOMP_MODE_FILTER
+        if prctl(22, 2, ctypes.addressof(prog), 0, 0) != 0:
+            raise OSError("seccomp filter: " + fail())
+
+
+def _orq_spawn_seal(req):
+    """Spawn mode: seal this process if the request asks for it. Returns None
+    when user code may run, else the response bytes (fail closed). Op
+    "probe" reports the layers in force and never runs code."""
+    import json
+
+    op = req.get("op", "execute")
+    cfg = req.get("seal")
+    if cfg is None and op != "probe":
+        return None
+    try:
+        st = _orq_seal_prepare(cfg or {})
+        _orq_seal_apply(st)
+    except BaseException as e:  # noqa: BLE001
+        return json.dumps({"success": False, "error_kind": "internal",
+                           "error": "sealing failed: %s: %s"
+                           % (type(e).__name__, e)}).encode("utf-8")
+    if op == "probe":
+        return json.dumps({"success": True, "output": {
+            "layers": st["layers"], "missing": st["missing"],
+            "stdlib": st["stdlib"]}}).encode("utf-8")
+    return None
+
+
+def _orq_forkserver_child(sock_fd, st, zygote_pid, rules):
+    """A pre-forked child. While idle (off the critical path): close every
+    descriptor but its private socket to the zygote, warm up (run a trusted
+    request, so the pages the runner touches are already copied), seal.
+    Then wait for the four descriptors of one execution (SCM_RIGHTS), take
+    them as fd 0-3, read the request from fd 0, run it, write the response
+    to fd 3 and exit. One execution per process; never returns."""
+    import array
+    import json
+    import os
+    import socket
+    import sys
+
+    try:
+        st["prctl"](1, 9, 0, 0, 0)  # PR_SET_PDEATHSIG, SIGKILL
+        if os.getppid() != zygote_pid:
+            os._exit(75)
+        lo = 3
+        for keep in sorted(k for k in (sock_fd, st["ruleset_fd"]) if k >= 3):
+            os.closerange(lo, keep)
+            lo = keep + 1
+        os.closerange(lo, 1 << 20)
+        _orq_execute({"code": "x = [i * 2 for i in range(8)]\nreturn {'n': sum(x)}",
+                      "args": {}, "allowed_imports": [], "rules": rules})
+        _orq_seal_apply(st, "child")
+        sock = socket.socket(fileno=sock_fd)
+        size = array.array("i").itemsize
+        _, anc, _, _ = sock.recvmsg(16, socket.CMSG_SPACE(4 * size))
+        fds = array.array("i")
+        for level, typ, data in anc:
+            if level == socket.SOL_SOCKET and typ == socket.SCM_RIGHTS:
+                fds.frombytes(data[:len(data) - (len(data) % size)])
+        if len(fds) != 4:
+            os._exit(0)  # shut down while idle
+        for i, f in enumerate(fds):
+            os.dup2(f, i)
+        os.closerange(4, 1 << 20)
+        chunks = []
+        while True:
+            b = os.read(0, 1 << 16)
+            if not b:
+                break
+            chunks.append(b)
+        req = json.loads(b"".join(chunks))
+        if not isinstance(req, dict) or req.get("op", "execute") != "execute":
+            raise ValueError("bad request")
+        if req.get("rules") is None:  # null: the zygote's table, parsed once
+            req["rules"] = rules
+    except BaseException as e:  # noqa: BLE001
+        try:
+            os.write(3, json.dumps({"success": False, "error_kind": "internal",
+                                    "error": "fork-server child: %s: %s"
+                                    % (type(e).__name__, e)}).encode("utf-8"))
+        finally:
+            os._exit(70)
+    _orq_apply_limits(req)
+    resp = _orq_execute(req)
+    try:
+        sys.stdout.flush()
+        sys.stderr.flush()
+    except BaseException:  # noqa: BLE001
+        pass
+    try:
+        view = memoryview(resp)
+        while view:
+            view = view[os.write(3, view):]
+        # EOF for the parent now, before the address space is torn down:
+        # it has the whole result and need not wait for the exit.
+        for fd in (3, 1, 2, 0):
+            os.close(fd)
+    except OSError:
+        os._exit(71)
+    os._exit(0)
+
+
+def _orq_forkserver_main():
+    """The zygote. Reads its config (JSON: preload, seal, rules: the rules
+    table used when a request carries none) from stdin, imports
+    what children need, seals itself, then serves the control socket on fd 3
+    (SOCK_SEQPACKET, one JSON message per packet). It keeps `pool`
+    (default 2) children pre-forked, warmed up and sealed, each waiting on a
+    private socketpair; every execution takes one, and a new one is forked
+    behind it:
+
+      zygote -> Go  {"t":"ready","pid","layers","missing"} | {"t":"fatal","error"}
+      Go -> zygote  {"t":"run","id"} with SCM_RIGHTS [stdin, stdout, stderr, response]
+      zygote -> Go  {"t":"started","id","pid"} with SCM_RIGHTS [pidfd]
+                    | {"t":"failed","id","error"}
+      zygote -> Go  {"t":"exit","id","pid","status","utime","stime"}
+
+    EOF on the control socket (the plugin went away) kills every child and
+    exits."""
+    import array
+    import gc
+    import json
+    import os
+    import select
+    import signal
+    import socket
+    import sys
+
+    ctl = socket.socket(fileno=3)
+
+    def send(doc, fds=()):
+        data = json.dumps(doc).encode("utf-8")
+        if fds:
+            ctl.sendmsg([data], [(socket.SOL_SOCKET, socket.SCM_RIGHTS,
+                                  array.array("i", fds))])
+        else:
+            ctl.send(data)
+
+    try:
+        raw = b""
+        while True:
+            b = os.read(0, 1 << 16)
+            if not b:
+                break
+            raw += b
+        cfg = json.loads(raw or b"{}")
+        # What every child needs, imported once.
+        for m in ("ast", "builtins", "json", "types", "linecache", "traceback",
+                  "string", "resource"):
+            try:
+                __import__(m)
+            except ImportError:
+                pass
+        for m in cfg.get("preload") or ():
+            try:
+                __import__(m)
+            except Exception as e:  # noqa: BLE001
+                sys.stderr.write("orqest fork-server: preload %s: %s\n" % (m, e))
+        st = _orq_seal_prepare(cfg.get("seal") or {})
+        _orq_seal_apply(st, "zygote")
+        rules = cfg.get("rules") or {}
+        sys.stdout.reconfigure(line_buffering=True)
+        sys.stderr.reconfigure(line_buffering=True)
+        sys.stdout.flush()
+        sys.stderr.flush()
+    except BaseException as e:  # noqa: BLE001
+        try:
+            send({"t": "fatal", "error": "%s: %s" % (type(e).__name__, e)})
+        finally:
+            os._exit(1)
+
+    me = os.getpid()
+    gc.collect()
+    gc.freeze()  # keep the heap shared copy-on-write with the children
+    send({"t": "ready", "pid": me, "layers": st["layers"], "missing": st["missing"]})
+
+    poller = select.poll()
+    poller.register(ctl.fileno(), select.POLLIN)
+    children = {}  # pidfd -> (id, pid); id None while idle
+    idle = []      # [(pid, pidfd, socket)] pre-forked, warmed, sealed
+    pool = max(1, min(int(cfg.get("pool") or 2), 8))
+
+    def spawn_idle():
+        a, b = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        try:
+            pid = os.fork()
+        except BaseException:
+            a.close()
+            b.close()
+            raise
+        if pid == 0:
+            _orq_forkserver_child(b.fileno(), st, me, rules)
+        b.close()
+        pfd = os.pidfd_open(pid)
+        children[pfd] = (None, pid)
+        poller.register(pfd, select.POLLIN)
+        idle.append((pid, pfd, a))
+
+    def shutdown():
+        for pfd, (_, pid) in list(children.items()):
+            try:
+                signal.pidfd_send_signal(pfd, signal.SIGKILL)
+                os.waitpid(pid, 0)
+            except OSError:
+                pass
+        os._exit(0)
+
+    def run(ident, fds):
+        # Hand the descriptors to an idle child (a fresh one if none is
+        # ready); report its pid with a pidfd.
+        while True:
+            if not idle:
+                spawn_idle()
+            pid, pfd, sock = idle.pop(0)
+            try:
+                sock.sendmsg([b"r"], [(socket.SOL_SOCKET, socket.SCM_RIGHTS,
+                                       array.array("i", fds))])
+            except OSError:
+                continue  # it died idle; its pidfd reports that
+            finally:
+                sock.close()
+            children[pfd] = (ident, pid)
+            send({"t": "started", "id": ident, "pid": pid}, [pfd])
+            return
+
+    fdsize = array.array("i").itemsize
+    while True:
+        try:
+            while len(idle) < pool:
+                spawn_idle()
+        except OSError as e:
+            sys.stderr.write("orqest fork-server: pre-fork failed: %s\n" % e)
+        try:
+            events = poller.poll()
+        except InterruptedError:
+            continue
+        for fd, ev in events:
+            if fd != ctl.fileno():
+                ident, pid = children.pop(fd)
+                poller.unregister(fd)
+                try:
+                    _, status, ru = os.wait4(pid, 0)
+                except ChildProcessError:
+                    status, ru = 0, None
+                if ident is None:  # died while idle
+                    for k, c in enumerate(idle):
+                        if c[1] == fd:
+                            idle.pop(k)[2].close()
+                            break
+                    os.close(fd)
+                    continue
+                os.close(fd)
+                send({"t": "exit", "id": ident, "pid": pid, "status": status,
+                      "utime": ru.ru_utime if ru else 0.0,
+                      "stime": ru.ru_stime if ru else 0.0})
+                continue
+            try:
+                msg, anc, _, _ = ctl.recvmsg(4096, socket.CMSG_SPACE(8 * fdsize))
+            except InterruptedError:
+                continue
+            except OSError:
+                shutdown()
+            fds = array.array("i")
+            for level, typ, data in anc:
+                if level == socket.SOL_SOCKET and typ == socket.SCM_RIGHTS:
+                    fds.frombytes(data[:len(data) - (len(data) % fdsize)])
+            if not msg and not anc:
+                shutdown()
+            fds = list(fds)
+            ident = None
+            try:
+                doc = json.loads(msg)
+                ident = doc.get("id")
+                if doc.get("t") != "run" or len(fds) != 4:
+                    raise ValueError("bad run message")
+                run(ident, fds)
+            except Exception as e:  # noqa: BLE001
+                send({"t": "failed", "id": ident, "error": "%s: %s" % (type(e).__name__, e)})
+            finally:
+                for f in fds:
+                    os.close(f)
+
+
 if __name__ == "__main__":
-    _orq_main()
+    import sys as _orq_sys
+
+    if _orq_sys.argv[1:] == ["forkserver"]:
+        del _orq_sys
+        _orq_forkserver_main()
+    else:
+        del _orq_sys
+        _orq_main()

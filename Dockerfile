@@ -1,0 +1,44 @@
+# orqest/agent-runtime — the tier-2 container image (plugins/docker).
+#
+# The build context is the repository root; .dockerignore admits only the two
+# files below. Build the static runtime first:
+#
+#   CGO_ENABLED=0 go build -o bin/orqest-agent-runtime ./plugins/docker/runtime
+#
+# then, on a machine with no registry (`make image` does all of this):
+#
+#   scripts/build-base-image.sh     # debootstraps orqest/python-base:bookworm
+#   docker build -t orqest/agent-runtime:0.1.0 .
+#
+# and anywhere a registry is reachable:
+#
+#   docker build --build-arg BASE_IMAGE=python:3.11-slim -t orqest/agent-runtime:0.1.0 .
+#
+# The base only has to provide python3 (as /usr/bin/python3 or
+# /usr/local/bin/python3) and /bin/sh for the RUN step.
+ARG BASE_IMAGE=orqest/python-base:bookworm
+FROM ${BASE_IMAGE}
+
+ARG ORQEST_VERSION=0.1.0
+LABEL org.opencontainers.image.title="orqest agent runtime" \
+      org.opencontainers.image.description="tier-2 in-container MCP runtime for orqest-sandbox" \
+      org.opencontainers.image.version="${ORQEST_VERSION}"
+
+COPY bin/orqest-agent-runtime /usr/local/bin/orqest-agent-runtime
+COPY validator/rules.json /opt/orqest/rules.json
+
+# /data is the mount point of the per-user named volume: a fresh volume copies
+# this directory's ownership, so uid 1000 can write it. /workspace is a tmpfs
+# at run time. Both smoke checks run here so a broken base fails the build.
+RUN mkdir -p /data /workspace \
+ && chown 1000:1000 /data /workspace \
+ && chmod 0700 /data /workspace \
+ && chmod 0755 /usr/local/bin/orqest-agent-runtime \
+ && chmod 0444 /opt/orqest/rules.json \
+ && /usr/local/bin/orqest-agent-runtime -version \
+ && (test -x /usr/bin/python3 || test -x /usr/local/bin/python3) \
+ && python3 -I -S -B -c 'import json, resource; print("python ok")'
+
+USER 1000:1000
+WORKDIR /workspace
+ENTRYPOINT ["/usr/local/bin/orqest-agent-runtime"]

@@ -1,0 +1,505 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/auth"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/orqest/sandbox/host"
+	"github.com/orqest/sandbox/shared"
+)
+
+// The MCP server: `orqest-sandbox mcp serve` exposes a sandbox to an agent.
+//
+//	spawn_tool  {name, description, parameters, implementation, allowed_imports, timeout_s}
+//	run_python  {code, args, allowed_imports, timeout_s}
+//	<spawned>   the tool's declared parameters
+//
+// Every spawned tool becomes a first-class MCP tool (Server.AddTool, which
+// sends notifications/tools/list_changed). Failures an agent can act on —
+// bad arguments, a rejected implementation, user code that failed — are
+// tool results with isError set and a message naming the field or the
+// rule; protocol errors are kept for what the protocol defines (an unknown
+// tool, a malformed request).
+
+const (
+	mcpSpawnTool = "spawn_tool"
+	mcpRunPython = host.RunPythonToolName
+	// mcpMaxTools bounds how many tools an agent may spawn on one server.
+	mcpMaxTools = 256
+	// mcpTokenEnv holds the bearer token of `mcp serve --http` when no
+	// --token-file is given.
+	mcpTokenEnv = "ORQEST_MCP_TOKEN"
+	// mcpMinTokenLen is the shortest bearer token the server accepts.
+	mcpMinTokenLen = 16
+)
+
+func cmdMCP(ctx context.Context, e *env, args []string) int {
+	if len(args) == 0 || args[0] != "serve" {
+		if len(args) > 0 && (args[0] == "-h" || args[0] == "--help" || args[0] == "help") {
+			fmt.Fprintln(e.stdout, mcpServeSynopsis)
+			return exitOK
+		}
+		fmt.Fprintf(e.stderr, "Usage: orqest-sandbox %s\n", mcpServeSynopsis)
+		return exitError
+	}
+	return cmdMCPServe(ctx, e, args[1:])
+}
+
+const mcpServeSynopsis = "mcp serve [--config F] [--sandbox NAME] [--http ADDR] [--token-file F]"
+
+func cmdMCPServe(ctx context.Context, e *env, args []string) int {
+	fs := newFlagSet(e, "mcp serve", mcpServeSynopsis+"\n\n"+
+		"Serves MCP over stdio, or over Streamable HTTP at http://ADDR/mcp with --http\n"+
+		"(then a bearer token is required: --token-file F or $"+mcpTokenEnv+").")
+	config := fs.String("config", "", "policy file (default ./config.hcl, else the embedded default)")
+	sandbox := fs.String("sandbox", "", "sandbox to serve (default: the policy's default sandbox)")
+	addr := fs.String("http", "", "serve Streamable HTTP on this address (e.g. 127.0.0.1:8765) instead of stdio")
+	tokenFile := fs.String("token-file", "", "file holding the bearer token for --http (else $"+mcpTokenEnv+")")
+	pos, err := parseFlags(fs, args)
+	if err != nil {
+		return flagErr(err)
+	}
+	if len(pos) > 0 {
+		fmt.Fprintf(e.stderr, "orqest-sandbox mcp serve: unexpected arguments %q\n", pos)
+		return exitError
+	}
+	var token string
+	if *addr != "" {
+		if token, err = mcpToken(*tokenFile); err != nil {
+			fmt.Fprintf(e.stderr, "orqest-sandbox mcp serve: %v\n", err)
+			return exitError
+		}
+	} else if *tokenFile != "" {
+		fmt.Fprintln(e.stderr, "orqest-sandbox mcp serve: --token-file only applies with --http")
+		return exitError
+	}
+
+	h, sb, err := loadSandbox(ctx, *config, *sandbox)
+	if err != nil {
+		return reportErr(e, err)
+	}
+	defer h.Close()
+	// Launch the plugin now, so a broken policy fails here and not in the
+	// agent's first call.
+	if err := sb.Start(ctx); err != nil {
+		return reportErr(e, err)
+	}
+	srv := newMCPServer(sb, h.Bus())
+
+	if *addr == "" {
+		t := &mcp.IOTransport{Reader: io.NopCloser(e.stdin), Writer: nopWriteCloser{e.stdout}}
+		if err := srv.server.Run(ctx, t); err != nil && ctx.Err() == nil && !errors.Is(err, io.EOF) {
+			fmt.Fprintf(e.stderr, "orqest-sandbox mcp serve: %v\n", err)
+			return exitError
+		}
+		return exitOK
+	}
+	ln, err := net.Listen("tcp", *addr)
+	if err != nil {
+		fmt.Fprintf(e.stderr, "orqest-sandbox mcp serve: %v\n", err)
+		return exitError
+	}
+	hs := &http.Server{Handler: srv.httpHandler(token), ReadHeaderTimeout: 10 * time.Second}
+	fmt.Fprintf(e.stderr, "orqest-sandbox: MCP server for sandbox %q on http://%s/mcp (bearer token required)\n", sb.Name(), ln.Addr())
+	errc := make(chan error, 1)
+	go func() { errc <- hs.Serve(ln) }()
+	select {
+	case err := <-errc:
+		fmt.Fprintf(e.stderr, "orqest-sandbox mcp serve: %v\n", err)
+		return exitError
+	case <-ctx.Done():
+		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		hs.Shutdown(sctx)
+		return exitOK
+	}
+}
+
+type nopWriteCloser struct{ io.Writer }
+
+func (nopWriteCloser) Close() error { return nil }
+
+// mcpToken reads the bearer token of --http from file, else from
+// $ORQEST_MCP_TOKEN, and refuses a missing or short one.
+func mcpToken(file string) (string, error) {
+	var tok, from string
+	if file != "" {
+		b, err := os.ReadFile(file)
+		if err != nil {
+			return "", fmt.Errorf("--token-file: %w", err)
+		}
+		tok, from = strings.TrimSpace(string(b)), file
+	} else {
+		tok, from = strings.TrimSpace(os.Getenv(mcpTokenEnv)), "$"+mcpTokenEnv
+	}
+	switch {
+	case tok == "" && file == "":
+		return "", fmt.Errorf("--http requires a bearer token: give --token-file F or set $%s (refusing to serve HTTP without authentication)", mcpTokenEnv)
+	case tok == "":
+		return "", fmt.Errorf("--token-file %s is empty", file)
+	case len(tok) < mcpMinTokenLen:
+		return "", fmt.Errorf("the bearer token in %s is %d characters; use at least %d (e.g. `openssl rand -hex 32`)", from, len(tok), mcpMinTokenLen)
+	case strings.ContainsAny(tok, " \t\r\n"):
+		return "", fmt.Errorf("the bearer token in %s contains whitespace", from)
+	}
+	return tok, nil
+}
+
+// staticTokenVerifier accepts exactly token, compared in constant time
+// (over SHA-256 digests, so the length does not leak either).
+func staticTokenVerifier(token string) auth.TokenVerifier {
+	want := sha256.Sum256([]byte(token))
+	return func(_ context.Context, got string, _ *http.Request) (*auth.TokenInfo, error) {
+		g := sha256.Sum256([]byte(got))
+		if subtle.ConstantTimeCompare(g[:], want[:]) != 1 {
+			return nil, auth.ErrInvalidToken
+		}
+		return &auth.TokenInfo{UserID: "operator", Expiration: time.Now().Add(time.Hour)}, nil
+	}
+}
+
+// mcpServer is the MCP face of one sandbox: a ToolFactory whose tools are
+// also MCP tools.
+type mcpServer struct {
+	server  *mcp.Server
+	factory *host.ToolFactory
+	sb      *host.Sandbox
+	mu      sync.Mutex // serialises spawns, so the tool count is exact
+}
+
+func newMCPServer(sb *host.Sandbox, bus *host.Bus) *mcpServer {
+	m := &mcpServer{
+		sb:      sb,
+		factory: host.NewToolFactory(sb, bus, host.WithReservedNames(mcpSpawnTool, mcpRunPython)),
+		server: mcp.NewServer(&mcp.Implementation{Name: "orqest-sandbox", Version: version}, &mcp.ServerOptions{
+			Instructions: "Runs Python function bodies in the orqest-sandbox sandbox " + fmt.Sprintf("%q", sb.Name()) +
+				". Use run_python for one-off code, or spawn_tool to turn code into a named tool you can call again; spawned tools appear in tools/list.",
+			Capabilities: &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{ListChanged: true}},
+		}),
+	}
+	pol := sb.Policy()
+	imports := "none"
+	if len(pol.AllowedImports) > 0 {
+		imports = strings.Join(pol.AllowedImports, ", ")
+	}
+	policyNote := fmt.Sprintf(" Modules the policy allows: %s. Timeout at most %gs.", imports, pol.Timeout.Seconds())
+	m.server.AddTool(&mcp.Tool{
+		Name:  mcpSpawnTool,
+		Title: "Spawn a tool",
+		Description: "Create a new tool from Python code. `implementation` is the body of a function that receives " +
+			"`args` (a dict of the declared parameters) and returns a JSON-serialisable value; it is statically checked " +
+			"before anything runs. The new tool is then listed and callable by `name`." + policyNote,
+		InputSchema: json.RawMessage(spawnToolSchema),
+	}, m.spawnTool)
+	m.server.AddTool(&mcp.Tool{
+		Name:  mcpRunPython,
+		Title: "Run Python",
+		Description: "Run a Python function body once: it receives `args` (a dict) and its `return` value is the " +
+			"result (as JSON). No files, no network; imports must be listed in `allowed_imports`." + policyNote,
+		InputSchema: json.RawMessage(runPythonSchema),
+	}, m.runPython)
+	return m
+}
+
+const spawnToolSchema = `{
+  "type": "object",
+  "properties": {
+    "name": {"type": "string", "pattern": "^[a-zA-Z][a-zA-Z0-9_]{0,63}$", "description": "the tool's name: a letter, then letters, digits or _"},
+    "description": {"type": "string", "description": "what the tool does, for the model that calls it"},
+    "parameters": {"type": "object", "description": "the tool's arguments: a JSON Schema of type object, or a map of parameter name to schema such as {\"text\": {\"type\": \"string\"}} (then every parameter is required)"},
+    "implementation": {"type": "string", "description": "the body of a Python function receiving args; it must return a JSON-serialisable value"},
+    "allowed_imports": {"type": "array", "items": {"type": "string"}, "description": "modules the implementation imports (within the policy's)"},
+    "timeout_s": {"type": "number", "exclusiveMinimum": 0, "description": "seconds per call (at most the policy's timeout)"}
+  },
+  "required": ["name", "implementation"],
+  "additionalProperties": false
+}`
+
+const runPythonSchema = `{
+  "type": "object",
+  "properties": {
+    "code": {"type": "string", "description": "the body of a Python function receiving args; return the result"},
+    "args": {"type": "object", "description": "the args dict (default {})"},
+    "allowed_imports": {"type": "array", "items": {"type": "string"}, "description": "modules the code imports (within the policy's)"},
+    "timeout_s": {"type": "number", "exclusiveMinimum": 0, "description": "seconds (at most the policy's timeout)"}
+  },
+  "required": ["code"],
+  "additionalProperties": false
+}`
+
+type spawnToolInput struct {
+	Name           string          `json:"name"`
+	Description    string          `json:"description"`
+	Parameters     json.RawMessage `json:"parameters"`
+	Implementation string          `json:"implementation"`
+	AllowedImports []string        `json:"allowed_imports"`
+	TimeoutS       *float64        `json:"timeout_s"`
+}
+
+type runPythonInput struct {
+	Code           string          `json:"code"`
+	Args           json.RawMessage `json:"args"`
+	AllowedImports []string        `json:"allowed_imports"`
+	TimeoutS       *float64        `json:"timeout_s"`
+}
+
+func (m *mcpServer) spawnTool(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+	var in spawnToolInput
+	if r := decodeToolArgs(mcpSpawnTool, req.Params.Arguments, &in, spawnToolSchema); r != nil {
+		return r, nil
+	}
+	if in.Name == "" || in.Implementation == "" {
+		field := "name"
+		if in.Name != "" {
+			field = "implementation"
+		}
+		return argError(mcpSpawnTool, field, "missing (required: name, implementation)"), nil
+	}
+	timeout, r := seconds(mcpSpawnTool, in.TimeoutS)
+	if r != nil {
+		return r, nil
+	}
+	var params any
+	if len(in.Parameters) > 0 {
+		params = in.Parameters
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if _, exists := m.factory.Tool(in.Name); !exists && len(m.factory.Tools()) >= mcpMaxTools {
+		return errorResult(fmt.Sprintf("spawn_tool: this server already has %d spawned tools, the most it keeps", mcpMaxTools), nil), nil
+	}
+	tool, err := m.factory.Spawn(ctx, host.GeneratedToolSpec{
+		Name:           in.Name,
+		Description:    in.Description,
+		Parameters:     params,
+		Implementation: in.Implementation,
+		AllowedImports: in.AllowedImports,
+		Timeout:        timeout,
+	})
+	var se *host.SpawnError
+	switch {
+	case errors.As(err, &se):
+		structured := map[string]any{"error": se.Error(), "tool": in.Name}
+		var ve *shared.ValidationError
+		if errors.As(err, &ve) {
+			structured["findings"] = ve.Findings
+		}
+		return errorResult(se.Error(), structured), nil
+	case err != nil:
+		// Infrastructure: the sandbox itself failed (plugin died, ...).
+		return errorResult("sandbox failure: "+err.Error(), map[string]any{"error": err.Error(), "tool": in.Name}), nil
+	}
+	m.server.AddTool(&mcp.Tool{
+		Name:        tool.Name(),
+		Description: tool.Description(),
+		InputSchema: tool.InputSchema(),
+	}, m.toolHandler(tool))
+	imports := tool.Spec().AllowedImports
+	if imports == nil {
+		imports = []string{}
+	}
+	info := map[string]any{
+		"tool":            tool.Name(),
+		"description":     tool.Description(),
+		"input_schema":    tool.InputSchema(),
+		"allowed_imports": imports,
+		"timeout_s":       tool.Timeout().Seconds(),
+		"sandbox":         m.sb.Name(),
+	}
+	b, _ := json.Marshal(info)
+	return &mcp.CallToolResult{
+		Content: []mcp.Content{
+			&mcp.TextContent{Text: fmt.Sprintf("tool %q is ready; call it by name with arguments matching its input_schema.", tool.Name())},
+			&mcp.TextContent{Text: string(b)},
+		},
+		StructuredContent: json.RawMessage(b),
+	}, nil
+}
+
+// toolHandler calls a spawned tool. The factory's current tool of that
+// name is looked up on every call, so a respawn takes effect at once.
+func (m *mcpServer) toolHandler(t *host.Tool) mcp.ToolHandler {
+	name := t.Name()
+	return func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		tool, ok := m.factory.Tool(name)
+		if !ok {
+			return errorResult(fmt.Sprintf("tool %q no longer exists", name), nil), nil
+		}
+		res, err := tool.Call(ctx, req.Params.Arguments)
+		return execResult(res, err)
+	}
+}
+
+func (m *mcpServer) runPython(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+	var in runPythonInput
+	if r := decodeToolArgs(mcpRunPython, req.Params.Arguments, &in, runPythonSchema); r != nil {
+		return r, nil
+	}
+	if in.Code == "" {
+		return argError(mcpRunPython, "code", "missing (required: code)"), nil
+	}
+	timeout, r := seconds(mcpRunPython, in.TimeoutS)
+	if r != nil {
+		return r, nil
+	}
+	res, err := m.factory.RunPython(ctx, host.RunPythonRequest{
+		Code:           in.Code,
+		Args:           in.Args,
+		AllowedImports: in.AllowedImports,
+		Timeout:        timeout,
+	})
+	return execResult(res, err)
+}
+
+// execResult turns an execution into a tool result: the output as JSON
+// text (then stdout and stderr when there are any) and the whole
+// ExecutionResult as structured content; a failure is an error result
+// saying what failed.
+func execResult(res shared.ExecutionResult, err error) (*mcp.CallToolResult, error) {
+	var ae *host.ArgumentError
+	switch {
+	case errors.As(err, &ae):
+		st := map[string]any{"error": ae.Error()}
+		if ae.Field != "" {
+			st["field"] = ae.Field
+		}
+		return errorResult(ae.Error(), st), nil
+	case errors.Is(err, shared.ErrInvalidArgument):
+		return errorResult(err.Error(), map[string]any{"error": err.Error()}), nil
+	case err != nil:
+		// Infrastructure (the plugin died, ...): still a tool error, so
+		// the agent sees it, but nothing it can fix by changing its input.
+		return errorResult("sandbox failure: "+err.Error(), map[string]any{"error": err.Error()}), nil
+	}
+	b, _ := json.Marshal(res)
+	r := &mcp.CallToolResult{StructuredContent: json.RawMessage(b)}
+	if res.Success {
+		r.Content = append(r.Content, &mcp.TextContent{Text: string(res.Output)})
+	} else {
+		r.IsError = true
+		msg := "execution failed: " + (&host.ExecutionError{Result: res}).Error()
+		if res.ErrorKind == shared.KindValidation {
+			msg = "rejected by the static checks: " + res.Error
+		}
+		r.Content = append(r.Content, &mcp.TextContent{Text: msg})
+	}
+	if res.Stdout != "" {
+		r.Content = append(r.Content, &mcp.TextContent{Text: "stdout:\n" + res.Stdout})
+	}
+	if res.Stderr != "" {
+		r.Content = append(r.Content, &mcp.TextContent{Text: "stderr:\n" + res.Stderr})
+	}
+	return r, nil
+}
+
+func errorResult(msg string, structured map[string]any) *mcp.CallToolResult {
+	r := &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: msg}}}
+	if structured != nil {
+		r.StructuredContent = structured
+	}
+	return r
+}
+
+func argError(tool, field, msg string) *mcp.CallToolResult {
+	err := &host.ArgumentError{Tool: tool, Field: field, Message: msg}
+	st := map[string]any{"error": err.Error()}
+	if field != "" {
+		st["field"] = field
+	}
+	return errorResult(err.Error(), st)
+}
+
+// decodeToolArgs decodes the arguments of a built-in tool into v, refusing
+// unknown fields; on failure it returns the error result naming the field.
+func decodeToolArgs(tool string, raw json.RawMessage, v any, schema string) *mcp.CallToolResult {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 || bytes.Equal(raw, []byte("null")) {
+		raw = []byte("{}")
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.DisallowUnknownFields()
+	err := dec.Decode(v)
+	if err == nil {
+		return nil
+	}
+	var te *json.UnmarshalTypeError
+	var se *json.SyntaxError
+	switch {
+	case errors.As(err, &te) && te.Field != "":
+		return argError(tool, strings.SplitN(te.Field, ".", 2)[0], fmt.Sprintf("want %s, got %s", jsonTypeOf(te.Type.Kind().String()), te.Value))
+	case errors.As(err, &te):
+		return argError(tool, "", "the arguments must be a JSON object, got "+te.Value)
+	case errors.As(err, &se):
+		return argError(tool, "", "not valid JSON: "+err.Error())
+	case strings.HasPrefix(err.Error(), "json: unknown field "):
+		field := strings.Trim(strings.TrimPrefix(err.Error(), "json: unknown field "), `"`)
+		return argError(tool, field, "unknown argument; "+tool+" takes "+schemaProps(schema))
+	}
+	return argError(tool, "", err.Error())
+}
+
+func jsonTypeOf(kind string) string {
+	switch kind {
+	case "string":
+		return "a string"
+	case "slice":
+		return "an array"
+	case "map", "struct":
+		return "an object"
+	case "ptr", "float64":
+		return "a number"
+	}
+	return kind
+}
+
+func schemaProps(schema string) string {
+	var s struct {
+		Properties map[string]json.RawMessage `json:"properties"`
+	}
+	json.Unmarshal([]byte(schema), &s)
+	names := make([]string, 0, len(s.Properties))
+	for k := range s.Properties {
+		names = append(names, k)
+	}
+	sort.Strings(names)
+	return strings.Join(names, ", ")
+}
+
+// seconds converts timeout_s; nil means the policy's timeout.
+func seconds(tool string, s *float64) (time.Duration, *mcp.CallToolResult) {
+	if s == nil {
+		return 0, nil
+	}
+	if *s <= 0 || *s > 24*3600 {
+		return 0, argError(tool, "timeout_s", fmt.Sprintf("must be a positive number of seconds, got %g", *s))
+	}
+	return time.Duration(*s * float64(time.Second)), nil
+}
+
+// httpHandler serves the MCP server over Streamable HTTP behind bearer
+// authentication (token, compared in constant time) and cross-origin
+// protection; the SDK's DNS-rebinding protection (localhost requests must
+// carry a localhost Host) stays on.
+func (m *mcpServer) httpHandler(token string) http.Handler {
+	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return m.server }, &mcp.StreamableHTTPOptions{
+		SessionTimeout: 30 * time.Minute,
+	})
+	authed := auth.RequireBearerToken(staticTokenVerifier(token), nil)(h)
+	return http.NewCrossOriginProtection().Handler(authed)
+}

@@ -1,0 +1,383 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/orqest/sandbox/host"
+)
+
+const mcpPolicy = `
+policy "default" {
+  allowed_imports = ["re", "math"]
+  timeout         = "3s"
+}
+sandbox "tier1" {
+  plugin = "subprocess"
+}
+`
+
+// newTestMCPServer loads mcpPolicy with the plugin built by TestMain and
+// returns the MCP server of its sandbox, and the host's bus.
+func newTestMCPServer(t *testing.T) (*mcpServer, *host.Bus) {
+	t.Helper()
+	needPlugin(t)
+	cfg, diags := host.ParseConfig(filepath.Join(t.TempDir(), "config.hcl"), []byte(mcpPolicy))
+	if diags.HasErrors() {
+		t.Fatal(diags)
+	}
+	h, err := host.Load(context.Background(), cfg, host.WithPluginDirs(binDir))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { h.Close() })
+	sb, err := h.Sandbox(context.Background(), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return newMCPServer(sb, h.Bus()), h.Bus()
+}
+
+// connect connects an SDK client over in-memory transports; listChanged
+// receives a value on every notifications/tools/list_changed.
+func connect(t *testing.T, s *mcpServer) (*mcp.ClientSession, chan struct{}) {
+	t.Helper()
+	ctx := context.Background()
+	st, ct := mcp.NewInMemoryTransports()
+	ss, err := s.server.Connect(ctx, st, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ss.Close() })
+	listChanged := make(chan struct{}, 16)
+	client := mcp.NewClient(&mcp.Implementation{Name: "test-agent", Version: "1"}, &mcp.ClientOptions{
+		ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) { listChanged <- struct{}{} },
+	})
+	cs, err := client.Connect(ctx, ct, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cs.Close() })
+	return cs, listChanged
+}
+
+func toolNames(t *testing.T, cs *mcp.ClientSession) []string {
+	t.Helper()
+	res, err := cs.ListTools(context.Background(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, tl := range res.Tools {
+		names = append(names, tl.Name)
+	}
+	return names
+}
+
+func call(t *testing.T, cs *mcp.ClientSession, name string, args any) *mcp.CallToolResult {
+	t.Helper()
+	res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: name, Arguments: args})
+	if err != nil {
+		t.Fatalf("call %s: protocol error %v", name, err)
+	}
+	return res
+}
+
+func text(r *mcp.CallToolResult) string {
+	if len(r.Content) == 0 {
+		return ""
+	}
+	if tc, ok := r.Content[0].(*mcp.TextContent); ok {
+		return tc.Text
+	}
+	return ""
+}
+
+var doiArgs = map[string]any{
+	"name":            "extract_dois",
+	"description":     "Extract DOIs from a text blob.",
+	"parameters":      map[string]any{"text": map[string]any{"type": "string"}},
+	"implementation":  "import re\nreturn {'dois': re.findall(r'10\\.\\d{4,}/[\\w.\\-/]+', args['text'])}\n",
+	"allowed_imports": []string{"re"},
+	"timeout_s":       2.0,
+}
+
+func TestMCPSpawnListCall(t *testing.T) {
+	s, bus := newTestMCPServer(t)
+	events := bus.Subscribe(64)
+	cs, listChanged := connect(t, s)
+
+	if names := toolNames(t, cs); !slices.Equal(names, []string{"run_python", "spawn_tool"}) {
+		t.Fatalf("tools at connect: %v", names)
+	}
+
+	r := call(t, cs, "spawn_tool", doiArgs)
+	if r.IsError {
+		t.Fatalf("spawn_tool: %s", text(r))
+	}
+	select {
+	case <-listChanged:
+	case <-time.After(5 * time.Second):
+		t.Fatal("no notifications/tools/list_changed after spawn_tool")
+	}
+	list, err := cs.ListTools(context.Background(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var spawned *mcp.Tool
+	for _, tl := range list.Tools {
+		if tl.Name == "extract_dois" {
+			spawned = tl
+		}
+	}
+	if spawned == nil || spawned.Description != "Extract DOIs from a text blob." {
+		t.Fatalf("extract_dois not listed: %+v", list.Tools)
+	}
+	schema, _ := json.Marshal(spawned.InputSchema)
+	if !strings.Contains(string(schema), `"required":["text"]`) || !strings.Contains(string(schema), `"type":"object"`) {
+		t.Fatalf("input schema %s", schema)
+	}
+
+	r = call(t, cs, "extract_dois", map[string]any{"text": "see 10.1000/xyz123 and 10.5555/abc.def"})
+	if r.IsError || text(r) != `{"dois":["10.1000/xyz123","10.5555/abc.def"]}` {
+		t.Fatalf("call: isError=%v %q", r.IsError, text(r))
+	}
+	sc, _ := json.Marshal(r.StructuredContent)
+	if !strings.Contains(string(sc), `"success":true`) || !strings.Contains(string(sc), `"output":{"dois":`) {
+		t.Fatalf("structured content %s", sc)
+	}
+
+	// Bad arguments: an error result naming the field, nothing run.
+	r = call(t, cs, "extract_dois", map[string]any{"text": 42})
+	if !r.IsError || !strings.Contains(text(r), `argument "text"`) || !strings.Contains(text(r), `want "string"`) {
+		t.Fatalf("bad args: isError=%v %q", r.IsError, text(r))
+	}
+	r = call(t, cs, "extract_dois", map[string]any{"body": "x"})
+	if !r.IsError || !strings.Contains(text(r), `argument "text": missing`) {
+		t.Fatalf("missing arg: %q", text(r))
+	}
+
+	// A rejected implementation: an error result naming the rule, and no
+	// new tool.
+	bad := map[string]any{"name": "evil", "implementation": "return eval(args['x'])", "parameters": map[string]any{"x": "string"}}
+	r = call(t, cs, "spawn_tool", bad)
+	if !r.IsError || !strings.Contains(text(r), "forbidden-builtin") || !strings.Contains(text(r), `"evil"`) {
+		t.Fatalf("rejected implementation: isError=%v %q", r.IsError, text(r))
+	}
+	if names := toolNames(t, cs); slices.Contains(names, "evil") {
+		t.Fatalf("rejected tool listed: %v", names)
+	}
+
+	// The events of all that, in order.
+	var types []string
+	for len(events.C) > 0 {
+		ev := <-events.C
+		types = append(types, ev.Type+":"+ev.ToolName())
+	}
+	want := []string{
+		"tool.spawned:extract_dois", "tool.invocation_completed:extract_dois",
+		"tool.invocation_failed:extract_dois", "tool.invocation_failed:extract_dois",
+		"tool.spawn_failed:evil", "sandbox.validation_rejected:evil",
+	}
+	if !slices.Equal(types, want) {
+		t.Fatalf("events %v\nwant %v", types, want)
+	}
+}
+
+func TestMCPBadInputs(t *testing.T) {
+	s, _ := newTestMCPServer(t)
+	cs, _ := connect(t, s)
+	for _, c := range []struct {
+		tool string
+		args any
+		want string
+	}{
+		{"spawn_tool", map[string]any{"name": "x", "implementation": "return 1", "timeout": 3}, `argument "timeout": unknown argument; spawn_tool takes allowed_imports, description, implementation, name, parameters, timeout_s`},
+		{"spawn_tool", map[string]any{"implementation": "return 1"}, `argument "name": missing`},
+		{"spawn_tool", map[string]any{"name": "x-y", "implementation": "return 1"}, `name "x-y" is not valid`},
+		{"spawn_tool", map[string]any{"name": "run_python", "implementation": "return 1"}, `reserved`},
+		{"spawn_tool", map[string]any{"name": "x", "implementation": "return 1", "timeout_s": "soon"}, `argument "timeout_s": want a number`},
+		{"spawn_tool", map[string]any{"name": "x", "implementation": "return 1", "timeout_s": -1}, `argument "timeout_s": must be a positive`},
+		{"spawn_tool", map[string]any{"name": "x", "implementation": "import os\nreturn 1", "allowed_imports": []string{"os"}}, `module "os" is not allowed by policy "default"`},
+		{"spawn_tool", map[string]any{"name": "x", "implementation": "return 1", "parameters": map[string]any{"type": "array"}}, `want "object"`},
+		{"run_python", map[string]any{"code": "import os\nreturn 1", "allowed_imports": []string{"os"}}, `argument "allowed_imports": module "os"`},
+		{"run_python", map[string]any{"code": "import math\nreturn 1"}, "import-not-allowed"},
+		{"run_python", map[string]any{"code": "return 1 / 0"}, "ZeroDivisionError"},
+		{"run_python", map[string]any{"code": "return 1", "args": []int{1}}, "args must be a JSON object"},
+		{"run_python", map[string]any{}, `argument "code": missing`},
+	} {
+		r := call(t, cs, c.tool, c.args)
+		if !r.IsError || !strings.Contains(text(r), c.want) {
+			t.Errorf("%s %v: isError=%v %q; want %q", c.tool, c.args, r.IsError, text(r), c.want)
+		}
+	}
+	r := call(t, cs, "run_python", map[string]any{"code": "import math\nprint('hi')\nreturn {'r': math.floor(args['x'])}", "args": map[string]any{"x": 2.7}, "allowed_imports": []string{"math"}})
+	if r.IsError || text(r) != `{"r":2}` || len(r.Content) != 2 || r.Content[1].(*mcp.TextContent).Text != "stdout:\nhi\n" {
+		t.Fatalf("run_python: isError=%v %+v", r.IsError, r.Content)
+	}
+	// An unknown tool is a protocol error, as the spec says.
+	if _, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "nope"}); err == nil {
+		t.Fatal("unknown tool accepted")
+	}
+}
+
+// Respawning a name replaces the tool in place.
+func TestMCPRespawn(t *testing.T) {
+	s, _ := newTestMCPServer(t)
+	cs, _ := connect(t, s)
+	for i, impl := range []string{"return 1", "return 2"} {
+		if r := call(t, cs, "spawn_tool", map[string]any{"name": "v", "implementation": impl}); r.IsError {
+			t.Fatal(text(r))
+		}
+		if r := call(t, cs, "v", map[string]any{}); r.IsError || text(r) != []string{"1", "2"}[i] {
+			t.Fatalf("v: %q", text(r))
+		}
+	}
+	if n := len(toolNames(t, cs)); n != 3 {
+		t.Fatalf("%d tools", n)
+	}
+}
+
+type bearer struct {
+	token string
+	rt    http.RoundTripper
+}
+
+func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.Header.Set("Authorization", "Bearer "+b.token)
+	return b.rt.RoundTrip(r)
+}
+
+func TestMCPHTTPAuth(t *testing.T) {
+	s, _ := newTestMCPServer(t)
+	const token = "0123456789abcdef0123456789abcdef"
+	ts := httptest.NewServer(s.httpHandler(token))
+	defer ts.Close()
+	url := ts.URL + "/mcp"
+
+	initBody := `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"x","version":"1"}}}`
+	for _, auth := range []string{"", "Bearer wrong-token-wrong-token", "Bearer " + token + "x", "Basic " + token} {
+		req, _ := http.NewRequest("POST", url, strings.NewReader(initBody))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		if auth != "" {
+			req.Header.Set("Authorization", auth)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusUnauthorized {
+			t.Errorf("Authorization %q: status %d, want 401", auth, resp.StatusCode)
+		}
+	}
+	// DNS-rebinding protection stays on: a foreign Host header on a
+	// localhost connection is refused even with the right token.
+	req, _ := http.NewRequest("POST", url, strings.NewReader(initBody))
+	req.Host = "evil.example.com"
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	req.Header.Set("Authorization", "Bearer "+token)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusForbidden {
+		t.Errorf("foreign Host: status %d, want 403", resp.StatusCode)
+	}
+
+	// With the token, the SDK client works end to end, list_changed
+	// included.
+	ctx := context.Background()
+	listChanged := make(chan struct{}, 4)
+	client := mcp.NewClient(&mcp.Implementation{Name: "http-agent", Version: "1"}, &mcp.ClientOptions{
+		ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) { listChanged <- struct{}{} },
+	})
+	cs, err := client.Connect(ctx, &mcp.StreamableClientTransport{
+		Endpoint:   url,
+		HTTPClient: &http.Client{Transport: bearer{token, http.DefaultTransport}},
+	}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	if r := call(t, cs, "spawn_tool", doiArgs); r.IsError {
+		t.Fatal(text(r))
+	}
+	select {
+	case <-listChanged:
+	case <-time.After(5 * time.Second):
+		t.Fatal("no list_changed over HTTP")
+	}
+	if r := call(t, cs, "extract_dois", map[string]any{"text": "10.1234/x"}); r.IsError || text(r) != `{"dois":["10.1234/x"]}` {
+		t.Fatalf("call over HTTP: %q", text(r))
+	}
+}
+
+func TestMCPServeRefusesHTTPWithoutToken(t *testing.T) {
+	t.Setenv(mcpTokenEnv, "")
+	r := runCLI(t, "", "", "mcp", "serve", "--http", "127.0.0.1:0")
+	if r.code != exitError || !strings.Contains(r.stderr, "requires a bearer token") {
+		t.Fatalf("exit %d stderr %q", r.code, r.stderr)
+	}
+	short := filepath.Join(t.TempDir(), "tok")
+	os.WriteFile(short, []byte("abc\n"), 0o600)
+	r = runCLI(t, "", "", "mcp", "serve", "--http", "127.0.0.1:0", "--token-file", short)
+	if r.code != exitError || !strings.Contains(r.stderr, "at least 16") {
+		t.Fatalf("exit %d stderr %q", r.code, r.stderr)
+	}
+	if r = runCLI(t, "", "", "mcp"); r.code != exitError || !strings.Contains(r.stderr, "mcp serve") {
+		t.Fatalf("exit %d stderr %q", r.code, r.stderr)
+	}
+}
+
+// The real binary over stdio, as an MCP client configuration runs it: the
+// embedded default policy, the plugin next to the executable.
+func TestMCPServeStdio(t *testing.T) {
+	needPlugin(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	cmd := exec.Command(cli, "mcp", "serve")
+	cmd.Dir = t.TempDir()
+	client := mcp.NewClient(&mcp.Implementation{Name: "stdio-agent", Version: "1"}, nil)
+	cs, err := client.Connect(ctx, &mcp.CommandTransport{Command: cmd}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	init := cs.InitializeResult()
+	if init == nil || init.ServerInfo.Name != "orqest-sandbox" {
+		t.Fatalf("initialize %+v", init)
+	}
+	if r := call(t, cs, "spawn_tool", map[string]any{
+		"name": "word_count", "parameters": map[string]any{"text": "string"},
+		"implementation": "return len(args['text'].split())",
+	}); r.IsError {
+		t.Fatal(text(r))
+	}
+	if r := call(t, cs, "word_count", map[string]any{"text": "a b c"}); r.IsError || text(r) != "3" {
+		t.Fatalf("word_count: %q", text(r))
+	}
+	if err := cs.Close(); err != nil {
+		t.Logf("close: %v", err)
+	}
+	if cmd.ProcessState == nil || !cmd.ProcessState.Exited() {
+		t.Fatalf("server did not exit after the client closed: %v", cmd.ProcessState)
+	}
+	if code := cmd.ProcessState.ExitCode(); code != 0 {
+		t.Fatalf("server exit code %d", code)
+	}
+}

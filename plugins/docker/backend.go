@@ -1,0 +1,460 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/moby/moby/client"
+
+	"github.com/orqest/sandbox/plugins/docker/internal/rtproto"
+	"github.com/orqest/sandbox/shared"
+	"github.com/orqest/sandbox/shared/pyrunner"
+	"github.com/orqest/sandbox/validator"
+)
+
+// Version is the backend's default version; `version` (set by -ldflags
+// "-X main.version=...") is what Info reports and what names the default
+// image, so `make VERSION=x build image` keeps the two in step.
+const Version = "0.1.0"
+
+// Defaults of the `config {}` block.
+const (
+	ImageRepo          = "orqest/agent-runtime"
+	DefaultMemoryMB    = 512 // the container's memory cgroup
+	DefaultCPUs        = 1.0
+	DefaultPidsLimit   = 128
+	DefaultWorkspaceMB = 64
+	DefaultNetwork     = NetworkNone
+	NetworkNone        = "none"
+	NetworkBridge      = "bridge"
+	DefaultOpenTimeout = 30 * time.Second
+
+	// MaxArgsBytes caps the JSON args of one execution.
+	MaxArgsBytes         = 1 << 20
+	fallbackMaxCodeBytes = 64 << 10
+	// tokenSlack is added to an execution's timeout for its token's expiry.
+	tokenSlack = 30 * time.Second
+	// callSlack is how long past the execution timeout the plugin waits for
+	// the runtime's answer before declaring the container unresponsive.
+	callSlack = 15 * time.Second
+)
+
+// Config is the backend's `config {}` block.
+type Config struct {
+	// Image is the runtime image (built by `make image`).
+	Image string `json:"image"`
+	// MemoryMB is the container's memory limit (cgroup), MB.
+	MemoryMB int `json:"memory_mb"`
+	// CPUs is the container's CPU quota (NanoCPUs = CPUs * 1e9).
+	CPUs float64 `json:"cpus"`
+	// PidsLimit caps the processes of the container (fork bombs).
+	PidsLimit int `json:"pids_limit"`
+	// WorkspaceMB is the size of the /workspace tmpfs.
+	WorkspaceMB int `json:"workspace_mb"`
+	// Network is "none" (default: MCP over the attached stdio, the container
+	// has no network at all) or "bridge" (the original's mode: MCP over
+	// Streamable HTTP on port 8000, published on 127.0.0.1 only; the
+	// container can then reach the network).
+	Network string `json:"network"`
+	// AllowedOrigins, when set, is passed to the runtime as
+	// ORQEST_ALLOWED_ORIGINS (bridge mode; "" disables the Origin check).
+	AllowedOrigins *string `json:"allowed_origins"`
+	// OpenTimeout bounds container start to MCP initialize, e.g. "30s".
+	OpenTimeout string `json:"open_timeout"`
+
+	openTimeout time.Duration
+}
+
+// DefaultImage is the runtime image of this plugin's version.
+func DefaultImage() string { return ImageRepo + ":" + version }
+
+func defaultConfig() Config {
+	return Config{
+		Image:       DefaultImage(),
+		MemoryMB:    DefaultMemoryMB,
+		CPUs:        DefaultCPUs,
+		PidsLimit:   DefaultPidsLimit,
+		WorkspaceMB: DefaultWorkspaceMB,
+		Network:     DefaultNetwork,
+		openTimeout: DefaultOpenTimeout,
+	}
+}
+
+// Backend is the tier-2 Docker sandbox. It is safe for concurrent use.
+type Backend struct {
+	logger       hclog.Logger
+	validator    *validator.Validator
+	maxCodeBytes int
+	owner        ownerInfo
+
+	mu       sync.Mutex
+	cfg      Config
+	docker   *client.Client
+	sessions map[string]*session
+	reaped   bool
+}
+
+var _ shared.Sandbox = (*Backend)(nil)
+
+// NewBackend returns a Backend with the default configuration. It does not
+// touch Docker.
+func NewBackend(logger hclog.Logger) *Backend {
+	if logger == nil {
+		logger = hclog.NewNullLogger()
+	}
+	b := &Backend{
+		logger:       logger,
+		validator:    validator.New(),
+		maxCodeBytes: fallbackMaxCodeBytes,
+		owner:        currentOwner(),
+		cfg:          defaultConfig(),
+		sessions:     map[string]*session{},
+	}
+	var table struct {
+		Limits struct {
+			MaxCodeBytes int `json:"max_code_bytes"`
+		} `json:"limits"`
+	}
+	if err := json.Unmarshal(validator.RulesJSON(), &table); err == nil && table.Limits.MaxCodeBytes > 0 {
+		b.maxCodeBytes = table.Limits.MaxCodeBytes
+	}
+	return b
+}
+
+// Info describes the backend.
+func (b *Backend) Info(context.Context, shared.InfoRequest) (shared.InfoResponse, error) {
+	caps := []shared.Capability{
+		shared.CapMemoryLimit,
+		shared.CapCPULimit,
+		shared.CapWallClockTimeout,
+		shared.CapProcessIsolation,
+		shared.CapNetworkIsolation,
+		shared.CapFilesystemIsolation,
+		shared.CapSessions,
+		shared.CapFreshProcess,
+		shared.CapOutputLimit,
+	}
+	if b.config().Network != NetworkNone {
+		caps = slices.DeleteFunc(caps, func(c shared.Capability) bool { return c == shared.CapNetworkIsolation })
+	}
+	return shared.InfoResponse{
+		Name:         "docker",
+		Tier:         2,
+		Version:      version,
+		APIVersions:  []int{shared.APIVersion},
+		Capabilities: caps,
+		ConfigSchema: []shared.ConfigAttribute{
+			{Name: "image", Type: "string", Description: "runtime image (default " + DefaultImage() + "; built by `make image`)"},
+			{Name: "memory_mb", Type: "number", Description: "container memory limit in MB (default 512)"},
+			{Name: "cpus", Type: "number", Description: "container CPU quota (default 1)"},
+			{Name: "pids_limit", Type: "number", Description: "container process limit (default 128)"},
+			{Name: "workspace_mb", Type: "number", Description: "size of the /workspace tmpfs in MB (default 64)"},
+			{Name: "network", Type: "string", Description: `"none" (default: no network, MCP over the attached stdio) or "bridge" (MCP over HTTP published on 127.0.0.1:<random>; the container can reach the network)`},
+			{Name: "allowed_origins", Type: "string", Description: `bridge mode: ORQEST_ALLOWED_ORIGINS for the runtime (default loopback origins; "" disables the Origin check)`},
+			{Name: "open_timeout", Type: "string", Description: `container start to MCP initialize bound (default "30s")`},
+		},
+		Description: "Tier 2: one hardened container per session (cap-drop ALL, read-only root, user 1000:1000, pids/memory/cpu limits, no-new-privileges, no network, tmpfs /workspace, per-user volume /data) running an MCP runtime over the attached stdio; every call carries a per-session HS256 JWT.",
+	}, nil
+}
+
+// Configure applies the `config {}` block, checks that the engine answers
+// and that the image exists, and reaps containers a dead owner left behind.
+func (b *Backend) Configure(ctx context.Context, req shared.ConfigureRequest) (shared.ConfigureResponse, error) {
+	cfg := defaultConfig()
+	if raw := bytes.TrimSpace(req.Config); len(raw) > 0 && string(raw) != "null" {
+		dec := json.NewDecoder(bytes.NewReader(raw))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&cfg); err != nil {
+			return shared.ConfigureResponse{}, fmt.Errorf("docker config: %v: %w", err, shared.ErrInvalidArgument)
+		}
+	}
+	def := defaultConfig()
+	if cfg.Image == "" {
+		cfg.Image = def.Image
+	}
+	if cfg.Network == "" {
+		cfg.Network = def.Network
+	}
+	if cfg.MemoryMB < 0 || cfg.CPUs < 0 || cfg.PidsLimit < 0 || cfg.WorkspaceMB < 0 {
+		return shared.ConfigureResponse{}, fmt.Errorf("docker config: negative limit: %w", shared.ErrInvalidArgument)
+	}
+	if cfg.MemoryMB == 0 {
+		cfg.MemoryMB = def.MemoryMB
+	}
+	if cfg.CPUs == 0 {
+		cfg.CPUs = def.CPUs
+	}
+	if cfg.PidsLimit == 0 {
+		cfg.PidsLimit = def.PidsLimit
+	}
+	if cfg.WorkspaceMB == 0 {
+		cfg.WorkspaceMB = def.WorkspaceMB
+	}
+	cfg.openTimeout = def.openTimeout
+	if cfg.OpenTimeout != "" {
+		d, err := time.ParseDuration(cfg.OpenTimeout)
+		if err != nil || d <= 0 {
+			return shared.ConfigureResponse{}, fmt.Errorf("docker config: open_timeout %q: want a positive duration like \"30s\": %w", cfg.OpenTimeout, shared.ErrInvalidArgument)
+		}
+		cfg.openTimeout = d
+	}
+	switch cfg.Network {
+	case NetworkNone, NetworkBridge:
+	default:
+		return shared.ConfigureResponse{}, fmt.Errorf("docker config: network %q: want %q (default, MCP over stdio) or %q (MCP over HTTP published on 127.0.0.1): %w", cfg.Network, NetworkNone, NetworkBridge, shared.ErrInvalidArgument)
+	}
+	dc, err := b.client()
+	if err != nil {
+		return shared.ConfigureResponse{}, err
+	}
+	if _, err := dc.Ping(ctx, client.PingOptions{NegotiateAPIVersion: true}); err != nil {
+		return shared.ConfigureResponse{}, fmt.Errorf("docker config: the Docker engine does not answer: %v: %w", err, shared.ErrUnavailable)
+	}
+	if _, err := dc.ImageInspect(ctx, cfg.Image); err != nil {
+		return shared.ConfigureResponse{}, fmt.Errorf("docker config: image %q: %v (build it with `make image`): %w", cfg.Image, err, shared.ErrUnavailable)
+	}
+	b.mu.Lock()
+	b.cfg = cfg
+	b.mu.Unlock()
+	b.reapOnce(ctx)
+	return shared.ConfigureResponse{}, nil
+}
+
+func (b *Backend) config() Config {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.cfg
+}
+
+// client returns the Docker client, creating it on first use (it speaks to
+// DOCKER_HOST or the local socket and negotiates the API version: moby
+// client v0.6.x supports engine API >= 1.40, so Docker 20.10 / API 1.41
+// works).
+func (b *Backend) client() (*client.Client, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.docker != nil {
+		return b.docker, nil
+	}
+	dc, err := client.New(client.FromEnv, client.WithAPIVersionNegotiation())
+	if err != nil {
+		return nil, fmt.Errorf("docker client: %v: %w", err, shared.ErrUnavailable)
+	}
+	b.docker = dc
+	return dc, nil
+}
+
+func (b *Backend) checkCode(code string) error {
+	if len(code) > b.maxCodeBytes {
+		return fmt.Errorf("code is %d bytes, over the limit of %d bytes: %w", len(code), b.maxCodeBytes, shared.ErrInvalidArgument)
+	}
+	return nil
+}
+
+// Validate runs the static checks (Go, in the plugin).
+func (b *Backend) Validate(ctx context.Context, req shared.ValidateRequest) (shared.ValidateResponse, error) {
+	if err := b.checkCode(req.Code); err != nil {
+		return shared.ValidateResponse{}, err
+	}
+	return shared.ValidateResponse{Findings: b.validator.Check(ctx, req.Code, req.AllowedImports)}, nil
+}
+
+// Open starts a session: a hardened container for req.UserID. The ids are
+// checked before anything touches Docker. An empty SessionID gets a fresh
+// random one, returned in the response.
+func (b *Backend) Open(ctx context.Context, req shared.OpenRequest) (shared.OpenResponse, error) {
+	if req.SessionID == "" {
+		req.SessionID = "s-" + randomHex(8)
+	}
+	if err := errors.Join(rtproto.CheckID("user_id", req.UserID), rtproto.CheckID("session_id", req.SessionID)); err != nil {
+		return shared.OpenResponse{}, fmt.Errorf("open: %v: %w", err, shared.ErrInvalidArgument)
+	}
+	b.mu.Lock()
+	if _, ok := b.sessions[req.SessionID]; ok {
+		b.mu.Unlock()
+		return shared.OpenResponse{}, fmt.Errorf("open: session %q is already open: %w", req.SessionID, shared.ErrFailedPrecondition)
+	}
+	b.sessions[req.SessionID] = nil // reserve the id while the container starts
+	b.mu.Unlock()
+
+	s, err := b.startSession(ctx, req.UserID, req.SessionID)
+	b.mu.Lock()
+	if err != nil {
+		delete(b.sessions, req.SessionID)
+	} else {
+		b.sessions[req.SessionID] = s
+	}
+	b.mu.Unlock()
+	if err != nil {
+		return shared.OpenResponse{}, err
+	}
+	return shared.OpenResponse{SessionID: req.SessionID}, nil
+}
+
+// Close removes the session's container; the user's volume persists.
+func (b *Backend) Close(ctx context.Context, req shared.CloseRequest) (shared.CloseResponse, error) {
+	if err := rtproto.CheckID("session_id", req.SessionID); err != nil {
+		return shared.CloseResponse{}, fmt.Errorf("close: %v: %w", err, shared.ErrInvalidArgument)
+	}
+	b.mu.Lock()
+	s, ok := b.sessions[req.SessionID]
+	if ok && s != nil {
+		delete(b.sessions, req.SessionID)
+	}
+	b.mu.Unlock()
+	if !ok || s == nil {
+		return shared.CloseResponse{}, fmt.Errorf("close: no open session %q: %w", req.SessionID, shared.ErrNotFound)
+	}
+	if err := b.stopSession(ctx, s); err != nil {
+		return shared.CloseResponse{}, err
+	}
+	return shared.CloseResponse{}, nil
+}
+
+// Shutdown closes every open session (the plugin is exiting).
+func (b *Backend) Shutdown(ctx context.Context) {
+	b.mu.Lock()
+	var all []*session
+	for id, s := range b.sessions {
+		if s != nil {
+			all = append(all, s)
+			delete(b.sessions, id)
+		}
+	}
+	b.mu.Unlock()
+	var wg sync.WaitGroup
+	for _, s := range all {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := b.stopSession(ctx, s); err != nil {
+				b.logger.Warn("shutdown: removing session container", "session", s.id, "error", err)
+			}
+		}()
+	}
+	wg.Wait()
+}
+
+// Execute validates req.Code in Go and runs it in the session's container.
+// Without a SessionID it opens a temporary session and closes it after.
+func (b *Backend) Execute(ctx context.Context, req shared.ExecuteRequest) (shared.ExecuteResponse, error) {
+	start := time.Now()
+	if req.Timeout < 0 || req.MemoryMB < 0 || req.MaxOutputBytes < 0 {
+		return shared.ExecuteResponse{}, fmt.Errorf("negative limit (timeout %v, memory_mb %d, max_output_bytes %d): %w", req.Timeout, req.MemoryMB, req.MaxOutputBytes, shared.ErrInvalidArgument)
+	}
+	if err := b.checkCode(req.Code); err != nil {
+		return shared.ExecuteResponse{}, err
+	}
+	if len(req.Args) > MaxArgsBytes {
+		return shared.ExecuteResponse{}, fmt.Errorf("args are %d bytes, over the limit of %d bytes: %w", len(req.Args), MaxArgsBytes, shared.ErrInvalidArgument)
+	}
+	args, err := pyrunner.NormalizeArgs(req.Args)
+	if err != nil {
+		return shared.ExecuteResponse{}, err
+	}
+	if req.AgentID != "" {
+		if err := rtproto.CheckID("agent_id", req.AgentID); err != nil {
+			return shared.ExecuteResponse{}, fmt.Errorf("execute: %v: %w", err, shared.ErrInvalidArgument)
+		}
+	}
+	if req.UserID != "" {
+		if err := rtproto.CheckID("user_id", req.UserID); err != nil {
+			return shared.ExecuteResponse{}, fmt.Errorf("execute: %v: %w", err, shared.ErrInvalidArgument)
+		}
+	}
+	if findings := b.validator.Check(ctx, req.Code, req.AllowedImports); len(findings) > 0 {
+		timeout, memMB, maxOut := req.Timeout, req.MemoryMB, req.MaxOutputBytes
+		if timeout == 0 {
+			timeout = 5 * time.Second
+		}
+		if memMB == 0 {
+			memMB = 128
+		}
+		if maxOut == 0 {
+			maxOut = 1 << 20
+		}
+		return shared.ExecuteResponse{Result: shared.ExecutionResult{
+			Error:      (&shared.ValidationError{Findings: findings}).Error(),
+			ErrorKind:  shared.KindValidation,
+			Findings:   findings,
+			DurationMS: float64(time.Since(start).Microseconds()) / 1000,
+			Limits:     shared.Limits{TimeoutMS: timeout.Milliseconds(), MemoryMB: memMB, MaxOutputBytes: maxOut},
+		}}, nil
+	}
+
+	var s *session
+	if req.SessionID == "" {
+		// Sessionless: a temporary session for this one call.
+		user := req.UserID
+		if user == "" {
+			user = "anonymous"
+		}
+		id := "tmp-" + randomHex(8)
+		if _, err := b.Open(ctx, shared.OpenRequest{UserID: user, SessionID: id}); err != nil {
+			return shared.ExecuteResponse{}, err
+		}
+		defer func() {
+			cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+			defer cancel()
+			if _, err := b.Close(cctx, shared.CloseRequest{SessionID: id}); err != nil {
+				b.logger.Warn("closing temporary session", "session", id, "error", err)
+			}
+		}()
+		req.SessionID = id
+	}
+	if err := rtproto.CheckID("session_id", req.SessionID); err != nil {
+		return shared.ExecuteResponse{}, fmt.Errorf("execute: %v: %w", err, shared.ErrInvalidArgument)
+	}
+	b.mu.Lock()
+	s = b.sessions[req.SessionID]
+	b.mu.Unlock()
+	if s == nil {
+		return shared.ExecuteResponse{}, fmt.Errorf("execute: no open session %q (call Open first): %w", req.SessionID, shared.ErrNotFound)
+	}
+	if req.UserID != "" && req.UserID != s.user {
+		return shared.ExecuteResponse{}, fmt.Errorf("execute: session %q belongs to another user: %w", req.SessionID, shared.ErrInvalidArgument)
+	}
+
+	res, err := b.call(ctx, s, rtproto.ExecuteArgs{
+		Code:           req.Code,
+		Args:           args,
+		AllowedImports: req.AllowedImports,
+		AgentID:        req.AgentID,
+		TimeoutS:       req.Timeout.Seconds(),
+		MemoryMB:       req.MemoryMB,
+		MaxOutputBytes: req.MaxOutputBytes,
+	}, req.Timeout)
+	if err != nil {
+		if s.dead() {
+			// The container is gone (killed, OOM, crashed): drop the session
+			// and make sure nothing is left behind.
+			b.mu.Lock()
+			if b.sessions[s.id] == s {
+				delete(b.sessions, s.id)
+			}
+			b.mu.Unlock()
+			cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+			defer cancel()
+			if rerr := b.stopSession(cctx, s); rerr != nil {
+				b.logger.Warn("removing dead session container", "session", s.id, "error", rerr)
+			}
+		}
+		return shared.ExecuteResponse{}, err
+	}
+	return shared.ExecuteResponse{Result: res}, nil
+}
+
+func randomHex(n int) string {
+	buf := make([]byte, n)
+	_, _ = rand.Read(buf)
+	return hex.EncodeToString(buf)
+}

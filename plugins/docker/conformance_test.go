@@ -1,0 +1,45 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/moby/moby/client"
+
+	"github.com/orqest/sandbox/shared"
+	"github.com/orqest/sandbox/shared/conformance"
+)
+
+// TestConformance runs the shared contract suite against the tier-2 backend
+// with a real container per case (WithSession), in-process and over gRPC.
+func TestConformance(t *testing.T) {
+	dc := requireDocker(t)
+	user := testUser(t) // one user (and volume) for the whole suite
+	// Cases without a session run sessionless, as user "anonymous": remove
+	// that volume afterwards unless it existed before (a real user's data).
+	anon := VolumeName("anonymous")
+	if _, err := dc.VolumeInspect(context.Background(), anon, client.VolumeInspectOptions{}); err != nil {
+		t.Cleanup(func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			_, _ = dc.VolumeRemove(ctx, anon, client.VolumeRemoveOptions{Force: true})
+		})
+	}
+	cfg, _ := json.Marshal(map[string]any{"image": testImage()})
+	conformance.Run(t, func(t *testing.T) shared.Sandbox {
+		b := NewBackend(hclog.NewNullLogger())
+		t.Cleanup(func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+			defer cancel()
+			b.Shutdown(ctx)
+		})
+		return b
+	},
+		conformance.WithSession(user),
+		conformance.WithConfigure(shared.ConfigureRequest{Config: cfg}),
+		conformance.WithTimeoutScale(3),
+	)
+}

@@ -1,0 +1,101 @@
+package main
+
+import (
+	"context"
+	"os"
+	"strconv"
+	"strings"
+	"syscall"
+
+	"github.com/moby/moby/client"
+)
+
+// ownerInfo identifies this plugin process on the container labels: pid,
+// the pid's start time (so a recycled pid is not mistaken for us) and host.
+type ownerInfo struct {
+	pid   int
+	start string
+	host  string
+}
+
+func currentOwner() ownerInfo {
+	host, _ := os.Hostname()
+	return ownerInfo{pid: os.Getpid(), start: procStart(os.Getpid()), host: host}
+}
+
+// procStart returns field 22 of /proc/<pid>/stat (start time in clock ticks
+// since boot), or "" if the process does not exist.
+func procStart(pid int) string {
+	data, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return ""
+	}
+	s := string(data)
+	i := strings.LastIndexByte(s, ')') // comm may contain spaces
+	if i < 0 {
+		return ""
+	}
+	f := strings.Fields(s[i+1:])
+	if len(f) < 20 {
+		return ""
+	}
+	return f[19] // fields after comm start at field 3
+}
+
+// ownerAlive reports whether the owner recorded on a container still runs.
+func ownerAlive(pidLabel, startLabel string) bool {
+	pid, err := strconv.Atoi(pidLabel)
+	if err != nil || pid <= 0 {
+		return false
+	}
+	if err := syscall.Kill(pid, 0); err != nil && err != syscall.EPERM {
+		return false
+	}
+	return startLabel == "" || procStart(pid) == startLabel
+}
+
+func (b *Backend) reapOnce(ctx context.Context) {
+	b.mu.Lock()
+	done := b.reaped
+	b.reaped = true
+	b.mu.Unlock()
+	if !done {
+		if n, err := b.Reap(ctx); err != nil {
+			b.logger.Warn("reaper", "error", err)
+		} else if n > 0 {
+			b.logger.Info("reaper removed containers left by dead owners", "count", n)
+		}
+	}
+}
+
+// Reap removes tier-2 containers of this host whose owner process is gone
+// (a host or plugin that crashed). It returns how many it removed.
+func (b *Backend) Reap(ctx context.Context) (int, error) {
+	dc, err := b.client()
+	if err != nil {
+		return 0, err
+	}
+	list, err := dc.ContainerList(ctx, client.ContainerListOptions{
+		All:     true,
+		Filters: make(client.Filters).Add("label", LabelTier+"="+tierValue),
+	})
+	if err != nil {
+		return 0, classifyDocker("reaper: listing containers", err)
+	}
+	n := 0
+	for _, c := range list.Items {
+		if c.Labels[LabelOwnerHost] != b.owner.host {
+			continue // another machine's container on a shared engine
+		}
+		if ownerAlive(c.Labels[LabelOwnerPID], c.Labels[LabelOwnerStart]) {
+			continue
+		}
+		if err := b.removeContainer(ctx, c.ID); err != nil {
+			b.logger.Warn("reaper: removing container", "container", shortID(c.ID), "error", err)
+			continue
+		}
+		b.logger.Info("reaper: removed orphan container", "container", shortID(c.ID), "owner_pid", c.Labels[LabelOwnerPID])
+		n++
+	}
+	return n, nil
+}

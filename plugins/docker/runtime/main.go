@@ -1,0 +1,296 @@
+// Command orqest-agent-runtime is the tier-2 in-container runtime. It runs as
+// the container's main process (user 1000:1000, read-only root, no network by
+// default) and serves MCP over its stdio:
+//
+//  1. it reads one hello line from stdin (rtproto.Hello: the per-session
+//     HMAC secret and the user and session the tokens must name);
+//  2. it then speaks MCP (newline-delimited JSON-RPC) on stdin/stdout until
+//     stdin closes, which happens when the plugin detaches or dies; the
+//     container then exits and the engine removes it (AutoRemove).
+//
+// Tools: execute_python (agent scope) and runtime_info (operator scope).
+// Every tools/call carries "Bearer <jwt>" in _meta.authorization. With
+// --listen (policy network = "bridge") MCP is served over Streamable HTTP
+// instead, behind an Origin check and the SDK's RequireBearerToken.
+//
+// It is a static Go binary (CGO_ENABLED=0) so it runs on any base image. The
+// Go validator (tree-sitter, cgo) is therefore not linked in: validation runs
+// in the host and in the plugin (Go), and here in the Python child (the
+// in-child checker of shared/pyrunner, reading the same rules table, which
+// the image ships as /opt/orqest/rules.json).
+package main
+
+import (
+	"bufio"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/exec"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"golang.org/x/sys/unix"
+
+	"github.com/orqest/sandbox/plugins/docker/internal/rtproto"
+	"github.com/orqest/sandbox/shared"
+)
+
+// version is set with -ldflags "-X main.version=...".
+var version = "0.1.0"
+
+func main() {
+	python := flag.String("python", "", "python interpreter (default: /usr/bin/python3, else /usr/local/bin/python3)")
+	rulesPath := flag.String("rules", "/opt/orqest/rules.json", "validator rules table (validator/rules.json)")
+	workdir := flag.String("workdir", "/workspace", "writable scratch directory (tmpfs); per-agent directories live under it")
+	listen := flag.String("listen", "", "serve MCP over Streamable HTTP on this address (e.g. :8000) instead of stdio; stdin still carries the hello line and its EOF still ends the runtime")
+	showVersion := flag.Bool("version", false, "print the version and exit")
+	flag.Parse()
+	if *showVersion {
+		fmt.Println(version)
+		return
+	}
+	log := slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	if err := run(log, *python, *rulesPath, *workdir, *listen); err != nil {
+		log.Error("runtime failed", "error", err)
+		os.Exit(1)
+	}
+}
+
+func run(log *slog.Logger, python, rulesPath, workdir, listen string) error {
+	// Not dumpable: the Python children run as the same uid and must not
+	// read the secret out of /proc/<pid>/mem or environ.
+	if err := unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0); err != nil {
+		log.Warn("prctl(PR_SET_DUMPABLE, 0) failed", "error", err)
+	}
+	py, err := findPython(python)
+	if err != nil {
+		return err
+	}
+	rules, err := os.ReadFile(rulesPath)
+	if err != nil {
+		return fmt.Errorf("rules table: %v", err)
+	}
+	if !json.Valid(rules) {
+		return fmt.Errorf("rules table %s is not valid JSON", rulesPath)
+	}
+
+	in := bufio.NewReaderSize(os.Stdin, 64<<10)
+	hello, err := readHello(in)
+	if err != nil {
+		return err
+	}
+	rt := &runtime{
+		hello:   hello,
+		started: time.Now(),
+		exec:    &executor{python: py, rules: rules, workdir: workdir},
+		rulesSum: func() string {
+			s := sha256.Sum256(rules)
+			return hex.EncodeToString(s[:])
+		}(),
+		log: log,
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+	log.Info("runtime ready", "version", version, "python", py, "user", hello.User, "session", hello.Session)
+	if listen != "" {
+		// HTTP mode: stdin's EOF (the plugin detached or died) ends us.
+		hctx, hcancel := context.WithCancel(ctx)
+		defer hcancel()
+		go func() {
+			_, _ = io.Copy(io.Discard, in)
+			hcancel()
+		}()
+		return rt.serveHTTP(hctx, listen)
+	}
+	err = rt.server().Run(ctx, &mcp.IOTransport{Reader: io.NopCloser(in), Writer: nopWriteCloser{os.Stdout}})
+	if err != nil && !errors.Is(err, context.Canceled) && !errors.Is(err, io.EOF) && !strings.Contains(err.Error(), "EOF") {
+		return err
+	}
+	log.Info("runtime exiting: stdin closed")
+	return nil
+}
+
+type nopWriteCloser struct{ io.Writer }
+
+func (nopWriteCloser) Close() error { return nil }
+
+func findPython(p string) (string, error) {
+	cands := []string{p}
+	if p == "" {
+		cands = []string{"/usr/bin/python3", "/usr/local/bin/python3"}
+	}
+	for _, c := range cands {
+		if st, err := os.Stat(c); err == nil && st.Mode().IsRegular() || err == nil && st.Mode()&os.ModeSymlink != 0 {
+			return c, nil
+		}
+		if lp, err := exec.LookPath(c); err == nil {
+			return lp, nil
+		}
+	}
+	return "", fmt.Errorf("no python interpreter found (tried %v)", cands)
+}
+
+// readHello reads the first stdin line: the per-session secret.
+func readHello(in *bufio.Reader) (rtproto.Hello, error) {
+	var h rtproto.Hello
+	line, err := in.ReadSlice('\n')
+	if err != nil {
+		return h, fmt.Errorf("reading the hello line from stdin: %v", err)
+	}
+	if err := json.Unmarshal(line, &h); err != nil {
+		return h, fmt.Errorf("malformed hello line: %v", err)
+	}
+	if len(h.Secret) < rtproto.MinSecretBytes {
+		return h, fmt.Errorf("hello: secret shorter than %d bytes", rtproto.MinSecretBytes)
+	}
+	if err := errors.Join(rtproto.CheckID("user_id", h.User), rtproto.CheckID("session_id", h.Session)); err != nil {
+		return h, fmt.Errorf("hello: %v", err)
+	}
+	for i := range line {
+		line[i] = 0 // do not keep a second copy of the secret in the buffer
+	}
+	return h, nil
+}
+
+// runtime is the MCP side of the agent runtime.
+type runtime struct {
+	hello    rtproto.Hello
+	started  time.Time
+	exec     *executor
+	rulesSum string
+	log      *slog.Logger
+}
+
+func (rt *runtime) server() *mcp.Server {
+	s := mcp.NewServer(&mcp.Implementation{Name: "orqest-agent-runtime", Version: version}, nil)
+	s.AddTool(&mcp.Tool{
+		Name:        rtproto.ToolExecute,
+		Description: "Validate and run the body of a Python function that receives `args` and returns a JSON-serialisable value.",
+		InputSchema: rtproto.ExecuteSchema,
+	}, rt.executePython)
+	s.AddTool(&mcp.Tool{
+		Name:        rtproto.ToolInfo,
+		Description: "Runtime version, interpreter and rules digest (operator scope).",
+		InputSchema: map[string]any{"type": "object", "additionalProperties": false},
+	}, rt.runtimeInfo)
+	return s
+}
+
+// Error classes of a tool error (the plugin maps them to shared errors).
+const (
+	ClassUnauthorized    = "unauthorized"
+	ClassInvalidArgument = "invalid_argument"
+	ClassNotSupported    = "not_supported"
+	ClassInternal        = "internal"
+)
+
+// ToolError is the structured content of a tool result with IsError set.
+type ToolError struct {
+	Class   string `json:"error_class"`
+	Message string `json:"message"`
+}
+
+func toolError(class, format string, a ...any) *mcp.CallToolResult {
+	te := ToolError{Class: class, Message: fmt.Sprintf(format, a...)}
+	return &mcp.CallToolResult{
+		IsError:           true,
+		StructuredContent: te,
+		Content:           []mcp.Content{&mcp.TextContent{Text: te.Class + ": " + te.Message}},
+	}
+}
+
+// authorize checks the bearer token of a call and that it carries scope.
+// Over HTTP the SDK's RequireBearerToken has already verified the
+// Authorization header (req.Extra.TokenInfo); over stdio the token is in
+// _meta.authorization and is verified here.
+func (rt *runtime) authorize(req *mcp.CallToolRequest, scope string) error {
+	if req.Extra != nil && req.Extra.TokenInfo != nil {
+		have := rtproto.ScopeAgent
+		if len(req.Extra.TokenInfo.Scopes) > 0 {
+			have = req.Extra.TokenInfo.Scopes[0]
+		}
+		if scope == rtproto.ScopeOperator && have != rtproto.ScopeOperator {
+			return fmt.Errorf("%w: tool needs operator scope, token has %q", rtproto.ErrUnauthorized, have)
+		}
+		return nil
+	}
+	var raw string
+	if req.Params != nil && req.Params.Meta != nil {
+		raw, _ = req.Params.Meta[rtproto.MetaAuthorization].(string)
+	}
+	tok, ok := strings.CutPrefix(raw, "Bearer ")
+	if !ok || tok == "" {
+		return fmt.Errorf("%w: missing bearer token", rtproto.ErrUnauthorized)
+	}
+	c, err := rtproto.Verify(rt.hello.Secret, tok, rt.hello.User, rt.hello.Session)
+	if err != nil {
+		return err
+	}
+	if scope == rtproto.ScopeOperator && c.EffectiveScope() != rtproto.ScopeOperator {
+		return fmt.Errorf("%w: tool needs operator scope, token has %q", rtproto.ErrUnauthorized, c.EffectiveScope())
+	}
+	return nil
+}
+
+func (rt *runtime) executePython(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+	if err := rt.authorize(req, rtproto.ScopeAgent); err != nil {
+		rt.log.Warn("call refused", "tool", rtproto.ToolExecute, "error", err)
+		return toolError(ClassUnauthorized, "%v", err), nil
+	}
+	var a rtproto.ExecuteArgs
+	dec := json.NewDecoder(strings.NewReader(string(req.Params.Arguments)))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&a); err != nil {
+		return toolError(ClassInvalidArgument, "arguments: %v", err), nil
+	}
+	// agent_id is checked here, at the MCP boundary, before any filesystem
+	// operation (the per-agent directory).
+	if a.AgentID != "" {
+		if err := rtproto.CheckID("agent_id", a.AgentID); err != nil {
+			return toolError(ClassInvalidArgument, "%v", err), nil
+		}
+	}
+	if len(a.Dependencies) > 0 {
+		// Fail closed: per-agent venvs and allow-listed installs are not
+		// implemented yet (issue 6).
+		return toolError(ClassNotSupported, "dependencies are not supported by this runtime yet (requested %v)", a.Dependencies), nil
+	}
+	res, err := rt.exec.run(ctx, a)
+	if err != nil {
+		class := ClassInternal
+		if errors.Is(err, shared.ErrInvalidArgument) || errors.Is(err, rtproto.ErrBadID) {
+			class = ClassInvalidArgument
+		}
+		return toolError(class, "%v", err), nil
+	}
+	text, _ := json.Marshal(res)
+	return &mcp.CallToolResult{
+		StructuredContent: res,
+		Content:           []mcp.Content{&mcp.TextContent{Text: string(text)}},
+	}, nil
+}
+
+func (rt *runtime) runtimeInfo(_ context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+	if err := rt.authorize(req, rtproto.ScopeOperator); err != nil {
+		rt.log.Warn("call refused", "tool", rtproto.ToolInfo, "error", err)
+		return toolError(ClassUnauthorized, "%v", err), nil
+	}
+	info := rtproto.InfoResult{
+		Version:     version,
+		Python:      rt.exec.python,
+		RulesSHA256: rt.rulesSum,
+		UptimeMS:    time.Since(rt.started).Milliseconds(),
+	}
+	text, _ := json.Marshal(info)
+	return &mcp.CallToolResult{StructuredContent: info, Content: []mcp.Content{&mcp.TextContent{Text: string(text)}}}, nil
+}

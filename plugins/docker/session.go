@@ -1,0 +1,464 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/netip"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	cerrdefs "github.com/containerd/errdefs"
+	"github.com/hashicorp/go-hclog"
+	"github.com/moby/moby/api/pkg/stdcopy"
+	"github.com/moby/moby/api/types/container"
+	"github.com/moby/moby/api/types/mount"
+	"github.com/moby/moby/api/types/network"
+	"github.com/moby/moby/client"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/orqest/sandbox/plugins/docker/internal/rtproto"
+	"github.com/orqest/sandbox/shared"
+)
+
+// Labels every session container carries. The reaper finds containers by
+// LabelTier and removes those whose owner process is gone.
+const (
+	LabelTier       = "org.orqest.sandbox.tier"
+	LabelOwnerPID   = "org.orqest.sandbox.owner-pid"
+	LabelOwnerStart = "org.orqest.sandbox.owner-start"
+	LabelOwnerHost  = "org.orqest.sandbox.owner-host"
+	LabelUser       = "org.orqest.sandbox.user"
+	LabelSession    = "org.orqest.sandbox.session"
+	tierValue       = "docker"
+)
+
+// VolumeName is the per-user named volume mounted at /data.
+func VolumeName(user string) string { return "orqest-user-" + user }
+
+// session is one open container and its MCP connection.
+type session struct {
+	id, user    string
+	containerID string
+	name        string
+	secret      []byte
+	hijack      client.HijackedResponse
+	mcp         *mcp.ClientSession
+	gone        chan struct{} // closed when the attach stream ends
+	endpoint    string        // bridge mode: the runtime's MCP URL on 127.0.0.1
+	stopOnce    sync.Once
+	stopErr     error
+}
+
+// dead reports whether the container's stdio has ended.
+func (s *session) dead() bool {
+	select {
+	case <-s.gone:
+		return true
+	default:
+		return false
+	}
+}
+
+// hardenedConfig returns the container and host configuration of a session.
+func hardenedConfig(cfg Config, owner ownerInfo, user, sessionID string) (*container.Config, *container.HostConfig) {
+	pids := int64(cfg.PidsLimit)
+	mem := int64(cfg.MemoryMB) << 20
+	init := true
+	labels := map[string]string{
+		LabelTier:       tierValue,
+		LabelOwnerPID:   strconv.Itoa(owner.pid),
+		LabelOwnerStart: owner.start,
+		LabelOwnerHost:  owner.host,
+		LabelUser:       user,
+		LabelSession:    sessionID,
+	}
+	cc := &container.Config{
+		Image:        cfg.Image,
+		User:         "1000:1000",
+		AttachStdin:  true,
+		AttachStdout: true,
+		AttachStderr: true,
+		OpenStdin:    true,
+		StdinOnce:    true, // stdin closes when the plugin detaches: the runtime exits
+		Env:          []string{},
+		Labels:       labels,
+		WorkingDir:   "/workspace",
+	}
+	if cfg.Network == NetworkBridge {
+		cc.Cmd = []string{"--listen", ":" + runtimePort}
+		cc.ExposedPorts = network.PortSet{network.MustParsePort(runtimePort + "/tcp"): {}}
+		if cfg.AllowedOrigins != nil {
+			cc.Env = append(cc.Env, "ORQEST_ALLOWED_ORIGINS="+*cfg.AllowedOrigins)
+		}
+	}
+	hc := &container.HostConfig{
+		NetworkMode:    container.NetworkMode(cfg.Network),
+		AutoRemove:     true, // a runtime that exits (plugin died) takes its container with it
+		CapDrop:        []string{"ALL"},
+		ReadonlyRootfs: true,
+		SecurityOpt:    []string{"no-new-privileges:true"},
+		Init:           &init, // docker-init as PID 1 reaps what user code orphans
+		Tmpfs: map[string]string{
+			"/workspace": fmt.Sprintf("rw,nosuid,nodev,noexec,size=%dm,uid=1000,gid=1000,mode=0700", cfg.WorkspaceMB),
+		},
+		Mounts: []mount.Mount{{
+			Type:   mount.TypeVolume,
+			Source: VolumeName(user),
+			Target: "/data",
+		}},
+		PortBindings: bridgePorts(cfg),
+		Resources: container.Resources{
+			Memory:     mem,
+			MemorySwap: mem, // no swap on top
+			NanoCPUs:   int64(cfg.CPUs * 1e9),
+			PidsLimit:  &pids,
+		},
+	}
+	return cc, hc
+}
+
+// runtimePort is the runtime's HTTP port inside the container (bridge mode).
+const runtimePort = "8000"
+
+// bridgePorts publishes the runtime's port on 127.0.0.1 at a random host
+// port (the original's 127.0.0.1:0:8000); nil without bridge mode.
+func bridgePorts(cfg Config) network.PortMap {
+	if cfg.Network != NetworkBridge {
+		return nil
+	}
+	return network.PortMap{network.MustParsePort(runtimePort + "/tcp"): {{HostIP: netip.MustParseAddr("127.0.0.1"), HostPort: ""}}}
+}
+
+// startSession creates, attaches, starts the container and connects MCP.
+func (b *Backend) startSession(ctx context.Context, user, sessionID string) (_ *session, retErr error) {
+	b.reapOnce(ctx)
+	cfg := b.config()
+	dc, err := b.client()
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, cfg.openTimeout)
+	defer cancel()
+
+	secret := make([]byte, 32)
+	if _, err := rand.Read(secret); err != nil {
+		return nil, fmt.Errorf("open: minting the session secret: %v: %w", err, shared.ErrInternal)
+	}
+	s := &session{
+		id:     sessionID,
+		user:   user,
+		name:   "orqest-" + user + "-" + sessionID + "-" + randomHex(3),
+		secret: secret,
+		gone:   make(chan struct{}),
+	}
+	cc, hc := hardenedConfig(cfg, b.owner, user, sessionID)
+	created, err := dc.ContainerCreate(ctx, client.ContainerCreateOptions{Config: cc, HostConfig: hc, Name: s.name})
+	if err != nil {
+		return nil, classifyDocker("open: creating the container", err)
+	}
+	s.containerID = created.ID
+	defer func() {
+		if retErr != nil {
+			rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+			defer rcancel()
+			if err := b.stopSession(rctx, s); err != nil {
+				b.logger.Warn("open failed; removing its container", "container", s.containerID, "error", err)
+			}
+		}
+	}()
+
+	// Attach before start so no output is lost; stdout carries MCP, stderr
+	// the runtime's JSON log.
+	att, err := dc.ContainerAttach(ctx, s.containerID, client.ContainerAttachOptions{Stream: true, Stdin: true, Stdout: true, Stderr: true})
+	if err != nil {
+		close(s.gone)
+		return nil, classifyDocker("open: attaching to the container", err)
+	}
+	s.hijack = att.HijackedResponse
+	pr, pw := io.Pipe()
+	logW := &lineLogger{log: b.logger.Named("runtime").With("session", sessionID)}
+	go func() {
+		_, err := stdcopy.StdCopy(pw, logW, s.hijack.Reader)
+		if err == nil {
+			err = io.EOF
+		}
+		pw.CloseWithError(err)
+		logW.flush()
+		close(s.gone)
+	}()
+
+	if _, err := dc.ContainerStart(ctx, s.containerID, client.ContainerStartOptions{}); err != nil {
+		return nil, classifyDocker("open: starting the container", err)
+	}
+	hello, _ := json.Marshal(rtproto.Hello{Secret: secret, User: user, Session: sessionID})
+	if _, err := s.hijack.Conn.Write(append(hello, '\n')); err != nil {
+		return nil, fmt.Errorf("open: sending the session secret to the runtime: %v: %w", err, shared.ErrUnavailable)
+	}
+	mc := mcp.NewClient(&mcp.Implementation{Name: "orqest-sandbox-plugin-docker", Version: version}, nil)
+	var cs *mcp.ClientSession
+	if cfg.Network == NetworkBridge {
+		go func() { _, _ = io.Copy(io.Discard, pr) }() // stdout is unused over HTTP
+		cs, err = b.connectHTTP(ctx, dc, s, mc)
+	} else {
+		cs, err = mc.Connect(ctx, &mcp.IOTransport{Reader: pr, Writer: &stdinWriter{s: s}}, nil)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("open: MCP initialize with the runtime in %s: %v: %w", s.name, err, shared.ErrUnavailable)
+	}
+	s.mcp = cs
+	b.logger.Debug("session open", "session", sessionID, "user", user, "container", s.containerID[:12])
+	return s, nil
+}
+
+// connectHTTP finds the published port and connects MCP over Streamable
+// HTTP, minting a fresh agent-scope token for every HTTP request. The
+// runtime starts listening right after the hello line, so it retries briefly.
+func (b *Backend) connectHTTP(ctx context.Context, dc *client.Client, s *session, mc *mcp.Client) (*mcp.ClientSession, error) {
+	ins, err := dc.ContainerInspect(ctx, s.containerID, client.ContainerInspectOptions{})
+	if err != nil {
+		return nil, classifyDocker("open: inspecting the container", err)
+	}
+	var hostPort string
+	if ns := ins.Container.NetworkSettings; ns != nil {
+		for _, pb := range ns.Ports[network.MustParsePort(runtimePort+"/tcp")] {
+			if pb.HostPort != "" {
+				hostPort = pb.HostPort
+				break
+			}
+		}
+	}
+	if hostPort == "" {
+		return nil, fmt.Errorf("open: the runtime's port %s is not published: %w", runtimePort, shared.ErrUnavailable)
+	}
+	s.endpoint = "http://127.0.0.1:" + hostPort + "/"
+	httpc := &http.Client{Transport: &tokenTransport{s: s, base: http.DefaultTransport}}
+	for {
+		cs, err := mc.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: s.endpoint, HTTPClient: httpc, MaxRetries: -1, DisableStandaloneSSE: true}, nil)
+		if err == nil {
+			return cs, nil
+		}
+		if s.dead() {
+			return nil, fmt.Errorf("the runtime exited: %v", err)
+		}
+		select {
+		case <-ctx.Done():
+			return nil, err
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
+// tokenTransport adds a fresh agent-scope bearer token to every request.
+type tokenTransport struct {
+	s    *session
+	base http.RoundTripper
+}
+
+func (t *tokenTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	tok, err := rtproto.Mint(t.s.secret, t.s.user, t.s.id, rtproto.ScopeAgent, 2*time.Minute)
+	if err != nil {
+		return nil, err
+	}
+	r = r.Clone(r.Context())
+	r.Header.Set("Authorization", "Bearer "+tok)
+	return t.base.RoundTrip(r)
+}
+
+// stdinWriter writes MCP frames to the container's stdin; Close half-closes
+// it, which ends the runtime.
+type stdinWriter struct{ s *session }
+
+func (w *stdinWriter) Write(p []byte) (int, error) { return w.s.hijack.Conn.Write(p) }
+func (w *stdinWriter) Close() error                { return w.s.hijack.CloseWrite() }
+
+// stopSession closes MCP and force-removes the container, waiting until the
+// engine no longer lists it. Safe to call more than once.
+func (b *Backend) stopSession(ctx context.Context, s *session) error {
+	s.stopOnce.Do(func() {
+		if s.mcp != nil {
+			go s.mcp.Close() // half-closes stdin; never blocks the removal
+		}
+		s.stopErr = b.removeContainer(ctx, s.containerID)
+		if s.hijack.Conn != nil {
+			s.hijack.Close()
+		}
+	})
+	return s.stopErr
+}
+
+// removeContainer force-removes id and waits until it is gone. With
+// AutoRemove the engine may already be removing it ("removal in progress").
+func (b *Backend) removeContainer(ctx context.Context, id string) error {
+	if id == "" {
+		return nil
+	}
+	dc, err := b.client()
+	if err != nil {
+		return err
+	}
+	for {
+		_, err := dc.ContainerRemove(ctx, id, client.ContainerRemoveOptions{Force: true})
+		if err == nil || cerrdefs.IsNotFound(err) {
+			return nil
+		}
+		if !cerrdefs.IsConflict(err) && !strings.Contains(err.Error(), "in progress") {
+			return classifyDocker("removing container "+shortID(id), err)
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("removing container %s: %v: %w", shortID(id), ctx.Err(), shared.ErrUnavailable)
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+func shortID(id string) string {
+	if len(id) > 12 {
+		return id[:12]
+	}
+	return id
+}
+
+// call runs execute_python in s with a fresh agent-scope token.
+func (b *Backend) call(ctx context.Context, s *session, args rtproto.ExecuteArgs, timeout time.Duration) (shared.ExecutionResult, error) {
+	var res shared.ExecutionResult
+	if timeout <= 0 {
+		timeout = 5 * time.Second
+	}
+	ttl := min(timeout+tokenSlack, rtproto.MaxTokenTTL)
+	tok, err := rtproto.Mint(s.secret, s.user, s.id, rtproto.ScopeAgent, ttl)
+	if err != nil {
+		return res, fmt.Errorf("execute: minting the token: %v: %w", err, shared.ErrInternal)
+	}
+	cctx, cancel := context.WithTimeout(ctx, timeout+callSlack)
+	defer cancel()
+	out, err := s.mcp.CallTool(cctx, &mcp.CallToolParams{
+		Meta:      mcp.Meta{rtproto.MetaAuthorization: "Bearer " + tok},
+		Name:      rtproto.ToolExecute,
+		Arguments: args,
+	})
+	if err != nil {
+		if ctx.Err() != nil {
+			return res, fmt.Errorf("execute: %w", ctx.Err())
+		}
+		// Give the attach stream a moment to report EOF if the container died.
+		select {
+		case <-s.gone:
+		case <-time.After(200 * time.Millisecond):
+		}
+		if s.dead() {
+			return res, fmt.Errorf("execute: the session container %s is gone (killed, out of memory or crashed): %v: %w", s.name, err, shared.ErrUnavailable)
+		}
+		return res, fmt.Errorf("execute: MCP call to the runtime in %s: %v: %w", s.name, err, shared.ErrUnavailable)
+	}
+	if out.IsError {
+		return res, toolErr(out)
+	}
+	// The result is read from the text content, which carries the runtime's
+	// exact JSON: StructuredContent arrives decoded into `any`, which turns
+	// big integers into float64.
+	var text string
+	for _, c := range out.Content {
+		if tc, ok := c.(*mcp.TextContent); ok {
+			text = tc.Text
+			break
+		}
+	}
+	if text == "" {
+		return res, fmt.Errorf("execute: runtime returned no result: %w", shared.ErrInternal)
+	}
+	if err := json.Unmarshal([]byte(text), &res); err != nil {
+		return res, fmt.Errorf("execute: malformed result from the runtime: %v: %w", err, shared.ErrInternal)
+	}
+	if res.Success && len(res.Output) == 0 {
+		res.Output = json.RawMessage("null")
+	}
+	return res, nil
+}
+
+// toolErr maps a runtime tool error to a shared error class.
+func toolErr(out *mcp.CallToolResult) error {
+	var te struct {
+		Class   string `json:"error_class"`
+		Message string `json:"message"`
+	}
+	if raw, err := json.Marshal(out.StructuredContent); err == nil {
+		_ = json.Unmarshal(raw, &te)
+	}
+	if te.Message == "" {
+		for _, c := range out.Content {
+			if t, ok := c.(*mcp.TextContent); ok {
+				te.Message = t.Text
+			}
+		}
+	}
+	var class error
+	switch te.Class {
+	case "invalid_argument":
+		class = shared.ErrInvalidArgument
+	case "not_supported":
+		class = shared.ErrNotSupported
+	case "unauthorized":
+		// No permission class in shared/errors.go yet.
+		class = shared.ErrFailedPrecondition
+	default:
+		class = shared.ErrInternal
+	}
+	return fmt.Errorf("runtime: %s: %w", te.Message, class)
+}
+
+// classifyDocker wraps an engine error in a shared error class.
+func classifyDocker(what string, err error) error {
+	switch {
+	case cerrdefs.IsNotFound(err):
+		return fmt.Errorf("%s: %v: %w", what, err, shared.ErrNotFound)
+	case cerrdefs.IsInvalidArgument(err):
+		return fmt.Errorf("%s: %v: %w", what, err, shared.ErrInvalidArgument)
+	case errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled):
+		return fmt.Errorf("%s: %w", what, err)
+	}
+	return fmt.Errorf("%s: %v: %w", what, err, shared.ErrUnavailable)
+}
+
+// lineLogger re-emits the runtime's stderr line by line (capped).
+type lineLogger struct {
+	log hclog.Logger
+	buf []byte
+}
+
+func (l *lineLogger) Write(p []byte) (int, error) {
+	l.buf = append(l.buf, p...)
+	for {
+		i := strings.IndexByte(string(l.buf), '\n')
+		if i < 0 {
+			break
+		}
+		l.emit(string(l.buf[:i]))
+		l.buf = l.buf[i+1:]
+	}
+	if len(l.buf) > 16<<10 {
+		l.emit(string(l.buf))
+		l.buf = l.buf[:0]
+	}
+	return len(p), nil
+}
+
+func (l *lineLogger) flush() {
+	if len(l.buf) > 0 {
+		l.emit(string(l.buf))
+		l.buf = nil
+	}
+}
+
+func (l *lineLogger) emit(line string) {
+	if line = strings.TrimSpace(line); line != "" {
+		l.log.Debug(line)
+	}
+}

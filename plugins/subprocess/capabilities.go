@@ -1,0 +1,87 @@
+package main
+
+import (
+	"sort"
+
+	"github.com/orqest/sandbox/shared"
+	"github.com/orqest/sandbox/shared/pyrunner"
+)
+
+// Capabilities tier 1 declares beyond the ones in shared/types.go. Each
+// names one sealing layer; Info lists a capability only when the layer is
+// really in force on this machine.
+const (
+	CapSeccomp          shared.Capability = "seccomp"
+	CapNoNewPrivs       shared.Capability = "no_new_privs"
+	CapUserNamespace    shared.Capability = "user_namespace"
+	CapNetworkNamespace shared.Capability = "network_namespace"
+	CapLandlockFS       shared.Capability = "landlock_filesystem"
+	CapLandlockNet      shared.Capability = "landlock_network"
+	CapLandlockScope    shared.Capability = "landlock_scope"
+	CapUnprivilegedUID  shared.Capability = "unprivileged_uid"
+	CapEmptyEnvironment shared.Capability = "empty_environment"
+)
+
+// layerCaps maps a runner sealing layer to the capability it provides.
+var layerCaps = map[string]shared.Capability{
+	pyrunner.LayerNoNewPrivs:      CapNoNewPrivs,
+	pyrunner.LayerUnprivilegedUID: CapUnprivilegedUID,
+	pyrunner.LayerUserNamespace:   CapUserNamespace,
+	pyrunner.LayerNetNamespace:    CapNetworkNamespace,
+	pyrunner.LayerLandlockFS:      CapLandlockFS,
+	pyrunner.LayerLandlockNet:     CapLandlockNet,
+	pyrunner.LayerLandlockScope:   CapLandlockScope,
+	pyrunner.LayerSeccomp:         CapSeccomp,
+}
+
+// baseCaps are enforced by the Go side and rlimits on every Linux host.
+var baseCaps = []shared.Capability{
+	shared.CapMemoryLimit,
+	shared.CapCPULimit,
+	shared.CapWallClockTimeout,
+	shared.CapProcessIsolation,
+	shared.CapFreshProcess,
+	shared.CapOutputLimit,
+	CapEmptyEnvironment,
+}
+
+// sealCaps turns the layers in force into capabilities, including the two
+// summary ones: network_isolation (a network namespace with no interface
+// up, or a seccomp filter that denies socket(2)) and filesystem_isolation
+// (Landlock: read the stdlib only, write nothing).
+func sealCaps(layers []string) []shared.Capability {
+	in := map[string]bool{}
+	for _, l := range layers {
+		in[l] = true
+	}
+	var caps []shared.Capability
+	if in[pyrunner.LayerNetNamespace] || in[pyrunner.LayerSeccomp] {
+		caps = append(caps, shared.CapNetworkIsolation)
+	}
+	if in[pyrunner.LayerLandlockFS] {
+		caps = append(caps, shared.CapFilesystemIsolation)
+	}
+	for _, l := range pyrunner.Layers {
+		if in[l] {
+			caps = append(caps, layerCaps[l])
+		}
+	}
+	return caps
+}
+
+// knownCaps lists every capability `require` may name.
+func knownCaps() []string {
+	seen := map[shared.Capability]bool{shared.CapNetworkIsolation: true, shared.CapFilesystemIsolation: true}
+	for _, c := range baseCaps {
+		seen[c] = true
+	}
+	for _, c := range layerCaps {
+		seen[c] = true
+	}
+	out := make([]string, 0, len(seen))
+	for c := range seen {
+		out = append(out, string(c))
+	}
+	sort.Strings(out)
+	return out
+}

@@ -1,0 +1,128 @@
+package pyrunner_test
+
+// The run-time half on its own: these tests weaken the in-child checker's
+// table (the Go validator is not in this path) so that attack code reaches
+// the runner, and assert that the module views, the guarded helpers, the
+// C-import path of the shim and the audit hook stop the attack's goal.
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/orqest/sandbox/shared/pyrunner"
+	"github.com/orqest/sandbox/validator"
+)
+
+// weakRules returns the rules table with the given dunders allowed, the
+// given names removed from forbidden_attributes and forbidden_names, and
+// extra names added to safe_builtins.
+func weakRules(t *testing.T, dunders, unforbid, builtins []string) json.RawMessage {
+	t.Helper()
+	var m map[string]any
+	if err := json.Unmarshal(validator.RulesJSON(), &m); err != nil {
+		t.Fatal(err)
+	}
+	d := m["dunder"].(map[string]any)
+	allow := d["allow"].([]any)
+	for _, x := range dunders {
+		allow = append(allow, x)
+	}
+	d["allow"] = allow
+	fa := m["forbidden_attributes"].(map[string]any)
+	fn := m["forbidden_names"].(map[string]any)
+	for _, x := range unforbid {
+		delete(fa, x)
+		delete(fn, x)
+	}
+	sb := m["safe_builtins"].([]any)
+	for _, x := range builtins {
+		sb = append(sb, x)
+	}
+	m["safe_builtins"] = sb
+	b, _ := json.Marshal(m)
+	return b
+}
+
+func TestAuditHookStopsFramesWithoutStaticRules(t *testing.T) {
+	rules := weakRules(t, []string{"__traceback__"}, []string{"tb_frame", "gi_frame", "f_globals"}, nil)
+	for _, code := range []string{
+		"try:\n    1 / 0\nexcept Exception as e:\n    return str(e.__traceback__.tb_frame.f_globals)",
+		"def g():\n    yield 1\nreturn str(g().gi_frame.f_globals)",
+	} {
+		resp, _, _ := run(t, pyrunner.Request{Code: code, Rules: rules})
+		if resp.Success || !strings.Contains(resp.Error, "sandbox: introspection") {
+			t.Fatalf("%q: want the audit hook to refuse, got success=%v %s: %s", code, resp.Success, resp.ErrorKind, resp.Error)
+		}
+	}
+}
+
+func TestAuditHookStopsOpenWithoutStaticRules(t *testing.T) {
+	secret := "CANARY-runtime-open"
+	f := filepath.Join(t.TempDir(), "canary")
+	if err := os.WriteFile(f, []byte(secret), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	rules := weakRules(t, nil, []string{"open"}, []string{"open"})
+	resp, _, _ := run(t, pyrunner.Request{Code: "return open(" + strconvQuote(f) + ").read()", Rules: rules})
+	if resp.Success || strings.Contains(string(resp.Output)+resp.Error, secret) || !strings.Contains(resp.Error, "is not allowed") {
+		t.Fatalf("open not refused: success=%v output=%s error=%s", resp.Success, resp.Output, resp.Error)
+	}
+	// Benign neighbour: a C-level import still reads the stdlib.
+	resp, _, _ = run(t, pyrunner.Request{Code: "import datetime\nreturn str(datetime.datetime.strptime('2020-02-03', '%Y-%m-%d').date())",
+		AllowedImports: []string{"datetime"}, Rules: rules})
+	wantOutput(t, resp, `"2020-02-03"`)
+}
+
+func TestModuleViewsDropForbiddenNames(t *testing.T) {
+	// With __dict__ allowed statically, the view's own namespace shows what
+	// user code can get from an allowed module.
+	rules := weakRules(t, []string{"__dict__"}, nil, nil)
+	resp, _, _ := run(t, pyrunner.Request{
+		Code: "import operator, string, typing, enum, re\nd = {}\nfor m in (operator, string, typing, enum, re):\n" +
+			"    d[m.__name__] = sorted(k for k in m.__dict__ if k in ('attrgetter', 'methodcaller', 'itemgetter', 'Formatter', 'Template', 'get_type_hints', 'ForwardRef', 'NamedTupleMeta', 'global_enum', 'EnumType', 'Enum', 'sys', 'enum', 'functools', '_compiler'))\nreturn d",
+		AllowedImports: []string{"operator", "string", "typing", "enum", "re"}, Rules: rules})
+	wantOutput(t, resp, `{"operator": ["itemgetter"], "string": ["Template"], "typing": [], "enum": ["Enum"], "re": ["enum"]}`)
+}
+
+func TestGuardedFunctoolsHelpers(t *testing.T) {
+	cases := []struct{ code, want string }{
+		// the escapes: refused at run time even though the code passes the checker
+		{"import functools, json\ndef g():\n    pass\nD = '_' * 2\ntry:\n    functools.update_wrapper(g, json.loads, (), [D + 'globals' + D])\nexcept TypeError as e:\n    return 'refused'\nreturn 'escaped'", `"refused"`},
+		{"import functools, json\ndef e():\n    'x'\ntry:\n    functools.update_wrapper(json.loads, e)\nexcept TypeError:\n    return json.loads.__doc__ != 'x'\nreturn False", `true`},
+		{"import functools\ns = 'print'\n@functools.singledispatch\ndef d(x):\n    return 0\ndef h(x: s):\n    return 1\ntry:\n    d.register(h)\nexcept TypeError:\n    return 'refused'\nreturn 'evaluated'", `"refused"`},
+		// benign neighbours
+		{"import functools\ndef deco(f):\n    @functools.wraps(f)\n    def w(*a):\n        return f(*a)\n    return w\n@deco\ndef add(a, b):\n    return a + b\nreturn [add(1, 2), add.__name__]", `[3, "add"]`},
+		{"import functools\n@functools.singledispatch\ndef d(x):\n    return 'obj'\n@d.register\ndef _(x: int):\n    return 'int'\nreturn [d(1), d('a')]", `["int", "obj"]`},
+	}
+	for _, c := range cases {
+		resp, _, _ := run(t, pyrunner.Request{Code: c.code, AllowedImports: []string{"functools", "json"}})
+		wantOutput(t, resp, c.want)
+	}
+}
+
+func TestCImportsDoNotWidenUserImports(t *testing.T) {
+	// datetime's C code imports _strptime and time through the frame's
+	// __import__; that works with only datetime allowed, and hands the user
+	// nothing: the user's own `import time` is still refused.
+	resp, _, _ := run(t, pyrunner.Request{Code: "import datetime\nd = datetime.datetime.strptime('2021', '%Y')\nreturn d.strftime('%Y')", AllowedImports: []string{"datetime"}})
+	wantOutput(t, resp, `"2021"`)
+	resp, _, _ = run(t, pyrunner.Request{Code: "import datetime\ndatetime.datetime.strptime('2021', '%Y')\nimport time\nreturn 1", AllowedImports: []string{"datetime"}})
+	if resp.Success {
+		t.Fatal("import time succeeded with only datetime allowed")
+	}
+	out := pyUnit(t, `
+shim, real, allowed = ns['_orq_make_import'](['re'])
+print(shim('time', {}, {}, [], 0))
+try:
+    shim('time', {}, {}, None, 0)
+    print('handed out')
+except ImportError:
+    print('denied')
+`)
+	if out != "None\ndenied\n" {
+		t.Fatalf("got %q", out)
+	}
+}
