@@ -29,7 +29,7 @@ sandbox "tier1" {
   plugin = "subprocess"
   policy = "default"
   config {
-    mode   = "spawn"
+    mode   = "forkserver" # the default: a warm zygote forks a fresh sealed child per call
     python = "/usr/bin/python3"
   }
 }
@@ -37,4 +37,8 @@ sandbox "tier1" {
 sandbox "strict" {
   plugin = "subprocess"
   policy = "strict"
+  config {
+    mode    = "spawn"                                        # one fresh python3 per call
+    require = ["network_isolation", "filesystem_isolation"] # refuse to start without them
+  }
 }

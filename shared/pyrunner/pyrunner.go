@@ -123,6 +123,10 @@ type ForkServerConfig struct {
 	// start with them imported.
 	Preload []string `json:"preload,omitempty"`
 	Seal    *Seal    `json:"seal,omitempty"`
+	// Pool is how many children the zygote keeps pre-forked, warmed up and
+	// sealed, waiting for an execution (0 means 2; at most 8). Each serves
+	// exactly one execution.
+	Pool int `json:"pool,omitempty"`
 	// Rules is the rules table, parsed once by the zygote: a request whose
 	// rules are JSON null (RulesFromServer) uses it.
 	Rules json.RawMessage `json:"rules,omitempty"`
@@ -152,6 +156,10 @@ type Request struct {
 	// Seal, when set, makes the spawn-mode runner seal itself before it
 	// runs the code (a fork-server child is sealed by its zygote's config).
 	Seal *Seal `json:"seal,omitempty"`
+	// ExtraSysPath lists directories appended to sys.path (after the
+	// stdlib) before the allowed imports are loaded: a tier-2 agent's venv
+	// site-packages, which -S keeps site.py from adding.
+	ExtraSysPath []string `json:"extra_sys_path,omitempty"`
 }
 
 // Response is what the child writes to fd 3.

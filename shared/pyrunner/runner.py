@@ -379,6 +379,12 @@ def _orq_execute_one(req):
         if not isinstance(args, dict):
             return respond("invalid_args", "args must be a JSON object")
         allowed_imports = list(req.get("allowed_imports") or [])
+        # extra_sys_path (e.g. a tier-2 agent's venv site-packages: -S skips
+        # site.py) goes after the stdlib, so it cannot shadow stdlib modules.
+        import sys
+        for p in req.get("extra_sys_path") or ():
+            if isinstance(p, str) and p and p not in sys.path:
+                sys.path.append(p)
         rules = req.get("rules") or {}
         max_out = int(req.get("max_output_bytes") or 0)
 
