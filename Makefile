@@ -63,9 +63,10 @@ bench: build image bench-go bench-system
 bench-go:
 	$(GO) test -run '^$$' -bench . -benchmem -count=1 ./validator/ ./plugins/... ./host/
 
+BENCH_SANDBOXES ?= inprocess,forkserver,spawn,docker
 bench-system:
-	$(BIN)/orqest-sandbox bench -n 200 --concurrency 1
-	$(BIN)/orqest-sandbox bench -n 200 --concurrency 2
+	$(BIN)/orqest-sandbox bench --config bench.hcl --sandbox $(BENCH_SANDBOXES) -n 300 --concurrency 1
+	$(BIN)/orqest-sandbox bench --config bench.hcl --sandbox $(BENCH_SANDBOXES) -n 300 --concurrency 2
 
 fuzz:
 	$(GO) test -run '^$$' -fuzz FuzzCheck -fuzztime 60s ./validator/

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/orqest/sandbox/host"
 	"github.com/orqest/sandbox/internal/loadtest"
@@ -67,8 +68,22 @@ func cmdBench(ctx context.Context, e *env, args []string) int {
 		if err != nil {
 			return reportErr(e, fmt.Errorf("sandbox %q: %w", name, err))
 		}
+		// A session tier (tier 2) runs the load inside one open session and
+		// reports what opening it cost.
+		var sessionID string
+		var openMS float64
+		if info.Has(shared.CapSessions) {
+			t0 := time.Now()
+			o, err := sb.Open(ctx, shared.OpenRequest{UserID: "bench", SessionID: fmt.Sprintf("bench-%d", time.Now().UnixNano())})
+			if err != nil {
+				return reportErr(e, fmt.Errorf("sandbox %q: open session: %w", name, err))
+			}
+			openMS = float64(time.Since(t0).Microseconds()) / 1000
+			sessionID = o.SessionID
+			defer sb.CloseSession(context.WithoutCancel(ctx), sessionID)
+		}
 		call := func(ctx context.Context) error {
-			res, err := sb.Execute(ctx, shared.ExecuteRequest{Code: benchBody, Args: argsJSON})
+			res, err := sb.Execute(ctx, shared.ExecuteRequest{Code: benchBody, Args: argsJSON, SessionID: sessionID, UserID: "bench"})
 			if err != nil {
 				return err
 			}
@@ -90,18 +105,25 @@ func cmdBench(ctx context.Context, e *env, args []string) int {
 			label = fmt.Sprintf("tier%d/%s", info.Tier, name)
 		}
 		r := loadtest.Run(ctx, label, n, conc, call)
+		r.OpenMS = openMS
 		results = append(results, r)
 	}
 	if !noBaseline {
 		base := loadtest.NaiveBaseline(python, benchBody, benchArgs, benchWant)
 		results = append(results, loadtest.Run(ctx, "naive-python3-per-call", n, conc, base))
+		floor, err := loadtest.ForkFloor(ctx, python, n)
+		if err != nil {
+			return reportErr(e, err)
+		}
+		floor.Concurrency = conc
+		results = append(results, floor)
 	}
 	if asJSON {
 		enc := json.NewEncoder(e.stdout)
 		enc.SetIndent("", "  ")
 		_ = enc.Encode(map[string]any{"results": results})
 	} else {
-		fmt.Fprint(e.stdout, loadtest.Table(results, "naive-python3-per-call"))
+		fmt.Fprint(e.stdout, loadtest.Table(results, "naive-python3-per-call", "python-fork-floor"))
 	}
 	for _, r := range results {
 		if r.Errors > 0 {

@@ -21,8 +21,8 @@ func TestBenchJSON(t *testing.T) {
 	if err := json.Unmarshal([]byte(r.stdout), &out); err != nil {
 		t.Fatalf("not JSON: %v\n%s", err, r.stdout)
 	}
-	if len(out.Results) != 2 {
-		t.Fatalf("want sandbox + baseline rows, got %v", out.Results)
+	if len(out.Results) != 3 {
+		t.Fatalf("want sandbox, baseline and fork-floor rows, got %v", out.Results)
 	}
 	for _, row := range out.Results {
 		for _, k := range []string{"name", "p50_ms", "p99_ms", "throughput_per_s", "n", "concurrency"} {

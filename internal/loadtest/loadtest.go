@@ -133,26 +133,76 @@ func NaiveBaseline(python, code string, args map[string]any, want string) Call {
 	}
 }
 
-// Table renders results side by side, with each row's p50 as a ratio of the
-// baseline row's (the row named baseline).
-func Table(rs []Result, baseline string) string {
-	var base float64
+// Table renders results side by side with two ratios per row: vs_naive, how
+// many times faster than the naive baseline row (its p50 over the row's), and
+// x_floor, how many times the fork+exit+wait floor row the row's p50 costs.
+func Table(rs []Result, naive, floor string) string {
+	var base, fl float64
 	for _, r := range rs {
-		if r.Name == baseline {
+		switch r.Name {
+		case naive:
 			base = r.P50MS
+		case floor:
+			fl = r.P50MS
 		}
 	}
 	var b bytes.Buffer
-	fmt.Fprintf(&b, "%-28s %6s %5s %9s %9s %11s %10s %7s\n", "name", "n", "conc", "p50_ms", "p99_ms", "calls/s", "vs_naive", "errors")
+	fmt.Fprintf(&b, "%-28s %6s %5s %9s %9s %10s %9s %8s %7s %9s\n", "name", "n", "conc", "p50_ms", "p99_ms", "calls/s", "vs_naive", "x_floor", "errors", "open_ms")
 	for _, r := range rs {
-		ratio := "-"
+		ratio, xf, open := "-", "-", "-"
 		if base > 0 && r.P50MS > 0 {
 			ratio = fmt.Sprintf("%.2fx", base/r.P50MS)
 		}
-		fmt.Fprintf(&b, "%-28s %6d %5d %9.2f %9.2f %11.1f %10s %7d\n", r.Name, r.N, r.Concurrency, r.P50MS, r.P99MS, r.ThroughputPerS, ratio, r.Errors)
-		if r.OpenMS > 0 {
-			fmt.Fprintf(&b, "%-28s open_ms=%.1f\n", "", r.OpenMS)
+		if fl > 0 && r.P50MS > 0 {
+			xf = fmt.Sprintf("%.1fx", r.P50MS/fl)
 		}
+		if r.OpenMS > 0 {
+			open = fmt.Sprintf("%.1f", r.OpenMS)
+		}
+		fmt.Fprintf(&b, "%-28s %6d %5d %9.2f %9.2f %10.1f %9s %8s %7d %9s\n", r.Name, r.N, r.Concurrency, r.P50MS, r.P99MS, r.ThroughputPerS, ratio, xf, r.Errors, open)
 	}
 	return b.String()
+}
+
+// forkFloorScript measures, inside one warm interpreter, what a fork-server
+// cannot go below: os.fork, the child's immediate os._exit, and waitpid.
+const forkFloorScript = `import os, sys, time, json
+n = int(sys.argv[1])
+lat = []
+t = time.perf_counter()
+for _ in range(n):
+    t0 = time.perf_counter()
+    pid = os.fork()
+    if pid == 0:
+        os._exit(0)
+    os.waitpid(pid, 0)
+    lat.append(time.perf_counter() - t0)
+total = time.perf_counter() - t
+print(json.dumps({"lat": lat, "total": total}))
+`
+
+// ForkFloor runs n fork+exit+wait cycles in one python process and returns
+// them as a Result named "python-fork-floor": the lower bound of a
+// fresh-process-per-call design, printed beside the tiers for scale.
+func ForkFloor(ctx context.Context, python string, n int) (Result, error) {
+	out, err := exec.CommandContext(ctx, python, "-I", "-S", "-c", forkFloorScript, fmt.Sprint(n)).Output()
+	if err != nil {
+		return Result{}, fmt.Errorf("fork floor: %w", err)
+	}
+	var m struct {
+		Lat   []float64 `json:"lat"`
+		Total float64   `json:"total"`
+	}
+	if err := json.Unmarshal(out, &m); err != nil {
+		return Result{}, fmt.Errorf("fork floor: %w", err)
+	}
+	ds := make([]time.Duration, len(m.Lat))
+	for i, s := range m.Lat {
+		ds[i] = time.Duration(s * float64(time.Second))
+	}
+	r := Result{Name: "python-fork-floor", N: len(ds), Concurrency: 1, P50MS: Percentile(ds, 50), P99MS: Percentile(ds, 99)}
+	if m.Total > 0 {
+		r.ThroughputPerS = round2(float64(len(ds)) / m.Total)
+	}
+	return r, nil
 }

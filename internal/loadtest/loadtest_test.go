@@ -66,8 +66,18 @@ func TestNaiveBaselineRunsRealPython(t *testing.T) {
 }
 
 func TestTableShowsRatio(t *testing.T) {
-	out := Table([]Result{{Name: "naive", P50MS: 40}, {Name: "tier1", P50MS: 20}}, "naive")
-	if !strings.Contains(out, "2.00x") {
+	out := Table([]Result{{Name: "naive", P50MS: 40}, {Name: "tier1", P50MS: 20}, {Name: "floor", P50MS: 0.5}}, "naive", "floor")
+	if !strings.Contains(out, "2.00x") || !strings.Contains(out, "40.0x") {
 		t.Fatalf("ratio missing:\n%s", out)
+	}
+}
+
+func TestForkFloorRealPython(t *testing.T) {
+	r, err := ForkFloor(context.Background(), "/usr/bin/python3", 20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.N != 20 || r.P50MS <= 0 || r.P99MS < r.P50MS || r.ThroughputPerS <= 0 {
+		t.Fatalf("implausible floor %+v", r)
 	}
 }

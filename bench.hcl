@@ -1,0 +1,33 @@
+# The policy `make bench` measures: every tier side by side, same body, same
+# limits. Tier 2 needs `make image` (make bench builds it).
+plugin_dir = "bin"
+
+policy "bench" {
+  allowed_imports  = []
+  timeout          = "5s"
+  memory_mb        = 128
+  max_output_bytes = 1048576
+}
+
+sandbox "inprocess" {
+  plugin = "inprocess"
+  policy = "bench"
+  unsafe = true # tier 0 has no isolation: opt-in is mandatory
+}
+
+sandbox "forkserver" {
+  plugin = "subprocess"
+  policy = "bench"
+  config { mode = "forkserver" }
+}
+
+sandbox "spawn" {
+  plugin = "subprocess"
+  policy = "bench"
+  config { mode = "spawn" }
+}
+
+sandbox "docker" {
+  plugin = "docker"
+  policy = "bench"
+}
