@@ -15,7 +15,8 @@
 #   docker build --build-arg BASE_IMAGE=python:3.11-slim -t orqest/agent-runtime:0.1.0 .
 #
 # The base only has to provide python3 (as /usr/bin/python3 or
-# /usr/local/bin/python3) and /bin/sh for the RUN step.
+# /usr/local/bin/python3) with its venv module (Debian: python3-venv; the
+# per-agent virtual environments) and /bin/sh for the RUN step.
 ARG BASE_IMAGE=orqest/python-base:bookworm
 FROM ${BASE_IMAGE}
 
@@ -37,7 +38,8 @@ RUN mkdir -p /data /workspace \
  && chmod 0444 /opt/orqest/rules.json \
  && /usr/local/bin/orqest-agent-runtime -version \
  && (test -x /usr/bin/python3 || test -x /usr/local/bin/python3) \
- && python3 -I -S -B -c 'import json, resource; print("python ok")'
+ && python3 -I -S -B -c 'import json, resource; print("python ok")' \
+ && python3 -I -c 'import venv; print("venv ok")'
 
 USER 1000:1000
 WORKDIR /workspace

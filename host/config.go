@@ -136,12 +136,14 @@ type PolicyConfig struct {
 
 	DefRange            hcl.Range `hcl:",def_range"`
 	AllowedImportsRange hcl.Range `hcl:"allowed_imports,attr_value_range"`
-	AllowDangerousRange hcl.Range `hcl:"allow_dangerous_imports,attr_value_range"`
-	TimeoutRange        hcl.Range `hcl:"timeout,attr_value_range"`
-	MemoryMBRange       hcl.Range `hcl:"memory_mb,attr_value_range"`
-	MaxOutputBytesRange hcl.Range `hcl:"max_output_bytes,attr_value_range"`
-	MaxCodeBytesRange   hcl.Range `hcl:"max_code_bytes,attr_value_range"`
-	MaxArgsBytesRange   hcl.Range `hcl:"max_args_bytes,attr_value_range"`
+	// AllowedPackagesRange locates allowed_packages (dependencies.go).
+	AllowedPackagesRange hcl.Range `hcl:"allowed_packages,attr_value_range"`
+	AllowDangerousRange  hcl.Range `hcl:"allow_dangerous_imports,attr_value_range"`
+	TimeoutRange         hcl.Range `hcl:"timeout,attr_value_range"`
+	MemoryMBRange        hcl.Range `hcl:"memory_mb,attr_value_range"`
+	MaxOutputBytesRange  hcl.Range `hcl:"max_output_bytes,attr_value_range"`
+	MaxCodeBytesRange    hcl.Range `hcl:"max_code_bytes,attr_value_range"`
+	MaxArgsBytesRange    hcl.Range `hcl:"max_args_bytes,attr_value_range"`
 }
 
 // SandboxConfig is a `sandbox "name" {}` block: a plugin, a policy and the
@@ -152,6 +154,9 @@ type SandboxConfig struct {
 	Policy string         `hcl:"policy,optional"`
 	Unsafe bool           `hcl:"unsafe,optional"`
 	Config *BackendConfig `hcl:"config,block"`
+	// Promotion is the per-user tool library's policy (library.go); only
+	// a plugin that declares the tool_library capability takes it.
+	Promotion *PromotionConfig `hcl:"promotion,block"`
 
 	DefRange    hcl.Range `hcl:",def_range"`
 	PluginRange hcl.Range `hcl:"plugin,attr_value_range"`
@@ -326,6 +331,7 @@ func (c *Config) check() hcl.Diagnostics {
 			continue
 		}
 		seenSandbox[s.Name] = s
+		diags = append(diags, s.Promotion.check()...) // library.go
 		if !pluginNameRe.MatchString(s.Plugin) {
 			diags = append(diags, errDiag(s.PluginRange, "Invalid plugin name",
 				fmt.Sprintf("Plugin name %q must be lower-case letters, digits, '.', '_' or '-'.", s.Plugin)))
@@ -374,6 +380,7 @@ func (p *PolicyConfig) resolve() (Policy, hcl.Diagnostics) {
 	pol.AllowedImports = append([]string(nil), p.AllowedImports...)
 	pol.AllowedPackages = append([]string(nil), p.AllowedPackages...)
 	pol.AllowDangerousImports = append([]string(nil), p.AllowDangerousImports...)
+	diags = append(diags, checkAllowedPackages(p)...) // dependencies.go
 	for _, m := range p.AllowedImports {
 		if m == "" || strings.ContainsAny(m, " \t/\\") {
 			diags = append(diags, errDiag(p.AllowedImportsRange, "Invalid module name",

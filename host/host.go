@@ -116,7 +116,9 @@ func Load(ctx context.Context, cfg *Config, opts ...Option) (*Host, error) {
 		o.logger = DefaultLogger()
 	}
 	if o.checker == nil {
-		o.checker = validator.New()
+		// The host's own validation (defence in depth before any plugin's),
+		// with a verdict cache: tools call the same bodies again and again.
+		o.checker = validator.New(validator.WithCache(validator.DefaultCacheSize))
 	}
 	if cfg.policies == nil {
 		// A Config built by hand rather than parsed: run the checks now.

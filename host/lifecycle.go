@@ -178,11 +178,15 @@ func (in *instance) get(ctx context.Context) (*launched, error) {
 			in.sb.Name, in.entry.Name, info.APIVersions, shared.APIVersion, shared.ErrFailedPrecondition)
 	}
 	cfgJSON, diags := decodeBackendConfig(in.sb, in.entry.Name, info.ConfigSchema)
+	cfgJSON, diags = addPromotion(in.sb, in.entry.Name, info, cfgJSON, diags) // library.go
 	if diags.HasErrors() {
 		l.kill()
 		return nil, &DiagnosticsError{Diagnostics: diags, Files: in.host.cfg.Files}
 	}
-	if _, err := l.impl.Configure(ctx, shared.ConfigureRequest{Config: cfgJSON, Unsafe: in.sb.Unsafe}); err != nil {
+	// The policy's allowed_packages go to the plugin once, at Configure (not
+	// per call): a backend installs only those, whatever a request says.
+	pol := in.host.cfg.SandboxPolicy(in.sb)
+	if _, err := l.impl.Configure(ctx, shared.ConfigureRequest{Config: cfgJSON, Unsafe: in.sb.Unsafe, AllowedPackages: pol.AllowedPackages}); err != nil {
 		l.kill()
 		r := in.sb.DefRange
 		return nil, fmt.Errorf("%s:%d:%d: sandbox %q: plugin %q refused its configuration: %w",

@@ -98,9 +98,15 @@ func (s *Sandbox) Validate(ctx context.Context, code string, extra ...string) er
 //     dangerous_imports: os, sys, subprocess, ...) that the policy does not
 //     acknowledge in allow_dangerous_imports: an error wrapping
 //     shared.ErrFailedPrecondition (see PolicyWarnings for the lint);
+//   - refuses Dependencies that are not in the policy's allowed_packages
+//     (PEP 503 names, optionally name==version): an error wrapping
+//     shared.ErrPermissionDenied that names the package; a malformed one
+//     wraps shared.ErrInvalidArgument;
 //   - checks sizes: code over max_code_bytes or args over max_args_bytes, or
 //     args that are not a JSON object, are errors wrapping
 //     shared.ErrInvalidArgument;
+//   - refuses Dependencies on a plugin that does not declare the
+//     "dependencies" capability (shared.ErrNotSupported);
 //   - validates in the host: a rejection is a result with Success false,
 //     ErrorKind "validation" and the Findings, and the plugin is not called.
 //
@@ -124,6 +130,16 @@ func (s *Sandbox) Execute(ctx context.Context, req shared.ExecuteRequest) (share
 			Limits:    limits,
 		}, nil
 	}
+	if len(req.Dependencies) > 0 {
+		info, err := s.inst.infoOf(ctx)
+		if err != nil {
+			return shared.ExecutionResult{}, err
+		}
+		if !info.Has(shared.CapDependencies) {
+			return shared.ExecutionResult{}, fmt.Errorf("sandbox %q: plugin %q does not install dependencies (no %q capability; use a session tier such as docker): %w",
+				s.cfg.Name, s.cfg.Plugin, shared.CapDependencies, shared.ErrNotSupported)
+		}
+	}
 	var resp shared.ExecuteResponse
 	start := time.Now()
 	err = s.inst.do(ctx, "Execute", func(p shared.Sandbox) error {
@@ -137,6 +153,7 @@ func (s *Sandbox) Execute(ctx context.Context, req shared.ExecuteRequest) (share
 		}
 		return shared.ExecutionResult{}, err
 	}
+	s.publish(resp.Events) // the backend's events (e.g. the tool library's) on the host bus; library.go
 	r := resp.Result
 	if len(r.Output) == 0 {
 		r.Output = json.RawMessage("null")
@@ -182,6 +199,12 @@ func (s *Sandbox) applyPolicy(req shared.ExecuteRequest) (shared.ExecuteRequest,
 	}
 	if err := p.checkDangerous(req.AllowedImports...); err != nil {
 		return req, err
+	}
+	// Dependencies: each must be in allowed_packages, else the call is
+	// refused here, before the plugin (fail closed; the plugin and its
+	// runtime check again against the list they got at Configure).
+	if _, err := shared.CheckDependencies(req.Dependencies, p.AllowedPackages); err != nil {
+		return req, fmt.Errorf("policy %q: %w", p.Name, err)
 	}
 	req.AllowedImports = s.AllowedImports(req.AllowedImports...)
 	return req, nil

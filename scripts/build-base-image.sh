@@ -2,12 +2,16 @@
 # build-base-image.sh — assemble the local Python base image for the tier-2
 # runtime image WITHOUT any image registry.
 #
-# It debootstraps a minimal Debian rootfs (variant minbase + python3) from the
+# It debootstraps a minimal Debian rootfs (variant minbase + PACKAGES below) from the
 # machine's own apt sources (the first URI in /etc/apt/sources.list{,.d}, or
 # $ORQEST_DEBIAN_MIRROR), trims caches and docs, and `docker import`s it.
 #
-#   scripts/build-base-image.sh            # builds $ORQEST_BASE_IMAGE unless it exists
-#   ORQEST_BASE_FORCE=1 scripts/build-base-image.sh   # rebuild even if it exists
+#   scripts/build-base-image.sh            # builds $ORQEST_BASE_IMAGE unless it is current
+#   ORQEST_BASE_FORCE=1 scripts/build-base-image.sh   # rebuild even if it is current
+#
+# The image carries the label org.orqest.base.packages = a hash of PACKAGES
+# (and the suite). An existing image whose label differs (an older package
+# list) is rebuilt, so adding a package here is picked up by `make image`.
 #
 # Environment:
 #   ORQEST_BASE_IMAGE    tag to build       (default orqest/python-base:bookworm)
@@ -23,9 +27,26 @@ set -euo pipefail
 IMAGE="${ORQEST_BASE_IMAGE:-orqest/python-base:bookworm}"
 step() { printf '==> [%s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
 
+# The Debian packages of the base. python3-venv gives `python3 -m venv` (the
+# per-agent virtual environments of the runtime; it is created with
+# --without-pip, wheels are installed by the runtime itself).
+PACKAGES="python3-minimal,python3,python3-venv"
+
+SUITE="${ORQEST_DEBIAN_SUITE:-}"
+if [[ -z "$SUITE" ]]; then
+	SUITE="$(. /etc/os-release 2>/dev/null && echo "${VERSION_CODENAME:-}")"
+	SUITE="${SUITE:-bookworm}"
+fi
+LABEL_KEY="org.orqest.base.packages"
+WANT="$(printf '%s %s' "$SUITE" "$PACKAGES" | sha256sum | cut -c1-16)"
+
 if [[ "${ORQEST_BASE_FORCE:-0}" != 1 ]] && docker image inspect "$IMAGE" >/dev/null 2>&1; then
-	step "base image $IMAGE already exists; skipping (ORQEST_BASE_FORCE=1 rebuilds)"
-	exit 0
+	HAVE="$(docker image inspect -f "{{index .Config.Labels \"$LABEL_KEY\"}}" "$IMAGE" 2>/dev/null || true)"
+	if [[ "$HAVE" == "$WANT" ]]; then
+		step "base image $IMAGE is current ($LABEL_KEY=$WANT); skipping (ORQEST_BASE_FORCE=1 rebuilds)"
+		exit 0
+	fi
+	step "base image $IMAGE has package-list hash '${HAVE:-none}', want $WANT ($PACKAGES): rebuilding"
 fi
 
 if ! command -v debootstrap >/dev/null 2>&1; then
@@ -35,12 +56,6 @@ fi
 if [[ $(id -u) -ne 0 ]]; then
 	echo "build-base-image: debootstrap needs root; run as root (or with sudo)" >&2
 	exit 1
-fi
-
-SUITE="${ORQEST_DEBIAN_SUITE:-}"
-if [[ -z "$SUITE" ]]; then
-	SUITE="$(. /etc/os-release 2>/dev/null && echo "${VERSION_CODENAME:-}")"
-	SUITE="${SUITE:-bookworm}"
 fi
 
 MIRROR="${ORQEST_DEBIAN_MIRROR:-}"
@@ -59,13 +74,13 @@ cleanup() { rm -rf "$WORK"; }
 trap cleanup EXIT
 
 start=$(date +%s)
-step "debootstrap $SUITE (minbase + python3) from $MIRROR into $ROOTFS"
+step "debootstrap $SUITE (minbase + $PACKAGES) from $MIRROR into $ROOTFS"
 # No --verbose: debootstrap prints one I: line per stage, which is the progress.
-debootstrap --variant=minbase --include=python3-minimal,python3 \
+debootstrap --variant=minbase --include="$PACKAGES" \
 	"$SUITE" "$ROOTFS" "$MIRROR" 2>&1 | sed -u 's/^/    /'
 
 step "checking python3 in the rootfs"
-chroot "$ROOTFS" /usr/bin/python3 -I -S -B -c 'import json, sys; print("    python", sys.version.split()[0])'
+chroot "$ROOTFS" /usr/bin/python3 -I -S -B -c 'import json, sys, venv; print("    python", sys.version.split()[0])'
 
 step "trimming apt caches, docs, man pages, locales"
 rm -rf "$ROOTFS"/var/cache/apt/archives/*.deb "$ROOTFS"/var/cache/apt/*.bin \
@@ -81,7 +96,8 @@ tar -C "$ROOTFS" --numeric-owner -c . | docker import \
 	--change 'ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin' \
 	--change 'ENV LANG=C.UTF-8' \
 	--change 'CMD ["/usr/bin/python3"]' \
-	--message "orqest python base: debootstrap $SUITE minbase + python3" \
+	--change "LABEL $LABEL_KEY=$WANT" \
+	--message "orqest python base: debootstrap $SUITE minbase + $PACKAGES" \
 	- "$IMAGE" >/dev/null
 
 step "done in $(( $(date +%s) - start ))s: $(docker image inspect -f '{{.Id}} {{.Size}} bytes' "$IMAGE")"

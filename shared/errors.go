@@ -22,6 +22,9 @@ var (
 	// ErrFailedPrecondition: the backend refuses in its current state (e.g. an
 	// unsafe backend that was not opted in).
 	ErrFailedPrecondition = errors.New("failed precondition")
+	// ErrPermissionDenied: the caller is not allowed to do this (a refused
+	// token, a dependency outside the policy's allowed_packages).
+	ErrPermissionDenied = errors.New("permission denied")
 	// ErrNotSupported: the backend does not implement this optional call.
 	ErrNotSupported = errors.New("not supported")
 	// ErrUnavailable: the backend cannot serve now (python missing, engine down).
@@ -65,6 +68,7 @@ var classCodes = []struct {
 	{ErrInvalidArgument, codes.InvalidArgument},
 	{ErrNotFound, codes.NotFound},
 	{ErrFailedPrecondition, codes.FailedPrecondition},
+	{ErrPermissionDenied, codes.PermissionDenied},
 	{ErrNotSupported, codes.Unimplemented},
 	{ErrUnavailable, codes.Unavailable},
 	{ErrPluginShutdown, codes.Aborted},
@@ -119,6 +123,8 @@ func FromGRPC(err error) error {
 		return &classedError{ErrNotFound, msg}
 	case codes.FailedPrecondition:
 		return &classedError{ErrFailedPrecondition, msg}
+	case codes.PermissionDenied:
+		return &classedError{ErrPermissionDenied, msg}
 	case codes.Unimplemented:
 		return &classedError{ErrNotSupported, msg}
 	case codes.Unavailable:

@@ -12,7 +12,7 @@ import (
 
 func TestErrorClassesSurviveGRPC(t *testing.T) {
 	for _, class := range []error{
-		ErrInvalidArgument, ErrNotFound, ErrFailedPrecondition, ErrNotSupported,
+		ErrInvalidArgument, ErrNotFound, ErrFailedPrecondition, ErrPermissionDenied, ErrNotSupported,
 		ErrUnavailable, ErrPluginShutdown, ErrInternal, context.DeadlineExceeded, context.Canceled,
 	} {
 		wrapped := fmt.Errorf("backend said: %w", class)

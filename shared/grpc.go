@@ -18,6 +18,7 @@ var (
 // plugin over gRPC and maps status codes back to this package's error classes.
 type GRPCClient struct {
 	client proto.SandboxClient
+	tools  proto.SessionToolsClient // nil: SessionTools calls are ErrNotSupported
 }
 
 // NewGRPCClient wraps a generated client. The go-plugin Plugin type uses it;
@@ -52,7 +53,7 @@ func (c *GRPCClient) Info(ctx context.Context, _ InfoRequest) (InfoResponse, err
 
 // Configure implements Sandbox.
 func (c *GRPCClient) Configure(ctx context.Context, req ConfigureRequest) (ConfigureResponse, error) {
-	_, err := c.client.Configure(ctx, &proto.ConfigureRequest{ConfigJson: req.Config, Unsafe: req.Unsafe})
+	_, err := c.client.Configure(ctx, &proto.ConfigureRequest{ConfigJson: req.Config, Unsafe: req.Unsafe, AllowedPackages: req.AllowedPackages})
 	return ConfigureResponse{}, FromGRPC(err)
 }
 
@@ -78,11 +79,12 @@ func (c *GRPCClient) Execute(ctx context.Context, req ExecuteRequest) (ExecuteRe
 		UserId:         req.UserID,
 		AgentId:        req.AgentID,
 		ToolName:       req.ToolName,
+		Dependencies:   req.Dependencies,
 	})
 	if err != nil {
 		return ExecuteResponse{}, FromGRPC(err)
 	}
-	return ExecuteResponse{Result: resultFromProto(r.GetResult())}, nil
+	return ExecuteResponse{Result: resultFromProto(r.GetResult()), Events: eventsFromProto(r.GetEvents())}, nil
 }
 
 // Open implements Sandbox.
@@ -132,7 +134,7 @@ func (s *GRPCServer) Info(ctx context.Context, _ *proto.InfoRequest) (*proto.Inf
 
 // Configure implements proto.SandboxServer.
 func (s *GRPCServer) Configure(ctx context.Context, req *proto.ConfigureRequest) (*proto.ConfigureResponse, error) {
-	_, err := s.Impl.Configure(ctx, ConfigureRequest{Config: json.RawMessage(req.GetConfigJson()), Unsafe: req.GetUnsafe()})
+	_, err := s.Impl.Configure(ctx, ConfigureRequest{Config: json.RawMessage(req.GetConfigJson()), Unsafe: req.GetUnsafe(), AllowedPackages: req.GetAllowedPackages()})
 	if err != nil {
 		return nil, ToGRPC(err)
 	}
@@ -161,11 +163,12 @@ func (s *GRPCServer) Execute(ctx context.Context, req *proto.ExecuteRequest) (*p
 		UserID:         req.GetUserId(),
 		AgentID:        req.GetAgentId(),
 		ToolName:       req.GetToolName(),
+		Dependencies:   req.GetDependencies(),
 	})
 	if err != nil {
 		return nil, ToGRPC(err)
 	}
-	return &proto.ExecuteResponse{Result: resultToProto(r.Result)}, nil
+	return &proto.ExecuteResponse{Result: resultToProto(r.Result), Events: eventsToProto(r.Events)}, nil
 }
 
 // Open implements proto.SandboxServer.

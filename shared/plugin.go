@@ -40,13 +40,20 @@ var _ plugin.GRPCPlugin = (*SandboxPlugin)(nil)
 
 // GRPCServer registers the backend on the plugin's gRPC server.
 func (p *SandboxPlugin) GRPCServer(_ *plugin.GRPCBroker, s *grpc.Server) error {
-	proto.RegisterSandboxServer(s, &GRPCServer{Impl: p.Impl})
+	srv := &GRPCServer{Impl: p.Impl}
+	proto.RegisterSandboxServer(s, srv)
+	if _, ok := p.Impl.(SessionTools); ok {
+		// Optional: absent, the host gets codes.Unimplemented.
+		proto.RegisterSessionToolsServer(s, &GRPCToolsServer{Impl: p.Impl.(SessionTools)})
+	}
 	return nil
 }
 
 // GRPCClient returns the host-side Sandbox for a plugin connection.
 func (p *SandboxPlugin) GRPCClient(_ context.Context, _ *plugin.GRPCBroker, c *grpc.ClientConn) (interface{}, error) {
-	return NewGRPCClient(proto.NewSandboxClient(c)), nil
+	gc := NewGRPCClient(proto.NewSandboxClient(c))
+	gc.tools = proto.NewSessionToolsClient(c)
+	return gc, nil
 }
 
 // VersionedPlugins returns the plugin sets per protocol version for go-plugin's

@@ -63,6 +63,13 @@ const (
 	CapSessions            Capability = "sessions"
 	CapFreshProcess        Capability = "fresh_process_per_execution"
 	CapOutputLimit         Capability = "output_limit"
+	// CapToolLibrary: sessions keep a per-user tool library with promotion
+	// policies (a `promotion {}` block in the sandbox applies; see SessionTools).
+	CapToolLibrary Capability = "tool_library"
+	// CapDependencies: the backend installs ExecuteRequest.Dependencies
+	// (from the policy's allowed_packages only). The host refuses
+	// dependencies on a backend without it (ErrNotSupported).
+	CapDependencies Capability = "dependencies"
 )
 
 // InfoRequest asks a backend to describe itself.
@@ -107,6 +114,11 @@ type ConfigureRequest struct {
 	// Unsafe is true when the operator explicitly opted in to a backend
 	// without isolation (`unsafe = true`).
 	Unsafe bool
+	// AllowedPackages is the policy's allowed_packages: the only packages an
+	// ExecuteRequest may name in Dependencies. A backend that installs
+	// dependencies must refuse any other (fail closed); one that does not
+	// install dependencies refuses every non-empty Dependencies.
+	AllowedPackages []string
 }
 
 // ConfigureResponse is returned by Configure.
@@ -163,11 +175,83 @@ type ExecuteRequest struct {
 	UserID         string        // the framework-issued user, for session tiers
 	AgentID        string        // per-agent environment inside a session
 	ToolName       string        // names the invocation for a tool library
+	// Dependencies are packages (PEP 503 names, optionally "name==version")
+	// to install into the agent's environment before the code runs. Each
+	// must be in the policy's allowed_packages (ConfigureRequest.
+	// AllowedPackages); the host refuses any other with ErrPermissionDenied
+	// before calling the plugin. The code still imports a dependency only if
+	// it is also in AllowedImports.
+	Dependencies []string
 }
 
 // ExecuteResponse carries the result of one execution.
 type ExecuteResponse struct {
 	Result ExecutionResult
+	// Events are what the backend reports for the host's event bus during
+	// this call (e.g. "tool.promotion_pending", "tool.promoted" from a
+	// per-user tool library). The host publishes them on its Bus, stamped
+	// with the sandbox's name.
+	Events []Event
+}
+
+// Event is something a backend reports for the host's event bus. Type is a
+// dotted event name ("tool.promoted"); Payload is a JSON object.
+type Event struct {
+	Type    string
+	Payload json.RawMessage
+}
+
+// SessionTools is an optional interface of session backends whose sessions
+// serve more tools than execute (tier 2: the per-user tool library's
+// list_tools, promote_tool, forget_tool). A backend without it answers
+// codes.Unimplemented over gRPC, which the host sees as ErrNotSupported.
+//
+// The backend never stamps a scope above "agent" on its own: a caller that
+// needs operator scope mints an operator token with MintToken (the host's
+// MintOperatorToken) and passes it to CallTool, which forwards it as is.
+type SessionTools interface {
+	// MintToken returns a bearer token for a session with Scope "agent" or
+	// "operator", valid for TTL (0 means the backend's default).
+	MintToken(ctx context.Context, req MintTokenRequest) (MintTokenResponse, error)
+	// CallTool calls a tool of the session with the caller's Token. A
+	// refused token is ErrPermissionDenied; a tool's own failure is an
+	// error of its class.
+	CallTool(ctx context.Context, req CallToolRequest) (CallToolResponse, error)
+}
+
+// Token scopes of MintTokenRequest.
+const (
+	ScopeAgent    = "agent"
+	ScopeOperator = "operator"
+)
+
+// MintTokenRequest asks for a session token.
+type MintTokenRequest struct {
+	SessionID string
+	Scope     string
+	TTL       time.Duration
+}
+
+// MintTokenResponse carries a token.
+type MintTokenResponse struct {
+	Token     string
+	ExpiresAt time.Time
+}
+
+// CallToolRequest calls tool Tool of session SessionID with Arguments (a
+// JSON object) and the bearer Token.
+type CallToolRequest struct {
+	SessionID string
+	Tool      string
+	Arguments json.RawMessage
+	Token     string
+}
+
+// CallToolResponse carries the tool's result (JSON) and the events it
+// reported for the host's bus.
+type CallToolResponse struct {
+	Result json.RawMessage
+	Events []Event
 }
 
 // ErrorKind classifies why an execution did not succeed.

@@ -178,6 +178,7 @@ type Validator struct {
 	maxDepth int
 	timeout  time.Duration
 	parsers  chan *parser
+	cache    *verdictCache // nil: no cache (see WithCache)
 }
 
 var (
@@ -225,6 +226,21 @@ func (v *Validator) Check(ctx context.Context, code string, allowedImports []str
 	if ctx == nil {
 		ctx = context.Background()
 	}
+	if v.cache == nil {
+		return v.check(ctx, code, allowedImports)
+	}
+	k := cacheKey(code, allowedImports)
+	if f, ok := v.cache.get(k); ok {
+		return f
+	}
+	f := v.check(ctx, code, allowedImports)
+	if ctx.Err() == nil && cacheable(f) {
+		v.cache.put(k, f)
+	}
+	return f
+}
+
+func (v *Validator) check(ctx context.Context, code string, allowedImports []string) []shared.Finding {
 	if v.maxBytes > 0 && len(code) > v.maxBytes {
 		return []shared.Finding{{Rule: RuleCodeTooLarge, Line: 1, Column: 1,
 			Message: fmt.Sprintf("%s: %d bytes, the limit is %d", v.t.Rules[RuleCodeTooLarge].Message, len(code), v.maxBytes)}}

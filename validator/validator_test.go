@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"reflect"
 	"strings"
 	"sync"
 	"testing"
@@ -279,4 +280,44 @@ func ExampleValidator_Check() {
 		fmt.Println(f)
 	}
 	// Output: 1:8: import-not-allowed: this module is not in the allowed imports: module "os" ("os")
+}
+
+func TestCache(t *testing.T) {
+	ctx := context.Background()
+	v := New(WithCache(2))
+	plain := New()
+	bad := "import os\nreturn os.getcwd()"
+	good := "return 1 + 1"
+	for i := 0; i < 3; i++ {
+		for _, c := range []struct {
+			code  string
+			allow []string
+		}{{bad, nil}, {good, nil}, {bad, []string{"os"}}, {bad, []string{"os", "os"}}, {"return 1 +", nil}} {
+			got, want := v.Check(ctx, c.code, c.allow), plain.Check(ctx, c.code, c.allow)
+			if !reflect.DeepEqual(got, want) {
+				t.Fatalf("cached verdict for %q %v = %v, want %v", c.code, c.allow, got, want)
+			}
+		}
+	}
+	// Findings handed out are copies: changing them changes no later verdict.
+	f := v.Check(ctx, bad, nil)
+	if len(f) == 0 {
+		t.Fatal("want findings")
+	}
+	f[0].Rule = "changed"
+	if g := v.Check(ctx, bad, nil); g[0].Rule == "changed" {
+		t.Fatal("a caller changed a cached verdict")
+	}
+	// Bounded.
+	if n := v.cache.order.Len(); n > 2 {
+		t.Fatalf("cache holds %d entries, max 2", n)
+	}
+	// A cancelled check is not cached.
+	c := New(WithCache(8))
+	cctx, cancel := context.WithCancel(ctx)
+	cancel()
+	c.Check(cctx, "return 2", nil)
+	if n := c.cache.order.Len(); n != 0 {
+		t.Fatalf("a cancelled check was cached (%d entries)", n)
+	}
 }

@@ -70,6 +70,7 @@ var commands = []command{
 	{"policy", "check [F]: load a policy, launch its plugins, lint it", cmdPolicy},
 	{"bench", "measure whole-system latency and throughput against a naive baseline", cmdBench},
 	{"mcp", "serve [--http ADDR]: an MCP server (spawn_tool, run_python, spawned tools)", cmdMCP},
+	{"tools", "list|promote|forget --user U: manage a user's tool library (session tiers)", cmdTools},
 	{"version", "print the version", cmdVersion},
 }
 

@@ -100,7 +100,7 @@ func cmdRun(ctx context.Context, e *env, args []string) int {
 		return reportErr(e, err)
 	}
 	defer h.Close()
-	res, err := sb.Execute(ctx, req)
+	res, err := executeInSession(ctx, e, h, sb, req) // session tiers: Open, Execute, Close (tools.go)
 	if err != nil {
 		return reportErr(e, err)
 	}

@@ -8,7 +8,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -70,8 +73,17 @@ type Config struct {
 	AllowedOrigins *string `json:"allowed_origins"`
 	// OpenTimeout bounds container start to MCP initialize, e.g. "30s".
 	OpenTimeout string `json:"open_timeout"`
+	// WheelDir is an absolute host directory of wheels (*.whl), mounted
+	// read-only at rtproto.WheelMount: the package source of dependencies
+	// (only those in the policy's allowed_packages are installed).
+	WheelDir string `json:"wheel_dir"`
+	// Promotion is the tool library's policy: the sandbox's `promotion {}`
+	// block, which the host adds to this JSON (library.go).
+	Promotion *rtproto.Promotion `json:"promotion"`
 
 	openTimeout time.Duration
+	// allowedPackages is the policy's allowed_packages (ConfigureRequest).
+	allowedPackages []string
 }
 
 // DefaultImage is the runtime image of this plugin's version.
@@ -142,6 +154,8 @@ func (b *Backend) Info(context.Context, shared.InfoRequest) (shared.InfoResponse
 		shared.CapSessions,
 		shared.CapFreshProcess,
 		shared.CapOutputLimit,
+		shared.CapDependencies,
+		shared.CapToolLibrary,
 	}
 	if b.config().Network != NetworkNone {
 		caps = slices.DeleteFunc(caps, func(c shared.Capability) bool { return c == shared.CapNetworkIsolation })
@@ -161,6 +175,7 @@ func (b *Backend) Info(context.Context, shared.InfoRequest) (shared.InfoResponse
 			{Name: "network", Type: "string", Description: `"none" (default: no network, MCP over the attached stdio) or "bridge" (MCP over HTTP published on 127.0.0.1:<random>; the container can reach the network)`},
 			{Name: "allowed_origins", Type: "string", Description: `bridge mode: ORQEST_ALLOWED_ORIGINS for the runtime (default loopback origins; "" disables the Origin check)`},
 			{Name: "open_timeout", Type: "string", Description: `container start to MCP initialize bound (default "30s")`},
+			{Name: "wheel_dir", Type: "string", Description: "absolute host directory of pure-Python wheels, mounted read-only into the container: the source of `dependencies` (only the policy's allowed_packages are installed, into a per-agent venv)"},
 		},
 		Description: "Tier 2: one hardened container per session (cap-drop ALL, read-only root, user 1000:1000, pids/memory/cpu limits, no-new-privileges, no network, tmpfs /workspace, per-user volume /data) running an MCP runtime over the attached stdio; every call carries a per-session HS256 JWT.",
 	}, nil
@@ -200,6 +215,9 @@ func (b *Backend) Configure(ctx context.Context, req shared.ConfigureRequest) (s
 		cfg.WorkspaceMB = def.WorkspaceMB
 	}
 	cfg.openTimeout = def.openTimeout
+	if err := cfg.normalizePromotion(); err != nil { // library.go
+		return shared.ConfigureResponse{}, err
+	}
 	if cfg.OpenTimeout != "" {
 		d, err := time.ParseDuration(cfg.OpenTimeout)
 		if err != nil || d <= 0 {
@@ -207,6 +225,20 @@ func (b *Backend) Configure(ctx context.Context, req shared.ConfigureRequest) (s
 		}
 		cfg.openTimeout = d
 	}
+	if cfg.WheelDir != "" {
+		if !filepath.IsAbs(cfg.WheelDir) {
+			return shared.ConfigureResponse{}, fmt.Errorf("docker config: wheel_dir %q must be an absolute path: %w", cfg.WheelDir, shared.ErrInvalidArgument)
+		}
+		if st, err := os.Stat(cfg.WheelDir); err != nil || !st.IsDir() {
+			return shared.ConfigureResponse{}, fmt.Errorf("docker config: wheel_dir %q is not a directory: %v: %w", cfg.WheelDir, err, shared.ErrInvalidArgument)
+		}
+	}
+	for _, p := range req.AllowedPackages {
+		if _, err := shared.ParseRequirement(p); err != nil || strings.Contains(p, "==") {
+			return shared.ConfigureResponse{}, fmt.Errorf("docker config: allowed_packages entry %q is not a package name: %w", p, shared.ErrInvalidArgument)
+		}
+	}
+	cfg.allowedPackages = append([]string(nil), req.AllowedPackages...)
 	switch cfg.Network {
 	case NetworkNone, NetworkBridge:
 	default:
@@ -361,6 +393,9 @@ func (b *Backend) Execute(ctx context.Context, req shared.ExecuteRequest) (share
 	if err != nil {
 		return shared.ExecuteResponse{}, err
 	}
+	if err := checkToolName(req.ToolName); err != nil { // library.go
+		return shared.ExecuteResponse{}, err
+	}
 	if req.AgentID != "" {
 		if err := rtproto.CheckID("agent_id", req.AgentID); err != nil {
 			return shared.ExecuteResponse{}, fmt.Errorf("execute: %v: %w", err, shared.ErrInvalidArgument)
@@ -370,6 +405,11 @@ func (b *Backend) Execute(ctx context.Context, req shared.ExecuteRequest) (share
 		if err := rtproto.CheckID("user_id", req.UserID); err != nil {
 			return shared.ExecuteResponse{}, fmt.Errorf("execute: %v: %w", err, shared.ErrInvalidArgument)
 		}
+	}
+	// Dependencies: only the policy's allowed_packages (from Configure);
+	// the host checked already, the runtime checks again.
+	if _, err := shared.CheckDependencies(req.Dependencies, b.config().allowedPackages); err != nil {
+		return shared.ExecuteResponse{}, fmt.Errorf("execute: %w", err)
 	}
 	if findings := b.validator.Check(ctx, req.Code, req.AllowedImports); len(findings) > 0 {
 		timeout, memMB, maxOut := req.Timeout, req.MemoryMB, req.MaxOutputBytes
@@ -424,14 +464,17 @@ func (b *Backend) Execute(ctx context.Context, req shared.ExecuteRequest) (share
 		return shared.ExecuteResponse{}, fmt.Errorf("execute: session %q belongs to another user: %w", req.SessionID, shared.ErrInvalidArgument)
 	}
 
-	res, err := b.call(ctx, s, rtproto.ExecuteArgs{
+	var events []shared.Event // the tool library's events (library.go)
+	res, err := b.call(ctx, s, &events, rtproto.ExecuteArgs{
 		Code:           req.Code,
 		Args:           args,
 		AllowedImports: req.AllowedImports,
 		AgentID:        req.AgentID,
+		Dependencies:   req.Dependencies,
 		TimeoutS:       req.Timeout.Seconds(),
 		MemoryMB:       req.MemoryMB,
 		MaxOutputBytes: req.MaxOutputBytes,
+		ToolName:       req.ToolName,
 	}, req.Timeout)
 	if err != nil {
 		if s.dead() {
@@ -450,7 +493,7 @@ func (b *Backend) Execute(ctx context.Context, req shared.ExecuteRequest) (share
 		}
 		return shared.ExecuteResponse{}, err
 	}
-	return shared.ExecuteResponse{Result: res}, nil
+	return shared.ExecuteResponse{Result: res, Events: events}, nil
 }
 
 func randomHex(n int) string {

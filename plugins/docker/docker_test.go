@@ -417,8 +417,8 @@ func TestForgedTokens(t *testing.T) {
 	sort.Strings(names)
 	for _, n := range names {
 		out := call(rtproto.ToolExecute, rejected[n])
-		if !out.IsError || !strings.Contains(toolErr(out).Error(), "unauthorized") {
-			t.Errorf("%s token: execute_python not refused: %+v", n, out)
+		if !out.IsError || !strings.Contains(toolErr(out).Error(), "unauthorized") || !errors.Is(toolErr(out), shared.ErrPermissionDenied) {
+			t.Errorf("%s token: execute_python not refused with ErrPermissionDenied: %+v", n, out)
 		}
 	}
 	if out := call(rtproto.ToolExecute, good); out.IsError {
@@ -443,13 +443,13 @@ func TestForgedTokens(t *testing.T) {
 	if err != nil || !out.IsError || !errors.Is(toolErr(out), shared.ErrInvalidArgument) {
 		t.Errorf("agent_id ../escape: err=%v out=%+v", err, out)
 	}
-	// dependencies fail closed.
+	// dependencies fail closed: nothing is in allowed_packages here.
 	out, err = s.mcp.CallTool(ctx, &mcp.CallToolParams{
 		Name:      rtproto.ToolExecute,
 		Meta:      mcp.Meta{rtproto.MetaAuthorization: "Bearer " + good},
 		Arguments: rtproto.ExecuteArgs{Code: "return 1", Dependencies: []string{"requests"}},
 	})
-	if err != nil || !out.IsError || !errors.Is(toolErr(out), shared.ErrNotSupported) {
+	if err != nil || !out.IsError || !errors.Is(toolErr(out), shared.ErrPermissionDenied) {
 		t.Errorf("dependencies: err=%v out=%+v", err, out)
 	}
 }

@@ -108,11 +108,11 @@ func hardenedConfig(cfg Config, owner ownerInfo, user, sessionID string) (*conta
 		Tmpfs: map[string]string{
 			"/workspace": fmt.Sprintf("rw,nosuid,nodev,noexec,size=%dm,uid=1000,gid=1000,mode=0700", cfg.WorkspaceMB),
 		},
-		Mounts: []mount.Mount{{
+		Mounts: append([]mount.Mount{{
 			Type:   mount.TypeVolume,
 			Source: VolumeName(user),
 			Target: "/data",
-		}},
+		}}, wheelMounts(cfg)...), // the operator's wheel_dir, read-only (deps_plugin.go)
 		PortBindings: bridgePorts(cfg),
 		Resources: container.Resources{
 			Memory:     mem,
@@ -197,7 +197,7 @@ func (b *Backend) startSession(ctx context.Context, user, sessionID string) (_ *
 	if _, err := dc.ContainerStart(ctx, s.containerID, client.ContainerStartOptions{}); err != nil {
 		return nil, classifyDocker("open: starting the container", err)
 	}
-	hello, _ := json.Marshal(rtproto.Hello{Secret: secret, User: user, Session: sessionID})
+	hello, _ := json.Marshal(withPromotion(cfg, sessionHello(cfg, secret, user, sessionID))) // library.go
 	if _, err := s.hijack.Conn.Write(append(hello, '\n')); err != nil {
 		return nil, fmt.Errorf("open: sending the session secret to the runtime: %v: %w", err, shared.ErrUnavailable)
 	}
@@ -327,7 +327,7 @@ func shortID(id string) string {
 }
 
 // call runs execute_python in s with a fresh agent-scope token.
-func (b *Backend) call(ctx context.Context, s *session, args rtproto.ExecuteArgs, timeout time.Duration) (shared.ExecutionResult, error) {
+func (b *Backend) call(ctx context.Context, s *session, events *[]shared.Event, args rtproto.ExecuteArgs, timeout time.Duration) (shared.ExecutionResult, error) {
 	var res shared.ExecutionResult
 	if timeout <= 0 {
 		timeout = 5 * time.Second
@@ -361,6 +361,7 @@ func (b *Backend) call(ctx context.Context, s *session, args rtproto.ExecuteArgs
 	if out.IsError {
 		return res, toolErr(out)
 	}
+	*events = eventsFromMeta(out.Meta) // library.go
 	// The result is read from the text content, which carries the runtime's
 	// exact JSON: StructuredContent arrives decoded into `any`, which turns
 	// big integers into float64.
@@ -405,9 +406,15 @@ func toolErr(out *mcp.CallToolResult) error {
 		class = shared.ErrInvalidArgument
 	case "not_supported":
 		class = shared.ErrNotSupported
-	case "unauthorized":
-		// No permission class in shared/errors.go yet.
+	case "unauthorized", "permission_denied":
+		// A refused token, or a dependency outside allowed_packages.
+		class = shared.ErrPermissionDenied
+	case "failed_precondition":
 		class = shared.ErrFailedPrecondition
+	case "unavailable":
+		class = shared.ErrUnavailable
+	case "not_found":
+		class = shared.ErrNotFound
 	default:
 		class = shared.ErrInternal
 	}

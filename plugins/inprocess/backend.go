@@ -61,8 +61,7 @@ type Backend struct {
 	shared.NoSessions
 
 	logger       hclog.Logger
-	validator    *validator.Validator
-	clean        *cleanCache
+	validator    *validator.Validator // with a verdict cache (validator.WithCache)
 	maxCodeBytes int
 
 	mu         sync.RWMutex
@@ -91,8 +90,7 @@ func NewBackend(logger hclog.Logger) *Backend {
 	}
 	b := &Backend{
 		logger:       logger,
-		validator:    validator.New(),
-		clean:        newCleanCache(cleanCacheSize),
+		validator:    validator.New(validator.WithCache(validator.DefaultCacheSize)),
 		maxCodeBytes: fallbackMaxCodeBytes,
 	}
 	var table struct {
@@ -255,7 +253,7 @@ func (b *Backend) Validate(ctx context.Context, req shared.ValidateRequest) (sha
 	if err := b.checkCode(req.Code); err != nil {
 		return shared.ValidateResponse{}, err
 	}
-	return shared.ValidateResponse{Findings: b.clean.check(ctx, b.validator, req.Code, req.AllowedImports)}, nil
+	return shared.ValidateResponse{Findings: b.validator.Check(ctx, req.Code, req.AllowedImports)}, nil
 }
 
 // Execute validates req.Code and runs it on the embedded interpreter.
@@ -290,7 +288,7 @@ func (b *Backend) Execute(ctx context.Context, req shared.ExecuteRequest) (share
 	// inside one process.
 	limits := shared.Limits{TimeoutMS: timeout.Milliseconds(), MemoryMB: cfg.MemoryLimitMB, MaxOutputBytes: maxOut}
 
-	if findings := b.clean.check(ctx, b.validator, req.Code, req.AllowedImports); len(findings) > 0 {
+	if findings := b.validator.Check(ctx, req.Code, req.AllowedImports); len(findings) > 0 {
 		return shared.ExecuteResponse{Result: shared.ExecutionResult{
 			Success:    false,
 			Error:      (&shared.ValidationError{Findings: findings}).Error(),

@@ -147,7 +147,7 @@ func NewBackend(logger hclog.Logger) *Backend {
 	rules := validator.RulesJSON()
 	b := &Backend{
 		logger:       logger,
-		validator:    validator.New(),
+		validator:    validator.New(validator.WithCache(validator.DefaultCacheSize)),
 		rules:        json.RawMessage(rules),
 		maxCodeBytes: fallbackMaxCodeBytes,
 		cfg:          Config{Python: DefaultPython, Mode: DefaultMode},

@@ -223,11 +223,14 @@ func (x *InfoResponse) GetDescription() string {
 }
 
 type ConfigureRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	ConfigJson    []byte                 `protobuf:"bytes,1,opt,name=config_json,json=configJson,proto3" json:"config_json,omitempty"`
-	Unsafe        bool                   `protobuf:"varint,2,opt,name=unsafe,proto3" json:"unsafe,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	ConfigJson []byte                 `protobuf:"bytes,1,opt,name=config_json,json=configJson,proto3" json:"config_json,omitempty"`
+	Unsafe     bool                   `protobuf:"varint,2,opt,name=unsafe,proto3" json:"unsafe,omitempty"`
+	// Policy allowed_packages: the only packages an Execute may name in
+	// dependencies.
+	AllowedPackages []string `protobuf:"bytes,3,rep,name=allowed_packages,json=allowedPackages,proto3" json:"allowed_packages,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *ConfigureRequest) Reset() {
@@ -272,6 +275,13 @@ func (x *ConfigureRequest) GetUnsafe() bool {
 		return x.Unsafe
 	}
 	return false
+}
+
+func (x *ConfigureRequest) GetAllowedPackages() []string {
+	if x != nil {
+		return x.AllowedPackages
+	}
+	return nil
 }
 
 type ConfigureResponse struct {
@@ -494,8 +504,11 @@ type ExecuteRequest struct {
 	UserId         string                 `protobuf:"bytes,8,opt,name=user_id,json=userId,proto3" json:"user_id,omitempty"`
 	AgentId        string                 `protobuf:"bytes,9,opt,name=agent_id,json=agentId,proto3" json:"agent_id,omitempty"`
 	ToolName       string                 `protobuf:"bytes,10,opt,name=tool_name,json=toolName,proto3" json:"tool_name,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// Packages to install into the agent's environment before running
+	// (session tiers); each must be in the policy's allowed_packages.
+	Dependencies  []string `protobuf:"bytes,11,rep,name=dependencies,proto3" json:"dependencies,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ExecuteRequest) Reset() {
@@ -596,6 +609,13 @@ func (x *ExecuteRequest) GetToolName() string {
 		return x.ToolName
 	}
 	return ""
+}
+
+func (x *ExecuteRequest) GetDependencies() []string {
+	if x != nil {
+		return x.Dependencies
+	}
+	return nil
 }
 
 type Limits struct {
@@ -782,16 +802,70 @@ func (x *ExecutionResult) GetFindings() []*Finding {
 	return nil
 }
 
+// Event is something a backend reports for the host's event bus.
+type Event struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Type          string                 `protobuf:"bytes,1,opt,name=type,proto3" json:"type,omitempty"`
+	PayloadJson   []byte                 `protobuf:"bytes,2,opt,name=payload_json,json=payloadJson,proto3" json:"payload_json,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Event) Reset() {
+	*x = Event{}
+	mi := &file_sandbox_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Event) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Event) ProtoMessage() {}
+
+func (x *Event) ProtoReflect() protoreflect.Message {
+	mi := &file_sandbox_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Event.ProtoReflect.Descriptor instead.
+func (*Event) Descriptor() ([]byte, []int) {
+	return file_sandbox_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *Event) GetType() string {
+	if x != nil {
+		return x.Type
+	}
+	return ""
+}
+
+func (x *Event) GetPayloadJson() []byte {
+	if x != nil {
+		return x.PayloadJson
+	}
+	return nil
+}
+
 type ExecuteResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Result        *ExecutionResult       `protobuf:"bytes,1,opt,name=result,proto3" json:"result,omitempty"`
+	Events        []*Event               `protobuf:"bytes,2,rep,name=events,proto3" json:"events,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ExecuteResponse) Reset() {
 	*x = ExecuteResponse{}
-	mi := &file_sandbox_proto_msgTypes[11]
+	mi := &file_sandbox_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -803,7 +877,7 @@ func (x *ExecuteResponse) String() string {
 func (*ExecuteResponse) ProtoMessage() {}
 
 func (x *ExecuteResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sandbox_proto_msgTypes[11]
+	mi := &file_sandbox_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -816,12 +890,19 @@ func (x *ExecuteResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExecuteResponse.ProtoReflect.Descriptor instead.
 func (*ExecuteResponse) Descriptor() ([]byte, []int) {
-	return file_sandbox_proto_rawDescGZIP(), []int{11}
+	return file_sandbox_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *ExecuteResponse) GetResult() *ExecutionResult {
 	if x != nil {
 		return x.Result
+	}
+	return nil
+}
+
+func (x *ExecuteResponse) GetEvents() []*Event {
+	if x != nil {
+		return x.Events
 	}
 	return nil
 }
@@ -836,7 +917,7 @@ type OpenRequest struct {
 
 func (x *OpenRequest) Reset() {
 	*x = OpenRequest{}
-	mi := &file_sandbox_proto_msgTypes[12]
+	mi := &file_sandbox_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -848,7 +929,7 @@ func (x *OpenRequest) String() string {
 func (*OpenRequest) ProtoMessage() {}
 
 func (x *OpenRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sandbox_proto_msgTypes[12]
+	mi := &file_sandbox_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -861,7 +942,7 @@ func (x *OpenRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OpenRequest.ProtoReflect.Descriptor instead.
 func (*OpenRequest) Descriptor() ([]byte, []int) {
-	return file_sandbox_proto_rawDescGZIP(), []int{12}
+	return file_sandbox_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *OpenRequest) GetUserId() string {
@@ -887,7 +968,7 @@ type OpenResponse struct {
 
 func (x *OpenResponse) Reset() {
 	*x = OpenResponse{}
-	mi := &file_sandbox_proto_msgTypes[13]
+	mi := &file_sandbox_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -899,7 +980,7 @@ func (x *OpenResponse) String() string {
 func (*OpenResponse) ProtoMessage() {}
 
 func (x *OpenResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sandbox_proto_msgTypes[13]
+	mi := &file_sandbox_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -912,7 +993,7 @@ func (x *OpenResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OpenResponse.ProtoReflect.Descriptor instead.
 func (*OpenResponse) Descriptor() ([]byte, []int) {
-	return file_sandbox_proto_rawDescGZIP(), []int{13}
+	return file_sandbox_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *OpenResponse) GetSessionId() string {
@@ -931,7 +1012,7 @@ type CloseRequest struct {
 
 func (x *CloseRequest) Reset() {
 	*x = CloseRequest{}
-	mi := &file_sandbox_proto_msgTypes[14]
+	mi := &file_sandbox_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -943,7 +1024,7 @@ func (x *CloseRequest) String() string {
 func (*CloseRequest) ProtoMessage() {}
 
 func (x *CloseRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sandbox_proto_msgTypes[14]
+	mi := &file_sandbox_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -956,7 +1037,7 @@ func (x *CloseRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CloseRequest.ProtoReflect.Descriptor instead.
 func (*CloseRequest) Descriptor() ([]byte, []int) {
-	return file_sandbox_proto_rawDescGZIP(), []int{14}
+	return file_sandbox_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *CloseRequest) GetSessionId() string {
@@ -974,7 +1055,7 @@ type CloseResponse struct {
 
 func (x *CloseResponse) Reset() {
 	*x = CloseResponse{}
-	mi := &file_sandbox_proto_msgTypes[15]
+	mi := &file_sandbox_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -986,7 +1067,7 @@ func (x *CloseResponse) String() string {
 func (*CloseResponse) ProtoMessage() {}
 
 func (x *CloseResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sandbox_proto_msgTypes[15]
+	mi := &file_sandbox_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -999,7 +1080,239 @@ func (x *CloseResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CloseResponse.ProtoReflect.Descriptor instead.
 func (*CloseResponse) Descriptor() ([]byte, []int) {
-	return file_sandbox_proto_rawDescGZIP(), []int{15}
+	return file_sandbox_proto_rawDescGZIP(), []int{16}
+}
+
+type MintTokenRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	SessionId     string                 `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	Scope         string                 `protobuf:"bytes,2,opt,name=scope,proto3" json:"scope,omitempty"`
+	TtlMs         int64                  `protobuf:"varint,3,opt,name=ttl_ms,json=ttlMs,proto3" json:"ttl_ms,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MintTokenRequest) Reset() {
+	*x = MintTokenRequest{}
+	mi := &file_sandbox_proto_msgTypes[17]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MintTokenRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MintTokenRequest) ProtoMessage() {}
+
+func (x *MintTokenRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_sandbox_proto_msgTypes[17]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MintTokenRequest.ProtoReflect.Descriptor instead.
+func (*MintTokenRequest) Descriptor() ([]byte, []int) {
+	return file_sandbox_proto_rawDescGZIP(), []int{17}
+}
+
+func (x *MintTokenRequest) GetSessionId() string {
+	if x != nil {
+		return x.SessionId
+	}
+	return ""
+}
+
+func (x *MintTokenRequest) GetScope() string {
+	if x != nil {
+		return x.Scope
+	}
+	return ""
+}
+
+func (x *MintTokenRequest) GetTtlMs() int64 {
+	if x != nil {
+		return x.TtlMs
+	}
+	return 0
+}
+
+type MintTokenResponse struct {
+	state           protoimpl.MessageState `protogen:"open.v1"`
+	Token           string                 `protobuf:"bytes,1,opt,name=token,proto3" json:"token,omitempty"`
+	ExpiresAtUnixMs int64                  `protobuf:"varint,2,opt,name=expires_at_unix_ms,json=expiresAtUnixMs,proto3" json:"expires_at_unix_ms,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
+}
+
+func (x *MintTokenResponse) Reset() {
+	*x = MintTokenResponse{}
+	mi := &file_sandbox_proto_msgTypes[18]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MintTokenResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MintTokenResponse) ProtoMessage() {}
+
+func (x *MintTokenResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_sandbox_proto_msgTypes[18]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MintTokenResponse.ProtoReflect.Descriptor instead.
+func (*MintTokenResponse) Descriptor() ([]byte, []int) {
+	return file_sandbox_proto_rawDescGZIP(), []int{18}
+}
+
+func (x *MintTokenResponse) GetToken() string {
+	if x != nil {
+		return x.Token
+	}
+	return ""
+}
+
+func (x *MintTokenResponse) GetExpiresAtUnixMs() int64 {
+	if x != nil {
+		return x.ExpiresAtUnixMs
+	}
+	return 0
+}
+
+type CallToolRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	SessionId     string                 `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	Tool          string                 `protobuf:"bytes,2,opt,name=tool,proto3" json:"tool,omitempty"`
+	ArgumentsJson []byte                 `protobuf:"bytes,3,opt,name=arguments_json,json=argumentsJson,proto3" json:"arguments_json,omitempty"`
+	Token         string                 `protobuf:"bytes,4,opt,name=token,proto3" json:"token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CallToolRequest) Reset() {
+	*x = CallToolRequest{}
+	mi := &file_sandbox_proto_msgTypes[19]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CallToolRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CallToolRequest) ProtoMessage() {}
+
+func (x *CallToolRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_sandbox_proto_msgTypes[19]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CallToolRequest.ProtoReflect.Descriptor instead.
+func (*CallToolRequest) Descriptor() ([]byte, []int) {
+	return file_sandbox_proto_rawDescGZIP(), []int{19}
+}
+
+func (x *CallToolRequest) GetSessionId() string {
+	if x != nil {
+		return x.SessionId
+	}
+	return ""
+}
+
+func (x *CallToolRequest) GetTool() string {
+	if x != nil {
+		return x.Tool
+	}
+	return ""
+}
+
+func (x *CallToolRequest) GetArgumentsJson() []byte {
+	if x != nil {
+		return x.ArgumentsJson
+	}
+	return nil
+}
+
+func (x *CallToolRequest) GetToken() string {
+	if x != nil {
+		return x.Token
+	}
+	return ""
+}
+
+type CallToolResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	ResultJson    []byte                 `protobuf:"bytes,1,opt,name=result_json,json=resultJson,proto3" json:"result_json,omitempty"`
+	Events        []*Event               `protobuf:"bytes,2,rep,name=events,proto3" json:"events,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CallToolResponse) Reset() {
+	*x = CallToolResponse{}
+	mi := &file_sandbox_proto_msgTypes[20]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CallToolResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CallToolResponse) ProtoMessage() {}
+
+func (x *CallToolResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_sandbox_proto_msgTypes[20]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CallToolResponse.ProtoReflect.Descriptor instead.
+func (*CallToolResponse) Descriptor() ([]byte, []int) {
+	return file_sandbox_proto_rawDescGZIP(), []int{20}
+}
+
+func (x *CallToolResponse) GetResultJson() []byte {
+	if x != nil {
+		return x.ResultJson
+	}
+	return nil
+}
+
+func (x *CallToolResponse) GetEvents() []*Event {
+	if x != nil {
+		return x.Events
+	}
+	return nil
 }
 
 var File_sandbox_proto protoreflect.FileDescriptor
@@ -1020,11 +1333,12 @@ const file_sandbox_proto_rawDesc = "" +
 	"\fapi_versions\x18\x04 \x03(\x05R\vapiVersions\x12\"\n" +
 	"\fcapabilities\x18\x05 \x03(\tR\fcapabilities\x12G\n" +
 	"\rconfig_schema\x18\x06 \x03(\v2\".orqest.sandbox.v1.ConfigAttributeR\fconfigSchema\x12 \n" +
-	"\vdescription\x18\a \x01(\tR\vdescription\"K\n" +
+	"\vdescription\x18\a \x01(\tR\vdescription\"v\n" +
 	"\x10ConfigureRequest\x12\x1f\n" +
 	"\vconfig_json\x18\x01 \x01(\fR\n" +
 	"configJson\x12\x16\n" +
-	"\x06unsafe\x18\x02 \x01(\bR\x06unsafe\"\x13\n" +
+	"\x06unsafe\x18\x02 \x01(\bR\x06unsafe\x12)\n" +
+	"\x10allowed_packages\x18\x03 \x03(\tR\x0fallowedPackages\"\x13\n" +
 	"\x11ConfigureResponse\"}\n" +
 	"\aFinding\x12\x12\n" +
 	"\x04rule\x18\x01 \x01(\tR\x04rule\x12\x18\n" +
@@ -1036,7 +1350,7 @@ const file_sandbox_proto_rawDesc = "" +
 	"\x04code\x18\x01 \x01(\tR\x04code\x12'\n" +
 	"\x0fallowed_imports\x18\x02 \x03(\tR\x0eallowedImports\"J\n" +
 	"\x10ValidateResponse\x126\n" +
-	"\bfindings\x18\x01 \x03(\v2\x1a.orqest.sandbox.v1.FindingR\bfindings\"\xc0\x02\n" +
+	"\bfindings\x18\x01 \x03(\v2\x1a.orqest.sandbox.v1.FindingR\bfindings\"\xe4\x02\n" +
 	"\x0eExecuteRequest\x12\x12\n" +
 	"\x04code\x18\x01 \x01(\tR\x04code\x12\x1b\n" +
 	"\targs_json\x18\x02 \x01(\fR\bargsJson\x12'\n" +
@@ -1050,7 +1364,8 @@ const file_sandbox_proto_rawDesc = "" +
 	"\auser_id\x18\b \x01(\tR\x06userId\x12\x19\n" +
 	"\bagent_id\x18\t \x01(\tR\aagentId\x12\x1b\n" +
 	"\ttool_name\x18\n" +
-	" \x01(\tR\btoolName\"n\n" +
+	" \x01(\tR\btoolName\x12\"\n" +
+	"\fdependencies\x18\v \x03(\tR\fdependencies\"n\n" +
 	"\x06Limits\x12\x1d\n" +
 	"\n" +
 	"timeout_ms\x18\x01 \x01(\x03R\ttimeoutMs\x12\x1b\n" +
@@ -1071,9 +1386,13 @@ const file_sandbox_proto_rawDesc = "" +
 	"durationMs\x121\n" +
 	"\x06limits\x18\n" +
 	" \x01(\v2\x19.orqest.sandbox.v1.LimitsR\x06limits\x126\n" +
-	"\bfindings\x18\v \x03(\v2\x1a.orqest.sandbox.v1.FindingR\bfindings\"M\n" +
+	"\bfindings\x18\v \x03(\v2\x1a.orqest.sandbox.v1.FindingR\bfindings\">\n" +
+	"\x05Event\x12\x12\n" +
+	"\x04type\x18\x01 \x01(\tR\x04type\x12!\n" +
+	"\fpayload_json\x18\x02 \x01(\fR\vpayloadJson\"\x7f\n" +
 	"\x0fExecuteResponse\x12:\n" +
-	"\x06result\x18\x01 \x01(\v2\".orqest.sandbox.v1.ExecutionResultR\x06result\"E\n" +
+	"\x06result\x18\x01 \x01(\v2\".orqest.sandbox.v1.ExecutionResultR\x06result\x120\n" +
+	"\x06events\x18\x02 \x03(\v2\x18.orqest.sandbox.v1.EventR\x06events\"E\n" +
 	"\vOpenRequest\x12\x17\n" +
 	"\auser_id\x18\x01 \x01(\tR\x06userId\x12\x1d\n" +
 	"\n" +
@@ -1084,14 +1403,35 @@ const file_sandbox_proto_rawDesc = "" +
 	"\fCloseRequest\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\"\x0f\n" +
-	"\rCloseResponse2\xe6\x03\n" +
+	"\rCloseResponse\"^\n" +
+	"\x10MintTokenRequest\x12\x1d\n" +
+	"\n" +
+	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x14\n" +
+	"\x05scope\x18\x02 \x01(\tR\x05scope\x12\x15\n" +
+	"\x06ttl_ms\x18\x03 \x01(\x03R\x05ttlMs\"V\n" +
+	"\x11MintTokenResponse\x12\x14\n" +
+	"\x05token\x18\x01 \x01(\tR\x05token\x12+\n" +
+	"\x12expires_at_unix_ms\x18\x02 \x01(\x03R\x0fexpiresAtUnixMs\"\x81\x01\n" +
+	"\x0fCallToolRequest\x12\x1d\n" +
+	"\n" +
+	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x12\n" +
+	"\x04tool\x18\x02 \x01(\tR\x04tool\x12%\n" +
+	"\x0earguments_json\x18\x03 \x01(\fR\rargumentsJson\x12\x14\n" +
+	"\x05token\x18\x04 \x01(\tR\x05token\"e\n" +
+	"\x10CallToolResponse\x12\x1f\n" +
+	"\vresult_json\x18\x01 \x01(\fR\n" +
+	"resultJson\x120\n" +
+	"\x06events\x18\x02 \x03(\v2\x18.orqest.sandbox.v1.EventR\x06events2\xe6\x03\n" +
 	"\aSandbox\x12G\n" +
 	"\x04Info\x12\x1e.orqest.sandbox.v1.InfoRequest\x1a\x1f.orqest.sandbox.v1.InfoResponse\x12V\n" +
 	"\tConfigure\x12#.orqest.sandbox.v1.ConfigureRequest\x1a$.orqest.sandbox.v1.ConfigureResponse\x12S\n" +
 	"\bValidate\x12\".orqest.sandbox.v1.ValidateRequest\x1a#.orqest.sandbox.v1.ValidateResponse\x12P\n" +
 	"\aExecute\x12!.orqest.sandbox.v1.ExecuteRequest\x1a\".orqest.sandbox.v1.ExecuteResponse\x12G\n" +
 	"\x04Open\x12\x1e.orqest.sandbox.v1.OpenRequest\x1a\x1f.orqest.sandbox.v1.OpenResponse\x12J\n" +
-	"\x05Close\x12\x1f.orqest.sandbox.v1.CloseRequest\x1a .orqest.sandbox.v1.CloseResponseB(Z&github.com/orqest/sandbox/shared/protob\x06proto3"
+	"\x05Close\x12\x1f.orqest.sandbox.v1.CloseRequest\x1a .orqest.sandbox.v1.CloseResponse2\xbb\x01\n" +
+	"\fSessionTools\x12V\n" +
+	"\tMintToken\x12#.orqest.sandbox.v1.MintTokenRequest\x1a$.orqest.sandbox.v1.MintTokenResponse\x12S\n" +
+	"\bCallTool\x12\".orqest.sandbox.v1.CallToolRequest\x1a#.orqest.sandbox.v1.CallToolResponseB(Z&github.com/orqest/sandbox/shared/protob\x06proto3"
 
 var (
 	file_sandbox_proto_rawDescOnce sync.Once
@@ -1105,7 +1445,7 @@ func file_sandbox_proto_rawDescGZIP() []byte {
 	return file_sandbox_proto_rawDescData
 }
 
-var file_sandbox_proto_msgTypes = make([]protoimpl.MessageInfo, 16)
+var file_sandbox_proto_msgTypes = make([]protoimpl.MessageInfo, 21)
 var file_sandbox_proto_goTypes = []any{
 	(*InfoRequest)(nil),       // 0: orqest.sandbox.v1.InfoRequest
 	(*ConfigAttribute)(nil),   // 1: orqest.sandbox.v1.ConfigAttribute
@@ -1118,11 +1458,16 @@ var file_sandbox_proto_goTypes = []any{
 	(*ExecuteRequest)(nil),    // 8: orqest.sandbox.v1.ExecuteRequest
 	(*Limits)(nil),            // 9: orqest.sandbox.v1.Limits
 	(*ExecutionResult)(nil),   // 10: orqest.sandbox.v1.ExecutionResult
-	(*ExecuteResponse)(nil),   // 11: orqest.sandbox.v1.ExecuteResponse
-	(*OpenRequest)(nil),       // 12: orqest.sandbox.v1.OpenRequest
-	(*OpenResponse)(nil),      // 13: orqest.sandbox.v1.OpenResponse
-	(*CloseRequest)(nil),      // 14: orqest.sandbox.v1.CloseRequest
-	(*CloseResponse)(nil),     // 15: orqest.sandbox.v1.CloseResponse
+	(*Event)(nil),             // 11: orqest.sandbox.v1.Event
+	(*ExecuteResponse)(nil),   // 12: orqest.sandbox.v1.ExecuteResponse
+	(*OpenRequest)(nil),       // 13: orqest.sandbox.v1.OpenRequest
+	(*OpenResponse)(nil),      // 14: orqest.sandbox.v1.OpenResponse
+	(*CloseRequest)(nil),      // 15: orqest.sandbox.v1.CloseRequest
+	(*CloseResponse)(nil),     // 16: orqest.sandbox.v1.CloseResponse
+	(*MintTokenRequest)(nil),  // 17: orqest.sandbox.v1.MintTokenRequest
+	(*MintTokenResponse)(nil), // 18: orqest.sandbox.v1.MintTokenResponse
+	(*CallToolRequest)(nil),   // 19: orqest.sandbox.v1.CallToolRequest
+	(*CallToolResponse)(nil),  // 20: orqest.sandbox.v1.CallToolResponse
 }
 var file_sandbox_proto_depIdxs = []int32{
 	1,  // 0: orqest.sandbox.v1.InfoResponse.config_schema:type_name -> orqest.sandbox.v1.ConfigAttribute
@@ -1130,23 +1475,29 @@ var file_sandbox_proto_depIdxs = []int32{
 	9,  // 2: orqest.sandbox.v1.ExecutionResult.limits:type_name -> orqest.sandbox.v1.Limits
 	5,  // 3: orqest.sandbox.v1.ExecutionResult.findings:type_name -> orqest.sandbox.v1.Finding
 	10, // 4: orqest.sandbox.v1.ExecuteResponse.result:type_name -> orqest.sandbox.v1.ExecutionResult
-	0,  // 5: orqest.sandbox.v1.Sandbox.Info:input_type -> orqest.sandbox.v1.InfoRequest
-	3,  // 6: orqest.sandbox.v1.Sandbox.Configure:input_type -> orqest.sandbox.v1.ConfigureRequest
-	6,  // 7: orqest.sandbox.v1.Sandbox.Validate:input_type -> orqest.sandbox.v1.ValidateRequest
-	8,  // 8: orqest.sandbox.v1.Sandbox.Execute:input_type -> orqest.sandbox.v1.ExecuteRequest
-	12, // 9: orqest.sandbox.v1.Sandbox.Open:input_type -> orqest.sandbox.v1.OpenRequest
-	14, // 10: orqest.sandbox.v1.Sandbox.Close:input_type -> orqest.sandbox.v1.CloseRequest
-	2,  // 11: orqest.sandbox.v1.Sandbox.Info:output_type -> orqest.sandbox.v1.InfoResponse
-	4,  // 12: orqest.sandbox.v1.Sandbox.Configure:output_type -> orqest.sandbox.v1.ConfigureResponse
-	7,  // 13: orqest.sandbox.v1.Sandbox.Validate:output_type -> orqest.sandbox.v1.ValidateResponse
-	11, // 14: orqest.sandbox.v1.Sandbox.Execute:output_type -> orqest.sandbox.v1.ExecuteResponse
-	13, // 15: orqest.sandbox.v1.Sandbox.Open:output_type -> orqest.sandbox.v1.OpenResponse
-	15, // 16: orqest.sandbox.v1.Sandbox.Close:output_type -> orqest.sandbox.v1.CloseResponse
-	11, // [11:17] is the sub-list for method output_type
-	5,  // [5:11] is the sub-list for method input_type
-	5,  // [5:5] is the sub-list for extension type_name
-	5,  // [5:5] is the sub-list for extension extendee
-	0,  // [0:5] is the sub-list for field type_name
+	11, // 5: orqest.sandbox.v1.ExecuteResponse.events:type_name -> orqest.sandbox.v1.Event
+	11, // 6: orqest.sandbox.v1.CallToolResponse.events:type_name -> orqest.sandbox.v1.Event
+	0,  // 7: orqest.sandbox.v1.Sandbox.Info:input_type -> orqest.sandbox.v1.InfoRequest
+	3,  // 8: orqest.sandbox.v1.Sandbox.Configure:input_type -> orqest.sandbox.v1.ConfigureRequest
+	6,  // 9: orqest.sandbox.v1.Sandbox.Validate:input_type -> orqest.sandbox.v1.ValidateRequest
+	8,  // 10: orqest.sandbox.v1.Sandbox.Execute:input_type -> orqest.sandbox.v1.ExecuteRequest
+	13, // 11: orqest.sandbox.v1.Sandbox.Open:input_type -> orqest.sandbox.v1.OpenRequest
+	15, // 12: orqest.sandbox.v1.Sandbox.Close:input_type -> orqest.sandbox.v1.CloseRequest
+	17, // 13: orqest.sandbox.v1.SessionTools.MintToken:input_type -> orqest.sandbox.v1.MintTokenRequest
+	19, // 14: orqest.sandbox.v1.SessionTools.CallTool:input_type -> orqest.sandbox.v1.CallToolRequest
+	2,  // 15: orqest.sandbox.v1.Sandbox.Info:output_type -> orqest.sandbox.v1.InfoResponse
+	4,  // 16: orqest.sandbox.v1.Sandbox.Configure:output_type -> orqest.sandbox.v1.ConfigureResponse
+	7,  // 17: orqest.sandbox.v1.Sandbox.Validate:output_type -> orqest.sandbox.v1.ValidateResponse
+	12, // 18: orqest.sandbox.v1.Sandbox.Execute:output_type -> orqest.sandbox.v1.ExecuteResponse
+	14, // 19: orqest.sandbox.v1.Sandbox.Open:output_type -> orqest.sandbox.v1.OpenResponse
+	16, // 20: orqest.sandbox.v1.Sandbox.Close:output_type -> orqest.sandbox.v1.CloseResponse
+	18, // 21: orqest.sandbox.v1.SessionTools.MintToken:output_type -> orqest.sandbox.v1.MintTokenResponse
+	20, // 22: orqest.sandbox.v1.SessionTools.CallTool:output_type -> orqest.sandbox.v1.CallToolResponse
+	15, // [15:23] is the sub-list for method output_type
+	7,  // [7:15] is the sub-list for method input_type
+	7,  // [7:7] is the sub-list for extension type_name
+	7,  // [7:7] is the sub-list for extension extendee
+	0,  // [0:7] is the sub-list for field type_name
 }
 
 func init() { file_sandbox_proto_init() }
@@ -1160,9 +1511,9 @@ func file_sandbox_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_sandbox_proto_rawDesc), len(file_sandbox_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   16,
+			NumMessages:   21,
 			NumExtensions: 0,
-			NumServices:   1,
+			NumServices:   2,
 		},
 		GoTypes:           file_sandbox_proto_goTypes,
 		DependencyIndexes: file_sandbox_proto_depIdxs,

@@ -314,3 +314,149 @@ var Sandbox_ServiceDesc = grpc.ServiceDesc{
 	Streams:  []grpc.StreamDesc{},
 	Metadata: "sandbox.proto",
 }
+
+const (
+	SessionTools_MintToken_FullMethodName = "/orqest.sandbox.v1.SessionTools/MintToken"
+	SessionTools_CallTool_FullMethodName  = "/orqest.sandbox.v1.SessionTools/CallTool"
+)
+
+// SessionToolsClient is the client API for SessionTools service.
+//
+// For semantics around ctx use and closing/ending streaming RPCs, please refer to https://pkg.go.dev/google.golang.org/grpc/?tab=doc#ClientConn.NewStream.
+//
+// SessionTools is optional (shared.SessionTools): a backend without it is
+// not registered, and the host sees codes.Unimplemented.
+type SessionToolsClient interface {
+	MintToken(ctx context.Context, in *MintTokenRequest, opts ...grpc.CallOption) (*MintTokenResponse, error)
+	CallTool(ctx context.Context, in *CallToolRequest, opts ...grpc.CallOption) (*CallToolResponse, error)
+}
+
+type sessionToolsClient struct {
+	cc grpc.ClientConnInterface
+}
+
+func NewSessionToolsClient(cc grpc.ClientConnInterface) SessionToolsClient {
+	return &sessionToolsClient{cc}
+}
+
+func (c *sessionToolsClient) MintToken(ctx context.Context, in *MintTokenRequest, opts ...grpc.CallOption) (*MintTokenResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(MintTokenResponse)
+	err := c.cc.Invoke(ctx, SessionTools_MintToken_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *sessionToolsClient) CallTool(ctx context.Context, in *CallToolRequest, opts ...grpc.CallOption) (*CallToolResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(CallToolResponse)
+	err := c.cc.Invoke(ctx, SessionTools_CallTool_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// SessionToolsServer is the server API for SessionTools service.
+// All implementations must embed UnimplementedSessionToolsServer
+// for forward compatibility.
+//
+// SessionTools is optional (shared.SessionTools): a backend without it is
+// not registered, and the host sees codes.Unimplemented.
+type SessionToolsServer interface {
+	MintToken(context.Context, *MintTokenRequest) (*MintTokenResponse, error)
+	CallTool(context.Context, *CallToolRequest) (*CallToolResponse, error)
+	mustEmbedUnimplementedSessionToolsServer()
+}
+
+// UnimplementedSessionToolsServer must be embedded to have
+// forward compatible implementations.
+//
+// NOTE: this should be embedded by value instead of pointer to avoid a nil
+// pointer dereference when methods are called.
+type UnimplementedSessionToolsServer struct{}
+
+func (UnimplementedSessionToolsServer) MintToken(context.Context, *MintTokenRequest) (*MintTokenResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method MintToken not implemented")
+}
+func (UnimplementedSessionToolsServer) CallTool(context.Context, *CallToolRequest) (*CallToolResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method CallTool not implemented")
+}
+func (UnimplementedSessionToolsServer) mustEmbedUnimplementedSessionToolsServer() {}
+func (UnimplementedSessionToolsServer) testEmbeddedByValue()                      {}
+
+// UnsafeSessionToolsServer may be embedded to opt out of forward compatibility for this service.
+// Use of this interface is not recommended, as added methods to SessionToolsServer will
+// result in compilation errors.
+type UnsafeSessionToolsServer interface {
+	mustEmbedUnimplementedSessionToolsServer()
+}
+
+func RegisterSessionToolsServer(s grpc.ServiceRegistrar, srv SessionToolsServer) {
+	// If the following call panics, it indicates UnimplementedSessionToolsServer was
+	// embedded by pointer and is nil.  This will cause panics if an
+	// unimplemented method is ever invoked, so we test this at initialization
+	// time to prevent it from happening at runtime later due to I/O.
+	if t, ok := srv.(interface{ testEmbeddedByValue() }); ok {
+		t.testEmbeddedByValue()
+	}
+	s.RegisterService(&SessionTools_ServiceDesc, srv)
+}
+
+func _SessionTools_MintToken_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(MintTokenRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(SessionToolsServer).MintToken(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: SessionTools_MintToken_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(SessionToolsServer).MintToken(ctx, req.(*MintTokenRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _SessionTools_CallTool_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(CallToolRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(SessionToolsServer).CallTool(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: SessionTools_CallTool_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(SessionToolsServer).CallTool(ctx, req.(*CallToolRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+// SessionTools_ServiceDesc is the grpc.ServiceDesc for SessionTools service.
+// It's only intended for direct use with grpc.RegisterService,
+// and not to be introspected or modified (even as a copy)
+var SessionTools_ServiceDesc = grpc.ServiceDesc{
+	ServiceName: "orqest.sandbox.v1.SessionTools",
+	HandlerType: (*SessionToolsServer)(nil),
+	Methods: []grpc.MethodDesc{
+		{
+			MethodName: "MintToken",
+			Handler:    _SessionTools_MintToken_Handler,
+		},
+		{
+			MethodName: "CallTool",
+			Handler:    _SessionTools_CallTool_Handler,
+		},
+	},
+	Streams:  []grpc.StreamDesc{},
+	Metadata: "sandbox.proto",
+}

@@ -10,6 +10,74 @@
 # be stricter); validator/diff_test.go keeps the two in step.
 
 
+# The rules-derived sets, built once per rules table (not per call): a
+# fork-server zygote builds them before it forks, so every child starts with
+# them. Holds a reference to the table it was built from (identity check).
+_orq_check_prepared = []
+
+# The tree of the last body _orq_check accepted, handed to the runner so it
+# does not parse the same source twice: {"code": code, "tree": tree}. The
+# runner takes it (pop) only for the identical source string.
+_orq_check_accepted = {}
+
+
+class _orq_check_Pos:
+    """A position for a finding that has no node."""
+
+    def __init__(self, line, col):
+        self.lineno, self.col_offset = line, col
+
+
+def _orq_check_prepare(rules):
+    """Return the sets and names _orq_check derives from a rules table,
+    computed once per table object."""
+    import ast
+
+    for r, prep in _orq_check_prepared:
+        if r is rules:
+            return prep
+    texts = rules.get("rules") or {}
+    limits = rules.get("limits") or {}
+    dunder = rules.get("dunder") or {}
+    private = rules.get("private") or {}
+    reserved = rules.get("reserved_prefixes") or {}
+    import_rules = rules.get("import_rules") or {}
+    prep = {
+        "texts": texts,
+        "forbidden_names": rules.get("forbidden_names") or {},
+        "dunder_allow": frozenset(dunder.get("allow") or ()),
+        "dunder_attr_rule": dunder.get("attribute_rule") or "dunder-attribute",
+        "dunder_name_rule": dunder.get("name_rule") or "dunder-name",
+        "private_allow": frozenset(private.get("allow") or ()),
+        "private_rule": private.get("rule") or "private-attribute",
+        "reserved_prefixes": tuple(reserved.get("prefixes") or ()),
+        "reserved_rule": reserved.get("rule") or "reserved-name",
+        "forbidden_attrs": rules.get("forbidden_attributes") or {},
+        "string_checked": frozenset(rules.get("string_checked_rules") or ()),
+        "format_methods": frozenset(rules.get("format_methods") or ()),
+        "format_rule": rules.get("format_rule") or "format-string",
+        "rule_not_allowed": import_rules.get("not_allowed") or "import-not-allowed",
+        "rule_relative": import_rules.get("relative") or "relative-import",
+        "rule_star": import_rules.get("star") or "star-import",
+        "class_rule": rules.get("class_rule") or "class-definition",
+        "write_rule": rules.get("attribute_write_rule") or "attribute-write",
+        "max_bytes": int(limits.get("max_code_bytes") or 0),
+        "max_depth": int(limits.get("max_depth") or 0),
+        # node type -> branch of the walk (exact types: ast.parse builds
+        # no subclasses)
+        "kinds": {
+            ast.Name: 1, ast.Attribute: 2, ast.Subscript: 3, ast.Constant: 4,
+            ast.FunctionDef: 5, ast.AsyncFunctionDef: 5, ast.ClassDef: 6,
+            ast.arg: 7, ast.keyword: 8, ast.Global: 9, ast.Nonlocal: 9,
+            ast.ExceptHandler: 10, ast.MatchAs: 10, ast.MatchStar: 10,
+            ast.MatchMapping: 11, ast.MatchClass: 12, ast.Import: 13,
+            ast.ImportFrom: 14,
+        },
+    }
+    _orq_check_prepared[:] = [(rules, prep)]
+    return prep
+
+
 def _orq_check(code, allowed_imports, rules):
     """Return a list of findings (dicts: rule, message, line, column, snippet)
     for `code`, the body of a function, under `allowed_imports`. An empty
@@ -18,32 +86,31 @@ def _orq_check(code, allowed_imports, rules):
     import string as _string
 
     rules = rules or {}
-    texts = rules.get("rules") or {}
-    limits = rules.get("limits") or {}
-    forbidden_names = rules.get("forbidden_names") or {}
-    dunder = rules.get("dunder") or {}
-    dunder_allow = frozenset(dunder.get("allow") or ())
-    dunder_attr_rule = dunder.get("attribute_rule") or "dunder-attribute"
-    dunder_name_rule = dunder.get("name_rule") or "dunder-name"
-    private = rules.get("private") or {}
-    private_allow = frozenset(private.get("allow") or ())
-    private_rule = private.get("rule") or "private-attribute"
-    reserved = rules.get("reserved_prefixes") or {}
-    reserved_prefixes = tuple(reserved.get("prefixes") or ())
-    reserved_rule = reserved.get("rule") or "reserved-name"
-    forbidden_attrs = rules.get("forbidden_attributes") or {}
-    string_checked = frozenset(rules.get("string_checked_rules") or ())
-    format_methods = frozenset(rules.get("format_methods") or ())
-    format_rule = rules.get("format_rule") or "format-string"
-    import_rules = rules.get("import_rules") or {}
-    rule_not_allowed = import_rules.get("not_allowed") or "import-not-allowed"
-    rule_relative = import_rules.get("relative") or "relative-import"
-    rule_star = import_rules.get("star") or "star-import"
-    class_rule = rules.get("class_rule") or "class-definition"
-    write_rule = rules.get("attribute_write_rule") or "attribute-write"
+    P = _orq_check_prepare(rules)
+    texts = P["texts"]
+    forbidden_names = P["forbidden_names"]
+    dunder_allow = P["dunder_allow"]
+    dunder_attr_rule = P["dunder_attr_rule"]
+    dunder_name_rule = P["dunder_name_rule"]
+    private_allow = P["private_allow"]
+    private_rule = P["private_rule"]
+    reserved_prefixes = P["reserved_prefixes"]
+    reserved_rule = P["reserved_rule"]
+    forbidden_attrs = P["forbidden_attrs"]
+    string_checked = P["string_checked"]
+    format_methods = P["format_methods"]
+    format_rule = P["format_rule"]
+    rule_not_allowed = P["rule_not_allowed"]
+    rule_relative = P["rule_relative"]
+    rule_star = P["rule_star"]
+    class_rule = P["class_rule"]
+    write_rule = P["write_rule"]
     allowed = frozenset(m for m in (allowed_imports or ()) if isinstance(m, str))
-    max_bytes = int(limits.get("max_code_bytes") or 0)
-    max_depth = int(limits.get("max_depth") or 0)
+    max_bytes = P["max_bytes"]
+    max_depth = P["max_depth"]
+    kinds = P["kinds"]
+    _orq_check_accepted.clear()
+    original = code
 
     findings = []
     lines = None
@@ -73,9 +140,7 @@ def _orq_check(code, allowed_imports, rules):
         findings.append({"rule": rule, "message": msg, "line": line,
                          "column": len(prefix) + 1, "snippet": snippet})
 
-    class _Pos:
-        def __init__(self, line, col):
-            self.lineno, self.col_offset = line, col
+    _Pos = _orq_check_Pos
 
     # --- limits and bytes the parser refuses -------------------------------
     if max_bytes and len(code.encode("utf-8", "surrogatepass")) > max_bytes:
@@ -232,23 +297,32 @@ def _orq_check(code, allowed_imports, rules):
         return None
 
     # --- the walk ------------------------------------------------------------
+    # Depth-first, children pushed in ast.iter_child_nodes order (so findings
+    # come out in the same order as a walk with ast.iter_child_nodes).
+    AST, _isinstance, _list, _getattr, _type = ast.AST, isinstance, list, getattr, type
+    Store, Del, Add = ast.Store, ast.Del, ast.Add
     skip = set()
     stack = [(tree, 0)]
+    push = stack.append
+    pop = stack.pop
     deep = False
     while stack:
-        node, depth = stack.pop()
+        node, depth = pop()
         if max_depth and depth > max_depth:
             if not deep:
                 deep = True
                 add("nesting-too-deep", node if hasattr(node, "lineno") else _Pos(1, 0),
                     "deeper than %d levels" % max_depth)
             continue
-        if id(node) in skip:
+        if skip and id(node) in skip:
             continue
 
-        if isinstance(node, ast.Name):
+        k = kinds.get(_type(node))
+        if k is None:
+            pass
+        elif k == 1:  # Name
             check_name(node.id, node)
-        elif isinstance(node, ast.Attribute):
+        elif k == 2:  # Attribute
             check_attr(node.attr, node)
             if node.attr in format_methods:
                 val = fold(node.value)
@@ -259,48 +333,42 @@ def _orq_check(code, allowed_imports, rules):
                     bad = format_traversal(val)
                     if bad is not None:
                         add(format_rule, node, "field %r traverses attributes or items" % bad)
-            if isinstance(node.ctx, (ast.Store, ast.Del)):
+            if _isinstance(node.ctx, (Store, Del)):
                 add(write_rule, node)
-        elif isinstance(node, ast.Subscript):
+        elif k == 3:  # Subscript
             key = fold(node.slice)
             if key is not None and key_rule(key):
                 add("dunder-subscript", node.slice, repr(key))
                 skip.add(id(node.slice))
-        elif isinstance(node, ast.Constant):
+        elif k == 4:  # Constant
             v = node.value
-            if isinstance(v, str):
+            if _isinstance(v, str):
                 check_words(v, node)
-            elif isinstance(v, bytes):
+            elif _isinstance(v, bytes):
                 check_words(v.decode("latin-1"), node)
-        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        elif k == 5:  # FunctionDef, AsyncFunctionDef
             check_name(node.name, node)
-        elif isinstance(node, ast.ClassDef):
+        elif k == 6:  # ClassDef
             add(class_rule, node)
             check_name(node.name, node)
-        elif isinstance(node, ast.arg):
+        elif k == 7:  # arg
             check_name(node.arg, node)
-        elif isinstance(node, ast.keyword):
+        elif k == 8:  # keyword
             if node.arg is not None:
                 check_name_shape(node.arg, node)
-        elif isinstance(node, (ast.Global, ast.Nonlocal)):
+        elif k == 9:  # Global, Nonlocal
             for name in node.names:
                 check_name(name, node)
-        elif isinstance(node, ast.ExceptHandler):
+        elif k == 10:  # ExceptHandler, MatchAs, MatchStar
             if node.name:
                 check_name(node.name, node)
-        elif isinstance(node, ast.MatchAs):
-            if node.name:
-                check_name(node.name, node)
-        elif isinstance(node, ast.MatchStar):
-            if node.name:
-                check_name(node.name, node)
-        elif isinstance(node, ast.MatchMapping):
+        elif k == 11:  # MatchMapping
             if node.rest:
                 check_name(node.rest, node)
-        elif isinstance(node, ast.MatchClass):
+        elif k == 12:  # MatchClass
             for a in node.kwd_attrs:
                 check_attr(a, node)
-        elif isinstance(node, ast.Import):
+        elif k == 13:  # Import
             for al in node.names:
                 parts = al.name.split(".")
                 if parts[0] not in allowed:
@@ -309,7 +377,7 @@ def _orq_check(code, allowed_imports, rules):
                     check_attr(p, node)
                 if al.asname:
                     check_name(al.asname, node)
-        elif isinstance(node, ast.ImportFrom):
+        elif k == 14:  # ImportFrom
             if node.level:
                 add(rule_relative, node)
             else:
@@ -327,8 +395,19 @@ def _orq_check(code, allowed_imports, rules):
                 if al.asname:
                     check_name(al.asname, node)
 
-        for child in ast.iter_child_nodes(node):
-            stack.append((child, depth + 1))
+        # = ast.iter_child_nodes(node), inlined
+        d = depth + 1
+        for f in node._fields:
+            v = _getattr(node, f, None)
+            if _isinstance(v, AST):
+                push((v, d))
+            elif _isinstance(v, _list):
+                for item in v:
+                    if _isinstance(item, AST):
+                        push((item, d))
 
+    if not findings and code == original:
+        _orq_check_accepted["code"] = original
+        _orq_check_accepted["tree"] = tree
     findings.sort(key=lambda f: (f["line"], f["column"]))
     return findings

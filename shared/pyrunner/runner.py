@@ -257,15 +257,24 @@ def _orq_audit_arm(rules, allowed):
     import sys
 
     st = _orq_audit_state
-    rt = (rules or {}).get("runtime") or {}
-    os_modules = frozenset(rt.get("os_modules") or ())
+    rules = rules or {}
+    prep = st.get("prepared")
+    if prep is None or prep[0] is not rules:
+        # Derived once per rules table (a fork-server zygote does it before
+        # it forks): the OS modules and, with and without them, the events.
+        rt = rules.get("runtime") or {}
+        by_os = {}
+        for os_too in (False, True):
+            exact, prefixes = set(), []
+            for ev in list(rt.get("audit_block") or ()) + (list(rt.get("audit_block_os") or ()) if os_too else []):
+                if isinstance(ev, str) and ev:
+                    (prefixes.append(ev) if ev.endswith(".") else exact.add(ev))
+            by_os[os_too] = (frozenset(exact), tuple(prefixes))
+        prep = (rules, frozenset(rt.get("os_modules") or ()), by_os)
+        st["prepared"] = prep
+    os_modules = prep[1]
     os_too = not any(m.partition(".")[0] in os_modules for m in allowed)
-    exact, prefixes = set(), []
-    for ev in list(rt.get("audit_block") or ()) + (list(rt.get("audit_block_os") or ()) if os_too else []):
-        if isinstance(ev, str) and ev:
-            (prefixes.append(ev) if ev.endswith(".") else exact.add(ev))
-    st["exact"] = frozenset(exact)
-    st["prefixes"] = tuple(prefixes)
+    st["exact"], st["prefixes"] = prep[2][os_too]
     st["check_open"] = os_too
     st["armed"] = True
     if st.get("installed"):
@@ -354,7 +363,58 @@ def _orq_execute(req):
         _orq_audit_state["armed"] = False
 
 
+# A little ballast released on MemoryError so the runner can still build
+# its response after user code exhausted the address space. Allocated once
+# and reused (a fork-server zygote allocates it before it forks, so a child
+# starts with it and never touches its pages); a call that frees it makes
+# the next call allocate a new one.
+_orq_ballast = []
+
+
+def _orq_ballast_ready():
+    if not _orq_ballast:
+        _orq_ballast.append(bytearray(1 << 18))
+
+
+# Compiled `__orq_user` wrappers by source (code objects are immutable; each
+# execution still runs them in fresh globals). Bounded, oldest out first.
+_orq_compiled = {}
+_orq_compiled_max = 128
+_orq_compiled_max_bytes = 16 << 10
+
+
+# The curated builtins of a rules table, looked up once per table (each
+# execution gets its own copy): [(rules, {name: builtin})].
+_orq_builtins_prepared = []
+
+
+def _orq_safe_builtins(rules):
+    import builtins
+
+    for r, base in _orq_builtins_prepared:
+        if r is rules:
+            return dict(base)
+    base = {}
+    for name in rules.get("safe_builtins") or ():
+        if isinstance(name, str) and hasattr(builtins, name):
+            base[name] = getattr(builtins, name)
+    _orq_builtins_prepared[:] = [(rules, base)]
+    return dict(base)
+
+
 def _orq_execute_one(req):
+    # hold[0] is the ballast while this call has it; a MemoryError handler
+    # empties hold (which frees it); otherwise it goes back for the next call.
+    _orq_ballast_ready()
+    hold = [_orq_ballast.pop()]
+    try:
+        return _orq_execute_body(req, hold)
+    finally:
+        if hold:
+            _orq_ballast.append(hold.pop())
+
+
+def _orq_execute_body(req, hold):
     import json
 
     def respond(kind, error, findings=None):
@@ -363,9 +423,6 @@ def _orq_execute_one(req):
             doc["findings"] = findings
         return json.dumps(doc).encode("ascii")
 
-    # A little ballast released on MemoryError so the runner can still build
-    # its response after user code exhausted the address space.
-    ballast = bytearray(1 << 18)
     try:
         import ast
         import builtins
@@ -390,11 +447,16 @@ def _orq_execute_one(req):
 
         # 1. Re-validate with CPython's own ast (the rules table is the one
         #    validator/rules.json). Fail closed if the checker itself breaks.
+        _orq_check_accepted.clear()
         try:
             findings = _orq_check(code, allowed_imports, rules)
         except Exception as e:  # noqa: BLE001
             return respond("internal", "in-sandbox validator failed: %s: %s"
                            % (type(e).__name__, e))
+        # The tree the checker parsed and accepted, when it parsed exactly
+        # this source (see checker.py); else parse here.
+        checked_code = _orq_check_accepted.pop("code", None)
+        checked_tree = _orq_check_accepted.pop("tree", None)
         if findings:
             f0 = findings[0]
             return respond("validation", "validation failed: %s:%s: %s: %s" % (
@@ -404,38 +466,49 @@ def _orq_execute_one(req):
         # 2. Build `def __orq_user(args): <body>` from the body's own AST, so
         #    line N of the body is reported as line N and string literals are
         #    not re-indented.
+        # Compiled wrappers are kept per source (a process that runs the same
+        # tool body again, tier 0, compiles it once). Only after the checker
+        # above accepted it, on every call.
         filename = "<sandbox>"
-        try:
-            body = ast.parse(code, filename, "exec")
-        except SyntaxError as e:
-            return respond("validation", "syntax error: %s" % e, [{
-                "rule": "syntax-error", "message": str(e.msg),
-                "line": e.lineno or 0, "column": e.offset or 0,
-                "snippet": (e.text or "").strip()}])
-        fn_def = ast.FunctionDef(
-            name="__orq_user",
-            args=ast.arguments(posonlyargs=[], args=[ast.arg(arg="args")],
-                               vararg=None, kwonlyargs=[], kw_defaults=[],
-                               kwarg=None, defaults=[]),
-            body=body.body or [ast.Pass()],
-            decorator_list=[], returns=None, type_comment=None,
-            lineno=1, col_offset=0)
-        module = ast.Module(body=[fn_def], type_ignores=[])
-        ast.fix_missing_locations(module)
-        try:
-            compiled = compile(module, filename, "exec", dont_inherit=True)
-        except SyntaxError as e:  # e.g. `await` outside async, bad nonlocal
-            return respond("validation", "syntax error: %s" % e, [{
-                "rule": "syntax-error", "message": str(e.msg),
-                "line": e.lineno or 0, "column": e.offset or 0,
-                "snippet": (e.text or "").strip()}])
+        compiled = _orq_compiled.get(code)
+        if compiled is None:
+            try:
+                if checked_tree is not None and checked_code == code:
+                    body = checked_tree
+                else:
+                    body = ast.parse(code, filename, "exec")
+            except SyntaxError as e:
+                return respond("validation", "syntax error: %s" % e, [{
+                    "rule": "syntax-error", "message": str(e.msg),
+                    "line": e.lineno or 0, "column": e.offset or 0,
+                    "snippet": (e.text or "").strip()}])
+            # Every parsed node has its location; the new ones get what
+            # ast.fix_missing_locations would give them (1, 0, 1, 0), without a
+            # walk over the whole tree.
+            loc = {"lineno": 1, "col_offset": 0, "end_lineno": 1, "end_col_offset": 0}
+            fn_def = ast.FunctionDef(
+                name="__orq_user",
+                args=ast.arguments(posonlyargs=[], args=[ast.arg(arg="args", **loc)],
+                                   vararg=None, kwonlyargs=[], kw_defaults=[],
+                                   kwarg=None, defaults=[]),
+                body=body.body or [ast.Pass(**loc)],
+                decorator_list=[], returns=None, type_comment=None, **loc)
+            module = ast.Module(body=[fn_def], type_ignores=[])
+            try:
+                compiled = compile(module, filename, "exec", dont_inherit=True)
+            except SyntaxError as e:  # e.g. `await` outside async, bad nonlocal
+                return respond("validation", "syntax error: %s" % e, [{
+                    "rule": "syntax-error", "message": str(e.msg),
+                    "line": e.lineno or 0, "column": e.offset or 0,
+                    "snippet": (e.text or "").strip()}])
+            if len(code) <= _orq_compiled_max_bytes:
+                if len(_orq_compiled) >= _orq_compiled_max:
+                    del _orq_compiled[next(iter(_orq_compiled))]
+                _orq_compiled[code] = compiled
 
         # 3. Curated builtins (the one list in the rules table) + import shim;
         #    pre-import the allowed modules.
-        safe = {}
-        for name in rules.get("safe_builtins") or ():
-            if isinstance(name, str) and hasattr(builtins, name):
-                safe[name] = getattr(builtins, name)
+        safe = _orq_safe_builtins(rules)
         shim, real_import, allowed = _orq_make_import(allowed_imports, rules, safe)
         safe["__import__"] = shim
         for m in sorted(allowed):
@@ -462,7 +535,7 @@ def _orq_execute_one(req):
             result = fn(args)
         except MemoryError:
             _orq_audit_state["armed"] = False
-            del ballast
+            hold.clear()
             return respond("memory", "MemoryError: the code exceeded the "
                            "memory limit of %s MB" % (req.get("memory_mb") or "?"))
         except BaseException as e:  # noqa: BLE001 - user code, incl. SystemExit
@@ -477,7 +550,7 @@ def _orq_execute_one(req):
             except UnicodeEncodeError:  # lone surrogates: escape them
                 out = json.dumps(result, allow_nan=False).encode("ascii")
         except MemoryError:
-            del ballast
+            hold.clear()
             return respond("memory", "MemoryError while encoding the result")
         except (TypeError, ValueError, RecursionError, OverflowError) as e:
             return respond("not_serializable",
@@ -493,7 +566,7 @@ def _orq_execute_one(req):
                            % (len(out), max_out))
         return b'{"success": true, "output": ' + out + b"}"
     except MemoryError:
-        ballast = None  # noqa: F841
+        hold.clear()
         return respond("memory", "MemoryError")
     except BaseException as e:  # noqa: BLE001
         return respond("internal", "runner failed: %s: %s"
@@ -1029,6 +1102,13 @@ def _orq_forkserver_main():
         st = _orq_seal_prepare(cfg.get("seal") or {})
         _orq_seal_apply(st, "zygote")
         rules = cfg.get("rules") or {}
+        # Once here rather than in every child: the sets the checker, the
+        # builtins and the audit hook derive from the rules table, the
+        # ballast, and the modules and caches a first execution warms up (a
+        # trusted body; the audit hook is disarmed again when it returns).
+        _orq_execute({"code": "x = [i * 2 for i in range(8)]\nreturn {'n': sum(x)}",
+                      "args": {}, "allowed_imports": [], "rules": rules})
+        _orq_ballast_ready()
         sys.stdout.reconfigure(line_buffering=True)
         sys.stderr.reconfigure(line_buffering=True)
         sys.stdout.flush()
@@ -1097,6 +1177,10 @@ def _orq_forkserver_main():
     while True:
         try:
             while len(idle) < pool:
+                # Messages first (a run, an exit to report): refilling the
+                # pool waits while one is pending and a child is ready.
+                if idle and poller.poll(0):
+                    break
                 spawn_idle()
         except OSError as e:
             sys.stderr.write("orqest fork-server: pre-fork failed: %s\n" % e)

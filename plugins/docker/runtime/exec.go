@@ -50,6 +50,7 @@ type executor struct {
 	python  string
 	rules   json.RawMessage
 	workdir string
+	envs    *envManager // per-agent venvs and dependencies (venv.go); nil: none
 
 	mkdirMu sync.Mutex
 }
@@ -122,6 +123,13 @@ func (e *executor) run(ctx context.Context, a rtproto.ExecuteArgs) (shared.Execu
 	if err != nil {
 		return res, err
 	}
+	python, extraPath, err := e.envs.prepare(ctx, agent, a.Dependencies) // venv.go
+	if err != nil {
+		return res, err
+	}
+	if python == "" {
+		python = e.python
+	}
 	cpuSeconds := int(math.Ceil(timeout.Seconds())) + 1
 	payload, err := pyrunner.Request{
 		Code:           a.Code,
@@ -131,6 +139,7 @@ func (e *executor) run(ctx context.Context, a rtproto.ExecuteArgs) (shared.Execu
 		MaxOutputBytes: maxOut,
 		MemoryMB:       memMB,
 		CPUSeconds:     cpuSeconds,
+		ExtraSysPath:   extraPath,
 	}.Encode()
 	if err != nil {
 		return res, err
@@ -150,8 +159,8 @@ func (e *executor) run(ctx context.Context, a rtproto.ExecuteArgs) (shared.Execu
 	stdout := &cappedBuffer{limit: maxOut}
 	stderr := &cappedBuffer{limit: maxOut}
 	cmd := &exec.Cmd{
-		Path:        e.python,
-		Args:        pyrunner.Argv(e.python),
+		Path:        python,
+		Args:        pyrunner.Argv(python),
 		Env:         []string{},
 		Dir:         dir,
 		Stdin:       stdinR,
@@ -165,7 +174,7 @@ func (e *executor) run(ctx context.Context, a rtproto.ExecuteArgs) (shared.Execu
 		stdinR.Close()
 		stdinW.Close()
 		respW.Close()
-		return res, fmt.Errorf("start %s: %v: %w", e.python, err, shared.ErrUnavailable)
+		return res, fmt.Errorf("start %s: %v: %w", python, err, shared.ErrUnavailable)
 	}
 	stdinR.Close()
 	respW.Close()

@@ -42,7 +42,6 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/orqest/sandbox/plugins/docker/internal/rtproto"
-	"github.com/orqest/sandbox/shared"
 )
 
 // version is set with -ldflags "-X main.version=...".
@@ -92,12 +91,15 @@ func run(log *slog.Logger, python, rulesPath, workdir, listen string) error {
 	rt := &runtime{
 		hello:   hello,
 		started: time.Now(),
-		exec:    &executor{python: py, rules: rules, workdir: workdir},
+		exec:    &executor{python: py, rules: rules, workdir: workdir, envs: newEnvManager(py, workdir, hello, log)}, // envs: per-agent venvs (venv.go)
 		rulesSum: func() string {
 			s := sha256.Sum256(rules)
 			return hex.EncodeToString(s[:])
 		}(),
 		log: log,
+	}
+	if err := rt.attachLibrary(*libraryFlag); err != nil { // the per-user tool library (library.go)
+		return err
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
@@ -168,6 +170,7 @@ type runtime struct {
 	started  time.Time
 	exec     *executor
 	rulesSum string
+	lib      *library // the per-user tool library; nil when disabled (library.go)
 	log      *slog.Logger
 }
 
@@ -183,6 +186,7 @@ func (rt *runtime) server() *mcp.Server {
 		Description: "Runtime version, interpreter and rules digest (operator scope).",
 		InputSchema: map[string]any{"type": "object", "additionalProperties": false},
 	}, rt.runtimeInfo)
+	rt.libraryTools(s) // list_tools, promote_tool, forget_tool and the promoted tools (library.go)
 	return s
 }
 
@@ -253,6 +257,9 @@ func (rt *runtime) executePython(ctx context.Context, req *mcp.CallToolRequest) 
 	if err := dec.Decode(&a); err != nil {
 		return toolError(ClassInvalidArgument, "arguments: %v", err), nil
 	}
+	if err := checkToolName(a.ToolName); err != nil { // library.go
+		return toolError(ClassInvalidArgument, "%v", err), nil
+	}
 	// agent_id is checked here, at the MCP boundary, before any filesystem
 	// operation (the per-agent directory).
 	if a.AgentID != "" {
@@ -260,24 +267,22 @@ func (rt *runtime) executePython(ctx context.Context, req *mcp.CallToolRequest) 
 			return toolError(ClassInvalidArgument, "%v", err), nil
 		}
 	}
-	if len(a.Dependencies) > 0 {
-		// Fail closed: per-agent venvs and allow-listed installs are not
-		// implemented yet (issue 6).
-		return toolError(ClassNotSupported, "dependencies are not supported by this runtime yet (requested %v)", a.Dependencies), nil
+	// dependencies must be in allowed_packages (fail closed, before any
+	// filesystem work); they are installed into the agent's venv (venv.go).
+	if err := rt.exec.envs.check(a.Dependencies); err != nil {
+		return toolError(errorClass(err), "%v", err), nil
 	}
 	res, err := rt.exec.run(ctx, a)
 	if err != nil {
-		class := ClassInternal
-		if errors.Is(err, shared.ErrInvalidArgument) || errors.Is(err, rtproto.ErrBadID) {
-			class = ClassInvalidArgument
-		}
-		return toolError(class, "%v", err), nil
+		return toolError(errorClass(err), "%v", err), nil // deps.go
 	}
 	text, _ := json.Marshal(res)
-	return &mcp.CallToolResult{
+	out := &mcp.CallToolResult{
 		StructuredContent: res,
 		Content:           []mcp.Content{&mcp.TextContent{Text: string(text)}},
-	}, nil
+	}
+	rt.libraryRecord(ctx, a, res, out) // count a named invocation, apply the promotion policy (library.go)
+	return out, nil
 }
 
 func (rt *runtime) runtimeInfo(_ context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {

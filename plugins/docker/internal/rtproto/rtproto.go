@@ -54,7 +54,19 @@ type Hello struct {
 	// Session and User are what every token must name.
 	Session string `json:"session"`
 	User    string `json:"user"`
+	// Promotion is the tool library's policy (nil: the defaults).
+	Promotion *Promotion `json:"promotion,omitempty"`
+	// AllowedPackages is the policy's allowed_packages: the only
+	// distributions execute_python installs (dependencies); empty refuses
+	// every dependency. WheelDir is where their wheels are (WheelMount when
+	// the operator set wheel_dir; empty: none).
+	AllowedPackages []string `json:"allowed_packages,omitempty"`
+	WheelDir        string   `json:"wheel_dir,omitempty"`
 }
+
+// WheelMount is where the operator's wheel_dir is mounted read-only in the
+// container.
+const WheelMount = "/opt/orqest/wheels"
 
 // MinSecretBytes is the shortest secret the runtime accepts.
 const MinSecretBytes = 32
@@ -83,6 +95,9 @@ type ExecuteArgs struct {
 	TimeoutS       float64         `json:"timeout,omitempty"` // seconds
 	MemoryMB       int             `json:"memory,omitempty"`  // RLIMIT_AS of the child, MB
 	MaxOutputBytes int             `json:"max_output_bytes,omitempty"`
+	// ToolName names the invocation for the per-user tool library: the
+	// runtime counts it per (tool_name, code hash) and promotes by policy.
+	ToolName string `json:"tool_name,omitempty"`
 }
 
 // ExecuteSchema is the JSON Schema of ExecuteArgs advertised in tools/list.
@@ -97,6 +112,7 @@ var ExecuteSchema = map[string]any{
 		"timeout":          map[string]any{"type": "number", "description": "wall clock, seconds"},
 		"memory":           map[string]any{"type": "integer", "description": "address-space cap, MB"},
 		"max_output_bytes": map[string]any{"type": "integer"},
+		"tool_name":        map[string]any{"type": "string", "description": "names the invocation for the per-user tool library"},
 	},
 	"required":             []string{"code"},
 	"additionalProperties": false,

@@ -1,0 +1,298 @@
+package host
+
+// The host side of a per-user tool library (tier 2, issue 7): the
+// `promotion {}` block of a sandbox, the backend's events on the host bus,
+// operator tokens (the original's mint_operator_token) and the operator
+// calls list_tools / promote_tool / forget_tool.
+//
+// The promotion block is decoded by the host (typed, with source ranges)
+// rather than by the plugin's config schema: it is one block for every
+// backend that keeps a library, not a backend option. A plugin takes it only
+// if it declares the tool_library capability; the host then hands it to the
+// plugin inside its config JSON under the key "promotion":
+//
+//	sandbox "docker" {
+//	  plugin = "docker"
+//	  config { image = "orqest/agent-runtime:0.1.0" }
+//	  promotion {
+//	    policy                = "threshold"   # | "eager" | "operator_approval"
+//	    threshold             = 3             # successes of one (name, code hash)
+//	    demote_after_failures = 5             # 0: never
+//	  }
+//	}
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/hashicorp/hcl/v2"
+
+	"github.com/orqest/sandbox/shared"
+)
+
+// Event types of a per-user tool library, reported by the backend (in
+// ExecuteResponse.Events and CallToolResponse.Events) and published on the
+// host's bus with the sandbox's name:
+//
+//	tool.promotion_pending    {tool_name, code_hash, user, status, successes, failures, policy}   operator_approval: waiting for promote_tool
+//	tool.promoted             {tool_name, code_hash, user, promoted_by, policy, successes, ...}   by policy or by an operator
+//	tool.forgotten            {tool_name, user, removed[, code_hash]}                              forget_tool
+//	tool.demoted              {tool_name, code_hash, user, consecutive_failures, error, ...}        demote_after_failures reached
+//	tool.library_unavailable  {tool_name, user, error}                                             the library could not be opened or written; the code still ran
+const (
+	EventPromotionPending   = "tool.promotion_pending"
+	EventPromoted           = "tool.promoted"
+	EventForgotten          = "tool.forgotten"
+	EventDemoted            = "tool.demoted"
+	EventLibraryUnavailable = "tool.library_unavailable"
+)
+
+// Promotion policies of a promotion block.
+const (
+	PromotionThreshold        = "threshold"
+	PromotionEager            = "eager"
+	PromotionOperatorApproval = "operator_approval"
+)
+
+// PromotionConfig is a sandbox's `promotion {}` block.
+type PromotionConfig struct {
+	Policy              *string `hcl:"policy,optional"`
+	Threshold           *int    `hcl:"threshold,optional"`
+	DemoteAfterFailures *int    `hcl:"demote_after_failures,optional"`
+
+	DefRange            hcl.Range `hcl:",def_range"`
+	PolicyRange         hcl.Range `hcl:"policy,attr_value_range"`
+	ThresholdRange      hcl.Range `hcl:"threshold,attr_value_range"`
+	DemoteAfterFailRnge hcl.Range `hcl:"demote_after_failures,attr_value_range"`
+}
+
+func (p *PromotionConfig) check() hcl.Diagnostics {
+	if p == nil {
+		return nil
+	}
+	var diags hcl.Diagnostics
+	if p.Policy != nil {
+		switch *p.Policy {
+		case PromotionThreshold, PromotionEager, PromotionOperatorApproval:
+		default:
+			diags = append(diags, errDiag(p.PolicyRange, "Unknown promotion policy",
+				fmt.Sprintf("Promotion policy %q: want %q (promote after `threshold` successes, default 3), %q (every success) or %q (a tool.promotion_pending event; an operator promotes).",
+					*p.Policy, PromotionThreshold, PromotionEager, PromotionOperatorApproval)))
+		}
+	}
+	if p.Threshold != nil {
+		if *p.Threshold < 1 || *p.Threshold > 1_000_000 {
+			diags = append(diags, errDiag(p.ThresholdRange, "Invalid promotion threshold",
+				fmt.Sprintf("threshold = %d: want a count of successful invocations from 1 to 1000000.", *p.Threshold)))
+		} else if p.Policy != nil && *p.Policy == PromotionEager && *p.Threshold != 1 {
+			diags = append(diags, errDiag(p.ThresholdRange, "Threshold with the eager policy",
+				"The eager policy promotes on every success; remove threshold or use policy = \"threshold\"."))
+		}
+	}
+	if p.DemoteAfterFailures != nil && (*p.DemoteAfterFailures < 0 || *p.DemoteAfterFailures > 1_000_000) {
+		diags = append(diags, errDiag(p.DemoteAfterFailRnge, "Invalid demote_after_failures",
+			fmt.Sprintf("demote_after_failures = %d: want 0 (never) or a count of consecutive failures.", *p.DemoteAfterFailures)))
+	}
+	return diags
+}
+
+// addPromotion adds the sandbox's promotion block to the plugin's config
+// JSON (key "promotion"), or refuses it when the plugin keeps no library.
+func addPromotion(sb *SandboxConfig, pluginName string, info shared.InfoResponse, cfg json.RawMessage, diags hcl.Diagnostics) (json.RawMessage, hcl.Diagnostics) {
+	p := sb.Promotion
+	if p == nil || diags.HasErrors() {
+		return cfg, diags
+	}
+	if !info.Has(shared.CapToolLibrary) {
+		return nil, append(diags, errDiag(p.DefRange, "Plugin keeps no tool library",
+			fmt.Sprintf("Sandbox %q: plugin %q does not declare the %q capability, so a promotion block has no effect. Remove it or use a session tier that keeps a per-user tool library (docker).", sb.Name, pluginName, shared.CapToolLibrary)))
+	}
+	obj := map[string]json.RawMessage{}
+	if len(cfg) > 0 {
+		if err := json.Unmarshal(cfg, &obj); err != nil {
+			return nil, append(diags, errDiag(p.DefRange, "Cannot encode config block", err.Error()))
+		}
+	}
+	m := map[string]any{}
+	if p.Policy != nil {
+		m["policy"] = *p.Policy
+	}
+	if p.Threshold != nil {
+		m["threshold"] = *p.Threshold
+	}
+	if p.DemoteAfterFailures != nil {
+		m["demote_after_failures"] = *p.DemoteAfterFailures
+	}
+	b, _ := json.Marshal(m)
+	obj["promotion"] = b
+	out, err := json.Marshal(obj)
+	if err != nil {
+		return nil, append(diags, errDiag(p.DefRange, "Cannot encode config block", err.Error()))
+	}
+	return out, diags
+}
+
+// publish puts a backend's events on the host's bus, stamped with the
+// sandbox's name.
+func (s *Sandbox) publish(evs []shared.Event) {
+	for _, ev := range evs {
+		payload := map[string]any{}
+		if len(ev.Payload) > 0 {
+			if err := json.Unmarshal(ev.Payload, &payload); err != nil {
+				payload = map[string]any{"raw": string(ev.Payload)}
+			}
+		}
+		s.host.bus.Emit(ev.Type, s.Name(), payload)
+	}
+}
+
+// MintToken mints a bearer token for an open session of a backend with
+// SessionTools (shared.ErrNotSupported otherwise). Scope is shared.ScopeAgent
+// or shared.ScopeOperator; ttl 0 is the backend's default (tier 2: 5 min, at
+// most 10 min).
+func (s *Sandbox) MintToken(ctx context.Context, sessionID, scope string, ttl time.Duration) (shared.MintTokenResponse, error) {
+	var resp shared.MintTokenResponse
+	err := s.inst.do(ctx, "MintToken", func(p shared.Sandbox) error {
+		st, ok := p.(shared.SessionTools)
+		if !ok {
+			return fmt.Errorf("sandbox %q: session tools: %w", s.Name(), shared.ErrNotSupported)
+		}
+		var err error
+		resp, err = st.MintToken(ctx, shared.MintTokenRequest{SessionID: sessionID, Scope: scope, TTL: ttl})
+		return err
+	})
+	return resp, err
+}
+
+// MintOperatorToken mints an operator-scope token for an open session: the
+// original's mint_operator_token. Hand it only to operator code: it is what
+// promote_tool and forget_tool require. The LLM-facing path (Execute) always
+// carries agent-scope tokens the plugin mints itself.
+func (s *Sandbox) MintOperatorToken(ctx context.Context, sessionID string, ttl time.Duration) (string, error) {
+	r, err := s.MintToken(ctx, sessionID, shared.ScopeOperator, ttl)
+	return r.Token, err
+}
+
+// CallSessionTool calls tool of an open session with token (args: any JSON
+// object value, nil for none) and publishes the events it reports. A refused
+// token is an error wrapping shared.ErrPermissionDenied.
+func (s *Sandbox) CallSessionTool(ctx context.Context, sessionID, tool string, args any, token string) (json.RawMessage, error) {
+	raw := json.RawMessage("{}")
+	if args != nil {
+		b, err := json.Marshal(args)
+		if err != nil {
+			return nil, fmt.Errorf("call tool %s: arguments: %v: %w", tool, err, shared.ErrInvalidArgument)
+		}
+		raw = b
+	}
+	var resp shared.CallToolResponse
+	err := s.inst.do(ctx, "CallTool", func(p shared.Sandbox) error {
+		st, ok := p.(shared.SessionTools)
+		if !ok {
+			return fmt.Errorf("sandbox %q: session tools: %w", s.Name(), shared.ErrNotSupported)
+		}
+		var err error
+		resp, err = st.CallTool(ctx, shared.CallToolRequest{SessionID: sessionID, Tool: tool, Arguments: raw, Token: token})
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	s.publish(resp.Events)
+	return resp.Result, nil
+}
+
+// LibraryEntry is one (name, code hash) of a user's tool library.
+type LibraryEntry struct {
+	Name                string   `json:"name"`
+	CodeHash            string   `json:"code_hash"`
+	Status              string   `json:"status"` // candidate | pending | promoted | demoted
+	Code                string   `json:"code,omitempty"`
+	AllowedImports      []string `json:"allowed_imports"`
+	Successes           int64    `json:"successes"`
+	Failures            int64    `json:"failures"`
+	ConsecutiveFailures int64    `json:"consecutive_failures"`
+	MeanMS              float64  `json:"mean_ms"`
+	LastMS              float64  `json:"last_ms"`
+	FirstSeen           string   `json:"first_seen"`
+	LastUsed            string   `json:"last_used"`
+	PromotedBy          string   `json:"promoted_by,omitempty"`
+	PromotedAt          string   `json:"promoted_at,omitempty"`
+	DemotedAt           string   `json:"demoted_at,omitempty"`
+	LastError           string   `json:"last_error,omitempty"`
+}
+
+// Library is a user's tool library as list_tools reports it.
+type Library struct {
+	User   string `json:"user"`
+	Path   string `json:"path"`
+	Policy struct {
+		Policy              string `json:"policy"`
+		Threshold           int    `json:"threshold"`
+		DemoteAfterFailures int    `json:"demote_after_failures,omitempty"`
+	} `json:"policy"`
+	Tools []LibraryEntry `json:"tools"`
+}
+
+// LibraryChange is the result of PromoteTool and ForgetTool.
+type LibraryChange struct {
+	Name    string        `json:"name"`
+	Changed int           `json:"changed"`
+	Entry   *LibraryEntry `json:"entry,omitempty"`
+	Message string        `json:"message,omitempty"`
+}
+
+// Library tool names (operator scope).
+const (
+	ToolListTools   = "list_tools"
+	ToolPromoteTool = "promote_tool"
+	ToolForgetTool  = "forget_tool"
+)
+
+// ListLibrary returns the tool library of the session's user (operator token).
+func (s *Sandbox) ListLibrary(ctx context.Context, sessionID, operatorToken string, includeCode bool) (Library, error) {
+	var lib Library
+	args := map[string]any{}
+	if includeCode {
+		args["include_code"] = true
+	}
+	raw, err := s.CallSessionTool(ctx, sessionID, ToolListTools, args, operatorToken)
+	if err != nil {
+		return lib, err
+	}
+	if err := json.Unmarshal(raw, &lib); err != nil {
+		return lib, fmt.Errorf("list_tools: malformed result: %v: %w", err, shared.ErrInternal)
+	}
+	return lib, nil
+}
+
+// PromoteTool promotes name (codeHash "" picks the pending or most recently
+// used hash) in the session user's library; by is recorded as promoted_by.
+func (s *Sandbox) PromoteTool(ctx context.Context, sessionID, operatorToken, name, codeHash, by string) (LibraryChange, error) {
+	return s.libraryChange(ctx, sessionID, operatorToken, ToolPromoteTool, map[string]any{"name": name, "code_hash": codeHash, "by": by})
+}
+
+// ForgetTool deletes name (every hash, or only codeHash) from the session
+// user's library and unregisters it.
+func (s *Sandbox) ForgetTool(ctx context.Context, sessionID, operatorToken, name, codeHash string) (LibraryChange, error) {
+	return s.libraryChange(ctx, sessionID, operatorToken, ToolForgetTool, map[string]any{"name": name, "code_hash": codeHash})
+}
+
+func (s *Sandbox) libraryChange(ctx context.Context, sessionID, tok, tool string, args map[string]any) (LibraryChange, error) {
+	for k, v := range args {
+		if v == "" {
+			delete(args, k)
+		}
+	}
+	var ch LibraryChange
+	raw, err := s.CallSessionTool(ctx, sessionID, tool, args, tok)
+	if err != nil {
+		return ch, err
+	}
+	if err := json.Unmarshal(raw, &ch); err != nil {
+		return ch, fmt.Errorf("%s: malformed result: %v: %w", tool, err, shared.ErrInternal)
+	}
+	return ch, nil
+}

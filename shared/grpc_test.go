@@ -1,0 +1,105 @@
+package shared
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"reflect"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/go-plugin"
+)
+
+// recorder is a Sandbox that remembers the requests it received.
+type recorder struct {
+	NoSessions
+	configure ConfigureRequest
+	execute   ExecuteRequest
+	err       error
+}
+
+func (r *recorder) Info(context.Context, InfoRequest) (InfoResponse, error) {
+	return InfoResponse{Name: "recorder", APIVersions: []int{APIVersion}}, nil
+}
+
+func (r *recorder) Configure(_ context.Context, req ConfigureRequest) (ConfigureResponse, error) {
+	r.configure = req
+	return ConfigureResponse{}, nil
+}
+
+func (r *recorder) Validate(context.Context, ValidateRequest) (ValidateResponse, error) {
+	return ValidateResponse{}, nil
+}
+
+func (r *recorder) Execute(_ context.Context, req ExecuteRequest) (ExecuteResponse, error) {
+	r.execute = req
+	if r.err != nil {
+		return ExecuteResponse{}, r.err
+	}
+	return ExecuteResponse{Result: ExecutionResult{Success: true, Output: json.RawMessage("1")}}, nil
+}
+
+func dispense(t *testing.T, impl Sandbox) Sandbox {
+	t.Helper()
+	client, _ := plugin.TestPluginGRPCConn(t, false, map[string]plugin.Plugin{PluginName: &SandboxPlugin{Impl: impl}})
+	t.Cleanup(func() { client.Close() })
+	raw, err := client.Dispense(PluginName)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return raw.(Sandbox)
+}
+
+// TestRequestsRoundTripGRPC: every field of ConfigureRequest and
+// ExecuteRequest (incl. AllowedPackages and Dependencies) crosses gRPC.
+func TestRequestsRoundTripGRPC(t *testing.T) {
+	rec := &recorder{}
+	sb := dispense(t, rec)
+	ctx := context.Background()
+	cfg := ConfigureRequest{Config: json.RawMessage(`{"a":1}`), Unsafe: true, AllowedPackages: []string{"orqdemo", "six"}}
+	if _, err := sb.Configure(ctx, cfg); err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(rec.configure, cfg) {
+		t.Errorf("configure: sent %+v, plugin got %+v", cfg, rec.configure)
+	}
+	req := ExecuteRequest{
+		Code: "return 1", Args: json.RawMessage(`{"x":1}`), AllowedImports: []string{"orqdemo"},
+		Timeout: 1500 * time.Millisecond, MemoryMB: 64, MaxOutputBytes: 100,
+		SessionID: "s1", UserID: "u1", AgentID: "a1", ToolName: "t1",
+		Dependencies: []string{"orqdemo", "six==1.16.0"},
+	}
+	if _, err := sb.Execute(ctx, req); err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(rec.execute, req) {
+		t.Errorf("execute: sent %+v, plugin got %+v", req, rec.execute)
+	}
+	// Every exported field is compared above; a new field that the
+	// converters forget shows up here as a zero value.
+	v := reflect.ValueOf(rec.execute)
+	for i := 0; i < v.NumField(); i++ {
+		if v.Field(i).IsZero() {
+			t.Errorf("ExecuteRequest.%s did not cross gRPC (set it in this test and in shared/grpc.go)", v.Type().Field(i).Name)
+		}
+	}
+	c := reflect.ValueOf(rec.configure)
+	for i := 0; i < c.NumField(); i++ {
+		if c.Field(i).IsZero() {
+			t.Errorf("ConfigureRequest.%s did not cross gRPC", c.Type().Field(i).Name)
+		}
+	}
+}
+
+// TestPermissionDeniedOverGRPC: a backend's ErrPermissionDenied arrives as
+// ErrPermissionDenied with its message.
+func TestPermissionDeniedOverGRPC(t *testing.T) {
+	rec := &recorder{err: fmt.Errorf("runtime: unauthorized: bad token: %w", ErrPermissionDenied)}
+	sb := dispense(t, rec)
+	_, err := sb.Execute(context.Background(), ExecuteRequest{Code: "return 1"})
+	if !errors.Is(err, ErrPermissionDenied) || err.Error() != rec.err.Error() {
+		t.Fatalf("want ErrPermissionDenied %q, got %v", rec.err, err)
+	}
+}
