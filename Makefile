@@ -56,7 +56,7 @@ test-go:
 	$(GO) test $(GOFLAGS_TEST) ./...
 
 test-example:
-	@if [ -d $(EXAMPLE) ]; then cd $(EXAMPLE) && $(GO) vet ./... && $(GO) test $(GOFLAGS_TEST) ./...; fi
+	@if [ -d $(EXAMPLE) ]; then cd $(EXAMPLE) && $(GO) vet -mod=mod ./... && $(GO) test -mod=mod $(GOFLAGS_TEST) ./...; fi
 
 bench: build image bench-go bench-system
 
