@@ -4,23 +4,19 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
-	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
-	"unicode/utf8"
 
 	"github.com/hashicorp/go-hclog"
-	"golang.org/x/sys/unix"
 
+	"github.com/orqest/sandbox/internal/pyproc"
 	"github.com/orqest/sandbox/shared"
 	"github.com/orqest/sandbox/shared/pyrunner"
 	"github.com/orqest/sandbox/validator"
@@ -40,13 +36,6 @@ const (
 	MaxArgsBytes = 1 << 20
 	// fallbackMaxCodeBytes applies when the rules table names no limit.
 	fallbackMaxCodeBytes = 64 << 10
-	// maxResponseSlack is what the fd-3 reader accepts beyond
-	// max_output_bytes (the envelope, an error text, findings).
-	maxResponseSlack = 1 << 20
-	// drainGrace bounds how long we wait for pipes to reach EOF after the
-	// child was reaped (a descendant that escaped the process group could
-	// hold them open).
-	drainGrace = 250 * time.Millisecond
 )
 
 // ModeSpawn runs one fresh interpreter per execution.
@@ -113,7 +102,7 @@ type Backend struct {
 	seal *sealInfo // layers in force for cfg; nil until probed
 
 	fsMu  sync.Mutex
-	fs    *forkServer
+	fs    *pyproc.ForkServer
 	fsKey string
 
 	// onSpawn, when set (tests), is told the pid and working directory of
@@ -224,36 +213,8 @@ func (b *Backend) Shutdown() {
 	b.fs, b.fsKey = nil, ""
 	b.fsMu.Unlock()
 	if fs != nil {
-		fs.close()
+		fs.Close()
 	}
-}
-
-// forkServer returns the running zygote for cfg, (re)starting it when it
-// died or the configuration changed.
-func (b *Backend) forkServer(cfg Config, s *sealInfo, rules json.RawMessage) (*forkServer, error) {
-	fcfg := pyrunner.ForkServerConfig{Preload: cfg.Preload, Seal: s.seal(b.test.disable), Rules: rules}
-	keyJSON, _ := json.Marshal(fcfg)
-	key := cfg.Python + "\x00" + string(keyJSON) + "\x00" + b.test.program
-	b.fsMu.Lock()
-	defer b.fsMu.Unlock()
-	if b.fs != nil && b.fsKey == key && b.fs.alive() {
-		return b.fs, nil
-	}
-	if old := b.fs; old != nil {
-		if old.alive() {
-			b.logger.Debug("fork-server configuration changed; restarting", "pid", old.pid)
-		} else {
-			b.logger.Warn("fork-server died; restarting", "pid", old.pid, "error", old.deadErr())
-		}
-		b.fs = nil
-		go old.close()
-	}
-	fs, err := startForkServer(b.argv(cfg.Python, pyrunner.ForkServerArg), fcfg, b.logger)
-	if err != nil {
-		return nil, err
-	}
-	b.fs, b.fsKey = fs, key
-	return fs, nil
 }
 
 // Configure applies the `config {}` block and checks the interpreter works.
@@ -478,253 +439,12 @@ func msSince(t time.Time) float64 {
 	return float64(time.Since(t).Microseconds()) / 1000
 }
 
-// captured is what a capped pipe reader collected.
-type captured struct {
-	data      []byte
-	truncated bool
-}
-
-// capture reads r to EOF (or until r is closed), keeping at most limit bytes
-// and draining the rest so the writer never blocks on a full pipe.
-//
-// It keeps up to utf8.UTFMax bytes beyond limit so that the caller can cut
-// at limit on a rune boundary (pyrunner.TruncateUTF8).
-func capture(r *os.File, limit int, out chan<- captured) {
-	var c captured
-	chunk := make([]byte, 32<<10)
-	for {
-		n, err := r.Read(chunk)
-		if n > 0 {
-			if len(c.data)+n > limit {
-				c.truncated = true
-			}
-			if room := limit + utf8.UTFMax - len(c.data); room > 0 {
-				c.data = append(c.data, chunk[:min(n, room)]...)
-			}
-		}
-		if err != nil {
-			break
-		}
-	}
-	out <- c
-}
-
 // runSpawn spawns one interpreter for req and classifies its outcome. A Go
 // error means infrastructure failure (or ctx cancellation); everything the
 // user's code did is in the result. req.Rules defaults to the rules table.
 func (b *Backend) runSpawn(ctx context.Context, cfg Config, req pyrunner.Request, timeout time.Duration, maxOut int) (shared.ExecutionResult, error) {
-	var res shared.ExecutionResult
-	cpuSeconds := int(math.Ceil(timeout.Seconds())) + 1
 	if req.Rules == nil {
 		req.Rules = b.rules
 	}
-	req.MaxOutputBytes = maxOut
-	req.CPUSeconds = cpuSeconds
-	payload, err := req.Encode()
-	if err != nil {
-		return res, err
-	}
-	if err := ctx.Err(); err != nil {
-		return res, fmt.Errorf("execute: %w", err)
-	}
-
-	dir, err := os.MkdirTemp("", "orqest-sandbox-")
-	if err != nil {
-		return res, fmt.Errorf("execute: temporary directory: %v: %w", err, shared.ErrInternal)
-	}
-	defer os.RemoveAll(dir)
-
-	// Pipes: parent ends are read/written here, child ends are handed over
-	// and closed in the parent after Start. All are close-on-exec, so
-	// concurrently spawned children never inherit each other's.
-	var toClose []*os.File
-	defer func() {
-		for _, f := range toClose {
-			f.Close()
-		}
-	}()
-	pipe := func() (r, w *os.File, err error) {
-		r, w, err = os.Pipe()
-		if err == nil {
-			toClose = append(toClose, r, w)
-		}
-		return
-	}
-	stdinR, stdinW, err1 := pipe()
-	stdoutR, stdoutW, err2 := pipe()
-	stderrR, stderrW, err3 := pipe()
-	respR, respW, err4 := pipe()
-	if err := errors.Join(err1, err2, err3, err4); err != nil {
-		return res, fmt.Errorf("execute: pipes: %v: %w", err, shared.ErrInternal)
-	}
-
-	argv := b.argv(cfg.Python)
-	cmd := &exec.Cmd{
-		Path:       cfg.Python,
-		Args:       argv,
-		Env:        []string{}, // empty environment (and -I ignores PYTHON* anyway)
-		Dir:        dir,
-		Stdin:      stdinR,
-		Stdout:     stdoutW,
-		Stderr:     stderrW,
-		ExtraFiles: []*os.File{respW}, // fd 3
-		SysProcAttr: &syscall.SysProcAttr{
-			Setpgid:   true,            // own process group: one kill reaches every descendant
-			Pdeathsig: syscall.SIGKILL, // the child dies with the plugin
-		},
-	}
-	if err := cmd.Start(); err != nil {
-		return res, fmt.Errorf("execute: start %s: %v: %w", cfg.Python, err, shared.ErrUnavailable)
-	}
-	pid := cmd.Process.Pid
-	killGroup := func() { _ = syscall.Kill(-pid, syscall.SIGKILL) }
-	// The child's ends are now the child's.
-	stdinR.Close()
-	stdoutW.Close()
-	stderrW.Close()
-	respW.Close()
-
-	// exited is closed once the child has exited; it is not reaped yet, so
-	// its pid (and process group id) cannot be reused while we kill.
-	exited := make(chan struct{})
-	go func() {
-		defer close(exited)
-		var info unix.Siginfo
-		for {
-			err := unix.Waitid(unix.P_PID, pid, &info, unix.WEXITED|unix.WNOWAIT, nil)
-			if err != unix.EINTR {
-				return
-			}
-		}
-	}()
-	reap := func() *os.ProcessState {
-		<-exited
-		killGroup() // anything the child left in its group
-		_ = cmd.Wait()
-		return cmd.ProcessState
-	}
-
-	// Limits before the request is written: the user's code runs only after
-	// the runner has read stdin.
-	memBytes := uint64(req.MemoryMB) << 20
-	if err := errors.Join(
-		unix.Prlimit(pid, unix.RLIMIT_AS, &unix.Rlimit{Cur: memBytes, Max: memBytes}, nil),
-		unix.Prlimit(pid, unix.RLIMIT_CPU, &unix.Rlimit{Cur: uint64(cpuSeconds), Max: uint64(cpuSeconds) + 1}, nil),
-		// No core dumps: a child killed by SIGXCPU/SIGSEGV/SIGABRT must not
-		// write (or hand systemd-coredump) a copy of its memory.
-		unix.Prlimit(pid, unix.RLIMIT_CORE, &unix.Rlimit{Cur: 0, Max: 0}, nil),
-	); err != nil {
-		killGroup()
-		reap()
-		return res, fmt.Errorf("execute: applying resource limits to the child: %v: %w", err, shared.ErrInternal)
-	}
-	if b.onSpawn != nil {
-		b.onSpawn(pid, dir)
-	}
-
-	stdoutC := make(chan captured, 1)
-	stderrC := make(chan captured, 1)
-	respC := make(chan captured, 1)
-	go capture(stdoutR, maxOut, stdoutC)
-	go capture(stderrR, maxOut, stderrC)
-	go capture(respR, maxOut+maxResponseSlack, respC)
-	go func() {
-		_, _ = stdinW.Write(payload) // EPIPE if the child died: classified below
-		stdinW.Close()
-	}()
-
-	timer := time.NewTimer(timeout)
-	defer timer.Stop()
-	var timedOut, cancelled bool
-	select {
-	case <-exited:
-	case <-timer.C:
-		timedOut = true
-		killGroup()
-	case <-ctx.Done():
-		cancelled = true
-		killGroup()
-	}
-	state := reap()
-
-	// Collect the pipes; bounded in case an escaped descendant holds them.
-	graceOver := make(chan struct{})
-	grace := time.AfterFunc(drainGrace, func() { close(graceOver) })
-	defer grace.Stop()
-	collect := func(c chan captured, f *os.File) captured {
-		select {
-		case v := <-c:
-			return v
-		case <-graceOver:
-			f.Close() // unblocks the reader
-			return <-c
-		}
-	}
-	resp := collect(respC, respR)
-	out := collect(stdoutC, stdoutR)
-	errOut := collect(stderrC, stderrR)
-
-	res.Stdout = pyrunner.TruncateUTF8(string(out.data), maxOut)
-	res.Stderr = pyrunner.TruncateUTF8(string(errOut.data), maxOut)
-	res.StdoutTruncated = out.truncated
-	res.StderrTruncated = errOut.truncated
-
-	if state == nil {
-		return res, fmt.Errorf("execute: waiting for the child failed: %w", shared.ErrInternal)
-	}
-	b.logger.Debug("child finished", "pid", pid, "state", state.String(), "timed_out", timedOut, "cancelled", cancelled)
-
-	if cancelled {
-		return res, fmt.Errorf("execute: %w", ctx.Err())
-	}
-	if timedOut {
-		res.ErrorKind = shared.KindTimeout
-		res.Error = fmt.Sprintf("sandbox execution timed out after %.2fs", timeout.Seconds())
-		return res, nil
-	}
-	if !resp.truncated && len(bytes.TrimSpace(resp.data)) > 0 { // a truncated response is unusable
-		r, err := pyrunner.DecodeResponse(resp.data)
-		if err == nil {
-			if err := r.Apply(&res); err != nil {
-				return res, fmt.Errorf("execute: %w", err)
-			}
-			return res, nil
-		}
-		b.logger.Warn("undecodable response from child", "pid", pid, "error", err)
-	}
-
-	// No (usable) response: the child was killed or crashed.
-	ws, _ := state.Sys().(syscall.WaitStatus)
-	res.ErrorKind, res.Error = classifyDeath(ws, state.UserTime()+state.SystemTime(), req.MemoryMB, cpuSeconds, res.Stderr)
-	return res, nil
-}
-
-// classifyDeath explains a child that exited without a response.
-func classifyDeath(ws syscall.WaitStatus, cpu time.Duration, memMB, cpuSeconds int, stderr string) (shared.ErrorKind, string) {
-	if ws.Signaled() {
-		sig := ws.Signal()
-		switch {
-		case sig == syscall.SIGXCPU || (sig == syscall.SIGKILL && cpu >= time.Duration(cpuSeconds)*time.Second):
-			return shared.KindTimeout, fmt.Sprintf("sandbox execution exceeded its CPU time limit of %ds", cpuSeconds)
-		case memMB > 0 && (sig == syscall.SIGKILL || sig == syscall.SIGSEGV || sig == syscall.SIGABRT || sig == syscall.SIGBUS):
-			return shared.KindMemory, fmt.Sprintf("sandbox process killed by %v under a memory limit of %d MB", sig, memMB)
-		}
-		return shared.KindKilled, fmt.Sprintf("sandbox process killed by %v", sig)
-	}
-	if strings.Contains(stderr, "MemoryError") {
-		return shared.KindMemory, fmt.Sprintf("sandbox process ran out of memory (limit %d MB)", memMB)
-	}
-	msg := fmt.Sprintf("sandbox process exited with status %d without a result", ws.ExitStatus())
-	if tail := lastLines(stderr, 5); tail != "" {
-		msg += ": " + tail
-	}
-	return shared.KindRuntime, msg
-}
-
-func lastLines(s string, n int) string {
-	lines := strings.Split(strings.TrimSpace(s), "\n")
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	return strings.TrimSpace(strings.Join(lines, "\n"))
+	return pyproc.Spawn(ctx, b.argv(cfg.Python), pyproc.Job{Request: req, Timeout: timeout, MaxOutput: maxOut, OnStart: b.onSpawn}, b.logger)
 }

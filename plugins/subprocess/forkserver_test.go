@@ -49,7 +49,7 @@ func zygotePID(t *testing.T, b *Backend) int {
 	if b.fs == nil {
 		t.Fatal("no fork-server running")
 	}
-	return b.fs.pid
+	return b.fs.PID()
 }
 
 func TestForkServerIsDefault(t *testing.T) {

@@ -41,6 +41,20 @@ func childrenOf(ppid int) []int {
 	return out
 }
 
+// procState is the state letter of pid from /proc ("" when it is gone).
+func procState(pid int) string {
+	stat, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "stat"))
+	if err != nil {
+		return ""
+	}
+	s := string(stat)
+	i := strings.LastIndexByte(s, ')')
+	if f := strings.Fields(s[i+1:]); i >= 0 && len(f) > 0 {
+		return f[0]
+	}
+	return ""
+}
+
 func tempEntries(t *testing.T) map[string]bool {
 	t.Helper()
 	ents, err := os.ReadDir(os.TempDir())
@@ -87,6 +101,7 @@ func TestNoLeaksMixedLoad(t *testing.T) {
 	ctx := context.Background()
 	wantSuccess(t, execute(t, b, shared.ExecuteRequest{Code: "return 0"}), "0") // warm up
 	zpid := zygotePID(t, b)
+	poolFull(t, b) // the plugin holds two descriptors per ready child
 	fdsBefore := openFDs(t)
 	tmpBefore := tempEntries(t)
 
@@ -141,23 +156,44 @@ func TestNoLeaksMixedLoad(t *testing.T) {
 		t.Error(f)
 	}
 
-	// Every child that ran an execution was reaped before Execute
-	// returned; what remains is the zygote's small pool of idle, pre-forked
-	// children (pids recycle, so compare with the pool's size too).
+	// Every child that ran an execution had exited before Execute
+	// returned (the plugin waits on its pidfd): what is still there of them
+	// right now is a zombie the zygote is about to reap, never a running
+	// process; a moment later all are reaped. What remains is the zygote's
+	// small pool of idle, pre-forked children (pids recycle, so compare
+	// with the pool's size too).
 	ranMu.Lock()
+	for _, k := range childrenOf(zpid) {
+		if st := procState(k); ran[k] && st != "" && st != "Z" && st != "X" {
+			t.Errorf("child %d ran an execution and is still running (state %s)", k, st)
+		}
+	}
 	kids := childrenOf(zpid)
+	for deadline := time.Now().Add(2 * time.Second); time.Now().Before(deadline); kids = childrenOf(zpid) {
+		left := 0
+		for _, k := range kids {
+			if ran[k] {
+				left++
+			}
+		}
+		if left == 0 {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 	for _, k := range kids {
 		if ran[k] {
-			t.Errorf("child %d ran an execution and is still there", k)
+			t.Errorf("child %d ran an execution and was not reaped", k)
 		}
 	}
 	ranMu.Unlock()
-	if len(kids) > 2 {
-		t.Errorf("zygote %d has %d children (pool of 2): %v", zpid, len(kids), kids)
+	if len(kids) > forkServerPool {
+		t.Errorf("zygote %d has %d children (pool of %d): %v", zpid, len(kids), forkServerPool, kids)
 	}
 	if zygotePID(t, b) != zpid {
 		t.Errorf("the zygote was restarted under load")
 	}
+	poolFull(t, b)
 	if after := openFDs(t); after > fdsBefore {
 		t.Errorf("open fds grew from %d to %d", fdsBefore, after)
 	}
@@ -168,4 +204,19 @@ func TestNoLeaksMixedLoad(t *testing.T) {
 	}
 	b.Shutdown()
 	processGone(t, zpid)
+}
+
+// poolFull waits (up to 5 s) until the plugin holds a full pool of ready
+// children, so that descriptor counts compare like with like.
+func poolFull(t *testing.T, b *Backend) {
+	t.Helper()
+	b.fsMu.Lock()
+	fs := b.fs
+	b.fsMu.Unlock()
+	if fs == nil {
+		return
+	}
+	for deadline := time.Now().Add(5 * time.Second); fs.Idle() < forkServerPool && time.Now().Before(deadline); {
+		time.Sleep(5 * time.Millisecond)
+	}
 }

@@ -969,10 +969,10 @@ def _orq_spawn_seal(req):
 
 
 def _orq_forkserver_child(sock_fd, st, zygote_pid, rules):
-    """A pre-forked child. While idle (off the critical path): close every
-    descriptor but its private socket to the zygote, warm up (run a trusted
-    request, so the pages the runner touches are already copied), seal.
-    Then wait for the four descriptors of one execution (SCM_RIGHTS), take
+    """A pre-forked child. While idle (off the critical path): make itself a
+    process group leader, close every descriptor but its private socket
+    (whose other end the zygote hands to Go), seal. Then wait for the four
+    descriptors of one execution (SCM_RIGHTS, sent by Go), take
     them as fd 0-3, read the request from fd 0, run it, write the response
     to fd 3 and exit. One execution per process; never returns."""
     import array
@@ -985,13 +985,20 @@ def _orq_forkserver_child(sock_fd, st, zygote_pid, rules):
         st["prctl"](1, 9, 0, 0, 0)  # PR_SET_PDEATHSIG, SIGKILL
         if os.getppid() != zygote_pid:
             os._exit(75)
+        # Its own process group: should a layer that forbids fork not be in
+        # force, whatever it forks is killed with the group (Go repeats the
+        # kill until the group is empty), never the zygote.
+        os.setpgid(0, 0)
         lo = 3
         for keep in sorted(k for k in (sock_fd, st["ruleset_fd"]) if k >= 3):
             os.closerange(lo, keep)
             lo = keep + 1
         os.closerange(lo, 1 << 20)
-        _orq_execute({"code": "x = [i * 2 for i in range(8)]\nreturn {'n': sum(x)}",
-                      "args": {}, "allowed_imports": [], "rules": rules})
+        # No warm-up run here: the zygote ran one before it forked, so the
+        # caches are in the shared heap; a second one per child only
+        # pre-copied ~280 pages at ~2 ms of CPU per child, which cost more
+        # throughput (the refill competes for the cores) than the faults
+        # it saved an execution.
         _orq_seal_apply(st, "child")
         sock = socket.socket(fileno=sock_fd)
         size = array.array("i").itemsize
@@ -1044,19 +1051,22 @@ def _orq_forkserver_child(sock_fd, st, zygote_pid, rules):
 
 
 def _orq_forkserver_main():
-    """The zygote. Reads its config (JSON: preload, seal, rules: the rules
-    table used when a request carries none) from stdin, imports
-    what children need, seals itself, then serves the control socket on fd 3
+    """The zygote. Reads its config (JSON: preload, seal, pool, rules: the
+    rules table used when a request carries none) from stdin, imports what
+    children need, seals itself, then serves the control socket on fd 3
     (SOCK_SEQPACKET, one JSON message per packet). It keeps `pool`
-    (default 2) children pre-forked, warmed up and sealed, each waiting on a
-    private socketpair; every execution takes one, and a new one is forked
-    behind it:
+    (default 2) children pre-forked, each warming up and sealing itself
+    while it waits on a private socketpair, and hands each one's end of that
+    socketpair and a pidfd to Go at once: Go sends an execution's four
+    descriptors straight to a ready child, without a hop through here. The
+    zygote only refills the pool, reaps, and reports every exit:
 
       zygote -> Go  {"t":"ready","pid","layers","missing"} | {"t":"fatal","error"}
-      Go -> zygote  {"t":"run","id"} with SCM_RIGHTS [stdin, stdout, stderr, response]
-      zygote -> Go  {"t":"started","id","pid"} with SCM_RIGHTS [pidfd]
-                    | {"t":"failed","id","error"}
-      zygote -> Go  {"t":"exit","id","pid","status","utime","stime"}
+      zygote -> Go  {"t":"idle","pid"} with SCM_RIGHTS [child socket, pidfd]
+      Go -> child   "r" with SCM_RIGHTS [stdin, stdout, stderr, response]
+      Go -> zygote  {"t":"took","pid"}  (refill the pool)
+      zygote -> Go  {"t":"exit","pid","status","utime","stime"} (every
+                    child, reaped, whether it ran an execution or died idle)
 
     EOF on the control socket (the plugin went away) kills every child and
     exits."""
@@ -1126,8 +1136,8 @@ def _orq_forkserver_main():
 
     poller = select.poll()
     poller.register(ctl.fileno(), select.POLLIN)
-    children = {}  # pidfd -> (id, pid); id None while idle
-    idle = []      # [(pid, pidfd, socket)] pre-forked, warmed, sealed
+    children = {}  # pidfd -> pid
+    idle = set()   # pids pre-forked and not yet taken by Go
     pool = max(1, min(int(cfg.get("pool") or 2), 8))
 
     def spawn_idle():
@@ -1141,13 +1151,27 @@ def _orq_forkserver_main():
         if pid == 0:
             _orq_forkserver_child(b.fileno(), st, me, rules)
         b.close()
-        pfd = os.pidfd_open(pid)
-        children[pfd] = (None, pid)
+        try:
+            os.setpgid(pid, pid)  # as the child does: no window either way
+        except OSError:
+            pass
+        try:
+            pfd = os.pidfd_open(pid)
+        except BaseException:
+            a.close()
+            raise
+        children[pfd] = pid
         poller.register(pfd, select.POLLIN)
-        idle.append((pid, pfd, a))
+        idle.add(pid)
+        try:
+            send({"t": "idle", "pid": pid}, [a.fileno(), pfd])
+        except OSError:
+            shutdown()
+        finally:
+            a.close()
 
     def shutdown():
-        for pfd, (_, pid) in list(children.items()):
+        for pfd, pid in list(children.items()):
             try:
                 signal.pidfd_send_signal(pfd, signal.SIGKILL)
                 os.waitpid(pid, 0)
@@ -1155,29 +1179,11 @@ def _orq_forkserver_main():
                 pass
         os._exit(0)
 
-    def run(ident, fds):
-        # Hand the descriptors to an idle child (a fresh one if none is
-        # ready); report its pid with a pidfd.
-        while True:
-            if not idle:
-                spawn_idle()
-            pid, pfd, sock = idle.pop(0)
-            try:
-                sock.sendmsg([b"r"], [(socket.SOL_SOCKET, socket.SCM_RIGHTS,
-                                       array.array("i", fds))])
-            except OSError:
-                continue  # it died idle; its pidfd reports that
-            finally:
-                sock.close()
-            children[pfd] = (ident, pid)
-            send({"t": "started", "id": ident, "pid": pid}, [pfd])
-            return
-
     fdsize = array.array("i").itemsize
     while True:
         try:
             while len(idle) < pool:
-                # Messages first (a run, an exit to report): refilling the
+                # Messages first (an exit to report, a take): refilling the
                 # pool waits while one is pending and a child is ready.
                 if idle and poller.poll(0):
                     break
@@ -1190,23 +1196,20 @@ def _orq_forkserver_main():
             continue
         for fd, ev in events:
             if fd != ctl.fileno():
-                ident, pid = children.pop(fd)
+                pid = children.pop(fd)
                 poller.unregister(fd)
                 try:
                     _, status, ru = os.wait4(pid, 0)
                 except ChildProcessError:
                     status, ru = 0, None
-                if ident is None:  # died while idle
-                    for k, c in enumerate(idle):
-                        if c[1] == fd:
-                            idle.pop(k)[2].close()
-                            break
-                    os.close(fd)
-                    continue
                 os.close(fd)
-                send({"t": "exit", "id": ident, "pid": pid, "status": status,
-                      "utime": ru.ru_utime if ru else 0.0,
-                      "stime": ru.ru_stime if ru else 0.0})
+                idle.discard(pid)
+                try:
+                    send({"t": "exit", "pid": pid, "status": status,
+                          "utime": ru.ru_utime if ru else 0.0,
+                          "stime": ru.ru_stime if ru else 0.0})
+                except OSError:
+                    shutdown()
                 continue
             try:
                 msg, anc, _, _ = ctl.recvmsg(4096, socket.CMSG_SPACE(8 * fdsize))
@@ -1214,25 +1217,20 @@ def _orq_forkserver_main():
                 continue
             except OSError:
                 shutdown()
-            fds = array.array("i")
-            for level, typ, data in anc:
+            for level, typ, data in anc:  # none expected
                 if level == socket.SOL_SOCKET and typ == socket.SCM_RIGHTS:
-                    fds.frombytes(data[:len(data) - (len(data) % fdsize)])
+                    extra = array.array("i")
+                    extra.frombytes(data[:len(data) - (len(data) % fdsize)])
+                    for f in extra:
+                        os.close(f)
             if not msg and not anc:
                 shutdown()
-            fds = list(fds)
-            ident = None
             try:
                 doc = json.loads(msg)
-                ident = doc.get("id")
-                if doc.get("t") != "run" or len(fds) != 4:
-                    raise ValueError("bad run message")
-                run(ident, fds)
+                if doc.get("t") == "took":
+                    idle.discard(doc.get("pid"))
             except Exception as e:  # noqa: BLE001
-                send({"t": "failed", "id": ident, "error": "%s: %s" % (type(e).__name__, e)})
-            finally:
-                for f in fds:
-                    os.close(f)
+                sys.stderr.write("orqest fork-server: bad control message: %s\n" % e)
 
 
 if __name__ == "__main__":

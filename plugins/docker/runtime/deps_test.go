@@ -58,9 +58,10 @@ func startRuntimeWithPackages(t *testing.T, allowed []string, wheelDir string) (
 	rt := &runtime{
 		hello:   hello,
 		started: time.Now(),
-		exec:    &executor{python: py, rules: rules, workdir: work, envs: newEnvManager(py, work, hello, log)},
+		exec:    &executor{python: py, rules: rules, workdir: work, envs: newEnvManager(py, work, hello, log), disable: asContainerUID()},
 		log:     log,
 	}
+	t.Cleanup(rt.exec.shutdown)
 	ct, st := mcp.NewInMemoryTransports()
 	ctx := context.Background()
 	ss, err := rt.server().Connect(ctx, st, nil)

@@ -44,6 +44,9 @@ import (
 	"github.com/orqest/sandbox/plugins/docker/internal/rtproto"
 )
 
+// execMode is how the runtime runs Python (exec.go).
+var execMode = flag.String("exec-mode", modeForkServer, `how Python runs: "forkserver" (a warm, sealed zygote per agent) or "spawn" (one interpreter per call)`)
+
 // version is set with -ldflags "-X main.version=...".
 var version = "0.1.0"
 
@@ -91,7 +94,7 @@ func run(log *slog.Logger, python, rulesPath, workdir, listen string) error {
 	rt := &runtime{
 		hello:   hello,
 		started: time.Now(),
-		exec:    &executor{python: py, rules: rules, workdir: workdir, envs: newEnvManager(py, workdir, hello, log)}, // envs: per-agent venvs (venv.go)
+		exec:    &executor{python: py, rules: rules, workdir: workdir, envs: newEnvManager(py, workdir, hello, log), log: log, mode: *execMode}, // envs: per-agent venvs (venv.go)
 		rulesSum: func() string {
 			s := sha256.Sum256(rules)
 			return hex.EncodeToString(s[:])
@@ -103,6 +106,10 @@ func run(log *slog.Logger, python, rulesPath, workdir, listen string) error {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
+	// Probe the sealing layers (logged) and start the default agent's warm
+	// fork-server while the session opens.
+	go rt.exec.warm(ctx)
+	defer rt.exec.shutdown()
 	log.Info("runtime ready", "version", version, "python", py, "user", hello.User, "session", hello.Session)
 	if listen != "" {
 		// HTTP mode: stdin's EOF (the plugin detached or died) ends us.
@@ -296,6 +303,7 @@ func (rt *runtime) runtimeInfo(_ context.Context, req *mcp.CallToolRequest) (*mc
 		RulesSHA256: rt.rulesSum,
 		UptimeMS:    time.Since(rt.started).Milliseconds(),
 	}
+	info.Sealing, info.SealingMissing = rt.exec.sealLayers()
 	text, _ := json.Marshal(info)
 	return &mcp.CallToolResult{StructuredContent: info, Content: []mcp.Content{&mcp.TextContent{Text: string(text)}}}, nil
 }

@@ -182,3 +182,15 @@ func TestReadHello(t *testing.T) {
 }
 
 func bufioReader(s string) *bufio.Reader { return bufio.NewReader(strings.NewReader(s)) }
+
+// asContainerUID returns the sealing layers a test runtime must not
+// attempt to behave like the one in the image: there the runtime and its
+// children are both uid 1000, so the children can read the venvs the
+// runtime creates (0700). A test run as root would otherwise have its
+// children drop to 65534, which cannot.
+func asContainerUID() []string {
+	if os.Getuid() == 0 {
+		return []string{"unprivileged_uid"}
+	}
+	return nil
+}

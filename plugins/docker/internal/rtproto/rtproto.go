@@ -124,6 +124,11 @@ type InfoResult struct {
 	Python      string `json:"python"`
 	RulesSHA256 string `json:"rules_sha256"`
 	UptimeMS    int64  `json:"uptime_ms"`
+	// Sealing lists the kernel sealing layers in force for the Python
+	// children (pyrunner layer names), SealingMissing the others with the
+	// reason (both empty before the first probe).
+	Sealing        []string          `json:"sealing,omitempty"`
+	SealingMissing map[string]string `json:"sealing_missing,omitempty"`
 }
 
 // Claims are the JWT claims of a bearer token.

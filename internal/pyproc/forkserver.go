@@ -1,0 +1,598 @@
+package pyproc
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"slices"
+	"sync"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/orqest/sandbox/shared"
+	"github.com/orqest/sandbox/shared/pyrunner"
+)
+
+// forkServerStartTimeout bounds how long a zygote may take to import, seal
+// itself and say "ready".
+const forkServerStartTimeout = 15 * time.Second
+
+// ForkServerOptions configures StartForkServer.
+type ForkServerOptions struct {
+	// Logger receives debug and warning messages (nil: none).
+	Logger Logger
+	// Stderr receives the zygote's (and its children's pre-execution)
+	// stderr; nil discards it.
+	Stderr io.Writer
+	// Dir is the zygote's working directory, which its children inherit
+	// ("" means "/").
+	Dir string
+}
+
+// ForkServer is one running zygote (python3 -c <Program()> forkserver) and
+// the Go end of its control socket. It is safe for concurrent use.
+//
+// The zygote keeps a pool of pre-forked children that warm up and seal
+// themselves while idle, and hands each one's control socket and a pidfd
+// to Go as soon as it exists ({"t":"idle"}, SCM_RIGHTS). Run takes a ready
+// child, sends it the child's ends of four pipes (stdin, stdout, stderr,
+// response) directly, and tells the zygote to refill ({"t":"took"}); the
+// child takes them as fd 0-3 and runs the request it reads from fd 0, so Go
+// reads its stdout, stderr and response directly. The wall clock kills
+// through the pidfd (race-free); the zygote reaps every child and reports
+// {"t":"exit"} with its wait status and CPU time, which Run waits for: when
+// Run returns, the child is gone.
+type ForkServer struct {
+	logger Logger
+	cmd    *exec.Cmd
+	conn   *net.UnixConn
+	pid    int
+	layers []string
+	miss   map[string]string
+	noFork bool // seccomp in force: children cannot fork
+
+	wmu sync.Mutex // serialises sends
+
+	idle chan *fsChild // ready children, oldest first
+
+	mu   sync.Mutex
+	kids map[int]*fsChild // by pid, until their exit is reported
+	err  error            // why the zygote is gone; set before done is closed
+	done chan struct{}    // closed when the control socket failed (zygote gone)
+
+	waited chan struct{} // closed when the zygote process was reaped
+}
+
+// fsChild is one pre-forked child the zygote handed over.
+type fsChild struct {
+	pid    int
+	sock   int // its control socket: the execution's descriptors go here
+	pidfd  int
+	exited chan fsExit // the zygote's report (buffered)
+}
+
+func (c *fsChild) closeFDs() {
+	if c.sock >= 0 {
+		unix.Close(c.sock)
+		c.sock = -1
+	}
+	if c.pidfd >= 0 {
+		unix.Close(c.pidfd)
+		c.pidfd = -1
+	}
+}
+
+type fsExit struct {
+	status syscall.WaitStatus
+	cpu    time.Duration
+}
+
+// fsMsg is one control message from the zygote.
+type fsMsg struct {
+	T       string            `json:"t"`
+	ID      uint64            `json:"id"`
+	PID     int               `json:"pid"`
+	Status  int               `json:"status"`
+	UTime   float64           `json:"utime"`
+	STime   float64           `json:"stime"`
+	Error   string            `json:"error"`
+	Layers  []string          `json:"layers"`
+	Missing map[string]string `json:"missing"`
+}
+
+// StartForkServer launches a zygote with argv (pyrunner.ForkServerArgv, or
+// an equivalent) and waits until it is ready: imported, sealed and serving.
+func StartForkServer(argv []string, cfg pyrunner.ForkServerConfig, opts ForkServerOptions) (*ForkServer, error) {
+	logger := orNop(opts.Logger)
+	python := argv[0]
+	cfgJSON, err := json.Marshal(cfg)
+	if err != nil {
+		return nil, err
+	}
+	sp, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return nil, fmt.Errorf("fork-server: socketpair: %v: %w", err, shared.ErrInternal)
+	}
+	goEnd := os.NewFile(uintptr(sp[0]), "forkserver-ctl")
+	zEnd := os.NewFile(uintptr(sp[1]), "forkserver-ctl-child")
+	defer zEnd.Close()
+	c, err := net.FileConn(goEnd)
+	goEnd.Close()
+	if err != nil {
+		return nil, fmt.Errorf("fork-server: control socket: %v: %w", err, shared.ErrInternal)
+	}
+	conn := c.(*net.UnixConn)
+
+	dir := opts.Dir
+	if dir == "" {
+		dir = "/"
+	}
+	cmd := &exec.Cmd{
+		Path:       python,
+		Args:       argv,
+		Env:        []string{}, // empty environment (and -I ignores PYTHON*)
+		Dir:        dir,
+		Stdin:      bytes.NewReader(cfgJSON),
+		Stderr:     opts.Stderr,
+		ExtraFiles: []*os.File{zEnd}, // fd 3
+		SysProcAttr: &syscall.SysProcAttr{
+			Setpgid:   true,            // one kill reaches the zygote
+			Pdeathsig: syscall.SIGKILL, // dies with its parent
+		},
+	}
+	if err := cmd.Start(); err != nil {
+		conn.Close()
+		return nil, fmt.Errorf("fork-server: start %s: %v: %w", python, err, shared.ErrUnavailable)
+	}
+	zEnd.Close()
+	fs := &ForkServer{
+		logger: logger, cmd: cmd, conn: conn, pid: cmd.Process.Pid,
+		idle: make(chan *fsChild, 16), kids: map[int]*fsChild{},
+		done: make(chan struct{}), waited: make(chan struct{}),
+	}
+	go func() {
+		_ = cmd.Wait()
+		close(fs.waited)
+	}()
+
+	// The first message is "ready" (or "fatal").
+	_ = conn.SetReadDeadline(time.Now().Add(forkServerStartTimeout))
+	buf := make([]byte, 64<<10)
+	n, _, _, _, err := conn.ReadMsgUnix(buf, nil)
+	_ = conn.SetReadDeadline(time.Time{})
+	var m fsMsg
+	switch {
+	case err != nil || n == 0:
+		fs.Kill()
+		return nil, fmt.Errorf("fork-server: no ready message from %s (%v): %w", python, err, shared.ErrUnavailable)
+	case json.Unmarshal(buf[:n], &m) != nil:
+		fs.Kill()
+		return nil, fmt.Errorf("fork-server: malformed ready message %q: %w", buf[:n], shared.ErrInternal)
+	case m.T == "fatal":
+		fs.Kill()
+		return nil, fmt.Errorf("fork-server: %s failed to start: %s: %w", python, m.Error, shared.ErrUnavailable)
+	case m.T != "ready":
+		fs.Kill()
+		return nil, fmt.Errorf("fork-server: unexpected first message %q: %w", buf[:n], shared.ErrInternal)
+	}
+	fs.layers, fs.miss = m.Layers, m.Missing
+	fs.noFork = slices.Contains(m.Layers, pyrunner.LayerSeccomp)
+	go fs.read()
+	logger.Debug("fork-server ready", "pid", fs.pid, "layers", m.Layers)
+	return fs, nil
+}
+
+// PID is the zygote's process id.
+func (fs *ForkServer) PID() int { return fs.pid }
+
+// Layers lists the sealing layers the zygote put in force (every child
+// requires them).
+func (fs *ForkServer) Layers() []string { return fs.layers }
+
+// Missing names the layers not in force, with the reason.
+func (fs *ForkServer) Missing() map[string]string { return fs.miss }
+
+// Alive reports whether the zygote is still serving.
+func (fs *ForkServer) Alive() bool {
+	select {
+	case <-fs.done:
+		return false
+	default:
+		return true
+	}
+}
+
+// fail records why the zygote is gone and wakes every caller.
+func (fs *ForkServer) fail(err error) {
+	fs.mu.Lock()
+	defer fs.mu.Unlock()
+	if fs.err == nil {
+		fs.err = err
+		close(fs.done)
+	}
+	for {
+		select {
+		case c := <-fs.idle:
+			c.closeFDs() // EOF on its socket: an idle child exits
+		default:
+			return
+		}
+	}
+}
+
+// read dispatches control messages until the socket fails.
+func (fs *ForkServer) read() {
+	buf := make([]byte, 64<<10)
+	oob := make([]byte, unix.CmsgSpace(4*8))
+	for {
+		n, oobn, _, _, err := fs.conn.ReadMsgUnix(buf, oob)
+		fds := parseRights(oob[:oobn])
+		if err != nil || (n == 0 && oobn == 0) {
+			closeFDs(fds)
+			if err == nil {
+				err = errors.New("control socket closed")
+			}
+			fs.fail(fmt.Errorf("fork-server (pid %d) is gone: %v", fs.pid, err))
+			return
+		}
+		var m fsMsg
+		if err := json.Unmarshal(buf[:n], &m); err != nil {
+			closeFDs(fds)
+			fs.logger.Warn("fork-server: malformed control message", "error", err)
+			continue
+		}
+		switch m.T {
+		case "idle":
+			if len(fds) != 2 {
+				closeFDs(fds)
+				fs.logger.Warn("fork-server: idle child without its socket and pidfd", "pid", m.PID)
+				continue
+			}
+			c := &fsChild{pid: m.PID, sock: fds[0], pidfd: fds[1], exited: make(chan fsExit, 1)}
+			fs.mu.Lock()
+			fs.kids[c.pid] = c
+			fs.mu.Unlock()
+			select {
+			case fs.idle <- c:
+			default: // more than the pool can hold: let it go
+				c.closeFDs()
+			}
+		case "exit":
+			closeFDs(fds)
+			fs.mu.Lock()
+			c := fs.kids[m.PID]
+			delete(fs.kids, m.PID)
+			fs.mu.Unlock()
+			if c != nil {
+				cpu := time.Duration((m.UTime + m.STime) * float64(time.Second))
+				c.exited <- fsExit{status: syscall.WaitStatus(m.Status), cpu: cpu}
+			}
+		default:
+			closeFDs(fds)
+		}
+	}
+}
+
+// take returns a ready child, its socket still open. It skips children
+// that died while idle.
+func (fs *ForkServer) take(ctx context.Context) (*fsChild, error) {
+	for {
+		var c *fsChild
+		select {
+		case c = <-fs.idle:
+		case <-fs.done:
+			return nil, fs.Err()
+		case <-ctx.Done():
+			return nil, fmt.Errorf("execute: %w", ctx.Err())
+		}
+		select {
+		case <-c.exited: // died idle (reaped and reported)
+			c.closeFDs()
+			continue
+		default:
+		}
+		return c, nil
+	}
+}
+
+// took tells the zygote that c was taken, so it forks a replacement.
+func (fs *ForkServer) took(c *fsChild) error {
+	msg := fmt.Appendf(nil, `{"t":"took","pid":%d}`, c.pid)
+	fs.wmu.Lock()
+	_, err := fs.conn.Write(msg)
+	fs.wmu.Unlock()
+	if err != nil {
+		fs.fail(fmt.Errorf("fork-server (pid %d): send: %v", fs.pid, err))
+	}
+	return err
+}
+
+// Idle is how many ready children Go holds right now.
+func (fs *ForkServer) Idle() int { return len(fs.idle) }
+
+// Err is the error a caller returns when the zygote died under it.
+func (fs *ForkServer) Err() error {
+	fs.mu.Lock()
+	defer fs.mu.Unlock()
+	return fmt.Errorf("execute: %v: %w", fs.err, shared.ErrUnavailable)
+}
+
+// Kill ends the zygote and its children now and reaps the zygote.
+func (fs *ForkServer) Kill() {
+	fs.conn.Close()
+	select {
+	case <-fs.waited:
+	default:
+		_ = syscall.Kill(-fs.pid, syscall.SIGKILL)
+		<-fs.waited
+	}
+	fs.fail(errors.New("fork-server stopped"))
+}
+
+// Close asks the zygote to stop (EOF on its control socket: it kills its
+// children and exits), then makes sure of it.
+func (fs *ForkServer) Close() {
+	fs.conn.Close()
+	select {
+	case <-fs.waited:
+	case <-time.After(2 * time.Second):
+	}
+	fs.Kill()
+}
+
+func parseRights(oob []byte) []int {
+	if len(oob) == 0 {
+		return nil
+	}
+	msgs, err := unix.ParseSocketControlMessage(oob)
+	if err != nil {
+		return nil
+	}
+	var fds []int
+	for _, m := range msgs {
+		if f, err := unix.ParseUnixRights(&m); err == nil {
+			fds = append(fds, f...)
+		}
+	}
+	return fds
+}
+
+func closeFDs(fds []int) {
+	for _, fd := range fds {
+		_ = unix.Close(fd)
+	}
+}
+
+// childPipe makes a pipe whose one end goes to the child (a blocking raw
+// fd, closed by the caller once sent) and whose other end stays here (a
+// non-blocking *os.File, so reads and writes use the poller).
+func childPipe(childReads bool) (mine *os.File, theirs int, err error) {
+	var p [2]int
+	if err := unix.Pipe2(p[:], unix.O_CLOEXEC); err != nil {
+		return nil, -1, err
+	}
+	m, t := p[0], p[1]
+	if childReads {
+		m, t = p[1], p[0]
+	}
+	if err := unix.SetNonblock(m, true); err != nil {
+		unix.Close(m)
+		unix.Close(t)
+		return nil, -1, err
+	}
+	return os.NewFile(uintptr(m), "child-pipe"), t, nil
+}
+
+// Run runs job in a child of the zygote and classifies the outcome like
+// Spawn. When Run returns, the child has been reaped by the zygote,
+// whatever happened; a child that made itself a process group leader has
+// its group killed until empty.
+func (fs *ForkServer) Run(ctx context.Context, job Job) (shared.ExecutionResult, error) {
+	var res shared.ExecutionResult
+	req := job.Request
+	req.Rules = pyrunner.RulesFromServer
+	req.MaxOutputBytes = job.MaxOutput
+	req.CPUSeconds = job.cpuSeconds()
+	payload, err := req.Encode()
+	if err != nil {
+		return res, err
+	}
+	if err := ctx.Err(); err != nil {
+		return res, fmt.Errorf("execute: %w", err)
+	}
+
+	var mine []*os.File
+	var theirs [4]int
+	for i := range theirs {
+		theirs[i] = -1
+	}
+	defer func() {
+		for _, f := range mine {
+			f.Close()
+		}
+		for _, fd := range theirs {
+			if fd >= 0 {
+				unix.Close(fd)
+			}
+		}
+	}()
+	for i := range theirs {
+		f, fd, err := childPipe(i == 0)
+		if err != nil {
+			return res, fmt.Errorf("execute: pipes: %v: %w", err, shared.ErrInternal)
+		}
+		mine = append(mine, f)
+		theirs[i] = fd
+	}
+	stdinW, stdoutR, stderrR, respR := mine[0], mine[1], mine[2], mine[3]
+
+	// A ready child gets the descriptors straight from here.
+	var c *fsChild
+	for {
+		if c, err = fs.take(ctx); err != nil {
+			return res, err
+		}
+		err = unix.Sendmsg(c.sock, []byte("r"), unix.UnixRights(theirs[:]...), nil, unix.MSG_NOSIGNAL)
+		unix.Close(c.sock)
+		c.sock = -1
+		if err == nil {
+			break
+		}
+		c.closeFDs() // it died idle; the zygote reaps and reports it
+	}
+	// The kernel holds the child's ends in flight; ours go now, so the
+	// pipes reach EOF when the child exits.
+	for i, fd := range theirs {
+		unix.Close(fd)
+		theirs[i] = -1
+	}
+	defer c.closeFDs()
+	kill := func() { _ = unix.PidfdSendSignal(c.pidfd, unix.SIGKILL, nil, 0) }
+	timer := time.NewTimer(job.Timeout)
+	defer timer.Stop()
+
+	// The three readers; pipesDone is closed when all reached EOF.
+	var o outcome
+	pipesDone := make(chan struct{})
+	go func() {
+		defer close(pipesDone)
+		stdoutC := make(chan captured, 1)
+		stderrC := make(chan captured, 1)
+		go capture(stdoutR, job.MaxOutput, stdoutC)
+		go capture(stderrR, job.MaxOutput, stderrC)
+		respC := make(chan captured, 1)
+		capture(respR, job.MaxOutput+MaxResponseSlack, respC)
+		o.resp, o.out, o.errOut = <-respC, <-stdoutC, <-stderrC
+	}()
+	go func() {
+		_, _ = stdinW.Write(payload) // EPIPE if the child died: classified below
+		stdinW.Close()
+	}()
+	o.pid = c.pid
+	if job.OnStart != nil {
+		job.OnStart(c.pid, "")
+	}
+	_ = fs.took(c) // a failure marks the zygote gone: handled below
+
+	// The child is done when it has exited: seen on the pidfd (fast: no
+	// hop through the zygote), or in the zygote's exit report (which also
+	// says how it ended). A call that ends with a usable response returns
+	// once the child has exited (it runs nothing any more; the zygote reaps
+	// it at once and reports asynchronously). A call whose child was
+	// killed (wall clock, cancellation) or left no usable response waits
+	// for the report: its child is reaped before Run returns, and the wait
+	// status classifies the death.
+	gone := make(chan struct{})
+	go waitPidfd(c.pidfd, gone)
+	defer func() { // the waiter's duplicate pidfd is closed before Run returns
+		select {
+		case <-gone:
+		case <-time.After(time.Second):
+		}
+	}()
+	var ex fsExit
+	var reported, exited bool
+	select {
+	case ex = <-c.exited:
+		reported = true
+	case <-gone:
+		exited = true
+	case <-timer.C:
+		o.timedOut = true
+		kill()
+	case <-ctx.Done():
+		o.cancelled = true
+		kill()
+	case <-fs.done:
+	}
+	if !reported && (o.timedOut || o.cancelled) {
+		// Killed: wait until it is reaped (nothing hurries here).
+		select {
+		case ex = <-c.exited:
+			reported = true
+		case <-fs.done:
+		}
+	}
+	if !reported && !exited {
+		select {
+		case ex = <-c.exited:
+			reported = true
+		case <-gone:
+			exited = true
+		case <-fs.done:
+		}
+	}
+	if !reported && !exited {
+		// The zygote is gone; so is the child (PDEATHSIG), but nobody
+		// reported its exit: make sure, and fail the call.
+		kill()
+		stopReaders(mine)
+		<-pipesDone
+		return res, fs.Err()
+	}
+	// A child whose seccomp filter lets it fork (a layer not in force) may
+	// have left descendants in its own process group: kill until empty.
+	// (With seccomp in force it cannot fork: there is nothing to kill.)
+	if !fs.noFork {
+		KillGroup(c.pid)
+	}
+
+	// Collect the pipes; bounded in case something still holds them.
+	select {
+	case <-pipesDone:
+	case <-time.After(DrainGrace):
+		stopReaders(mine)
+		<-pipesDone
+	}
+	if !reported && !o.timedOut && !o.cancelled && !usable(o.resp) {
+		select {
+		case ex = <-c.exited:
+		case <-fs.done:
+			return res, fs.Err()
+		}
+	}
+	o.status, o.cpu = ex.status, ex.cpu
+	return conclude(ctx, fs.logger, &job, o)
+}
+
+// usable reports whether resp is a complete response conclude will use.
+func usable(resp captured) bool {
+	if resp.truncated || len(bytes.TrimSpace(resp.data)) == 0 {
+		return false
+	}
+	r, err := pyrunner.DecodeResponse(resp.data)
+	return err == nil && r.ErrorKind != pyrunner.KindInternal
+}
+
+// waitPidfd closes gone once the process behind pidfd has exited. It polls
+// a duplicate, so the caller may close pidfd meanwhile.
+func waitPidfd(pidfd int, gone chan<- struct{}) {
+	defer close(gone)
+	fd, err := unix.FcntlInt(uintptr(pidfd), unix.F_DUPFD_CLOEXEC, 0)
+	if err != nil {
+		return // the exit report still comes
+	}
+	defer unix.Close(fd)
+	pfd := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
+	for {
+		if _, err := unix.Poll(pfd, -1); err != unix.EINTR {
+			return
+		}
+	}
+}
+
+// stopReaders closes our ends of the child's output pipes, which ends the
+// capture goroutines reading them.
+func stopReaders(mine []*os.File) {
+	for _, f := range mine[1:] {
+		f.Close()
+	}
+}

@@ -1,0 +1,243 @@
+// Package pyproc runs the shared Python runner (shared/pyrunner) in fresh,
+// limited processes: the one Go implementation of process execution that
+// tier 1 (plugins/subprocess) and the tier-2 in-container runtime
+// (plugins/docker/runtime) share.
+//
+//   - Spawn: one interpreter per execution (pipes, prlimit before the
+//     request reaches stdin, own process group, waitid(WNOWAIT) so the group
+//     id stays reserved while we kill, capped capture, death classification).
+//   - ForkServer: a warm zygote (`python3 -c <Program()> forkserver`) keeps
+//     pre-forked, sealed children; the child's pipes travel over a unix
+//     socket (SCM_RIGHTS), the wall clock kills through a pidfd, and the
+//     zygote reaps every child and reports its wait status before Run
+//     returns.
+//   - Probe / SealInfo / LibraryPaths: which sealing layers the runner can
+//     establish with an interpreter on this kernel, and what Landlock must
+//     let it read besides the stdlib.
+//
+// The package is pure Go (no cgo): the tier-2 runtime is a static binary.
+package pyproc
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"math"
+	"os"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+	"unicode/utf8"
+
+	"github.com/orqest/sandbox/shared"
+	"github.com/orqest/sandbox/shared/pyrunner"
+)
+
+const (
+	// MaxResponseSlack is what the fd-3 reader accepts beyond
+	// max_output_bytes (the envelope, an error text, findings).
+	MaxResponseSlack = 1 << 20
+	// DrainGrace bounds how long we wait for pipes to reach EOF after the
+	// child was reaped (a descendant that escaped the process group could
+	// hold them open).
+	DrainGrace = 250 * time.Millisecond
+	// groupKillFor bounds how long KillGroup repeats its kill.
+	groupKillFor = 2 * time.Second
+)
+
+// Logger is what the package logs through; hclog.Logger and *slog.Logger
+// both satisfy it.
+type Logger interface {
+	Debug(msg string, args ...any)
+	Warn(msg string, args ...any)
+}
+
+type nopLogger struct{}
+
+func (nopLogger) Debug(string, ...any) {}
+func (nopLogger) Warn(string, ...any)  {}
+
+func orNop(l Logger) Logger {
+	if l == nil {
+		return nopLogger{}
+	}
+	return l
+}
+
+// Job is one execution.
+type Job struct {
+	// Request is the runner request. MaxOutputBytes and CPUSeconds are set
+	// from MaxOutput and Timeout; a fork-server run uses its zygote's rules
+	// table (Request.Rules is replaced by pyrunner.RulesFromServer).
+	Request pyrunner.Request
+	// Timeout is the wall clock (> 0); RLIMIT_CPU is ceil(Timeout)+1 s.
+	Timeout time.Duration
+	// MaxOutput caps stdout and stderr each (> 0).
+	MaxOutput int
+	// Dir is the working directory of a spawned interpreter; "" means a
+	// fresh temporary directory, removed afterwards. (Fork-server children
+	// run in their zygote's directory.)
+	Dir string
+	// OnStart, when set, is told the pid (and the spawn working directory)
+	// of the child right after it started.
+	OnStart func(pid int, dir string)
+}
+
+func (j *Job) cpuSeconds() int { return int(math.Ceil(j.Timeout.Seconds())) + 1 }
+
+// captured is what a capped pipe reader collected.
+type captured struct {
+	data      []byte
+	truncated bool
+}
+
+// capture reads r to EOF (or until r is closed), keeping at most limit bytes
+// and draining the rest so the writer never blocks on a full pipe.
+//
+// It keeps up to utf8.UTFMax bytes beyond limit so that the caller can cut
+// at limit on a rune boundary (pyrunner.TruncateUTF8).
+func capture(r *os.File, limit int, out chan<- captured) {
+	var c captured
+	chunk := make([]byte, 32<<10)
+	for {
+		n, err := r.Read(chunk)
+		if n > 0 {
+			if len(c.data)+n > limit {
+				c.truncated = true
+			}
+			if room := limit + utf8.UTFMax - len(c.data); room > 0 {
+				c.data = append(c.data, chunk[:min(n, room)]...)
+			}
+		}
+		if err != nil {
+			break
+		}
+	}
+	out <- c
+}
+
+// outcome is how one child ended.
+type outcome struct {
+	out, errOut, resp   captured
+	status              syscall.WaitStatus
+	cpu                 time.Duration
+	timedOut, cancelled bool
+	pid                 int
+}
+
+// conclude turns an outcome into the execution result: the child's
+// response when it wrote a usable one, else the classified death.
+func conclude(ctx context.Context, log Logger, job *Job, o outcome) (shared.ExecutionResult, error) {
+	var res shared.ExecutionResult
+	res.Stdout = pyrunner.TruncateUTF8(string(o.out.data), job.MaxOutput)
+	res.Stderr = pyrunner.TruncateUTF8(string(o.errOut.data), job.MaxOutput)
+	res.StdoutTruncated = o.out.truncated
+	res.StderrTruncated = o.errOut.truncated
+	if o.cancelled {
+		return res, fmt.Errorf("execute: %w", ctx.Err())
+	}
+	if o.timedOut {
+		res.ErrorKind = shared.KindTimeout
+		res.Error = fmt.Sprintf("sandbox execution timed out after %.2fs", job.Timeout.Seconds())
+		return res, nil
+	}
+	if !o.resp.truncated && len(bytes.TrimSpace(o.resp.data)) > 0 { // a truncated response is unusable
+		r, err := pyrunner.DecodeResponse(o.resp.data)
+		if err == nil {
+			if err := r.Apply(&res); err != nil {
+				return res, fmt.Errorf("execute: %w", err)
+			}
+			return res, nil
+		}
+		log.Warn("undecodable response from child", "pid", o.pid, "error", err)
+	}
+	// No (usable) response: the child was killed or crashed.
+	res.ErrorKind, res.Error = ClassifyDeath(o.status, o.cpu, job.Request.MemoryMB, job.cpuSeconds(), res.Stderr)
+	return res, nil
+}
+
+// ClassifyDeath explains a child that exited without a response.
+func ClassifyDeath(ws syscall.WaitStatus, cpu time.Duration, memMB, cpuSeconds int, stderr string) (shared.ErrorKind, string) {
+	if ws.Signaled() {
+		sig := ws.Signal()
+		switch {
+		case sig == syscall.SIGXCPU || (sig == syscall.SIGKILL && cpu >= time.Duration(cpuSeconds)*time.Second):
+			return shared.KindTimeout, fmt.Sprintf("sandbox execution exceeded its CPU time limit of %ds", cpuSeconds)
+		case memMB > 0 && (sig == syscall.SIGKILL || sig == syscall.SIGSEGV || sig == syscall.SIGABRT || sig == syscall.SIGBUS):
+			return shared.KindMemory, fmt.Sprintf("sandbox process killed by %v under a memory limit of %d MB", sig, memMB)
+		}
+		return shared.KindKilled, fmt.Sprintf("sandbox process killed by %v", sig)
+	}
+	if strings.Contains(stderr, "MemoryError") {
+		return shared.KindMemory, fmt.Sprintf("sandbox process ran out of memory (limit %d MB)", memMB)
+	}
+	msg := fmt.Sprintf("sandbox process exited with status %d without a result", ws.ExitStatus())
+	if tail := lastLines(stderr, 5); tail != "" {
+		msg += ": " + tail
+	}
+	return shared.KindRuntime, msg
+}
+
+func lastLines(s string, n int) string {
+	lines := strings.Split(strings.TrimSpace(s), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.TrimSpace(strings.Join(lines, "\n"))
+}
+
+// KillGroup sends SIGKILL to process group pgid and repeats it until no
+// living process is left in the group or 2 s have passed: a fork bomb keeps
+// creating members while the first signal is delivered. Call it after the
+// group leader was reaped; while the group has members its id cannot be
+// reused. Zombies (killed members their new parent has not reaped yet) end
+// the loop too: they run nothing.
+func KillGroup(pgid int) {
+	if pgid <= 1 {
+		return
+	}
+	deadline := time.Now().Add(groupKillFor)
+	for {
+		if err := syscall.Kill(-pgid, syscall.SIGKILL); err == syscall.ESRCH || err == syscall.EPERM {
+			return
+		}
+		time.Sleep(time.Millisecond)
+		if !groupAlive(pgid) || time.Now().After(deadline) {
+			return
+		}
+	}
+}
+
+// groupAlive reports whether a process of group pgid is still running (not
+// a zombie), from /proc. Unknown (no /proc) counts as alive.
+func groupAlive(pgid int) bool {
+	ents, err := os.ReadDir("/proc")
+	if err != nil {
+		return true
+	}
+	want := strconv.Itoa(pgid)
+	buf := make([]byte, 512)
+	for _, e := range ents {
+		name := e.Name()
+		if name[0] < '0' || name[0] > '9' {
+			continue
+		}
+		f, err := os.Open("/proc/" + name + "/stat")
+		if err != nil {
+			continue
+		}
+		n, _ := f.Read(buf)
+		f.Close()
+		s := string(buf[:n])
+		i := strings.LastIndexByte(s, ')')
+		if i < 0 {
+			continue
+		}
+		fl := strings.Fields(s[i+1:]) // state ppid pgrp ...
+		if len(fl) > 2 && fl[2] == want && fl[0] != "Z" && fl[0] != "X" {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,190 @@
+package pyproc
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/orqest/sandbox/shared"
+)
+
+// Spawn runs job in one fresh interpreter started with argv (argv[0] is the
+// interpreter's path) and classifies its outcome. A Go error means
+// infrastructure failure (or ctx cancellation); everything the user's code
+// did is in the result. job.Request.Rules must be set by the caller.
+//
+// The child runs with an empty environment, in its own process group, with
+// PDEATHSIG=SIGKILL; RLIMIT_AS, RLIMIT_CPU and RLIMIT_CORE=0 are set with
+// prlimit before the request (and so any user code) reaches its stdin. At
+// the wall clock the whole group is killed, and after the child exited the
+// kill is repeated until the group is empty.
+func Spawn(ctx context.Context, argv []string, job Job, log Logger) (shared.ExecutionResult, error) {
+	log = orNop(log)
+	var res shared.ExecutionResult
+	cpuSeconds := job.cpuSeconds()
+	req := job.Request
+	req.MaxOutputBytes = job.MaxOutput
+	req.CPUSeconds = cpuSeconds
+	payload, err := req.Encode()
+	if err != nil {
+		return res, err
+	}
+	if err := ctx.Err(); err != nil {
+		return res, fmt.Errorf("execute: %w", err)
+	}
+
+	dir := job.Dir
+	if dir == "" {
+		dir, err = os.MkdirTemp("", "orqest-sandbox-")
+		if err != nil {
+			return res, fmt.Errorf("execute: temporary directory: %v: %w", err, shared.ErrInternal)
+		}
+		defer os.RemoveAll(dir)
+	}
+
+	// Pipes: parent ends are read/written here, child ends are handed over
+	// and closed in the parent after Start. All are close-on-exec, so
+	// concurrently spawned children never inherit each other's.
+	var toClose []*os.File
+	defer func() {
+		for _, f := range toClose {
+			f.Close()
+		}
+	}()
+	pipe := func() (r, w *os.File, err error) {
+		r, w, err = os.Pipe()
+		if err == nil {
+			toClose = append(toClose, r, w)
+		}
+		return
+	}
+	stdinR, stdinW, err1 := pipe()
+	stdoutR, stdoutW, err2 := pipe()
+	stderrR, stderrW, err3 := pipe()
+	respR, respW, err4 := pipe()
+	if err := errors.Join(err1, err2, err3, err4); err != nil {
+		return res, fmt.Errorf("execute: pipes: %v: %w", err, shared.ErrInternal)
+	}
+
+	cmd := &exec.Cmd{
+		Path:       argv[0],
+		Args:       argv,
+		Env:        []string{}, // empty environment (and -I ignores PYTHON* anyway)
+		Dir:        dir,
+		Stdin:      stdinR,
+		Stdout:     stdoutW,
+		Stderr:     stderrW,
+		ExtraFiles: []*os.File{respW}, // fd 3
+		SysProcAttr: &syscall.SysProcAttr{
+			Setpgid:   true,            // own process group: one kill reaches every descendant
+			Pdeathsig: syscall.SIGKILL, // the child dies with its parent
+		},
+	}
+	if err := cmd.Start(); err != nil {
+		return res, fmt.Errorf("execute: start %s: %v: %w", argv[0], err, shared.ErrUnavailable)
+	}
+	pid := cmd.Process.Pid
+	killGroup := func() { _ = syscall.Kill(-pid, syscall.SIGKILL) }
+	// The child's ends are now the child's.
+	stdinR.Close()
+	stdoutW.Close()
+	stderrW.Close()
+	respW.Close()
+
+	// exited is closed once the child has exited; it is not reaped yet, so
+	// its pid (and process group id) cannot be reused while we kill.
+	exited := make(chan struct{})
+	go func() {
+		defer close(exited)
+		var info unix.Siginfo
+		for {
+			err := unix.Waitid(unix.P_PID, pid, &info, unix.WEXITED|unix.WNOWAIT, nil)
+			if err != unix.EINTR {
+				return
+			}
+		}
+	}()
+	reap := func() *os.ProcessState {
+		<-exited
+		killGroup() // anything the child left in its group
+		_ = cmd.Wait()
+		KillGroup(pid) // a fork bomb refills the group: repeat until it is empty
+		return cmd.ProcessState
+	}
+
+	// Limits before the request is written: the user's code runs only after
+	// the runner has read stdin.
+	memBytes := uint64(req.MemoryMB) << 20
+	if err := errors.Join(
+		unix.Prlimit(pid, unix.RLIMIT_AS, &unix.Rlimit{Cur: memBytes, Max: memBytes}, nil),
+		unix.Prlimit(pid, unix.RLIMIT_CPU, &unix.Rlimit{Cur: uint64(cpuSeconds), Max: uint64(cpuSeconds) + 1}, nil),
+		// No core dumps: a child killed by SIGXCPU/SIGSEGV/SIGABRT must not
+		// write (or hand systemd-coredump) a copy of its memory.
+		unix.Prlimit(pid, unix.RLIMIT_CORE, &unix.Rlimit{Cur: 0, Max: 0}, nil),
+	); err != nil {
+		killGroup()
+		reap()
+		return res, fmt.Errorf("execute: applying resource limits to the child: %v: %w", err, shared.ErrInternal)
+	}
+	if job.OnStart != nil {
+		job.OnStart(pid, dir)
+	}
+
+	stdoutC := make(chan captured, 1)
+	stderrC := make(chan captured, 1)
+	respC := make(chan captured, 1)
+	go capture(stdoutR, job.MaxOutput, stdoutC)
+	go capture(stderrR, job.MaxOutput, stderrC)
+	go capture(respR, job.MaxOutput+MaxResponseSlack, respC)
+	go func() {
+		_, _ = stdinW.Write(payload) // EPIPE if the child died: classified below
+		stdinW.Close()
+	}()
+
+	timer := time.NewTimer(job.Timeout)
+	defer timer.Stop()
+	var o outcome
+	o.pid = pid
+	select {
+	case <-exited:
+	case <-timer.C:
+		o.timedOut = true
+		killGroup()
+	case <-ctx.Done():
+		o.cancelled = true
+		killGroup()
+	}
+	state := reap()
+
+	// Collect the pipes; bounded in case an escaped descendant holds them.
+	graceOver := make(chan struct{})
+	grace := time.AfterFunc(DrainGrace, func() { close(graceOver) })
+	defer grace.Stop()
+	collect := func(c chan captured, f *os.File) captured {
+		select {
+		case v := <-c:
+			return v
+		case <-graceOver:
+			f.Close() // unblocks the reader
+			return <-c
+		}
+	}
+	o.resp = collect(respC, respR)
+	o.out = collect(stdoutC, stdoutR)
+	o.errOut = collect(stderrC, stderrR)
+
+	if state == nil {
+		r, _ := conclude(ctx, log, &job, outcome{out: o.out, errOut: o.errOut})
+		return r, fmt.Errorf("execute: waiting for the child failed: %w", shared.ErrInternal)
+	}
+	log.Debug("child finished", "pid", pid, "state", state.String(), "timed_out", o.timedOut, "cancelled", o.cancelled)
+	o.status, _ = state.Sys().(syscall.WaitStatus)
+	o.cpu = state.UserTime() + state.SystemTime()
+	return conclude(ctx, log, &job, o)
+}
