@@ -48,8 +48,9 @@ type ForkServerOptions struct {
 // child takes them as fd 0-3 and runs the request it reads from fd 0, so Go
 // reads its stdout, stderr and response directly. The wall clock kills
 // through the pidfd (race-free); the zygote reaps every child and reports
-// {"t":"exit"} with its wait status and CPU time, which Run waits for: when
-// Run returns, the child is gone.
+// {"t":"exit"} with its wait status and CPU time. When Run returns, the
+// child is SIGKILLed or gone: it never runs again, and it is reaped soon
+// after (a child without a usable response is reaped before Run returns).
 type ForkServer struct {
 	logger Logger
 	cmd    *exec.Cmd
@@ -392,9 +393,11 @@ func childPipe(childReads bool) (mine *os.File, theirs int, err error) {
 }
 
 // Run runs job in a child of the zygote and classifies the outcome like
-// Spawn. When Run returns, the child has been reaped by the zygote,
-// whatever happened; a child that made itself a process group leader has
-// its group killed until empty.
+// Spawn. When Run returns, the child has been sent SIGKILL through its
+// pidfd after its usable response (it runs nothing any more; the zygote
+// reaps it asynchronously), or, without a usable response, has been reaped
+// by the zygote; a child that made itself a process group leader has its
+// group killed until empty.
 func (fs *ForkServer) Run(ctx context.Context, job Job) (shared.ExecutionResult, error) {
 	var res shared.ExecutionResult
 	req := job.Request
@@ -459,8 +462,10 @@ func (fs *ForkServer) Run(ctx context.Context, job Job) (shared.ExecutionResult,
 	timer := time.NewTimer(job.Timeout)
 	defer timer.Stop()
 
-	// The three readers; pipesDone is closed when all reached EOF.
+	// The three readers; respDone is closed when the response reached EOF,
+	// pipesDone when all three did.
 	var o outcome
+	respDone := make(chan struct{})
 	pipesDone := make(chan struct{})
 	go func() {
 		defer close(pipesDone)
@@ -470,7 +475,9 @@ func (fs *ForkServer) Run(ctx context.Context, job Job) (shared.ExecutionResult,
 		go capture(stderrR, job.MaxOutput, stderrC)
 		respC := make(chan captured, 1)
 		capture(respR, job.MaxOutput+MaxResponseSlack, respC)
-		o.resp, o.out, o.errOut = <-respC, <-stdoutC, <-stderrC
+		o.resp = <-respC
+		close(respDone)
+		o.out, o.errOut = <-stdoutC, <-stderrC
 	}()
 	go func() {
 		_, _ = stdinW.Write(payload) // EPIPE if the child died: classified below
@@ -482,37 +489,66 @@ func (fs *ForkServer) Run(ctx context.Context, job Job) (shared.ExecutionResult,
 	}
 	_ = fs.took(c) // a failure marks the zygote gone: handled below
 
-	// The child is done when it has exited: seen on the pidfd (fast: no
-	// hop through the zygote), or in the zygote's exit report (which also
-	// says how it ended). A call that ends with a usable response returns
-	// once the child has exited (it runs nothing any more; the zygote reaps
-	// it at once and reports asynchronously). A call whose child was
-	// killed (wall clock, cancellation) or left no usable response waits
-	// for the report: its child is reaped before Run returns, and the wait
-	// status classifies the death.
+	// The runner flushes the user's stdout and stderr, writes the response
+	// and closes fds 0-3 before it exits, so every pipe reaches EOF before
+	// the kernel tears the child's address space down (~1.3 ms for its
+	// copied 17 MB). A call that ends with a usable response therefore
+	// SIGKILLs the child through its pidfd (it can never run user code
+	// again: it is exiting or has a fatal signal pending) and returns
+	// without waiting for the teardown; the zygote reaps it and reports
+	// asynchronously. A call whose child died without a usable response, or
+	// was killed (wall clock, cancellation), waits for the zygote's report:
+	// that child is reaped before Run returns, and the wait status
+	// classifies the death.
 	gone := make(chan struct{})
-	go waitPidfd(c.pidfd, gone)
-	defer func() { // the waiter's duplicate pidfd is closed before Run returns
+	go waitPidfd(dupFD(c.pidfd), gone) // a duplicate: c.pidfd is closed on return
+	var ex fsExit
+	var reported, exited bool
+	respC := respDone
+wait:
+	for {
+		select {
+		case <-respC:
+			respC = nil
+			if !usable(o.resp) {
+				continue wait // wait for the exit below
+			}
+			kill()
+			if !fs.noFork {
+				KillGroup(c.pid)
+			}
+			// Normally already at EOF (the runner closed them); if user code
+			// kept a duplicate, they reach it when the killed child dies.
+			select {
+			case <-pipesDone:
+			case <-time.After(DrainGrace):
+				stopReaders(mine)
+				<-pipesDone
+			}
+			return conclude(ctx, fs.logger, &job, o)
+		case ex = <-c.exited:
+			reported = true
+		case <-gone:
+			exited = true
+		case <-timer.C:
+			o.timedOut = true
+			kill()
+		case <-ctx.Done():
+			o.cancelled = true
+			kill()
+		case <-fs.done:
+		}
+		break
+	}
+	// From here on the child is reaped before Run returns, and so is the
+	// waiter's duplicate pidfd closed. (On the fast path above it closes
+	// when the killed child's teardown ends, a moment after Run returned.)
+	defer func() {
 		select {
 		case <-gone:
 		case <-time.After(time.Second):
 		}
 	}()
-	var ex fsExit
-	var reported, exited bool
-	select {
-	case ex = <-c.exited:
-		reported = true
-	case <-gone:
-		exited = true
-	case <-timer.C:
-		o.timedOut = true
-		kill()
-	case <-ctx.Done():
-		o.cancelled = true
-		kill()
-	case <-fs.done:
-	}
 	if !reported && (o.timedOut || o.cancelled) {
 		// Killed: wait until it is reaped (nothing hurries here).
 		select {
@@ -572,12 +608,20 @@ func usable(resp captured) bool {
 	return err == nil && r.ErrorKind != pyrunner.KindInternal
 }
 
-// waitPidfd closes gone once the process behind pidfd has exited. It polls
-// a duplicate, so the caller may close pidfd meanwhile.
-func waitPidfd(pidfd int, gone chan<- struct{}) {
-	defer close(gone)
-	fd, err := unix.FcntlInt(uintptr(pidfd), unix.F_DUPFD_CLOEXEC, 0)
+// dupFD duplicates fd (close-on-exec); -1 if it cannot.
+func dupFD(fd int) int {
+	d, err := unix.FcntlInt(uintptr(fd), unix.F_DUPFD_CLOEXEC, 0)
 	if err != nil {
+		return -1
+	}
+	return d
+}
+
+// waitPidfd closes gone once the process behind pidfd (a descriptor it
+// owns and closes; -1: none) has exited.
+func waitPidfd(fd int, gone chan<- struct{}) {
+	defer close(gone)
+	if fd < 0 {
 		return // the exit report still comes
 	}
 	defer unix.Close(fd)
