@@ -41,7 +41,7 @@ func Spawn(ctx context.Context, argv []string, job Job, log Logger) (shared.Exec
 
 	dir := job.Dir
 	if dir == "" {
-		dir, err = os.MkdirTemp("", "orqest-sandbox-")
+		dir, err = os.MkdirTemp("", tempPrefix())
 		if err != nil {
 			return res, fmt.Errorf("execute: temporary directory: %v: %w", err, shared.ErrInternal)
 		}

@@ -4,9 +4,19 @@
 // so and exits.
 package main
 
-import "github.com/orqest/sandbox/shared"
+import (
+	"github.com/orqest/sandbox/internal/pyproc"
+	"github.com/orqest/sandbox/shared"
+)
 
 func main() {
 	logger := shared.NewPluginLogger("subprocess")
+	// A plugin killed mid-call in spawn mode cannot remove its child's
+	// working directory; the next plugin process sweeps what dead ones left.
+	if n, err := pyproc.SweepStaleTempDirs(""); err != nil {
+		logger.Warn("sweeping stale working directories", "error", err)
+	} else if n > 0 {
+		logger.Info("removed working directories of dead plugin processes", "count", n)
+	}
 	shared.Serve(NewBackend(logger), shared.WithLogger(logger))
 }
