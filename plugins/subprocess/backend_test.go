@@ -84,14 +84,17 @@ func wantKind(t *testing.T, res shared.ExecutionResult, kind shared.ErrorKind) {
 // processGone reports whether pid no longer exists (not even as a zombie)
 // and no process remains in its process group.
 //
-// A fork-server child whose execution ended with a response has exited
-// when Execute returns, and its zygote reaps it right after: a zombie
-// (which runs nothing) may be seen for a moment; a running child never.
+// A fork-server child whose execution ended with a response has been sent
+// SIGKILL when Execute returns and its zygote reaps it right after: an
+// exiting child or a zombie (which run nothing) may be seen for a moment; a
+// child that can still run user code never.
 func processGone(t *testing.T, pid int) {
 	t.Helper()
 	if err := syscall.Kill(pid, 0); !errors.Is(err, syscall.ESRCH) {
-		if st := procState(pid); st != "Z" && st != "X" && st != "" {
-			t.Errorf("child %d still runs (state %s)", pid, st)
+		// Killed but still tearing down its memory shows state R with
+		// PF_EXITING or SIGKILL pending: it can never run code again.
+		if ok, why := killedOrGone(pid); !ok {
+			t.Errorf("child %d still runs (%s)", pid, why)
 		}
 		for deadline := time.Now().Add(2 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
 			if err = syscall.Kill(pid, 0); errors.Is(err, syscall.ESRCH) {

@@ -42,20 +42,6 @@ func childrenOf(ppid int) []int {
 	return out
 }
 
-// procState is the state letter of pid from /proc ("" when it is gone).
-func procState(pid int) string {
-	stat, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "stat"))
-	if err != nil {
-		return ""
-	}
-	s := string(stat)
-	i := strings.LastIndexByte(s, ')')
-	if f := strings.Fields(s[i+1:]); i >= 0 && len(f) > 0 {
-		return f[0]
-	}
-	return ""
-}
-
 // killedOrGone reports whether pid can never run user code again: it is
 // gone, a zombie, exiting (PF_EXITING in /proc/<pid>/stat), or has SIGKILL
 // pending (SigPnd/ShdPnd in /proc/<pid>/status). These states only move
