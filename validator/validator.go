@@ -154,6 +154,10 @@ func RuleDescription(id string) (message, why string, ok bool) {
 	return r.Message, r.Why, ok
 }
 
+// MaxCodeBytes is the rules table's size limit for one body; backends refuse
+// larger code before anything else looks at it.
+func MaxCodeBytes() int { return defaultTable.Limits.MaxCodeBytes }
+
 // SafeBuiltins returns the curated builtins the runner exposes.
 func SafeBuiltins() []string { return append([]string(nil), defaultTable.SafeBuiltins...) }
 

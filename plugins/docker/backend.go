@@ -42,8 +42,7 @@ const (
 	DefaultOpenTimeout = 30 * time.Second
 
 	// MaxArgsBytes caps the JSON args of one execution.
-	MaxArgsBytes         = 1 << 20
-	fallbackMaxCodeBytes = 64 << 10
+	MaxArgsBytes = 1 << 20
 	// tokenSlack is added to an execution's timeout for its token's expiry.
 	tokenSlack = 30 * time.Second
 	// callSlack is how long past the execution timeout the plugin waits for
@@ -126,18 +125,10 @@ func NewBackend(logger hclog.Logger) *Backend {
 	b := &Backend{
 		logger:       logger,
 		validator:    validator.New(),
-		maxCodeBytes: fallbackMaxCodeBytes,
+		maxCodeBytes: validator.MaxCodeBytes(),
 		owner:        currentOwner(),
 		cfg:          defaultConfig(),
 		sessions:     map[string]*session{},
-	}
-	var table struct {
-		Limits struct {
-			MaxCodeBytes int `json:"max_code_bytes"`
-		} `json:"limits"`
-	}
-	if err := json.Unmarshal(validator.RulesJSON(), &table); err == nil && table.Limits.MaxCodeBytes > 0 {
-		b.maxCodeBytes = table.Limits.MaxCodeBytes
 	}
 	return b
 }
@@ -286,10 +277,7 @@ func (b *Backend) client() (*client.Client, error) {
 }
 
 func (b *Backend) checkCode(code string) error {
-	if len(code) > b.maxCodeBytes {
-		return fmt.Errorf("code is %d bytes, over the limit of %d bytes: %w", len(code), b.maxCodeBytes, shared.ErrInvalidArgument)
-	}
-	return nil
+	return pyrunner.CheckCodeSize(code, b.maxCodeBytes)
 }
 
 // Validate runs the static checks (Go, in the plugin).
@@ -380,19 +368,12 @@ func (b *Backend) Shutdown(ctx context.Context) {
 // Without a SessionID it opens a temporary session and closes it after.
 func (b *Backend) Execute(ctx context.Context, req shared.ExecuteRequest) (shared.ExecuteResponse, error) {
 	start := time.Now()
-	if req.Timeout < 0 || req.MemoryMB < 0 || req.MaxOutputBytes < 0 {
-		return shared.ExecuteResponse{}, fmt.Errorf("negative limit (timeout %v, memory_mb %d, max_output_bytes %d): %w", req.Timeout, req.MemoryMB, req.MaxOutputBytes, shared.ErrInvalidArgument)
-	}
-	if err := b.checkCode(req.Code); err != nil {
-		return shared.ExecuteResponse{}, err
-	}
-	if len(req.Args) > MaxArgsBytes {
-		return shared.ExecuteResponse{}, fmt.Errorf("args are %d bytes, over the limit of %d bytes: %w", len(req.Args), MaxArgsBytes, shared.ErrInvalidArgument)
-	}
-	args, err := pyrunner.NormalizeArgs(req.Args)
+	// Zero limits stay zero here: the runtime applies the session's defaults.
+	p, err := pyrunner.Prepare(req, pyrunner.Defaults{MaxCodeBytes: b.maxCodeBytes, MaxArgsBytes: MaxArgsBytes})
 	if err != nil {
 		return shared.ExecuteResponse{}, err
 	}
+	args := p.Args
 	if err := checkToolName(req.ToolName); err != nil { // library.go
 		return shared.ExecuteResponse{}, err
 	}

@@ -37,8 +37,6 @@ const (
 	// exitDelay lets the gRPC response of the wedged call reach the host
 	// before the plugin process exits.
 	exitDelay = 50 * time.Millisecond
-	// fallbackMaxCodeBytes applies when the rules table names no limit.
-	fallbackMaxCodeBytes = 64 << 10
 	// minMemoryMB is the smallest memory_limit_mb accepted.
 	minMemoryMB = 32
 )
@@ -91,15 +89,7 @@ func NewBackend(logger hclog.Logger) *Backend {
 	b := &Backend{
 		logger:       logger,
 		validator:    validator.New(validator.WithCache(validator.DefaultCacheSize)),
-		maxCodeBytes: fallbackMaxCodeBytes,
-	}
-	var table struct {
-		Limits struct {
-			MaxCodeBytes int `json:"max_code_bytes"`
-		} `json:"limits"`
-	}
-	if err := json.Unmarshal(validator.RulesJSON(), &table); err == nil && table.Limits.MaxCodeBytes > 0 {
-		b.maxCodeBytes = table.Limits.MaxCodeBytes
+		maxCodeBytes: validator.MaxCodeBytes(),
 	}
 	return b
 }
@@ -239,10 +229,7 @@ func mappedMB() int {
 }
 
 func (b *Backend) checkCode(code string) error {
-	if len(code) > b.maxCodeBytes {
-		return fmt.Errorf("code is %d bytes, over the limit of %d bytes: %w", len(code), b.maxCodeBytes, shared.ErrInvalidArgument)
-	}
-	return nil
+	return pyrunner.CheckCodeSize(code, b.maxCodeBytes)
 }
 
 // Validate runs the static checks.
@@ -263,26 +250,14 @@ func (b *Backend) Execute(ctx context.Context, req shared.ExecuteRequest) (share
 	if !ok {
 		return shared.ExecuteResponse{}, errNotOptedIn
 	}
-	timeout, maxOut := req.Timeout, req.MaxOutputBytes
-	if timeout < 0 || req.MemoryMB < 0 || maxOut < 0 {
-		return shared.ExecuteResponse{}, fmt.Errorf("negative limit (timeout %v, memory_mb %d, max_output_bytes %d): %w", timeout, req.MemoryMB, maxOut, shared.ErrInvalidArgument)
-	}
-	if timeout == 0 {
-		timeout = DefaultTimeout
-	}
-	if maxOut == 0 {
-		maxOut = DefaultMaxOutputBytes
-	}
-	if err := b.checkCode(req.Code); err != nil {
-		return shared.ExecuteResponse{}, err
-	}
-	if len(req.Args) > MaxArgsBytes {
-		return shared.ExecuteResponse{}, fmt.Errorf("args are %d bytes, over the limit of %d bytes: %w", len(req.Args), MaxArgsBytes, shared.ErrInvalidArgument)
-	}
-	args, err := pyrunner.NormalizeArgs(req.Args)
+	p, err := pyrunner.Prepare(req, pyrunner.Defaults{
+		Timeout: DefaultTimeout, MaxOutputBytes: DefaultMaxOutputBytes,
+		MaxCodeBytes: b.maxCodeBytes, MaxArgsBytes: MaxArgsBytes,
+	})
 	if err != nil {
 		return shared.ExecuteResponse{}, err
 	}
+	timeout, maxOut, args := p.Timeout, p.MaxOutputBytes, p.Args
 	// The memory limit that applies is the process-wide cap from
 	// memory_limit_mb, if any; a per-call memory_mb cannot be enforced
 	// inside one process.

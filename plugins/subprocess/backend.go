@@ -34,8 +34,6 @@ const (
 	DefaultMaxOutputBytes = 1 << 20
 	// MaxArgsBytes caps the JSON args of one execution.
 	MaxArgsBytes = 1 << 20
-	// fallbackMaxCodeBytes applies when the rules table names no limit.
-	fallbackMaxCodeBytes = 64 << 10
 )
 
 // ModeSpawn runs one fresh interpreter per execution.
@@ -138,7 +136,7 @@ func NewBackend(logger hclog.Logger) *Backend {
 		logger:       logger,
 		validator:    validator.New(validator.WithCache(validator.DefaultCacheSize)),
 		rules:        json.RawMessage(rules),
-		maxCodeBytes: fallbackMaxCodeBytes,
+		maxCodeBytes: validator.MaxCodeBytes(),
 		cfg:          Config{Python: DefaultPython, Mode: DefaultMode},
 	}
 	var table struct {
@@ -352,10 +350,7 @@ func checkPython(p string) (string, error) {
 }
 
 func (b *Backend) checkCode(code string) error {
-	if len(code) > b.maxCodeBytes {
-		return fmt.Errorf("code is %d bytes, over the limit of %d bytes: %w", len(code), b.maxCodeBytes, shared.ErrInvalidArgument)
-	}
-	return nil
+	return pyrunner.CheckCodeSize(code, b.maxCodeBytes)
 }
 
 // Validate runs the static checks.
@@ -369,29 +364,14 @@ func (b *Backend) Validate(ctx context.Context, req shared.ValidateRequest) (sha
 // Execute validates req.Code and runs it in a fresh interpreter.
 func (b *Backend) Execute(ctx context.Context, req shared.ExecuteRequest) (shared.ExecuteResponse, error) {
 	start := time.Now()
-	timeout, memMB, maxOut := req.Timeout, req.MemoryMB, req.MaxOutputBytes
-	if timeout < 0 || memMB < 0 || maxOut < 0 {
-		return shared.ExecuteResponse{}, fmt.Errorf("negative limit (timeout %v, memory_mb %d, max_output_bytes %d): %w", timeout, memMB, maxOut, shared.ErrInvalidArgument)
-	}
-	if timeout == 0 {
-		timeout = DefaultTimeout
-	}
-	if memMB == 0 {
-		memMB = DefaultMemoryMB
-	}
-	if maxOut == 0 {
-		maxOut = DefaultMaxOutputBytes
-	}
-	if err := b.checkCode(req.Code); err != nil {
-		return shared.ExecuteResponse{}, err
-	}
-	if len(req.Args) > MaxArgsBytes {
-		return shared.ExecuteResponse{}, fmt.Errorf("args are %d bytes, over the limit of %d bytes: %w", len(req.Args), MaxArgsBytes, shared.ErrInvalidArgument)
-	}
-	args, err := pyrunner.NormalizeArgs(req.Args)
+	p, err := pyrunner.Prepare(req, pyrunner.Defaults{
+		Timeout: DefaultTimeout, MemoryMB: DefaultMemoryMB, MaxOutputBytes: DefaultMaxOutputBytes,
+		MaxCodeBytes: b.maxCodeBytes, MaxArgsBytes: MaxArgsBytes,
+	})
 	if err != nil {
 		return shared.ExecuteResponse{}, err
 	}
+	timeout, memMB, maxOut, args := p.Timeout, p.MemoryMB, p.MaxOutputBytes, p.Args
 	limits := shared.Limits{TimeoutMS: timeout.Milliseconds(), MemoryMB: memMB, MaxOutputBytes: maxOut}
 
 	rules := b.rules
