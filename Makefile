@@ -15,18 +15,29 @@ IMAGE      ?= orqest/agent-runtime:$(VERSION)
 BASE_IMAGE ?= orqest/python-base:bookworm
 EXAMPLE  := examples/thirdparty-plugin
 GOFLAGS_TEST ?= -count=1 -timeout 20m
+CC       ?= gcc
+# The fork-server's C loop (shared/pyrunner/forkcore), loaded by the tier-1
+# zygote; built against Debian's python3 headers, its sha256 is compiled into
+# the subprocess plugin, which refuses any other bytes.
+FORKCORE := $(BIN)/orqest-forkcore.so
 
-.PHONY: all build example demo test test-go test-example vet bench bench-go bench-system proto fuzz clean runtime image
+.PHONY: all build forkcore example demo test test-go test-example vet bench bench-go bench-system proto fuzz clean runtime image
 
 all: build
 
-build:
+build: forkcore
 	@mkdir -p $(BIN)
 	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN)/orqest-sandbox ./cmd/orqest-sandbox
 	@for p in $(PLUGINS); do \
+		extra=""; \
+		if [ $$p = subprocess ]; then extra="-X main.forkCoreSHA256=$$(sha256sum $(FORKCORE) | cut -d' ' -f1)"; fi; \
 		echo "$(GO) build -o $(BIN)/orqest-sandbox-plugin-$$p ./plugins/$$p"; \
-		$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN)/orqest-sandbox-plugin-$$p ./plugins/$$p || exit 1; \
+		$(GO) build -ldflags "$(LDFLAGS) $$extra" -o $(BIN)/orqest-sandbox-plugin-$$p ./plugins/$$p || exit 1; \
 	done
+
+forkcore:
+	@mkdir -p $(BIN)
+	$(CC) -O2 -Wall -Wextra -Werror -shared -fPIC $$(pkg-config --cflags python3-embed) -o $(FORKCORE) shared/pyrunner/forkcore/forkcore.c
 
 # The third-party example is a separate module with its own build command; it is
 # not part of `make build` on purpose (a host binary that was not rebuilt finds it).
@@ -52,8 +63,10 @@ vet:
 
 test: build image vet test-go test-example
 
+# ORQEST_FORKCORE: the tier-1 tests run the zygote with the C loop (and, where
+# a test says so, without it).
 test-go:
-	$(GO) test $(GOFLAGS_TEST) ./...
+	ORQEST_FORKCORE=$(FORKCORE) $(GO) test $(GOFLAGS_TEST) ./...
 
 test-example:
 	@if [ -d $(EXAMPLE) ]; then cd $(EXAMPLE) && $(GO) vet -mod=mod ./... && $(GO) test -mod=mod $(GOFLAGS_TEST) ./...; fi
@@ -61,7 +74,7 @@ test-example:
 bench: build image bench-go bench-system
 
 bench-go:
-	$(GO) test -run '^$$' -bench . -benchmem -count=1 ./validator/ ./plugins/... ./host/
+	ORQEST_FORKCORE=$(FORKCORE) $(GO) test -run '^$$' -bench . -benchmem -count=1 ./validator/ ./plugins/... ./host/
 
 BENCH_SANDBOXES ?= inprocess,forkserver,spawn,docker
 bench-system:

@@ -9,8 +9,11 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"os"
 	"os/exec"
 	"sort"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 )
@@ -25,8 +28,13 @@ type Result struct {
 	N              int     `json:"n"`
 	Concurrency    int     `json:"concurrency"`
 	OpenMS         float64 `json:"open_ms,omitempty"`
-	Errors         int     `json:"errors"`
-	FirstError     string  `json:"first_error,omitempty"`
+	// CPUMSPerCall is the whole machine's busy CPU time (every process:
+	// host, plugin, zygote, children, kernel) during the run, divided by
+	// the calls: on a quiet machine, what one call really costs, and so
+	// the throughput ceiling (cores × 1000 / CPUMSPerCall). 0: unknown.
+	CPUMSPerCall float64 `json:"cpu_ms_per_call,omitempty"`
+	Errors       int     `json:"errors"`
+	FirstError   string  `json:"first_error,omitempty"`
 }
 
 // Call is one unit of work; it returns an error when the call failed.
@@ -45,6 +53,7 @@ func Run(ctx context.Context, name string, n, concurrency int, call Call) Result
 	errs := make([]error, n)
 	next := make(chan int)
 	var wg sync.WaitGroup
+	busy0, cpuOK := machineBusy()
 	start := time.Now()
 	for w := 0; w < concurrency; w++ {
 		wg.Add(1)
@@ -67,7 +76,11 @@ func Run(ctx context.Context, name string, n, concurrency int, call Call) Result
 	close(next)
 	wg.Wait()
 	total := time.Since(start)
+	busy1, cpuOK1 := machineBusy()
 	res := Result{Name: name, N: n, Concurrency: concurrency}
+	if cpuOK && cpuOK1 && n > 0 && busy1 > busy0 {
+		res.CPUMSPerCall = round2(float64(busy1-busy0) / float64(time.Millisecond) / float64(n))
+	}
 	lat = lat[:n]
 	for _, e := range errs[:n] {
 		if e != nil {
@@ -104,6 +117,34 @@ func Percentile(ds []time.Duration, p float64) float64 {
 
 func round2(f float64) float64 { return math.Round(f*100) / 100 }
 
+// machineBusy reads the busy CPU time of every core since boot from
+// /proc/stat (user, nice, system, irq, softirq, steal); ok is false where
+// there is no /proc/stat.
+func machineBusy() (time.Duration, bool) {
+	data, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return 0, false
+	}
+	line, _, _ := bytes.Cut(data, []byte("\n"))
+	f := strings.Fields(string(line))
+	if len(f) < 9 || f[0] != "cpu" {
+		return 0, false
+	}
+	var ticks int64
+	for _, i := range []int{1, 2, 3, 6, 7, 8} { // idle (4) and iowait (5) are not busy
+		v, err := strconv.ParseInt(f[i], 10, 64)
+		if err != nil {
+			return 0, false
+		}
+		ticks += v
+	}
+	return time.Duration(ticks) * time.Second / clockTicks, true
+}
+
+// clockTicks is USER_HZ, the unit of /proc/stat: 100 on every Linux ABI
+// Go supports.
+const clockTicks = 100
+
 // naiveWrapper is what the original did per call: start python, read JSON args
 // from stdin, exec the body as a function, print the JSON result. No
 // validation, no limits: it is the cost floor of "one python3 per call".
@@ -135,7 +176,8 @@ func NaiveBaseline(python, code string, args map[string]any, want string) Call {
 
 // Table renders results side by side with two ratios per row: vs_naive, how
 // many times faster than the naive baseline row (its p50 over the row's), and
-// x_floor, how many times the fork+exit+wait floor row the row's p50 costs.
+// x_floor, how many times the fork+exit+wait floor row the row's p50 costs;
+// cpu_ms is the machine's busy CPU per call during the row's run.
 func Table(rs []Result, naive, floor string) string {
 	var base, fl float64
 	for _, r := range rs {
@@ -147,9 +189,12 @@ func Table(rs []Result, naive, floor string) string {
 		}
 	}
 	var b bytes.Buffer
-	fmt.Fprintf(&b, "%-28s %6s %5s %9s %9s %10s %9s %8s %7s %9s\n", "name", "n", "conc", "p50_ms", "p99_ms", "calls/s", "vs_naive", "x_floor", "errors", "open_ms")
+	fmt.Fprintf(&b, "%-28s %6s %5s %9s %9s %10s %9s %8s %9s %7s %9s\n", "name", "n", "conc", "p50_ms", "p99_ms", "calls/s", "vs_naive", "x_floor", "cpu_ms", "errors", "open_ms")
 	for _, r := range rs {
-		ratio, xf, open := "-", "-", "-"
+		ratio, xf, open, cpu := "-", "-", "-", "-"
+		if r.CPUMSPerCall > 0 {
+			cpu = fmt.Sprintf("%.2f", r.CPUMSPerCall)
+		}
 		if base > 0 && r.P50MS > 0 {
 			ratio = fmt.Sprintf("%.2fx", base/r.P50MS)
 		}
@@ -159,7 +204,7 @@ func Table(rs []Result, naive, floor string) string {
 		if r.OpenMS > 0 {
 			open = fmt.Sprintf("%.1f", r.OpenMS)
 		}
-		fmt.Fprintf(&b, "%-28s %6d %5d %9.2f %9.2f %10.1f %9s %8s %7d %9s\n", r.Name, r.N, r.Concurrency, r.P50MS, r.P99MS, r.ThroughputPerS, ratio, xf, r.Errors, open)
+		fmt.Fprintf(&b, "%-28s %6d %5d %9.2f %9.2f %10.1f %9s %8s %9s %7d %9s\n", r.Name, r.N, r.Concurrency, r.P50MS, r.P99MS, r.ThroughputPerS, ratio, xf, cpu, r.Errors, open)
 	}
 	return b.String()
 }
@@ -185,7 +230,9 @@ print(json.dumps({"lat": lat, "total": total}))
 // them as a Result named "python-fork-floor": the lower bound of a
 // fresh-process-per-call design, printed beside the tiers for scale.
 func ForkFloor(ctx context.Context, python string, n int) (Result, error) {
+	busy0, ok0 := machineBusy()
 	out, err := exec.CommandContext(ctx, python, "-I", "-S", "-c", forkFloorScript, fmt.Sprint(n)).Output()
+	busy1, ok1 := machineBusy()
 	if err != nil {
 		return Result{}, fmt.Errorf("fork floor: %w", err)
 	}
@@ -203,6 +250,10 @@ func ForkFloor(ctx context.Context, python string, n int) (Result, error) {
 	r := Result{Name: "python-fork-floor", N: len(ds), Concurrency: 1, P50MS: Percentile(ds, 50), P99MS: Percentile(ds, 99)}
 	if m.Total > 0 {
 		r.ThroughputPerS = round2(float64(len(ds)) / m.Total)
+	}
+	if ok0 && ok1 && len(ds) > 0 && busy1 > busy0 {
+		// Includes the interpreter's start (~20 ms): negligible over n.
+		r.CPUMSPerCall = round2(float64(busy1-busy0) / float64(time.Millisecond) / float64(len(ds)))
 	}
 	return r, nil
 }

@@ -81,3 +81,36 @@ func TestForkFloorRealPython(t *testing.T) {
 		t.Fatalf("implausible floor %+v", r)
 	}
 }
+
+func TestMachineBusyCountsCPU(t *testing.T) {
+	b0, ok := machineBusy()
+	if !ok {
+		t.Skip("SKIP: no /proc/stat here: cpu_ms_per_call stays unknown")
+	}
+	// Burn 200 ms of CPU on this goroutine: the machine's busy time must
+	// grow by at least most of it (USER_HZ ticks are 10 ms).
+	deadline := time.Now().Add(200 * time.Millisecond)
+	x := 0
+	for time.Now().Before(deadline) {
+		x++
+	}
+	b1, _ := machineBusy()
+	if d := b1 - b0; d < 120*time.Millisecond {
+		t.Fatalf("busy grew by %v after 200 ms of spinning (x=%d)", d, x)
+	}
+}
+
+func TestRunReportsCPUPerCall(t *testing.T) {
+	if _, ok := machineBusy(); !ok {
+		t.Skip("SKIP: no /proc/stat here")
+	}
+	r := Run(context.Background(), "spin", 10, 1, func(context.Context) error {
+		deadline := time.Now().Add(20 * time.Millisecond)
+		for time.Now().Before(deadline) {
+		}
+		return nil
+	})
+	if r.CPUMSPerCall < 10 {
+		t.Fatalf("cpu per call %.2f ms for calls that each spin 20 ms", r.CPUMSPerCall)
+	}
+}

@@ -35,6 +35,10 @@ type ForkServerOptions struct {
 	// Dir is the zygote's working directory, which its children inherit
 	// ("" means "/").
 	Dir string
+	// Core is forkcore.c built as a shared object (nil: none). The zygote
+	// gets it as a sealed memfd and runs its fork loop in C; if it cannot
+	// load it, it loops in Python and says why (CoreError).
+	Core []byte
 }
 
 // ForkServer is one running zygote (python3 -c <Program()> forkserver) and
@@ -58,7 +62,9 @@ type ForkServer struct {
 	pid    int
 	layers []string
 	miss   map[string]string
-	noFork bool // seccomp in force: children cannot fork
+	core   bool   // the zygote runs forkcore's C loop
+	coreEr string // why it does not, when a core was offered
+	noFork bool   // seccomp in force: children cannot fork
 
 	wmu sync.Mutex // serialises sends
 
@@ -107,6 +113,8 @@ type fsMsg struct {
 	Error   string            `json:"error"`
 	Layers  []string          `json:"layers"`
 	Missing map[string]string `json:"missing"`
+	Core    bool              `json:"core"`
+	CoreErr string            `json:"core_error"`
 }
 
 // StartForkServer launches a zygote with argv (pyrunner.ForkServerArgv, or
@@ -114,6 +122,16 @@ type fsMsg struct {
 func StartForkServer(argv []string, cfg pyrunner.ForkServerConfig, opts ForkServerOptions) (*ForkServer, error) {
 	logger := orNop(opts.Logger)
 	python := argv[0]
+	extra := []*os.File{nil} // fd 3: the control socket, below
+	if len(opts.Core) > 0 {
+		core, err := sealedMemfd("orqest-forkcore", opts.Core)
+		if err != nil {
+			return nil, fmt.Errorf("fork-server: core: %v: %w", err, shared.ErrInternal)
+		}
+		defer core.Close()
+		extra = append(extra, core) // fd 4
+		cfg.CoreFD = 4
+	}
 	cfgJSON, err := json.Marshal(cfg)
 	if err != nil {
 		return nil, err
@@ -125,6 +143,7 @@ func StartForkServer(argv []string, cfg pyrunner.ForkServerConfig, opts ForkServ
 	goEnd := os.NewFile(uintptr(sp[0]), "forkserver-ctl")
 	zEnd := os.NewFile(uintptr(sp[1]), "forkserver-ctl-child")
 	defer zEnd.Close()
+	extra[0] = zEnd
 	c, err := net.FileConn(goEnd)
 	goEnd.Close()
 	if err != nil {
@@ -143,7 +162,7 @@ func StartForkServer(argv []string, cfg pyrunner.ForkServerConfig, opts ForkServ
 		Dir:        dir,
 		Stdin:      bytes.NewReader(cfgJSON),
 		Stderr:     opts.Stderr,
-		ExtraFiles: []*os.File{zEnd}, // fd 3
+		ExtraFiles: extra, // fd 3: control socket; fd 4: the core, if any
 		SysProcAttr: &syscall.SysProcAttr{
 			Setpgid:   true,            // one kill reaches the zygote
 			Pdeathsig: syscall.SIGKILL, // dies with its parent
@@ -185,9 +204,10 @@ func StartForkServer(argv []string, cfg pyrunner.ForkServerConfig, opts ForkServ
 		return nil, fmt.Errorf("fork-server: unexpected first message %q: %w", buf[:n], shared.ErrInternal)
 	}
 	fs.layers, fs.miss = m.Layers, m.Missing
+	fs.core, fs.coreEr = m.Core, m.CoreErr
 	fs.noFork = slices.Contains(m.Layers, pyrunner.LayerSeccomp)
 	go fs.read()
-	logger.Debug("fork-server ready", "pid", fs.pid, "layers", m.Layers)
+	logger.Debug("fork-server ready", "pid", fs.pid, "layers", m.Layers, "c_loop", m.Core)
 	return fs, nil
 }
 
@@ -200,6 +220,30 @@ func (fs *ForkServer) Layers() []string { return fs.layers }
 
 // Missing names the layers not in force, with the reason.
 func (fs *ForkServer) Missing() map[string]string { return fs.miss }
+
+// Core reports whether the zygote runs forkcore's C loop and, if a core
+// was offered and not used, why.
+func (fs *ForkServer) Core() (bool, string) { return fs.core, fs.coreEr }
+
+// sealedMemfd returns a read-only-forever memfd holding data: what the
+// zygote loads is exactly what the caller checked, whatever happens to the
+// file it came from.
+func sealedMemfd(name string, data []byte) (*os.File, error) {
+	fd, err := unix.MemfdCreate(name, unix.MFD_CLOEXEC|unix.MFD_ALLOW_SEALING)
+	if err != nil {
+		return nil, err
+	}
+	f := os.NewFile(uintptr(fd), name)
+	if _, err := f.Write(data); err != nil {
+		f.Close()
+		return nil, err
+	}
+	if _, err := unix.FcntlInt(f.Fd(), unix.F_ADD_SEALS, unix.F_SEAL_SHRINK|unix.F_SEAL_GROW|unix.F_SEAL_WRITE|unix.F_SEAL_SEAL); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return f, nil
+}
 
 // Alive reports whether the zygote is still serving.
 func (fs *ForkServer) Alive() bool {

@@ -57,6 +57,10 @@ type Config struct {
 	// Configure with ErrFailedPrecondition (e.g. "network_isolation",
 	// "filesystem_isolation", "seccomp").
 	Require []string `json:"require"`
+	// ForkCore is the fork-server's C loop: "" finds it (beside the
+	// plugin, checked against the sha256 this build carries), "none" keeps
+	// the zygote's loop in Python, a path names the shared object.
+	ForkCore string `json:"forkcore"`
 }
 
 // testHooks are seams for this package's tests only. They are unexported
@@ -99,9 +103,14 @@ type Backend struct {
 	cfg  Config
 	seal *sealInfo // layers in force for cfg; nil until probed
 
-	fsMu  sync.Mutex
-	fs    *pyproc.ForkServer
-	fsKey string
+	fsMu    sync.Mutex
+	core    []byte // forkcore bytes for the zygote (nil: loop in Python)
+	coreID  string // coreID(core)
+	coreWhy string // why there are none
+	coreMsg sync.Once
+	fs      *pyproc.ForkServer
+	fsKey   string
+	fsRules json.RawMessage // the rules table the zygote was given
 
 	// onSpawn, when set (tests), is told the pid and working directory of
 	// every child right after it starts ("" in fork-server mode).
@@ -138,6 +147,11 @@ func NewBackend(logger hclog.Logger) *Backend {
 		rules:        json.RawMessage(rules),
 		maxCodeBytes: validator.MaxCodeBytes(),
 		cfg:          Config{Python: DefaultPython, Mode: DefaultMode},
+	}
+	if core, why, err := loadForkCore(""); err != nil {
+		b.coreWhy = err.Error()
+	} else {
+		b.core, b.coreWhy, b.coreID = core, why, coreID(core)
 	}
 	var table struct {
 		Limits struct {
@@ -198,6 +212,7 @@ func (b *Backend) Info(ctx context.Context, _ shared.InfoRequest) (shared.InfoRe
 			{Name: "python", Type: "string", Description: "Python interpreter binary (default " + DefaultPython + "; never a pyenv shim)"},
 			{Name: "mode", Type: "string", Description: `"forkserver" (default): a warm, sealed zygote forks a fresh child per execution; "spawn": a fresh interpreter per execution`},
 			{Name: "preload", Type: "list(string)", Description: "modules the fork-server imports once so children start with them (allowed_imports still governs what user code may import)"},
+			{Name: "forkcore", Type: "string", Description: `the fork-server's C loop: "" (default) uses ` + ForkCoreName + ` beside the plugin, checked against the sha256 built in; "none" keeps the zygote's loop in Python (slower); or a path`},
 			{Name: "require", Type: "list(string)", Description: `capabilities that must be in force, e.g. ["network_isolation", "filesystem_isolation", "seccomp"]; a missing one fails startup`},
 		},
 		Description: "Tier 1: a fresh Python process per execution (forked from a warm zygote, or spawned) with RLIMIT_AS, RLIMIT_CPU, RLIMIT_NOFILE, RLIMIT_FSIZE, an outer wall clock, an empty environment; where the kernel allows: an unprivileged uid, no_new_privs, a user + network namespace (no network), Landlock (read the stdlib only, write nothing) and a seccomp filter (no sockets, exec, new processes, ptrace, mount, ...).",
@@ -208,7 +223,7 @@ func (b *Backend) Info(ctx context.Context, _ shared.InfoRequest) (shared.InfoRe
 func (b *Backend) Shutdown() {
 	b.fsMu.Lock()
 	fs := b.fs
-	b.fs, b.fsKey = nil, ""
+	b.fs, b.fsKey, b.fsRules = nil, "", nil
 	b.fsMu.Unlock()
 	if fs != nil {
 		fs.Close()
@@ -253,6 +268,13 @@ func (b *Backend) Configure(ctx context.Context, req shared.ConfigureRequest) (s
 		return shared.ConfigureResponse{}, err
 	}
 	cfg.Python = python
+	core, coreWhy, err := loadForkCore(cfg.ForkCore)
+	if err != nil {
+		return shared.ConfigureResponse{}, err
+	}
+	b.fsMu.Lock()
+	b.core, b.coreWhy, b.coreID = core, coreWhy, coreID(core)
+	b.fsMu.Unlock()
 
 	// Which sealing layers does this kernel give us? Required ones must be
 	// there; the others are reported once, loudly.

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -40,14 +41,19 @@ func (b *Backend) runFork(ctx context.Context, cfg Config, seal *sealInfo, req p
 // forkServer returns the running zygote for cfg, (re)starting it when it
 // died or the configuration changed.
 func (b *Backend) forkServer(cfg Config, s *sealInfo, rules json.RawMessage) (*pyproc.ForkServer, error) {
-	fcfg := pyrunner.ForkServerConfig{Preload: cfg.Preload, Seal: s.seal(b.test.disable), Rules: rules, Pool: forkServerPool}
+	// The zygote serves one configuration: python, preload, the layers in
+	// force (s is probed once per interpreter) and the rules table. The key
+	// leaves the rules out (a 19 KB marshal per call cost more than the
+	// comparison below).
+	fcfg := pyrunner.ForkServerConfig{Preload: cfg.Preload, Seal: s.seal(b.test.disable), Pool: forkServerPool}
 	keyJSON, _ := json.Marshal(fcfg)
-	key := cfg.Python + "\x00" + string(keyJSON) + "\x00" + b.test.program
 	b.fsMu.Lock()
 	defer b.fsMu.Unlock()
-	if b.fs != nil && b.fsKey == key && b.fs.Alive() {
+	key := cfg.Python + "\x00" + string(keyJSON) + "\x00" + b.test.program + "\x00" + b.coreID
+	if b.fs != nil && b.fsKey == key && bytes.Equal(b.fsRules, rules) && b.fs.Alive() {
 		return b.fs, nil
 	}
+	fcfg.Rules = rules
 	if old := b.fs; old != nil {
 		if old.Alive() {
 			b.logger.Debug("fork-server configuration changed; restarting", "pid", old.PID())
@@ -60,10 +66,23 @@ func (b *Backend) forkServer(cfg Config, s *sealInfo, rules json.RawMessage) (*p
 	fs, err := pyproc.StartForkServer(b.argv(cfg.Python, pyrunner.ForkServerArg), fcfg, pyproc.ForkServerOptions{
 		Logger: b.logger,
 		Stderr: b.logger.StandardWriter(&hclog.StandardLoggerOptions{ForceLevel: hclog.Warn}),
+		Core:   b.core,
 	})
 	if err != nil {
 		return nil, err
 	}
-	b.fs, b.fsKey = fs, key
+	if inC, why := fs.Core(); !inC {
+		if why == "" {
+			why = b.coreWhy
+		}
+		if len(b.core) > 0 {
+			b.logger.Warn("fork-server: the C loop did not load; the zygote loops in Python (slower)", "reason", why)
+		} else {
+			b.coreMsg.Do(func() {
+				b.logger.Info("fork-server: the zygote loops in Python (slower)", "reason", why)
+			})
+		}
+	}
+	b.fs, b.fsKey, b.fsRules = fs, key, rules
 	return fs, nil
 }

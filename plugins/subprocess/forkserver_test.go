@@ -24,14 +24,44 @@ import (
 	"github.com/orqest/sandbox/shared/pyrunner"
 )
 
-// modes runs f once per execution mode, on a backend configured for it.
+// modes runs f once per execution mode, on a backend configured for it:
+// the fork-server with its C loop (forkcore; ORQEST_FORKCORE names it, as
+// `make test` does), the fork-server looping in Python, and spawn.
 func modes(t *testing.T, f func(t *testing.T, b *Backend)) {
-	for _, mode := range []string{ModeForkServer, ModeSpawn} {
-		t.Run(mode, func(t *testing.T) {
+	for _, m := range []struct{ name, cfg string }{
+		{"forkserver-c", `{"mode":"forkserver"}`},
+		{"forkserver-python", `{"mode":"forkserver","forkcore":"none"}`},
+		{ModeSpawn, `{"mode":"spawn"}`},
+	} {
+		t.Run(m.name, func(t *testing.T) {
 			b := newTestBackend(t)
-			configure(t, b, `{"mode":"`+mode+`"}`)
+			configure(t, b, m.cfg)
+			if m.name == "forkserver-c" {
+				requireCore(t, b)
+			}
 			f(t, b)
 		})
+	}
+}
+
+// requireCore skips, loudly, where the fork-server's C loop is not built,
+// and fails if it was offered but the zygote does not run it.
+func requireCore(t *testing.T, b *Backend) {
+	t.Helper()
+	b.fsMu.Lock()
+	offered, why := len(b.core) > 0, b.coreWhy
+	b.fsMu.Unlock()
+	if !offered {
+		t.Skipf("SKIP: the fork-server's C loop is not available (%s); run `make test`, which builds it and sets %s", why, forkCoreEnv)
+	}
+	if _, err := b.Execute(context.Background(), shared.ExecuteRequest{Code: "return 1"}); err != nil {
+		t.Fatal(err)
+	}
+	b.fsMu.Lock()
+	inC, coreErr := b.fs.Core()
+	b.fsMu.Unlock()
+	if !inC {
+		t.Fatalf("the zygote was offered the C loop but loops in Python: %s", coreErr)
 	}
 }
 
@@ -424,4 +454,71 @@ return r`
 			t.Error("/tmp/orqest-containment-escape was written")
 		}
 	})
+}
+
+// The C loop is what the zygote runs when offered, and not when disabled;
+// both serve, and neither leaves a child behind after Shutdown.
+func TestForkCoreLoadedOrNot(t *testing.T) {
+	b := newTestBackend(t)
+	requireCore(t, b)
+	wantSuccess(t, execute(t, b, shared.ExecuteRequest{Code: "return 6*7"}), "42")
+	configure(t, b, `{"forkcore":"none"}`)
+	wantSuccess(t, execute(t, b, shared.ExecuteRequest{Code: "return 6*7"}), "42")
+	b.fsMu.Lock()
+	inC, _ := b.fs.Core()
+	b.fsMu.Unlock()
+	if inC {
+		t.Fatal(`forkcore = "none" still runs the C loop`)
+	}
+}
+
+// A forkcore whose bytes are not the ones this build was made with is
+// refused (Configure fails, naming both hashes); a missing explicit path
+// fails too, while a missing auto-discovered one only falls back.
+func TestForkCoreChecked(t *testing.T) {
+	dir := t.TempDir()
+	fake := filepath.Join(dir, ForkCoreName)
+	if err := os.WriteFile(fake, []byte("\x7fELF not the real thing"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	old := forkCoreSHA256
+	t.Cleanup(func() { forkCoreSHA256 = old })
+	forkCoreSHA256 = strings.Repeat("ab", 32)
+
+	b := newTestBackend(t)
+	_, err := b.Configure(context.Background(), shared.ConfigureRequest{Config: json.RawMessage(`{"forkcore":"` + fake + `"}`)})
+	if !errors.Is(err, shared.ErrFailedPrecondition) || !strings.Contains(err.Error(), forkCoreSHA256) {
+		t.Fatalf("tampered forkcore: got %v, want ErrFailedPrecondition naming the expected sha256", err)
+	}
+	_, err = b.Configure(context.Background(), shared.ConfigureRequest{Config: json.RawMessage(`{"forkcore":"` + filepath.Join(dir, "missing.so") + `"}`)})
+	if !errors.Is(err, shared.ErrUnavailable) {
+		t.Fatalf("missing explicit forkcore: got %v, want ErrUnavailable", err)
+	}
+	t.Setenv(forkCoreEnv, "")
+	data, why, err := loadForkCore("")
+	if err != nil || data != nil || why == "" {
+		t.Fatalf("auto-discovery without a core beside the test binary: data=%d bytes why=%q err=%v", len(data), why, err)
+	}
+}
+
+// A zygote that is offered bytes that are no shared object says why and
+// loops in Python: the plugin still serves.
+func TestForkCoreUnloadableFallsBack(t *testing.T) {
+	dir := t.TempDir()
+	junk := filepath.Join(dir, "junk.so")
+	if err := os.WriteFile(junk, []byte("not an ELF file"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	old := forkCoreSHA256
+	t.Cleanup(func() { forkCoreSHA256 = old })
+	forkCoreSHA256 = ""
+	b := newTestBackend(t)
+	configure(t, b, `{"forkcore":"`+junk+`"}`)
+	wantSuccess(t, execute(t, b, shared.ExecuteRequest{Code: "return 'served'"}), `"served"`)
+	b.fsMu.Lock()
+	inC, why := b.fs.Core()
+	b.fsMu.Unlock()
+	if inC || why == "" {
+		t.Fatalf("junk core: in C = %v, reason %q; want the Python loop and a reason", inC, why)
+	}
 }

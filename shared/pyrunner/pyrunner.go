@@ -130,6 +130,10 @@ type ForkServerConfig struct {
 	// Rules is the rules table, parsed once by the zygote: a request whose
 	// rules are JSON null (RulesFromServer) uses it.
 	Rules json.RawMessage `json:"rules,omitempty"`
+	// CoreFD is the zygote's descriptor of forkcore.c built as a shared
+	// object (a sealed memfd; 0: none): the zygote then runs its fork loop
+	// in C, and falls back to Python when it cannot load it.
+	CoreFD int `json:"core_fd,omitempty"`
 }
 
 // RulesFromServer, as Request.Rules, tells a fork-server child to use the

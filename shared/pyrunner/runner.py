@@ -968,18 +968,30 @@ def _orq_spawn_seal(req):
     return None
 
 
-def _orq_forkserver_child(sock_fd, st, zygote_pid, rules):
-    """A pre-forked child. While idle (off the critical path): make itself a
-    process group leader, close every descriptor but its private socket
-    (whose other end the zygote hands to Go), seal. Then wait for the four
-    descriptors of one execution (SCM_RIGHTS, sent by Go), take
-    them as fd 0-3, read the request from fd 0, run it, write the response
-    to fd 3 and exit. One execution per process; never returns."""
-    import array
+def _orq_child_fail(e):
+    """A fork-server child that cannot serve: an internal error on fd 3
+    (when it is the response pipe already), then exit 70."""
     import json
     import os
+
+    try:
+        os.write(3, json.dumps({"success": False, "error_kind": "internal",
+                                "error": "fork-server child: %s: %s"
+                                % (type(e).__name__, e)}).encode("utf-8"))
+    finally:
+        os._exit(70)
+
+
+def _orq_forkserver_child(sock_fd, st, zygote_pid, rules):
+    """A pre-forked child of the Python loop. While idle (off the critical
+    path): make itself a process group leader, close every descriptor but
+    its private socket (whose other end the zygote hands to Go), seal. Then
+    wait for the four descriptors of one execution (SCM_RIGHTS, sent by
+    Go), take them as fd 0-3 and serve. (forkcore.c's orq_child does the
+    same in C.) Never returns."""
+    import array
+    import os
     import socket
-    import sys
 
     try:
         st["prctl"](1, 9, 0, 0, 0)  # PR_SET_PDEATHSIG, SIGKILL
@@ -994,11 +1006,6 @@ def _orq_forkserver_child(sock_fd, st, zygote_pid, rules):
             os.closerange(lo, keep)
             lo = keep + 1
         os.closerange(lo, 1 << 20)
-        # No warm-up run here: the zygote ran one before it forked, so the
-        # caches are in the shared heap; a second one per child only
-        # pre-copied ~280 pages at ~2 ms of CPU per child, which cost more
-        # throughput (the refill competes for the cores) than the faults
-        # it saved an execution.
         _orq_seal_apply(st, "child")
         sock = socket.socket(fileno=sock_fd)
         size = array.array("i").itemsize
@@ -1012,6 +1019,25 @@ def _orq_forkserver_child(sock_fd, st, zygote_pid, rules):
         for i, f in enumerate(fds):
             os.dup2(f, i)
         os.closerange(4, 1 << 20)
+    except BaseException as e:  # noqa: BLE001
+        _orq_child_fail(e)
+    _orq_forkserver_serve(rules)
+
+
+def _orq_forkserver_serve(rules):
+    """A fork-server child, sealed, holding the execution's descriptors as
+    fd 0-3: read the request from fd 0, run it, write the response to fd 3
+    and exit. One execution per process; never returns.
+
+    No warm-up run happens in a child: the zygote ran one before it forked,
+    so the caches are in the shared heap; a second one per child only
+    pre-copied ~280 pages, which cost more throughput (the refill competes
+    for the cores) than the faults it saved an execution."""
+    import json
+    import os
+    import sys
+
+    try:
         chunks = []
         while True:
             b = os.read(0, 1 << 16)
@@ -1024,12 +1050,7 @@ def _orq_forkserver_child(sock_fd, st, zygote_pid, rules):
         if req.get("rules") is None:  # null: the zygote's table, parsed once
             req["rules"] = rules
     except BaseException as e:  # noqa: BLE001
-        try:
-            os.write(3, json.dumps({"success": False, "error_kind": "internal",
-                                    "error": "fork-server child: %s: %s"
-                                    % (type(e).__name__, e)}).encode("utf-8"))
-        finally:
-            os._exit(70)
+        _orq_child_fail(e)
     _orq_apply_limits(req)
     resp = _orq_execute(req)
     try:
@@ -1109,6 +1130,26 @@ def _orq_forkserver_main():
                 __import__(m)
             except Exception as e:  # noqa: BLE001
                 sys.stderr.write("orqest fork-server: preload %s: %s\n" % (m, e))
+        # The C loop (forkcore.c), when Go passed it (a sealed memfd): loaded
+        # before the uid drop and Landlock, which would forbid opening it.
+        core, core_error = None, ""
+        core_fd = cfg.get("core_fd")
+        if isinstance(core_fd, int) and core_fd >= 0:
+            try:
+                import ctypes
+                core = ctypes.PyDLL("/proc/self/fd/%d" % core_fd)
+                built = ctypes.c_ulong.in_dll(core, "orq_python_hexversion").value
+                if built >> 16 != sys.hexversion >> 16:
+                    raise ImportError("built for Python %d.%d, this is %d.%d" % (
+                        built >> 24, (built >> 16) & 0xFF,
+                        sys.hexversion >> 24, (sys.hexversion >> 16) & 0xFF))
+                core.orq_zygote_loop.argtypes = [ctypes.c_int, ctypes.c_int,
+                                                 ctypes.c_int, ctypes.c_void_p]
+                core.orq_zygote_loop.restype = ctypes.c_int
+            except Exception as e:  # noqa: BLE001
+                core, core_error = None, "%s: %s" % (type(e).__name__, e)
+            finally:
+                os.close(core_fd)
         st = _orq_seal_prepare(cfg.get("seal") or {})
         _orq_seal_apply(st, "zygote")
         rules = cfg.get("rules") or {}
@@ -1132,13 +1173,28 @@ def _orq_forkserver_main():
     me = os.getpid()
     gc.collect()
     gc.freeze()  # keep the heap shared copy-on-write with the children
-    send({"t": "ready", "pid": me, "layers": st["layers"], "missing": st["missing"]})
+    send({"t": "ready", "pid": me, "layers": st["layers"], "missing": st["missing"],
+          "core": core is not None, "core_error": core_error})
+    pool = max(1, min(int(cfg.get("pool") or 2), 8))
+
+    if core is not None:
+        import ctypes
+
+        ruleset = st["ruleset_fd"] if "landlock_fs" in st["layers"] else -1
+        bpf = st.get("bpf_child") if "seccomp" in st["layers"] else None
+        sock = core.orq_zygote_loop(ctl.fileno(), pool, ruleset,
+                                    ctypes.addressof(bpf[1]) if bpf else None)
+        if sock < 0:  # the zygote cannot serve (poll failed)
+            os._exit(1)
+        # A new child, sealed, fd 0-3 in place; fd 3 is no longer the
+        # control socket.
+        ctl.detach()
+        _orq_forkserver_serve(rules)
 
     poller = select.poll()
     poller.register(ctl.fileno(), select.POLLIN)
     children = {}  # pidfd -> pid
     idle = set()   # pids pre-forked and not yet taken by Go
-    pool = max(1, min(int(cfg.get("pool") or 2), 8))
 
     def spawn_idle():
         a, b = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)

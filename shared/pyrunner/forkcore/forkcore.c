@@ -1,0 +1,362 @@
+/*
+ * forkcore: the fork-server zygote's loop in C.
+ *
+ * The zygote (shared/pyrunner/runner.py, _orq_forkserver_main) imports and
+ * seals itself in Python, then hands its control socket to
+ * orq_zygote_loop, loaded with ctypes.PyDLL (the GIL stays held: no other
+ * Python thread exists, and no Python code runs in the zygote again). The
+ * loop speaks the same protocol as the Python loop it replaces (see
+ * runner.py and internal/pyproc/forkserver.go):
+ *
+ *   zygote -> Go  {"t":"idle","pid":N} with SCM_RIGHTS [child socket, pidfd]
+ *   Go -> zygote  {"t":"took","pid":N}
+ *   zygote -> Go  {"t":"exit","pid":N,"status":S,"utime":U,"stime":T}
+ *
+ * Why C: every fork write-protects the zygote's whole heap, so every page a
+ * Python loop touches between two forks is a page fault (copy-on-write
+ * while a child shares it), ~100-160 per fork; this loop touches its stack
+ * and a small table. And a new child does, before it returns to Python,
+ * what the Python child did while idle (parent-death signal, its own
+ * process group, no inherited descriptors, the per-child Landlock domain,
+ * rlimits, the child seccomp filter, the execution's four descriptors as
+ * fd 0-3) without touching the Python heap either. The policy (the
+ * ruleset, the BPF program) is prepared in Python; this file only applies
+ * it.
+ *
+ * orq_zygote_loop returns only in a new child, sealed and holding fd 0-3,
+ * with its Python state re-initialised (PyOS_AfterFork_Child, as os.fork
+ * does). In the zygote it never returns: EOF on the control socket kills
+ * every child and exits.
+ */
+#define _GNU_SOURCE
+#include <Python.h>
+
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#ifndef SYS_pidfd_open
+#define SYS_pidfd_open 434
+#endif
+#ifndef SYS_pidfd_send_signal
+#define SYS_pidfd_send_signal 424
+#endif
+#ifndef SYS_close_range
+#define SYS_close_range 436
+#endif
+#ifndef SYS_landlock_restrict_self
+#define SYS_landlock_restrict_self 446
+#endif
+#ifndef PR_SET_SECCOMP
+#define PR_SET_SECCOMP 22
+#endif
+#define ORQ_SECCOMP_MODE_FILTER 2
+
+#define ORQ_MAX_KIDS 1024
+
+/* The Python this file was compiled against: the zygote loads it only into
+ * the same major.minor version (the C API it calls is version-specific). */
+const unsigned long orq_python_hexversion = PY_VERSION_HEX;
+
+struct orq_kid {
+    pid_t pid;
+    int pidfd;
+    int idle;
+};
+
+static void orq_close_from(int lo, int keep1, int keep2)
+{
+    int keep[2] = {keep1 < keep2 ? keep1 : keep2, keep1 < keep2 ? keep2 : keep1};
+    for (int i = 0; i < 2; i++) {
+        if (keep[i] < lo)
+            continue;
+        if (keep[i] > lo)
+            syscall(SYS_close_range, (unsigned)lo, (unsigned)keep[i] - 1, 0);
+        lo = keep[i] + 1;
+    }
+    syscall(SYS_close_range, (unsigned)lo, ~0U, 0);
+}
+
+/* The child, before it returns to Python: exits rather than run unsealed. */
+static int orq_child(int sock, pid_t zygote, int ruleset_fd, const void *bpf)
+{
+    if (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) != 0 || getppid() != zygote)
+        _exit(75);
+    /* Its own process group (the zygote does the same from its side). */
+    setpgid(0, 0);
+    orq_close_from(3, sock, ruleset_fd);
+    /* A nested Landlock domain per child. */
+    if (ruleset_fd >= 0) {
+        if (syscall(SYS_landlock_restrict_self, ruleset_fd, 0) != 0)
+            _exit(76);
+        close(ruleset_fd);
+    }
+    struct rlimit nofile = {64, 64}, zero = {0, 0};
+    if (setrlimit(RLIMIT_NOFILE, &nofile) != 0 || setrlimit(RLIMIT_FSIZE, &zero) != 0 ||
+        setrlimit(RLIMIT_CORE, &zero) != 0)
+        _exit(76);
+    /* Last: the child filter forbids new processes and signals. */
+    if (bpf != NULL && prctl(PR_SET_SECCOMP, ORQ_SECCOMP_MODE_FILTER, bpf, 0, 0) != 0)
+        _exit(77);
+
+    /* Wait for the execution's four descriptors. */
+    char b;
+    struct iovec iov = {&b, 1};
+    union {
+        struct cmsghdr h;
+        char buf[CMSG_SPACE(4 * sizeof(int))];
+    } u;
+    struct msghdr mh = {0};
+    mh.msg_iov = &iov;
+    mh.msg_iovlen = 1;
+    mh.msg_control = u.buf;
+    mh.msg_controllen = sizeof(u.buf);
+    ssize_t n;
+    do {
+        n = recvmsg(sock, &mh, MSG_CMSG_CLOEXEC);
+    } while (n < 0 && errno == EINTR);
+    struct cmsghdr *c = CMSG_FIRSTHDR(&mh);
+    if (n <= 0 || c == NULL || c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS ||
+        c->cmsg_len != CMSG_LEN(4 * sizeof(int)))
+        _exit(0); /* shut down while idle */
+    int fds[4], high[4];
+    memcpy(fds, CMSG_DATA(c), sizeof(fds));
+    for (int i = 0; i < 4; i++) {
+        high[i] = fcntl(fds[i], F_DUPFD_CLOEXEC, 10);
+        if (high[i] < 0)
+            _exit(78);
+    }
+    for (int i = 0; i < 4; i++)
+        if (dup2(high[i], i) != i) /* dup2 clears close-on-exec */
+            _exit(78);
+    orq_close_from(4, -1, -1);
+    return 0;
+}
+
+static int orq_send(int ctl, const char *msg, int len, const int *fds, int nfds)
+{
+    struct iovec iov = {(void *)msg, (size_t)len};
+    union {
+        struct cmsghdr h;
+        char buf[CMSG_SPACE(2 * sizeof(int))];
+    } u;
+    struct msghdr mh = {0};
+    mh.msg_iov = &iov;
+    mh.msg_iovlen = 1;
+    if (nfds > 0) {
+        memset(&u, 0, sizeof(u));
+        mh.msg_control = u.buf;
+        mh.msg_controllen = CMSG_SPACE(nfds * sizeof(int));
+        struct cmsghdr *c = CMSG_FIRSTHDR(&mh);
+        c->cmsg_level = SOL_SOCKET;
+        c->cmsg_type = SCM_RIGHTS;
+        c->cmsg_len = CMSG_LEN(nfds * sizeof(int));
+        memcpy(CMSG_DATA(c), fds, nfds * sizeof(int));
+    }
+    ssize_t n;
+    do {
+        n = sendmsg(ctl, &mh, MSG_NOSIGNAL);
+    } while (n < 0 && errno == EINTR);
+    return n == len ? 0 : -1;
+}
+
+static void orq_shutdown(struct orq_kid *kids, int nkids)
+{
+    for (int i = 0; i < nkids; i++) {
+        syscall(SYS_pidfd_send_signal, kids[i].pidfd, SIGKILL, NULL, 0);
+        while (waitpid(kids[i].pid, NULL, 0) < 0 && errno == EINTR)
+            ;
+    }
+    _exit(0);
+}
+
+/* Pre-fork one child. Returns the child's socket in the child, 0 in the
+ * zygote, -1 on failure (logged). */
+static int orq_spawn(int ctl, pid_t me, int ruleset_fd, const void *bpf, struct orq_kid *kids,
+                     int *nkids, int *nidle)
+{
+    if (*nkids >= ORQ_MAX_KIDS) {
+        errno = EMFILE;
+        return -1;
+    }
+    int sp[2];
+    if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sp) != 0)
+        return -1;
+    pid_t pid = fork();
+    if (pid < 0) {
+        close(sp[0]);
+        close(sp[1]);
+        return -1;
+    }
+    if (pid == 0) {
+        /* What os.fork does in a child: Python's state for this process
+         * (the GIL, the import lock, threads) and the at-fork hooks. */
+        PyOS_AfterFork_Child();
+        close(sp[0]);
+        /* The child's socket must not be fd 0-3. */
+        int s = sp[1];
+        if (s < 10) {
+            s = fcntl(sp[1], F_DUPFD_CLOEXEC, 10);
+            if (s < 0)
+                _exit(78);
+            close(sp[1]);
+        }
+        orq_child(s, me, ruleset_fd, bpf);
+        return s;
+    }
+    close(sp[1]);
+    setpgid(pid, pid); /* as the child does: no window either way */
+    int pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
+    if (pidfd < 0) {
+        close(sp[0]);
+        kill(pid, SIGKILL);
+        while (waitpid(pid, NULL, 0) < 0 && errno == EINTR)
+            ;
+        return -1;
+    }
+    kids[*nkids].pid = pid;
+    kids[*nkids].pidfd = pidfd;
+    kids[*nkids].idle = 1;
+    (*nkids)++;
+    (*nidle)++;
+    char msg[64];
+    int len = snprintf(msg, sizeof(msg), "{\"t\":\"idle\",\"pid\":%d}", (int)pid);
+    int fds[2] = {sp[0], pidfd};
+    int rc = orq_send(ctl, msg, len, fds, 2);
+    close(sp[0]);
+    if (rc != 0)
+        orq_shutdown(kids, *nkids);
+    return 0;
+}
+
+/* Read one control message: "took" marks a child as no longer idle; EOF
+ * or an error shuts down. */
+static void orq_control(int ctl, struct orq_kid *kids, int *nkids, int *nidle)
+{
+    char buf[4096];
+    union {
+        struct cmsghdr h;
+        char buf[CMSG_SPACE(8 * sizeof(int))];
+    } u;
+    struct iovec iov = {buf, sizeof(buf) - 1};
+    struct msghdr mh = {0};
+    mh.msg_iov = &iov;
+    mh.msg_iovlen = 1;
+    mh.msg_control = u.buf;
+    mh.msg_controllen = sizeof(u.buf);
+    ssize_t n = recvmsg(ctl, &mh, MSG_CMSG_CLOEXEC);
+    if (n < 0 && (errno == EINTR || errno == EAGAIN))
+        return;
+    for (struct cmsghdr *c = CMSG_FIRSTHDR(&mh); c != NULL; c = CMSG_NXTHDR(&mh, c)) {
+        if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS) { /* none expected */
+            int k = (int)((c->cmsg_len - CMSG_LEN(0)) / sizeof(int));
+            int *fds = (int *)CMSG_DATA(c);
+            for (int i = 0; i < k; i++)
+                close(fds[i]);
+        }
+    }
+    if (n <= 0)
+        orq_shutdown(kids, *nkids);
+    buf[n] = 0;
+    if (strstr(buf, "\"took\"") == NULL)
+        return;
+    const char *p = strstr(buf, "\"pid\":");
+    if (p == NULL)
+        return;
+    pid_t pid = (pid_t)strtol(p + 6, NULL, 10);
+    for (int i = 0; i < *nkids; i++) {
+        if (kids[i].pid == pid && kids[i].idle) {
+            kids[i].idle = 0;
+            (*nidle)--;
+            return;
+        }
+    }
+}
+
+/* Reap kids[i] and report its exit. */
+static void orq_reap(int ctl, struct orq_kid *kids, int *nkids, int *nidle, int i)
+{
+    int status = 0;
+    struct rusage ru;
+    memset(&ru, 0, sizeof(ru));
+    while (wait4(kids[i].pid, &status, 0, &ru) < 0 && errno == EINTR)
+        ;
+    close(kids[i].pidfd);
+    if (kids[i].idle)
+        (*nidle)--;
+    char msg[160];
+    int len = snprintf(msg, sizeof(msg),
+                       "{\"t\":\"exit\",\"pid\":%d,\"status\":%d,\"utime\":%ld.%06ld,\"stime\":%ld.%06ld}",
+                       (int)kids[i].pid, status, (long)ru.ru_utime.tv_sec, (long)ru.ru_utime.tv_usec,
+                       (long)ru.ru_stime.tv_sec, (long)ru.ru_stime.tv_usec);
+    kids[i] = kids[*nkids - 1];
+    (*nkids)--;
+    if (orq_send(ctl, msg, len, NULL, 0) != 0)
+        orq_shutdown(kids, *nkids);
+}
+
+/* The zygote's loop: keep `pool` children pre-forked, reap and report
+ * every exit. ruleset_fd is the Landlock ruleset each child restricts
+ * itself with (-1: none), bpf the struct sock_fprog of the child seccomp
+ * filter (NULL: none). Returns the child's socket in a new child; -1 with
+ * errno set if the zygote cannot serve at all. */
+int orq_zygote_loop(int ctl, int pool, int ruleset_fd, const void *bpf)
+{
+    static struct orq_kid kids[ORQ_MAX_KIDS];
+    static struct pollfd pfds[ORQ_MAX_KIDS + 1];
+    int nkids = 0, nidle = 0;
+    pid_t me = getpid();
+    if (pool < 1)
+        pool = 1;
+    if (pool > 8)
+        pool = 8;
+    for (;;) {
+        while (nidle < pool) {
+            /* Messages first (an exit to report, a take): refilling the
+             * pool waits while one is pending and a child is ready. */
+            if (nidle > 0) {
+                struct pollfd q = {ctl, POLLIN, 0};
+                if (poll(&q, 1, 0) > 0)
+                    break;
+            }
+            int s = orq_spawn(ctl, me, ruleset_fd, bpf, kids, &nkids, &nidle);
+            if (s > 0)
+                return s; /* the new child */
+            if (s < 0) {
+                fprintf(stderr, "orqest fork-server: pre-fork failed: %s\n", strerror(errno));
+                break;
+            }
+        }
+        pfds[0].fd = ctl;
+        pfds[0].events = POLLIN;
+        pfds[0].revents = 0;
+        for (int i = 0; i < nkids; i++) {
+            pfds[i + 1].fd = kids[i].pidfd;
+            pfds[i + 1].events = POLLIN;
+            pfds[i + 1].revents = 0;
+        }
+        int nk = nkids;
+        if (poll(pfds, (nfds_t)nk + 1, -1) < 0) {
+            if (errno == EINTR)
+                continue;
+            return -1;
+        }
+        /* Exits first, from the highest index (orq_reap moves the last
+         * entry into the reaped one's slot). */
+        for (int i = nk - 1; i >= 0; i--)
+            if (pfds[i + 1].revents != 0)
+                orq_reap(ctl, kids, &nkids, &nidle, i);
+        if (pfds[0].revents != 0)
+            orq_control(ctl, kids, &nkids, &nidle);
+    }
+}
