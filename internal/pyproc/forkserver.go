@@ -448,10 +448,6 @@ func (fs *ForkServer) Run(ctx context.Context, job Job) (shared.ExecutionResult,
 	req.Rules = pyrunner.RulesFromServer
 	req.MaxOutputBytes = job.MaxOutput
 	req.CPUSeconds = job.cpuSeconds()
-	payload, err := req.Encode()
-	if err != nil {
-		return res, err
-	}
 	if err := ctx.Err(); err != nil {
 		return res, fmt.Errorf("execute: %w", err)
 	}
@@ -481,13 +477,26 @@ func (fs *ForkServer) Run(ctx context.Context, job Job) (shared.ExecutionResult,
 	}
 	stdinW, stdoutR, stderrR, respR := mine[0], mine[1], mine[2], mine[3]
 
-	// A ready child gets the descriptors straight from here.
+	// A ready child gets its limits and the descriptors straight from
+	// here: "r <memory MB> <CPU seconds>" with SCM_RIGHTS.
 	var c *fsChild
+	var payload []byte
+	var err error
 	for {
 		if c, err = fs.take(ctx); err != nil {
 			return res, err
 		}
-		err = unix.Sendmsg(c.sock, []byte("r"), unix.UnixRights(theirs[:]...), nil, unix.MSG_NOSIGNAL)
+		// A child of the C loop sets RLIMIT_AS and RLIMIT_CPU from this
+		// message before it returns to Python (Python's resource module
+		// would copy ~24 pages); a child of the Python loop sets them from
+		// the request.
+		req.LimitsApplied = fs.core
+		if payload, err = req.Encode(); err != nil {
+			c.closeFDs()
+			return res, err
+		}
+		msg := fmt.Appendf(nil, "r %d %d", req.MemoryMB, req.CPUSeconds)
+		err = unix.Sendmsg(c.sock, msg, unix.UnixRights(theirs[:]...), nil, unix.MSG_NOSIGNAL)
 		unix.Close(c.sock)
 		c.sock = -1
 		if err == nil {

@@ -157,6 +157,10 @@ type Request struct {
 	MaxOutputBytes int             `json:"max_output_bytes,omitempty"`
 	MemoryMB       int             `json:"memory_mb,omitempty"`
 	CPUSeconds     int             `json:"cpu_seconds,omitempty"`
+	// LimitsApplied says RLIMIT_AS and RLIMIT_CPU are already in force
+	// (a fork-server child of the C loop sets them before it reads this
+	// request): the runner does not set them again.
+	LimitsApplied bool `json:"limits_applied,omitempty"`
 	// Seal, when set, makes the spawn-mode runner seal itself before it
 	// runs the code (a fork-server child is sealed by its zygote's config).
 	Seal *Seal `json:"seal,omitempty"`

@@ -1051,7 +1051,8 @@ def _orq_forkserver_serve(rules):
             req["rules"] = rules
     except BaseException as e:  # noqa: BLE001
         _orq_child_fail(e)
-    _orq_apply_limits(req)
+    if not req.get("limits_applied"):  # else Go set them with prlimit
+        _orq_apply_limits(req)
     resp = _orq_execute(req)
     try:
         sys.stdout.flush()

@@ -19,7 +19,8 @@
  * what the Python child did while idle (parent-death signal, its own
  * process group, no inherited descriptors, the per-child Landlock domain,
  * rlimits, the child seccomp filter, the execution's four descriptors as
- * fd 0-3) without touching the Python heap either. The policy (the
+ * fd 0-3, and the execution's RLIMIT_AS and RLIMIT_CPU) without touching
+ * the Python heap either. The policy (the
  * ruleset, the BPF program) is prepared in Python; this file only applies
  * it.
  *
@@ -109,9 +110,10 @@ static int orq_child(int sock, pid_t zygote, int ruleset_fd, const void *bpf)
     if (bpf != NULL && prctl(PR_SET_SECCOMP, ORQ_SECCOMP_MODE_FILTER, bpf, 0, 0) != 0)
         _exit(77);
 
-    /* Wait for the execution's four descriptors. */
-    char b;
-    struct iovec iov = {&b, 1};
+    /* Wait for the execution: "r <memory MB> <CPU seconds>" and its four
+     * descriptors. */
+    char b[64];
+    struct iovec iov = {b, sizeof(b) - 1};
     union {
         struct cmsghdr h;
         char buf[CMSG_SPACE(4 * sizeof(int))];
@@ -129,6 +131,33 @@ static int orq_child(int sock, pid_t zygote, int ruleset_fd, const void *bpf)
     if (n <= 0 || c == NULL || c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS ||
         c->cmsg_len != CMSG_LEN(4 * sizeof(int)))
         _exit(0); /* shut down while idle */
+    b[n] = 0;
+    /* The limits before a byte of the request is read (soft CPU limit:
+     * SIGXCPU; one second later the hard one: SIGKILL). Lowering them is
+     * always allowed; a failure would leave them unset: exit instead. */
+    long mem = 0, cpu = 0;
+    if (sscanf(b, "r %ld %ld", &mem, &cpu) != 2 || mem < 0 || cpu < 0)
+        _exit(79);
+    if (mem > 0) {
+        struct rlimit as = {(rlim_t)mem << 20, (rlim_t)mem << 20};
+        struct rlimit cur;
+        if (getrlimit(RLIMIT_AS, &cur) == 0 && cur.rlim_max != RLIM_INFINITY && cur.rlim_max < as.rlim_max)
+            as.rlim_cur = as.rlim_max = cur.rlim_max;
+        if (setrlimit(RLIMIT_AS, &as) != 0)
+            _exit(79);
+    }
+    if (cpu > 0) {
+        struct rlimit c = {(rlim_t)cpu, (rlim_t)cpu + 1};
+        struct rlimit cur;
+        if (getrlimit(RLIMIT_CPU, &cur) == 0 && cur.rlim_max != RLIM_INFINITY) {
+            if (cur.rlim_max < c.rlim_max)
+                c.rlim_max = cur.rlim_max;
+            if (c.rlim_cur > c.rlim_max)
+                c.rlim_cur = c.rlim_max;
+        }
+        if (setrlimit(RLIMIT_CPU, &c) != 0)
+            _exit(79);
+    }
     int fds[4], high[4];
     memcpy(fds, CMSG_DATA(c), sizeof(fds));
     for (int i = 0; i < 4; i++) {
