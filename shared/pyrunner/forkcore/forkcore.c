@@ -75,6 +75,29 @@ struct orq_kid {
     int idle;
 };
 
+/* Room for the descriptors of one message (at most 8 here). */
+union orq_cmsg {
+    struct cmsghdr h;
+    char buf[CMSG_SPACE(8 * sizeof(int))];
+};
+
+/* A one-buffer message header over buf, with ctl as its control space
+ * (ctllen bytes of it; 0: none). */
+static struct msghdr orq_msghdr(struct iovec *iov, void *buf, size_t len, union orq_cmsg *ctl, size_t ctllen)
+{
+    struct msghdr mh = {0};
+    iov->iov_base = buf;
+    iov->iov_len = len;
+    mh.msg_iov = iov;
+    mh.msg_iovlen = 1;
+    if (ctllen > 0) {
+        memset(ctl, 0, sizeof(*ctl));
+        mh.msg_control = ctl->buf;
+        mh.msg_controllen = ctllen;
+    }
+    return mh;
+}
+
 static void orq_close_from(int lo, int keep1, int keep2)
 {
     int keep[2] = {keep1 < keep2 ? keep1 : keep2, keep1 < keep2 ? keep2 : keep1};
@@ -113,16 +136,9 @@ static int orq_child(int sock, pid_t zygote, int ruleset_fd, const void *bpf)
     /* Wait for the execution: "r <memory MB> <CPU seconds>" and its four
      * descriptors. */
     char b[64];
-    struct iovec iov = {b, sizeof(b) - 1};
-    union {
-        struct cmsghdr h;
-        char buf[CMSG_SPACE(4 * sizeof(int))];
-    } u;
-    struct msghdr mh = {0};
-    mh.msg_iov = &iov;
-    mh.msg_iovlen = 1;
-    mh.msg_control = u.buf;
-    mh.msg_controllen = sizeof(u.buf);
+    struct iovec iov;
+    union orq_cmsg u;
+    struct msghdr mh = orq_msghdr(&iov, b, sizeof(b) - 1, &u, CMSG_SPACE(4 * sizeof(int)));
     ssize_t n;
     do {
         n = recvmsg(sock, &mh, MSG_CMSG_CLOEXEC);
@@ -174,18 +190,10 @@ static int orq_child(int sock, pid_t zygote, int ruleset_fd, const void *bpf)
 
 static int orq_send(int ctl, const char *msg, int len, const int *fds, int nfds)
 {
-    struct iovec iov = {(void *)msg, (size_t)len};
-    union {
-        struct cmsghdr h;
-        char buf[CMSG_SPACE(2 * sizeof(int))];
-    } u;
-    struct msghdr mh = {0};
-    mh.msg_iov = &iov;
-    mh.msg_iovlen = 1;
+    struct iovec iov;
+    union orq_cmsg u;
+    struct msghdr mh = orq_msghdr(&iov, (void *)msg, (size_t)len, &u, nfds > 0 ? CMSG_SPACE(nfds * sizeof(int)) : 0);
     if (nfds > 0) {
-        memset(&u, 0, sizeof(u));
-        mh.msg_control = u.buf;
-        mh.msg_controllen = CMSG_SPACE(nfds * sizeof(int));
         struct cmsghdr *c = CMSG_FIRSTHDR(&mh);
         c->cmsg_level = SOL_SOCKET;
         c->cmsg_type = SCM_RIGHTS;
@@ -273,16 +281,9 @@ static int orq_spawn(int ctl, pid_t me, int ruleset_fd, const void *bpf, struct 
 static void orq_control(int ctl, struct orq_kid *kids, int *nkids, int *nidle)
 {
     char buf[4096];
-    union {
-        struct cmsghdr h;
-        char buf[CMSG_SPACE(8 * sizeof(int))];
-    } u;
-    struct iovec iov = {buf, sizeof(buf) - 1};
-    struct msghdr mh = {0};
-    mh.msg_iov = &iov;
-    mh.msg_iovlen = 1;
-    mh.msg_control = u.buf;
-    mh.msg_controllen = sizeof(u.buf);
+    struct iovec iov;
+    union orq_cmsg u;
+    struct msghdr mh = orq_msghdr(&iov, buf, sizeof(buf) - 1, &u, sizeof(u.buf));
     ssize_t n = recvmsg(ctl, &mh, MSG_CMSG_CLOEXEC);
     if (n < 0 && (errno == EINTR || errno == EAGAIN))
         return;
