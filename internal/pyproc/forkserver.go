@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"slices"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -67,6 +68,10 @@ type ForkServer struct {
 	noFork bool   // seccomp in force: children cannot fork
 
 	wmu sync.Mutex // serialises sends
+
+	warmMu sync.Mutex
+	warmed map[string]bool // body+allowlist keys seen once (false) or warmed (true)
+	warmFO []string        // the same keys, oldest first
 
 	idle chan *fsChild // ready children, oldest first
 
@@ -175,7 +180,7 @@ func StartForkServer(argv []string, cfg pyrunner.ForkServerConfig, opts ForkServ
 	zEnd.Close()
 	fs := &ForkServer{
 		logger: logger, cmd: cmd, conn: conn, pid: cmd.Process.Pid,
-		idle: make(chan *fsChild, 16), kids: map[int]*fsChild{},
+		idle: make(chan *fsChild, 16), kids: map[int]*fsChild{}, warmed: map[string]bool{},
 		done: make(chan struct{}), waited: make(chan struct{}),
 	}
 	go func() {
@@ -358,6 +363,89 @@ func (fs *ForkServer) took(c *fsChild) error {
 		fs.fail(fmt.Errorf("fork-server (pid %d): send: %v", fs.pid, err))
 	}
 	return err
+}
+
+// WarmMaxBytes is the longest body a zygote is asked to warm: the runner
+// keeps bodies up to this size accepted and compiled (runner.py,
+// _orq_accepted_max_bytes).
+const WarmMaxBytes = 16 << 10
+
+// warmMax is how many bodies Go remembers having seen or warmed; below
+// the runner's 128 (_orq_accepted_max), so the zygote never drops a body Go
+// still counts as warm (its own warm-up body takes one entry).
+const warmMax = 96
+
+// warmControlMax is the largest control message the zygote reads
+// (runner.py's _orq_control_max, forkcore.c's ORQ_CONTROL_MAX).
+const warmControlMax = 1 << 17
+
+// warm asks the zygote to check and compile a body a child just accepted
+// (it runs nothing of it), so that the children it forks from then on skip
+// the in-child parse, check and compile of that body. It does so the
+// second time a body (with the same allowlist) was accepted, once: a
+// one-off body costs the zygote nothing, a tool body called again is warm
+// from then on. Best effort: a child that does not find the body warm
+// checks and compiles it itself, as before.
+func (fs *ForkServer) warm(code string, allowed []string) {
+	if len(code) > WarmMaxBytes {
+		return
+	}
+	allowed = slices.Clone(allowed)
+	slices.Sort(allowed)
+	allowed = slices.Compact(allowed)
+	var key strings.Builder
+	key.Grow(len(code) + 16*len(allowed))
+	for _, m := range allowed {
+		key.WriteString(m)
+		key.WriteByte(0)
+	}
+	key.WriteByte(0)
+	key.WriteString(code)
+	k := key.String()
+	fs.warmMu.Lock()
+	done, seen := fs.warmed[k]
+	switch {
+	case done:
+		fs.warmMu.Unlock()
+		return
+	case seen:
+		fs.warmed[k] = true
+		fs.warmMu.Unlock()
+	default:
+		if len(fs.warmFO) >= warmMax {
+			delete(fs.warmed, fs.warmFO[0])
+			fs.warmFO = fs.warmFO[1:]
+		}
+		fs.warmed[k] = false
+		fs.warmFO = append(fs.warmFO, k)
+		fs.warmMu.Unlock()
+		return
+	}
+	msg, err := json.Marshal(struct {
+		T       string   `json:"t"`
+		Code    string   `json:"code"`
+		Allowed []string `json:"allowed_imports"`
+	}{"warm", code, allowed})
+	if err != nil || len(msg) > warmControlMax {
+		return
+	}
+	fs.wmu.Lock()
+	_, err = fs.conn.Write(msg)
+	fs.wmu.Unlock()
+	if err != nil {
+		fs.fail(fmt.Errorf("fork-server (pid %d): send: %v", fs.pid, err))
+	}
+}
+
+// warmable reports whether a result says the child's checker accepted and
+// compiled the body (it ran, or its result was judged).
+func warmable(res shared.ExecutionResult) bool {
+	switch res.ErrorKind {
+	case shared.KindNone, shared.KindRuntime, shared.KindMemory, shared.KindTimeout,
+		shared.KindNotSerializable, shared.KindOutputLimit:
+		return true
+	}
+	return false
 }
 
 // Idle is how many ready children Go holds right now.
@@ -578,7 +666,11 @@ wait:
 				stopReaders(mine)
 				<-pipesDone
 			}
-			return conclude(ctx, fs.logger, &job, o)
+			res, err := conclude(ctx, fs.logger, &job, o)
+			if err == nil && warmable(res) {
+				fs.warm(req.Code, req.AllowedImports)
+			}
+			return res, err
 		case ex = <-c.exited:
 			reported = true
 		case <-gone:

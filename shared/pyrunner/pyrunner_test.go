@@ -359,3 +359,49 @@ func TestTruncateUTF8(t *testing.T) {
 		t.Fatalf("got %q", got)
 	}
 }
+
+// The runner keeps bodies its checker accepted, compiled (a fork-server
+// zygote warms them; tier 0 reuses them): a hit must be for the same body,
+// the same allowlist and the same rules table, never a verdict given under
+// a more generous one. Several executions in one interpreter.
+func TestAcceptedBodiesKeyedByAllowlistAndRules(t *testing.T) {
+	if _, err := os.Stat(python); err != nil {
+		t.Skipf("%s not available: %v", python, err)
+	}
+	prog := pyrunner.Program()
+	i := strings.Index(prog, "\nif __name__ == \"__main__\":")
+	if i < 0 {
+		t.Fatal("runner layout changed: no __main__ block")
+	}
+	driver := `
+import json as _j
+R = _j.loads(RULES)
+LAX = {"safe_builtins": ["len", "True", "False", "None"]}
+def ex(code, allowed, rules):
+    r = _j.loads(_orq_execute({"code": code, "args": {}, "allowed_imports": allowed, "rules": rules}))
+    return r.get("error_kind") or "ok"
+imp = "import json\nreturn 1"
+ref = "return len(vars())"
+print(_j.dumps([
+    ex(imp, ["json"], R), ex(imp, ["json"], R), ex(imp, [], R), ex(imp, ["json", "re"], R),
+    ex(ref, [], LAX), ex(ref, [], LAX), ex(ref, [], R), ex(ref, [], LAX),
+]))
+`
+	rulesLit, _ := json.Marshal(string(validator.RulesJSON()))
+	src := prog[:i] + "\nRULES = " + string(rulesLit) + "\n" + driver
+	cmd := exec.Command(python, append(append([]string{}, pyrunner.PythonFlags...), "-c", src)...)
+	cmd.Env = []string{}
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	var kinds []string
+	if err := json.Unmarshal(out, &kinds); err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	// vars is not a safe builtin under LAX: the body runs and fails.
+	want := []string{"ok", "ok", "validation", "ok", "runtime", "runtime", "validation", "runtime"}
+	if strings.Join(kinds, ",") != strings.Join(want, ",") {
+		t.Errorf("kinds = %v, want %v", kinds, want)
+	}
+}

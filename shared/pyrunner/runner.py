@@ -376,11 +376,111 @@ def _orq_ballast_ready():
         _orq_ballast.append(bytearray(1 << 18))
 
 
-# Compiled `__orq_user` wrappers by source (code objects are immutable; each
-# execution still runs them in fresh globals). Bounded, oldest out first.
-_orq_compiled = {}
-_orq_compiled_max = 128
-_orq_compiled_max_bytes = 16 << 10
+# Bodies the in-interpreter checker accepted and compiled, with their
+# compiled `__orq_user` wrapper (code objects are immutable; each execution
+# still runs them in fresh globals), per rules table: [rules, {(code,
+# allowed imports): code object}]. The verdict is a pure function of the
+# body, the allowlist and the table, so a hit skips the parse, the check
+# and the compile. A fork-server zygote fills it for bodies Go asks it to
+# warm (_orq_warm), so its children start with them; tier 0 fills it as it
+# runs. Bounded, oldest out first; sources longer than 16 KB are not kept.
+_orq_accepted = [None, {}]
+_orq_accepted_max = 128
+_orq_accepted_max_bytes = 16 << 10
+
+
+def _orq_accept(code, allowed_imports, rules):
+    """Check `code` under `allowed_imports` and `rules` with the
+    in-interpreter checker and compile its wrapper. Returns (code object,
+    None) when accepted, else (None, (error kind, message, findings))."""
+    import ast
+
+    allowed = frozenset(m for m in allowed_imports if isinstance(m, str))
+    if _orq_accepted[0] is rules:
+        hit = _orq_accepted[1].get((code, allowed))
+        if hit is not None:
+            return hit, None
+
+    # 1. Re-validate with CPython's own ast (the rules table is the one
+    #    validator/rules.json). Fail closed if the checker itself breaks.
+    _orq_check_accepted.clear()
+    try:
+        findings = _orq_check(code, allowed_imports, rules)
+    except Exception as e:  # noqa: BLE001
+        return None, ("internal", "in-sandbox validator failed: %s: %s"
+                      % (type(e).__name__, e), None)
+    # The tree the checker parsed and accepted, when it parsed exactly this
+    # source (see checker.py); else parse here.
+    checked_code = _orq_check_accepted.pop("code", None)
+    checked_tree = _orq_check_accepted.pop("tree", None)
+    if findings:
+        f0 = findings[0]
+        return None, ("validation", "validation failed: %s:%s: %s: %s" % (
+            f0.get("line"), f0.get("column"), f0.get("rule"),
+            f0.get("message")), findings)
+
+    # 2. Build `def __orq_user(args): <body>` from the body's own AST, so
+    #    line N of the body is reported as line N and string literals are
+    #    not re-indented.
+    filename = "<sandbox>"
+    try:
+        if checked_tree is not None and checked_code == code:
+            body = checked_tree
+        else:
+            body = ast.parse(code, filename, "exec")
+    except SyntaxError as e:
+        return None, _orq_syntax_error(e)
+    # Every parsed node has its location; the new ones get what
+    # ast.fix_missing_locations would give them (1, 0, 1, 0), without a
+    # walk over the whole tree.
+    loc = {"lineno": 1, "col_offset": 0, "end_lineno": 1, "end_col_offset": 0}
+    fn_def = ast.FunctionDef(
+        name="__orq_user",
+        args=ast.arguments(posonlyargs=[], args=[ast.arg(arg="args", **loc)],
+                           vararg=None, kwonlyargs=[], kw_defaults=[],
+                           kwarg=None, defaults=[]),
+        body=body.body or [ast.Pass(**loc)],
+        decorator_list=[], returns=None, type_comment=None, **loc)
+    module = ast.Module(body=[fn_def], type_ignores=[])
+    try:
+        compiled = compile(module, filename, "exec", dont_inherit=True)
+    except SyntaxError as e:  # e.g. `await` outside async, bad nonlocal
+        return None, _orq_syntax_error(e)
+    if len(code) <= _orq_accepted_max_bytes:
+        if _orq_accepted[0] is not rules:
+            _orq_accepted[:] = [rules, {}]
+        cache = _orq_accepted[1]
+        if len(cache) >= _orq_accepted_max:
+            del cache[next(iter(cache))]
+        cache[(code, allowed)] = compiled
+    return compiled, None
+
+
+def _orq_syntax_error(e):
+    return ("validation", "syntax error: %s" % e, [{
+        "rule": "syntax-error", "message": str(e.msg),
+        "line": e.lineno or 0, "column": e.offset or 0,
+        "snippet": (e.text or "").strip()}])
+
+
+def _orq_warm(msg, rules):
+    """A fork-server zygote's handler of Go's {"t":"warm","code",
+    "allowed_imports"}: check and compile a body a child just ran, so the
+    children forked from now on find it accepted and compiled (trusted
+    code only: nothing of the body runs here). Never raises."""
+    try:
+        import json
+
+        doc = json.loads(msg)
+        code = doc.get("code")
+        allowed = doc.get("allowed_imports") or []
+        if (isinstance(code, str) and len(code) <= _orq_accepted_max_bytes
+                and isinstance(allowed, list)):
+            _orq_accept(code, allowed, rules)
+        import gc
+        gc.freeze()  # as before forking: a child's collection skips them
+    except Exception:  # noqa: BLE001 - best effort; a child checks anyway
+        pass
 
 
 # The curated builtins of a rules table, looked up once per table (each
@@ -424,8 +524,6 @@ def _orq_execute_body(req, hold):
         return json.dumps(doc).encode("ascii")
 
     try:
-        import ast
-        import builtins
 
         code = req.get("code")
         if not isinstance(code, str):
@@ -445,66 +543,10 @@ def _orq_execute_body(req, hold):
         rules = req.get("rules") or {}
         max_out = int(req.get("max_output_bytes") or 0)
 
-        # 1. Re-validate with CPython's own ast (the rules table is the one
-        #    validator/rules.json). Fail closed if the checker itself breaks.
-        _orq_check_accepted.clear()
-        try:
-            findings = _orq_check(code, allowed_imports, rules)
-        except Exception as e:  # noqa: BLE001
-            return respond("internal", "in-sandbox validator failed: %s: %s"
-                           % (type(e).__name__, e))
-        # The tree the checker parsed and accepted, when it parsed exactly
-        # this source (see checker.py); else parse here.
-        checked_code = _orq_check_accepted.pop("code", None)
-        checked_tree = _orq_check_accepted.pop("tree", None)
-        if findings:
-            f0 = findings[0]
-            return respond("validation", "validation failed: %s:%s: %s: %s" % (
-                f0.get("line"), f0.get("column"), f0.get("rule"),
-                f0.get("message")), findings)
-
-        # 2. Build `def __orq_user(args): <body>` from the body's own AST, so
-        #    line N of the body is reported as line N and string literals are
-        #    not re-indented.
-        # Compiled wrappers are kept per source (a process that runs the same
-        # tool body again, tier 0, compiles it once). Only after the checker
-        # above accepted it, on every call.
-        filename = "<sandbox>"
-        compiled = _orq_compiled.get(code)
-        if compiled is None:
-            try:
-                if checked_tree is not None and checked_code == code:
-                    body = checked_tree
-                else:
-                    body = ast.parse(code, filename, "exec")
-            except SyntaxError as e:
-                return respond("validation", "syntax error: %s" % e, [{
-                    "rule": "syntax-error", "message": str(e.msg),
-                    "line": e.lineno or 0, "column": e.offset or 0,
-                    "snippet": (e.text or "").strip()}])
-            # Every parsed node has its location; the new ones get what
-            # ast.fix_missing_locations would give them (1, 0, 1, 0), without a
-            # walk over the whole tree.
-            loc = {"lineno": 1, "col_offset": 0, "end_lineno": 1, "end_col_offset": 0}
-            fn_def = ast.FunctionDef(
-                name="__orq_user",
-                args=ast.arguments(posonlyargs=[], args=[ast.arg(arg="args", **loc)],
-                                   vararg=None, kwonlyargs=[], kw_defaults=[],
-                                   kwarg=None, defaults=[]),
-                body=body.body or [ast.Pass(**loc)],
-                decorator_list=[], returns=None, type_comment=None, **loc)
-            module = ast.Module(body=[fn_def], type_ignores=[])
-            try:
-                compiled = compile(module, filename, "exec", dont_inherit=True)
-            except SyntaxError as e:  # e.g. `await` outside async, bad nonlocal
-                return respond("validation", "syntax error: %s" % e, [{
-                    "rule": "syntax-error", "message": str(e.msg),
-                    "line": e.lineno or 0, "column": e.offset or 0,
-                    "snippet": (e.text or "").strip()}])
-            if len(code) <= _orq_compiled_max_bytes:
-                if len(_orq_compiled) >= _orq_compiled_max:
-                    del _orq_compiled[next(iter(_orq_compiled))]
-                _orq_compiled[code] = compiled
+        # 1-2. The in-interpreter checker and the compiled wrapper.
+        compiled, failed = _orq_accept(code, allowed_imports, rules)
+        if failed is not None:
+            return respond(*failed)
 
         # 3. Curated builtins (the one list in the rules table) + import shim;
         #    pre-import the allowed modules.
@@ -1072,6 +1114,11 @@ def _orq_forkserver_serve(rules):
     os._exit(0)
 
 
+# The largest control message Go sends a zygote (a warm message carries a
+# body of at most 16 KB, JSON-escaped); forkcore.c has the same bound.
+_orq_control_max = 1 << 17
+
+
 def _orq_forkserver_main():
     """The zygote. Reads its config (JSON: preload, seal, pool, rules: the
     rules table used when a request carries none) from stdin, imports what
@@ -1089,6 +1136,9 @@ def _orq_forkserver_main():
       Go -> zygote  {"t":"took","pid"}  (refill the pool)
       zygote -> Go  {"t":"exit","pid","status","utime","stime"} (every
                     child, reaped, whether it ran an execution or died idle)
+      Go -> zygote  {"t":"warm","code","allowed_imports"} (a body a child
+                    accepted: check and compile it here once, so children
+                    forked from now on skip that; see _orq_warm)
 
     EOF on the control socket (the plugin went away) kills every child and
     exits."""
@@ -1145,7 +1195,8 @@ def _orq_forkserver_main():
                         built >> 24, (built >> 16) & 0xFF,
                         sys.hexversion >> 24, (sys.hexversion >> 16) & 0xFF))
                 core.orq_zygote_loop.argtypes = [ctypes.c_int, ctypes.c_int,
-                                                 ctypes.c_int, ctypes.c_void_p]
+                                                 ctypes.c_int, ctypes.c_void_p,
+                                                 ctypes.py_object]
                 core.orq_zygote_loop.restype = ctypes.c_int
             except Exception as e:  # noqa: BLE001
                 core, core_error = None, "%s: %s" % (type(e).__name__, e)
@@ -1184,7 +1235,8 @@ def _orq_forkserver_main():
         ruleset = st["ruleset_fd"] if "landlock_fs" in st["layers"] else -1
         bpf = st.get("bpf_child") if "seccomp" in st["layers"] else None
         sock = core.orq_zygote_loop(ctl.fileno(), pool, ruleset,
-                                    ctypes.addressof(bpf[1]) if bpf else None)
+                                    ctypes.addressof(bpf[1]) if bpf else None,
+                                    lambda msg: _orq_warm(msg, rules))
         if sock < 0:  # the zygote cannot serve (poll failed)
             os._exit(1)
         # A new child, sealed, fd 0-3 in place; fd 3 is no longer the
@@ -1269,7 +1321,7 @@ def _orq_forkserver_main():
                     shutdown()
                 continue
             try:
-                msg, anc, _, _ = ctl.recvmsg(4096, socket.CMSG_SPACE(8 * fdsize))
+                msg, anc, _, _ = ctl.recvmsg(_orq_control_max, socket.CMSG_SPACE(8 * fdsize))
             except InterruptedError:
                 continue
             except OSError:
@@ -1286,6 +1338,8 @@ def _orq_forkserver_main():
                 doc = json.loads(msg)
                 if doc.get("t") == "took":
                     idle.discard(doc.get("pid"))
+                elif doc.get("t") == "warm":
+                    _orq_warm(msg, rules)
             except Exception as e:  # noqa: BLE001
                 sys.stderr.write("orqest fork-server: bad control message: %s\n" % e)
 

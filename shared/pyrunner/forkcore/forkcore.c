@@ -11,6 +11,9 @@
  *   zygote -> Go  {"t":"idle","pid":N} with SCM_RIGHTS [child socket, pidfd]
  *   Go -> zygote  {"t":"took","pid":N}
  *   zygote -> Go  {"t":"exit","pid":N,"status":S,"utime":U,"stime":T}
+ *   Go -> zygote  {"t":"warm",...}  (handed to the Python callable `warm`:
+ *                 check and compile a body once, in the zygote, so the
+ *                 children forked afterwards find it done)
  *
  * Why C: every fork write-protects the zygote's whole heap, so every page a
  * Python loop touches between two forks is a page fault (copy-on-write
@@ -276,14 +279,19 @@ static int orq_spawn(int ctl, pid_t me, int ruleset_fd, const void *bpf, struct 
     return 0;
 }
 
-/* Read one control message: "took" marks a child as no longer idle; EOF
- * or an error shuts down. */
-static void orq_control(int ctl, struct orq_kid *kids, int *nkids, int *nidle)
+/* The largest control message (runner.py's _orq_control_max): a warm
+ * message carries a body of at most 16 KB, JSON-escaped. */
+#define ORQ_CONTROL_MAX (1 << 17)
+
+/* Read one control message: "took" marks a child as no longer idle, "warm"
+ * goes to the Python callable warm (bytes -> ignored); EOF or an error
+ * shuts down. */
+static void orq_control(int ctl, struct orq_kid *kids, int *nkids, int *nidle, PyObject *warm)
 {
-    char buf[4096];
+    static char buf[ORQ_CONTROL_MAX + 1];
     struct iovec iov;
     union orq_cmsg u;
-    struct msghdr mh = orq_msghdr(&iov, buf, sizeof(buf) - 1, &u, sizeof(u.buf));
+    struct msghdr mh = orq_msghdr(&iov, buf, ORQ_CONTROL_MAX, &u, sizeof(u.buf));
     ssize_t n = recvmsg(ctl, &mh, MSG_CMSG_CLOEXEC);
     if (n < 0 && (errno == EINTR || errno == EAGAIN))
         return;
@@ -298,6 +306,18 @@ static void orq_control(int ctl, struct orq_kid *kids, int *nkids, int *nidle)
     if (n <= 0)
         orq_shutdown(kids, *nkids);
     buf[n] = 0;
+    static const char warm_prefix[] = "{\"t\":\"warm\"";
+    if (strncmp(buf, warm_prefix, sizeof(warm_prefix) - 1) == 0) {
+        if (warm != NULL && warm != Py_None && !(mh.msg_flags & MSG_TRUNC)) {
+            PyObject *msg = PyBytes_FromStringAndSize(buf, (Py_ssize_t)n);
+            PyObject *r = msg != NULL ? PyObject_CallOneArg(warm, msg) : NULL;
+            if (r == NULL)
+                PyErr_Clear(); /* best effort: a child checks anyway */
+            Py_XDECREF(r);
+            Py_XDECREF(msg);
+        }
+        return;
+    }
     if (strstr(buf, "\"took\"") == NULL)
         return;
     const char *p = strstr(buf, "\"pid\":");
@@ -338,9 +358,10 @@ static void orq_reap(int ctl, struct orq_kid *kids, int *nkids, int *nidle, int 
 /* The zygote's loop: keep `pool` children pre-forked, reap and report
  * every exit. ruleset_fd is the Landlock ruleset each child restricts
  * itself with (-1: none), bpf the struct sock_fprog of the child seccomp
- * filter (NULL: none). Returns the child's socket in a new child; -1 with
+ * filter (NULL: none), warm the Python callable for warm messages (NULL or
+ * None: ignore them). Returns the child's socket in a new child; -1 with
  * errno set if the zygote cannot serve at all. */
-int orq_zygote_loop(int ctl, int pool, int ruleset_fd, const void *bpf)
+int orq_zygote_loop(int ctl, int pool, int ruleset_fd, const void *bpf, PyObject *warm)
 {
     static struct orq_kid kids[ORQ_MAX_KIDS];
     static struct pollfd pfds[ORQ_MAX_KIDS + 1];
@@ -387,6 +408,6 @@ int orq_zygote_loop(int ctl, int pool, int ruleset_fd, const void *bpf)
             if (pfds[i + 1].revents != 0)
                 orq_reap(ctl, kids, &nkids, &nidle, i);
         if (pfds[0].revents != 0)
-            orq_control(ctl, kids, &nkids, &nidle);
+            orq_control(ctl, kids, &nkids, &nidle, warm);
     }
 }

@@ -1,0 +1,169 @@
+package pyproc_test
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/orqest/sandbox/internal/pyproc"
+	"github.com/orqest/sandbox/shared/pyrunner"
+	"github.com/orqest/sandbox/validator"
+)
+
+// zygoteLoops runs f against a zygote looping in C (forkcore, named by
+// ORQEST_FORKCORE as `make test` sets it; skipped loudly without) and one
+// looping in Python. prog is the program the zygote runs.
+func zygoteLoops(t *testing.T, prog string, rules json.RawMessage, f func(t *testing.T, fs *pyproc.ForkServer)) {
+	if _, err := os.Stat(python); err != nil {
+		t.Skip(err)
+	}
+	s, err := pyproc.Probe(context.Background(), pyrunner.Argv(python), nil, "", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, loop := range []string{"c", "python"} {
+		t.Run(loop, func(t *testing.T) {
+			var opts pyproc.ForkServerOptions
+			if loop == "c" {
+				path := os.Getenv("ORQEST_FORKCORE")
+				if path == "" {
+					t.Skip("SKIP: ORQEST_FORKCORE is not set (the fork-server's C loop, built by `make build`; `make test` sets it)")
+				}
+				core, err := os.ReadFile(path)
+				if err != nil {
+					t.Fatal(err)
+				}
+				opts.Core = core
+			}
+			argv := append([]string{python}, pyrunner.PythonFlags...)
+			argv = append(argv, "-c", prog, pyrunner.ForkServerArg)
+			fs, err := pyproc.StartForkServer(argv, pyrunner.ForkServerConfig{Seal: s.Seal(nil), Rules: rules, Pool: 2}, opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer fs.Close()
+			if inC, why := fs.Core(); inC != (loop == "c") {
+				t.Fatalf("zygote runs the C loop: %v (%s), want %v", inC, why, loop == "c")
+			}
+			f(t, fs)
+		})
+	}
+}
+
+// A body children accepted twice is warmed in the zygote: children forked
+// afterwards run it without checking it themselves. The program records,
+// in every process, which pids ran the in-interpreter checker; the body
+// reports whether its own process did.
+func TestWarmedBodySkipsTheChildsCheck(t *testing.T) {
+	prog := pyrunner.Program()
+	i := strings.Index(prog, "\ndef _orq_main(")
+	if i < 0 {
+		t.Fatal("runner layout changed: no _orq_main")
+	}
+	prog = prog[:i] + `
+_orq_check_real = _orq_check
+checked_in = []
+__import__("sys").orq_checked_in = checked_in
+
+
+def _orq_check(code, allowed_imports, rules):
+    import os
+    checked_in.append(os.getpid())
+    return _orq_check_real(code, allowed_imports, rules)
+` + prog[i:]
+	// The body reads the list from sys (allowed here), under a rules table
+	// without the usual forbidden names.
+	rules := json.RawMessage(`{"safe_builtins":["len","list","set","True","False","None"]}`)
+	body := "import sys, os\nc = sys.orq_checked_in\nreturn [os.getpid() in c, len(set(c))]"
+	type result struct {
+		ok       bool
+		out, err string
+	}
+	run := func(t *testing.T, fs *pyproc.ForkServer, code string, allowed []string) result {
+		t.Helper()
+		res, err := fs.Run(context.Background(), pyproc.Job{
+			Request: pyrunner.Request{Code: code, AllowedImports: allowed, Rules: rules, MemoryMB: 256},
+			Timeout: 10 * time.Second, MaxOutput: 1 << 16,
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := strings.ReplaceAll(string(res.Output), " ", "")
+		return result{res.Success, out, string(res.ErrorKind) + " " + res.Error}
+	}
+	zygoteLoops(t, prog, rules, func(t *testing.T, fs *pyproc.ForkServer) {
+		allowed := []string{"sys", "os"}
+		first := run(t, fs, body, allowed)
+		// Checked here, and before by the zygote (its own warm-up body).
+		if !first.ok || first.out != "[true,2]" {
+			t.Fatalf("first run: got %+v, want checked in the child", first)
+		}
+		// The children pre-forked before the warm check it themselves; a
+		// child forked after it finds the zygote's verdict (checked by one
+		// other pid, the zygote) and does not check.
+		warmed := -1
+		for n := 0; n < 30; n++ {
+			r := run(t, fs, body, allowed)
+			if !r.ok {
+				t.Fatalf("run %d: %+v", n, r)
+			}
+			switch r.out {
+			case "[false,1]":
+				if warmed < 0 {
+					warmed = n
+				}
+			case "[true,2]":
+				if warmed >= 0 {
+					t.Fatalf("run %d checked in the child again after run %d found the body warm", n, warmed)
+				}
+			default:
+				t.Fatalf("run %d: %s", n, r.out)
+			}
+		}
+		if warmed < 0 {
+			t.Fatal("no child found the body warm in 30 runs")
+		}
+		// The verdict is per allowlist: the same body under another one is
+		// checked in the child (then warmed in turn).
+		if r := run(t, fs, body, []string{"os", "sys", "json"}); r.out != "[true,2]" {
+			t.Errorf("another allowlist: %+v, want checked in the child", r)
+		}
+	})
+}
+
+// Warming a body the checker rejects caches nothing: every child still
+// rejects it (only what a child accepted is ever sent, but the zygote runs
+// the same checker and keeps only accepted bodies).
+func TestWarmedRejectedBodyStaysRejected(t *testing.T) {
+	rules := json.RawMessage(validator.RulesJSON())
+	zygoteLoops(t, pyrunner.Program(), rules, func(t *testing.T, fs *pyproc.ForkServer) {
+		for _, code := range []string{"import os\nreturn os.getpid()", "return ().__class__.__mro__"} {
+			fs.Warm(code, nil) // seen once
+			fs.Warm(code, nil) // seen again: sent
+			for n := 0; n < 8; n++ {
+				res, err := fs.Run(context.Background(), pyproc.Job{
+					Request: pyrunner.Request{Code: code, Rules: rules, MemoryMB: 256},
+					Timeout: 10 * time.Second, MaxOutput: 1 << 16,
+				})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if res.Success || res.ErrorKind != "validation" {
+					t.Fatalf("%q run %d after a warm: %s %s, want a validation error", code, n, res.ErrorKind, res.Error)
+				}
+			}
+		}
+		// And the zygote still serves accepted bodies.
+		res, err := fs.Run(context.Background(), pyproc.Job{
+			Request: pyrunner.Request{Code: "return " + strconv.Quote("ok"), Rules: rules, MemoryMB: 256},
+			Timeout: 10 * time.Second, MaxOutput: 1 << 16,
+		})
+		if err != nil || !res.Success {
+			t.Fatal(err, res)
+		}
+	})
+}
