@@ -405,3 +405,40 @@ print(_j.dumps([
 		t.Errorf("kinds = %v, want %v", kinds, want)
 	}
 }
+
+// A process that runs several executions (tier 0) gives each its own
+// builtins dict and import shim, even where a zygote-style prepared
+// environment exists (only a one-shot fork-server child uses that as is).
+func TestBuiltinsFreshPerExecutionInOneProcess(t *testing.T) {
+	if _, err := os.Stat(python); err != nil {
+		t.Skipf("%s not available: %v", python, err)
+	}
+	prog := pyrunner.Program()
+	i := strings.Index(prog, "\nif __name__ == \"__main__\":")
+	if i < 0 {
+		t.Fatal("runner layout changed: no __main__ block")
+	}
+	driver := `
+import json as _j
+LAX = {"safe_builtins": ["True", "False", "None"]}
+def _orq_check(code, allowed_imports, rules):  # the validator out of the way
+    return []
+_orq_env([], LAX, keep=True)
+def ex(code):
+    r = _j.loads(_orq_execute({"code": code, "args": {}, "allowed_imports": [], "rules": LAX}))
+    return r.get("output") if r.get("success") else r.get("error")
+print(_j.dumps([
+    ex("def f(): pass\nf.__builtins__['LEAK'] = 1\nreturn 'LEAK' in f.__builtins__"),
+    ex("def f(): pass\nreturn 'LEAK' in f.__builtins__"),
+]))
+`
+	cmd := exec.Command(python, append(append([]string{}, pyrunner.PythonFlags...), "-c", prog[:i]+driver)...)
+	cmd.Env = []string{}
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	if got := strings.TrimSpace(string(out)); got != "[true, false]" {
+		t.Errorf("got %s, want [true, false] (the second execution must not see the first one's builtins)", got)
+	}
+}

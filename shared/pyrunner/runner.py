@@ -456,6 +456,45 @@ def _orq_accept(code, allowed_imports, rules):
     return compiled, None
 
 
+# Set in a process that runs exactly one execution (a fork-server child):
+# it may use the environment its zygote prepared as is (_orq_env).
+_orq_one_shot = [False]
+
+# Environments (curated builtins with the import shim installed, allowed
+# module names) the zygote prepared, per rules table and allowlist:
+# [rules, {allowed: (builtins dict, allowed)}]. Only a one-shot process
+# uses one as is: whatever its execution does to it dies with it. Bounded.
+_orq_envs = [None, {}]
+_orq_envs_max = 32
+
+
+def _orq_env(allowed_imports, rules, keep=False):
+    """The builtins dict (curated, with the import shim as __import__) and
+    the allowed module names of one execution, the allowed modules imported.
+    A fresh one per call, but in a one-shot process that finds one its
+    zygote kept (keep=True: the zygote's warm-up and warm messages)."""
+    key = frozenset(m for m in allowed_imports if isinstance(m, str) and m)
+    if _orq_one_shot[0] and _orq_envs[0] is rules:
+        env = _orq_envs[1].get(key)
+        if env is not None:
+            return env
+    safe = _orq_safe_builtins(rules)
+    shim, real_import, allowed = _orq_make_import(allowed_imports, rules, safe)
+    safe["__import__"] = shim
+    for m in sorted(allowed):
+        try:
+            real_import(m)
+        except Exception:  # noqa: BLE001 - the user's import reports it
+            pass
+    env = (safe, allowed)
+    if keep:
+        if _orq_envs[0] is not rules:
+            _orq_envs[:] = [rules, {}]
+        if len(_orq_envs[1]) < _orq_envs_max:
+            _orq_envs[1][key] = env
+    return env
+
+
 def _orq_syntax_error(e):
     return ("validation", "syntax error: %s" % e, [{
         "rule": "syntax-error", "message": str(e.msg),
@@ -476,7 +515,8 @@ def _orq_warm(msg, rules):
         allowed = doc.get("allowed_imports") or []
         if (isinstance(code, str) and len(code) <= _orq_accepted_max_bytes
                 and isinstance(allowed, list)):
-            _orq_accept(code, allowed, rules)
+            if _orq_accept(code, allowed, rules)[0] is not None:
+                _orq_env(allowed, rules, keep=True)
         import gc
         gc.freeze()  # as before forking: a child's collection skips them
     except Exception:  # noqa: BLE001 - best effort; a child checks anyway
@@ -549,15 +589,8 @@ def _orq_execute_body(req, hold):
             return respond(*failed)
 
         # 3. Curated builtins (the one list in the rules table) + import shim;
-        #    pre-import the allowed modules.
-        safe = _orq_safe_builtins(rules)
-        shim, real_import, allowed = _orq_make_import(allowed_imports, rules, safe)
-        safe["__import__"] = shim
-        for m in sorted(allowed):
-            try:
-                real_import(m)
-            except Exception:  # noqa: BLE001 - the user's import reports it
-                pass
+        #    the allowed modules imported.
+        safe, allowed = _orq_env(allowed_imports, rules)
 
         # 4. Run.
         user_globals = {"__builtins__": safe, "__name__": "__sandbox__"}
@@ -1079,6 +1112,7 @@ def _orq_forkserver_serve(rules):
     import os
     import sys
 
+    _orq_one_shot[0] = True
     try:
         chunks = []
         while True:
@@ -1196,7 +1230,7 @@ def _orq_forkserver_main():
                         sys.hexversion >> 24, (sys.hexversion >> 16) & 0xFF))
                 core.orq_zygote_loop.argtypes = [ctypes.c_int, ctypes.c_int,
                                                  ctypes.c_int, ctypes.c_void_p,
-                                                 ctypes.py_object]
+                                                 ctypes.py_object, ctypes.py_object]
                 core.orq_zygote_loop.restype = ctypes.c_int
             except Exception as e:  # noqa: BLE001
                 core, core_error = None, "%s: %s" % (type(e).__name__, e)
@@ -1211,6 +1245,7 @@ def _orq_forkserver_main():
         # trusted body; the audit hook is disarmed again when it returns).
         _orq_execute({"code": "x = [i * 2 for i in range(8)]\nreturn {'n': sum(x)}",
                       "args": {}, "allowed_imports": [], "rules": rules})
+        _orq_env([], rules, keep=True)  # what most executions use
         _orq_ballast_ready()
         sys.stdout.reconfigure(line_buffering=True)
         sys.stderr.reconfigure(line_buffering=True)
@@ -1234,15 +1269,15 @@ def _orq_forkserver_main():
 
         ruleset = st["ruleset_fd"] if "landlock_fs" in st["layers"] else -1
         bpf = st.get("bpf_child") if "seccomp" in st["layers"] else None
-        sock = core.orq_zygote_loop(ctl.fileno(), pool, ruleset,
-                                    ctypes.addressof(bpf[1]) if bpf else None,
-                                    lambda msg: _orq_warm(msg, rules))
-        if sock < 0:  # the zygote cannot serve (poll failed)
-            os._exit(1)
-        # A new child, sealed, fd 0-3 in place; fd 3 is no longer the
-        # control socket.
-        ctl.detach()
-        _orq_forkserver_serve(rules)
+        # A new child, sealed, fd 0-3 in place, calls the last argument and
+        # ends there (ctl, whose fd 3 is now the response, is never closed:
+        # the child leaves by os._exit). The call returns only if the
+        # zygote cannot serve (poll failed).
+        core.orq_zygote_loop(ctl.fileno(), pool, ruleset,
+                             ctypes.addressof(bpf[1]) if bpf else None,
+                             lambda msg: _orq_warm(msg, rules),
+                             lambda: _orq_forkserver_serve(rules))
+        os._exit(1)
 
     poller = select.poll()
     poller.register(ctl.fileno(), select.POLLIN)

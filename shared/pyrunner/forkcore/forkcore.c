@@ -27,10 +27,11 @@
  * ruleset, the BPF program) is prepared in Python; this file only applies
  * it.
  *
- * orq_zygote_loop returns only in a new child, sealed and holding fd 0-3,
- * with its Python state re-initialised (PyOS_AfterFork_Child, as os.fork
- * does). In the zygote it never returns: EOF on the control socket kills
- * every child and exits.
+ * A new child, sealed and holding fd 0-3, with its Python state
+ * re-initialised (PyOS_AfterFork_Child, as os.fork does), calls the Python
+ * callable `serve`, which runs its execution and ends the process (without
+ * one, orq_zygote_loop returns in the child). In the zygote it never
+ * returns: EOF on the control socket kills every child and exits.
  */
 #define _GNU_SOURCE
 #include <Python.h>
@@ -359,9 +360,12 @@ static void orq_reap(int ctl, struct orq_kid *kids, int *nkids, int *nidle, int 
  * every exit. ruleset_fd is the Landlock ruleset each child restricts
  * itself with (-1: none), bpf the struct sock_fprog of the child seccomp
  * filter (NULL: none), warm the Python callable for warm messages (NULL or
- * None: ignore them). Returns the child's socket in a new child; -1 with
- * errno set if the zygote cannot serve at all. */
-int orq_zygote_loop(int ctl, int pool, int ruleset_fd, const void *bpf, PyObject *warm)
+ * None: ignore them), serve the Python callable a new child calls, sealed
+ * and holding fd 0-3, to run its execution (it never returns; NULL or
+ * None: return to the caller instead). Returns the child's socket in a new
+ * child (without serve); -1 with errno set if the zygote cannot serve at
+ * all. */
+int orq_zygote_loop(int ctl, int pool, int ruleset_fd, const void *bpf, PyObject *warm, PyObject *serve)
 {
     static struct orq_kid kids[ORQ_MAX_KIDS];
     static struct pollfd pfds[ORQ_MAX_KIDS + 1];
@@ -381,8 +385,17 @@ int orq_zygote_loop(int ctl, int pool, int ruleset_fd, const void *bpf, PyObject
                     break;
             }
             int s = orq_spawn(ctl, me, ruleset_fd, bpf, kids, &nkids, &nidle);
-            if (s > 0)
-                return s; /* the new child */
+            if (s > 0) { /* the new child */
+                if (serve == NULL || serve == Py_None)
+                    return s;
+                /* Straight into the execution: no return through ctypes
+                 * and the zygote's Python frame (~90 page faults). serve
+                 * ends the process; should it return, exit here. */
+                PyObject *r = PyObject_CallNoArgs(serve);
+                if (r == NULL)
+                    PyErr_Print();
+                _exit(70);
+            }
             if (s < 0) {
                 fprintf(stderr, "orqest fork-server: pre-fork failed: %s\n", strerror(errno));
                 break;
