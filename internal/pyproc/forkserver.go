@@ -620,10 +620,17 @@ func (fs *ForkServer) Run(ctx context.Context, job Job) (shared.ExecutionResult,
 		close(respDone)
 		o.out, o.errOut = <-stdoutC, <-stderrC
 	}()
-	go func() {
-		_, _ = stdinW.Write(payload) // EPIPE if the child died: classified below
-		stdinW.Close()
-	}()
+	// The request normally fits the pipe: written here, without a
+	// goroutine; what does not fit is written by one (the child reads it
+	// while we wait below).
+	if n, err := writeNonblock(stdinW, payload); err != nil || n == len(payload) {
+		stdinW.Close() // EPIPE if the child died: classified below
+	} else {
+		go func() {
+			_, _ = stdinW.Write(payload[n:])
+			stdinW.Close()
+		}()
+	}
 	o.pid = c.pid
 	if job.OnStart != nil {
 		job.OnStart(c.pid, "")
@@ -641,8 +648,10 @@ func (fs *ForkServer) Run(ctx context.Context, job Job) (shared.ExecutionResult,
 	// was killed (wall clock, cancellation), waits for the zygote's report:
 	// that child is reaped before Run returns, and the wait status
 	// classifies the death.
-	gone := make(chan struct{})
-	go waitPidfd(dupFD(c.pidfd), gone) // a duplicate: c.pidfd is closed on return
+	// gone, the pidfd's own report of the exit, is watched only once the
+	// call left the fast path (below); until then the zygote's report
+	// (c.exited) says the child is gone.
+	var gone chan struct{}
 	var ex fsExit
 	var reported, exited bool
 	respC := respDone
@@ -660,12 +669,7 @@ wait:
 			}
 			// Normally already at EOF (the runner closed them); if user code
 			// kept a duplicate, they reach it when the killed child dies.
-			select {
-			case <-pipesDone:
-			case <-time.After(DrainGrace):
-				stopReaders(mine)
-				<-pipesDone
-			}
+			drain(pipesDone, mine)
 			res, err := conclude(ctx, fs.logger, &job, o)
 			if err == nil && warmable(res) {
 				fs.warm(req.Code, req.AllowedImports)
@@ -686,8 +690,14 @@ wait:
 		break
 	}
 	// From here on the child is reaped before Run returns, and so is the
-	// waiter's duplicate pidfd closed. (On the fast path above it closes
-	// when the killed child's teardown ends, a moment after Run returned.)
+	// waiter's duplicate pidfd closed.
+	if !reported {
+		gone = make(chan struct{})
+		go waitPidfd(dupFD(c.pidfd), gone) // a duplicate: c.pidfd is closed on return
+	} else {
+		gone = make(chan struct{})
+		close(gone)
+	}
 	defer func() {
 		select {
 		case <-gone:
@@ -727,12 +737,7 @@ wait:
 	}
 
 	// Collect the pipes; bounded in case something still holds them.
-	select {
-	case <-pipesDone:
-	case <-time.After(DrainGrace):
-		stopReaders(mine)
-		<-pipesDone
-	}
+	drain(pipesDone, mine)
 	if !reported && !o.timedOut && !o.cancelled && !usable(o.resp) {
 		select {
 		case ex = <-c.exited:
@@ -742,6 +747,37 @@ wait:
 	}
 	o.status, o.cpu = ex.status, ex.cpu
 	return conclude(ctx, fs.logger, &job, o)
+}
+
+// writeNonblock writes what of p the pipe takes without blocking (f is
+// non-blocking: EAGAIN ends it) and returns how much that was.
+func writeNonblock(f *os.File, p []byte) (int, error) {
+	rc, err := f.SyscallConn()
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	var werr error
+	cerr := rc.Write(func(fd uintptr) bool {
+		for n < len(p) {
+			k, err := unix.Write(int(fd), p[n:])
+			if err == unix.EINTR {
+				continue
+			}
+			if err != nil {
+				if err != unix.EAGAIN {
+					werr = err
+				}
+				return true
+			}
+			n += k
+		}
+		return true
+	})
+	if werr == nil {
+		werr = cerr
+	}
+	return n, werr
 }
 
 // usable reports whether resp is a complete response conclude will use.
@@ -775,6 +811,24 @@ func waitPidfd(fd int, gone chan<- struct{}) {
 		if _, err := unix.Poll(pfd, -1); err != unix.EINTR {
 			return
 		}
+	}
+}
+
+// drain waits until the readers of the child's output pipes are done
+// (pipesDone), at most DrainGrace, then stops them.
+func drain(pipesDone <-chan struct{}, mine []*os.File) {
+	select {
+	case <-pipesDone:
+		return
+	default:
+	}
+	t := time.NewTimer(DrainGrace)
+	defer t.Stop()
+	select {
+	case <-pipesDone:
+	case <-t.C:
+		stopReaders(mine)
+		<-pipesDone
 	}
 }
 

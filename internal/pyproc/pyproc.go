@@ -24,6 +24,7 @@ import (
 	"fmt"
 	"math"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -99,21 +100,33 @@ type captured struct {
 // at limit on a rune boundary (pyrunner.TruncateUTF8).
 func capture(r *os.File, limit int, out chan<- captured) {
 	var c captured
-	chunk := make([]byte, 32<<10)
+	keep := limit + utf8.UTFMax
+	// Most outputs are small: start with a little room and grow, rather
+	// than a large buffer per pipe per call.
+	buf := make([]byte, 0, 512)
+	var drain []byte
+	total := 0
 	for {
-		n, err := r.Read(chunk)
-		if n > 0 {
-			if len(c.data)+n > limit {
-				c.truncated = true
+		var n int
+		var err error
+		if len(buf) < keep {
+			if len(buf) == cap(buf) {
+				buf = slices.Grow(buf, min(max(cap(buf), 512), keep-len(buf)))
 			}
-			if room := limit + utf8.UTFMax - len(c.data); room > 0 {
-				c.data = append(c.data, chunk[:min(n, room)]...)
+			n, err = r.Read(buf[len(buf):min(cap(buf), keep)])
+			buf = buf[:len(buf)+n]
+		} else {
+			if drain == nil {
+				drain = make([]byte, 32<<10)
 			}
+			n, err = r.Read(drain)
 		}
+		total += n
 		if err != nil {
 			break
 		}
 	}
+	c.data, c.truncated = buf, total > limit
 	out <- c
 }
 
