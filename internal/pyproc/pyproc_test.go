@@ -112,7 +112,7 @@ def _orq_check(code, allowed_imports, rules):
 def _orq_audit_arm(rules, allowed):
     return {"armed": False}
 ` + prog[i:]
-	return append(append([]string{python}, pyrunner.PythonFlags...), "-c", prog)
+	return pyrunner.ArgvFor(python, prog)
 }
 
 // The plain path: a result, stdout, a timeout and a runtime error, in both

@@ -39,9 +39,7 @@ func zygoteLoops(t *testing.T, prog string, rules json.RawMessage, f func(t *tes
 				}
 				opts.Core = core
 			}
-			argv := append([]string{python}, pyrunner.PythonFlags...)
-			argv = append(argv, "-c", prog, pyrunner.ForkServerArg)
-			fs, err := pyproc.StartForkServer(argv, pyrunner.ForkServerConfig{Seal: s.Seal(nil), Rules: rules, Pool: 2}, opts)
+			fs, err := pyproc.StartForkServer(pyrunner.ArgvFor(python, prog, pyrunner.ForkServerArg), pyrunner.ForkServerConfig{Seal: s.Seal(nil), Rules: rules, Pool: 2}, opts)
 			if err != nil {
 				t.Fatal(err)
 			}

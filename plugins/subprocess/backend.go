@@ -86,8 +86,7 @@ func (b *Backend) argv(python string, extra ...string) []string {
 	if b.test.program != "" {
 		prog = b.test.program
 	}
-	a := append([]string{python}, pyrunner.PythonFlags...)
-	return append(append(a, "-c", prog), extra...)
+	return pyrunner.ArgvFor(python, prog, extra...)
 }
 
 // Backend is the tier-1 subprocess sandbox. It is safe for concurrent use.

@@ -47,12 +47,27 @@ func Program() string { return checkerPy + "\n" + runnerPy }
 // sys.path), no site module, no .pyc writing.
 var PythonFlags = []string{"-I", "-S", "-B"}
 
+// Bootstrap is the -c command of every interpreter that runs the program:
+// it compiles and runs the program given as the next argument (and takes
+// it out of sys.argv). The program is not the -c command itself because
+// CPython keeps the AST of a -c command alive until the command returns,
+// which a fork-server zygote never does: ~3.5 MB of AST for this program
+// that every fork would copy page tables for and every child exit would
+// unmap. Nothing is bound in __main__ but what the program defines.
+const Bootstrap = `exec(compile(__import__("sys").argv.pop(1), "<string>", "exec"))`
+
+// ArgvFor returns the argument vector that runs prog (Program(), or a test
+// variant of it) with the interpreter at python, followed by extra
+// arguments (ForkServerArg).
+func ArgvFor(python, prog string, extra ...string) []string {
+	a := append([]string{python}, PythonFlags...)
+	a = append(a, "-c", Bootstrap, prog)
+	return append(a, extra...)
+}
+
 // Argv returns the full argument vector for running the program with the
 // interpreter at python.
-func Argv(python string) []string {
-	a := append([]string{python}, PythonFlags...)
-	return append(a, "-c", Program())
-}
+func Argv(python string) []string { return ArgvFor(python, Program()) }
 
 // ResponseFD is the file descriptor the child writes its Response to.
 const ResponseFD = 3
@@ -66,7 +81,7 @@ const OpExecute = "execute"
 const OpProbe = "probe"
 
 // ForkServerArg is the argument that makes the program a fork-server
-// (zygote): `python3 -I -S -B -c <Program()> forkserver`. It reads a
+// (zygote): `python3 -I -S -B -c <Bootstrap> <Program()> forkserver`. It reads a
 // ForkServerConfig from stdin and serves a SOCK_SEQPACKET control socket on
 // fd 3; see _orq_forkserver_main in runner.py for the messages.
 const ForkServerArg = "forkserver"

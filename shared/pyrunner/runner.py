@@ -1259,6 +1259,14 @@ def _orq_forkserver_main():
 
     me = os.getpid()
     gc.collect()
+    # Give back the heap pages nothing uses any more (the program's AST,
+    # the warm-up's garbage): pages a fork need not map and a child's exit
+    # need not unmap.
+    try:
+        import ctypes
+        ctypes.CDLL(None).malloc_trim(0)
+    except Exception:  # noqa: BLE001 - not glibc: keep them
+        pass
     gc.freeze()  # keep the heap shared copy-on-write with the children
     send({"t": "ready", "pid": me, "layers": st["layers"], "missing": st["missing"],
           "core": core is not None, "core_error": core_error})
