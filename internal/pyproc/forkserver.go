@@ -40,6 +40,8 @@ type ForkServerOptions struct {
 	// gets it as a sealed memfd and runs its fork loop in C; if it cannot
 	// load it, it loops in Python and says why (CoreError).
 	Core []byte
+	// NoWarm: never ask the zygote to warm a body (Run's warm message).
+	NoWarm bool
 }
 
 // ForkServer is one running zygote (python3 -c <Program()> forkserver) and
@@ -66,6 +68,7 @@ type ForkServer struct {
 	core   bool   // the zygote runs forkcore's C loop
 	coreEr string // why it does not, when a core was offered
 	noFork bool   // seccomp in force: children cannot fork
+	noWarm bool   // ForkServerOptions.NoWarm
 
 	wmu sync.Mutex // serialises sends
 
@@ -179,7 +182,7 @@ func StartForkServer(argv []string, cfg pyrunner.ForkServerConfig, opts ForkServ
 	}
 	zEnd.Close()
 	fs := &ForkServer{
-		logger: logger, cmd: cmd, conn: conn, pid: cmd.Process.Pid,
+		logger: logger, cmd: cmd, conn: conn, pid: cmd.Process.Pid, noWarm: opts.NoWarm,
 		idle: make(chan *fsChild, 16), kids: map[int]*fsChild{}, warmed: map[string]bool{},
 		done: make(chan struct{}), waited: make(chan struct{}),
 	}
@@ -387,7 +390,7 @@ const warmControlMax = 1 << 17
 // from then on. Best effort: a child that does not find the body warm
 // checks and compiles it itself, as before.
 func (fs *ForkServer) warm(code string, allowed []string) {
-	if len(code) > WarmMaxBytes {
+	if fs.noWarm || len(code) > WarmMaxBytes {
 		return
 	}
 	allowed = slices.Clone(allowed)

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/orqest/sandbox/internal/pyproc"
+	"github.com/orqest/sandbox/internal/pyrunnertest"
 	"github.com/orqest/sandbox/shared/pyrunner"
 	"github.com/orqest/sandbox/validator"
 )
@@ -57,22 +58,7 @@ func zygoteLoops(t *testing.T, prog string, rules json.RawMessage, f func(t *tes
 // in every process, which pids ran the in-interpreter checker; the body
 // reports whether its own process did.
 func TestWarmedBodySkipsTheChildsCheck(t *testing.T) {
-	prog := pyrunner.Program()
-	i := strings.Index(prog, "\ndef _orq_main(")
-	if i < 0 {
-		t.Fatal("runner layout changed: no _orq_main")
-	}
-	prog = prog[:i] + `
-_orq_check_real = _orq_check
-checked_in = []
-__import__("sys").orq_checked_in = checked_in
-
-
-def _orq_check(code, allowed_imports, rules):
-    import os
-    checked_in.append(os.getpid())
-    return _orq_check_real(code, allowed_imports, rules)
-` + prog[i:]
+	prog := pyrunnertest.CheckRecordingProgram()
 	// The body reads the list from sys (allowed here), under a rules table
 	// without the usual forbidden names.
 	rules := json.RawMessage(`{"safe_builtins":["len","list","set","True","False","None"]}`)

@@ -61,6 +61,12 @@ type Config struct {
 	// plugin, checked against the sha256 this build carries), "none" keeps
 	// the zygote's loop in Python, a path names the shared object.
 	ForkCore string `json:"forkcore"`
+	// Warm (default true) lets the fork-server's zygote check and compile
+	// a body children accepted twice, so later children skip that. false
+	// keeps every body out of the zygote's memory (see
+	// docs/threat-model.md: a child that escaped the Python-level layers
+	// can read what its zygote warmed).
+	Warm *bool `json:"warm"`
 }
 
 // testHooks are seams for this package's tests only. They are unexported
@@ -211,6 +217,7 @@ func (b *Backend) Info(ctx context.Context, _ shared.InfoRequest) (shared.InfoRe
 			{Name: "python", Type: "string", Description: "Python interpreter binary (default " + DefaultPython + "; never a pyenv shim)"},
 			{Name: "mode", Type: "string", Description: `"forkserver" (default): a warm, sealed zygote forks a fresh child per execution; "spawn": a fresh interpreter per execution`},
 			{Name: "preload", Type: "list(string)", Description: "modules the fork-server imports once so children start with them (allowed_imports still governs what user code may import)"},
+			{Name: "warm", Type: "bool", Description: "true (default): the fork-server's zygote checks and compiles a body children accepted twice, so later children skip that; false keeps bodies out of the zygote (see docs/threat-model.md)"},
 			{Name: "forkcore", Type: "string", Description: `the fork-server's C loop: "" (default) uses ` + ForkCoreName + ` beside the plugin, checked against the sha256 built in; "none" keeps the zygote's loop in Python (slower); or a path`},
 			{Name: "require", Type: "list(string)", Description: `capabilities that must be in force, e.g. ["network_isolation", "filesystem_isolation", "seccomp"]; a missing one fails startup`},
 		},

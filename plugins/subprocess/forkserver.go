@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -49,7 +50,8 @@ func (b *Backend) forkServer(cfg Config, s *sealInfo, rules json.RawMessage) (*p
 	keyJSON, _ := json.Marshal(fcfg)
 	b.fsMu.Lock()
 	defer b.fsMu.Unlock()
-	key := cfg.Python + "\x00" + string(keyJSON) + "\x00" + b.test.program + "\x00" + b.coreID
+	warm := cfg.Warm == nil || *cfg.Warm
+	key := cfg.Python + "\x00" + string(keyJSON) + "\x00" + b.test.program + "\x00" + b.coreID + "\x00" + strconv.FormatBool(warm)
 	if b.fs != nil && b.fsKey == key && bytes.Equal(b.fsRules, rules) && b.fs.Alive() {
 		return b.fs, nil
 	}
@@ -67,6 +69,7 @@ func (b *Backend) forkServer(cfg Config, s *sealInfo, rules json.RawMessage) (*p
 		Logger: b.logger,
 		Stderr: b.logger.StandardWriter(&hclog.StandardLoggerOptions{ForceLevel: hclog.Warn}),
 		Core:   b.core,
+		NoWarm: !warm,
 	})
 	if err != nil {
 		return nil, err

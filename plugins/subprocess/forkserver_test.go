@@ -20,6 +20,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
+	"github.com/orqest/sandbox/internal/pyrunnertest"
 	"github.com/orqest/sandbox/shared"
 	"github.com/orqest/sandbox/shared/pyrunner"
 )
@@ -525,5 +526,40 @@ func TestForkCoreUnloadableFallsBack(t *testing.T) {
 	b.fsMu.Unlock()
 	if inC || why == "" {
 		t.Fatalf("junk core: in C = %v, reason %q; want the Python loop and a reason", inC, why)
+	}
+}
+
+// warm = false keeps bodies out of the zygote: every child checks the body
+// itself, however often it runs; by default a child forked after the
+// second run finds it warm. (The program records which pids ran the
+// in-child checker; the body reports whether its own process did.)
+func TestWarmConfig(t *testing.T) {
+	prog := pyrunnertest.CheckRecordingProgram()
+	body := "import sys, os\nreturn os.getpid() in sys.orq_checked_in"
+	for _, tc := range []struct {
+		cfg      string
+		wantWarm bool
+	}{{`{"mode":"forkserver"}`, true}, {`{"mode":"forkserver","warm":false}`, false}} {
+		t.Run(tc.cfg, func(t *testing.T) {
+			b := newTestBackend(t)
+			b.test = testHooks{skipValidation: true, rules: permissiveRules(), program: prog}
+			configure(t, b, tc.cfg)
+			warm := 0
+			for n := 0; n < 20; n++ {
+				res := execute(t, b, shared.ExecuteRequest{Code: body, AllowedImports: []string{"sys", "os"}})
+				if !res.Success {
+					t.Fatalf("run %d: %s: %s", n, res.ErrorKind, res.Error)
+				}
+				if string(res.Output) == "false" {
+					warm++
+				}
+			}
+			if tc.wantWarm && warm == 0 {
+				t.Error("no child found the body warm in 20 runs")
+			}
+			if !tc.wantWarm && warm > 0 {
+				t.Errorf("warm = false, yet %d of 20 children did not check the body themselves", warm)
+			}
+		})
 	}
 }

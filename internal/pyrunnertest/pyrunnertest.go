@@ -1,0 +1,31 @@
+// Package pyrunnertest holds variants of the runner program for tests of
+// the processes that run it (internal/pyproc, plugins/subprocess).
+package pyrunnertest
+
+import (
+	"strings"
+
+	"github.com/orqest/sandbox/shared/pyrunner"
+)
+
+// CheckRecordingProgram returns pyrunner.Program() with the in-child
+// checker wrapped so that every process that runs it appends its pid to
+// the list sys.orq_checked_in (a fork-server child inherits its zygote's
+// list). A body allowed to import sys and os tells whether its own process
+// checked it: `os.getpid() in sys.orq_checked_in`.
+func CheckRecordingProgram() string {
+	prog := pyrunner.Program()
+	i := strings.Index(prog, "\ndef _orq_main(")
+	if i < 0 {
+		panic("pyrunnertest: runner layout changed: no _orq_main")
+	}
+	return prog[:i] + `
+_orq_check_real = _orq_check
+__import__("sys").orq_checked_in = []
+
+
+def _orq_check(code, allowed_imports, rules):
+    __import__("sys").orq_checked_in.append(__import__("os").getpid())
+    return _orq_check_real(code, allowed_imports, rules)
+` + prog[i:]
+}
