@@ -131,3 +131,37 @@ func TestOriginCheckConfig(t *testing.T) {
 		t.Errorf("default origins = %v %v", al, on)
 	}
 }
+
+// A refused bearer token gets the RFC 6750 challenge: WWW-Authenticate
+// with the realm, and error="invalid_token" when a token was sent. A good
+// token is not challenged.
+func TestHTTPUnauthorizedChallenge(t *testing.T) {
+	t.Setenv("ORQEST_ALLOWED_ORIGINS", defaultAllowedOrigins)
+	srv, secret := newHTTPRuntime(t)
+	wrong, _ := rtproto.Mint([]byte(strings.Repeat("w", 32)), testUser, testSession, "", time.Minute)
+	good, _ := rtproto.Mint(secret, testUser, testSession, "", time.Minute)
+	body := `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"0"}}}`
+	for _, tc := range []struct {
+		tok, want string
+		code      int
+	}{
+		{"", `Bearer realm="orqest-agent-runtime"`, http.StatusUnauthorized},
+		{wrong, `Bearer realm="orqest-agent-runtime", error="invalid_token"`, http.StatusUnauthorized},
+		{good, "", http.StatusOK},
+	} {
+		req, _ := http.NewRequest(http.MethodPost, srv.URL, strings.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		if tc.tok != "" {
+			req.Header.Set("Authorization", "Bearer "+tc.tok)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != tc.code || resp.Header.Get("WWW-Authenticate") != tc.want {
+			t.Errorf("token %.10q: %d %q, want %d %q", tc.tok, resp.StatusCode, resp.Header.Get("WWW-Authenticate"), tc.code, tc.want)
+		}
+	}
+}
