@@ -9,6 +9,7 @@ import (
 	"io"
 	"net/http"
 	"net/netip"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -464,8 +465,40 @@ func (l *lineLogger) flush() {
 	}
 }
 
+// emit re-emits one line: a JSON record of the runtime's log (slog) at its
+// own level, with its message and attributes, so a runtime warning is a
+// plugin warning; anything else (a Python traceback, say) at debug.
 func (l *lineLogger) emit(line string) {
-	if line = strings.TrimSpace(line); line != "" {
-		l.log.Debug(line)
+	line = strings.TrimSpace(line)
+	if line == "" {
+		return
 	}
+	var rec map[string]any
+	if line[0] != '{' || json.Unmarshal([]byte(line), &rec) != nil {
+		l.log.Debug(line)
+		return
+	}
+	msg, _ := rec["msg"].(string)
+	lvl, _ := rec["level"].(string)
+	keys := make([]string, 0, len(rec))
+	for k := range rec {
+		if k != "msg" && k != "level" && k != "time" {
+			keys = append(keys, k)
+		}
+	}
+	slices.Sort(keys)
+	args := make([]any, 0, 2*len(keys))
+	for _, k := range keys {
+		args = append(args, k, rec[k])
+	}
+	level := hclog.Debug
+	switch strings.ToUpper(lvl) {
+	case "INFO":
+		level = hclog.Info
+	case "WARN":
+		level = hclog.Warn
+	case "ERROR":
+		level = hclog.Error
+	}
+	l.log.Log(level, msg, args...)
 }
