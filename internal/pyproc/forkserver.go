@@ -651,10 +651,9 @@ func (fs *ForkServer) Run(ctx context.Context, job Job) (shared.ExecutionResult,
 	// was killed (wall clock, cancellation), waits for the zygote's report:
 	// that child is reaped before Run returns, and the wait status
 	// classifies the death.
-	// gone, the pidfd's own report of the exit, is watched only once the
-	// call left the fast path (below); until then the zygote's report
-	// (c.exited) says the child is gone.
-	var gone chan struct{}
+	// Until the call leaves the fast path, the zygote's report (c.exited)
+	// says the child is gone; the pidfd's own report (gone, below) is
+	// watched only after.
 	var ex fsExit
 	var reported, exited bool
 	respC := respDone
@@ -680,8 +679,6 @@ wait:
 			return res, err
 		case ex = <-c.exited:
 			reported = true
-		case <-gone:
-			exited = true
 		case <-timer.C:
 			o.timedOut = true
 			kill()
@@ -694,12 +691,11 @@ wait:
 	}
 	// From here on the child is reaped before Run returns, and so is the
 	// waiter's duplicate pidfd closed.
-	if !reported {
-		gone = make(chan struct{})
-		go waitPidfd(dupFD(c.pidfd), gone) // a duplicate: c.pidfd is closed on return
-	} else {
-		gone = make(chan struct{})
+	gone := make(chan struct{})
+	if reported {
 		close(gone)
+	} else {
+		go waitPidfd(dupFD(c.pidfd), gone) // a duplicate: c.pidfd is closed on return
 	}
 	defer func() {
 		select {

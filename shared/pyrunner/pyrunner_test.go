@@ -360,11 +360,10 @@ func TestTruncateUTF8(t *testing.T) {
 	}
 }
 
-// The runner keeps bodies its checker accepted, compiled (a fork-server
-// zygote warms them; tier 0 reuses them): a hit must be for the same body,
-// the same allowlist and the same rules table, never a verdict given under
-// a more generous one. Several executions in one interpreter.
-func TestAcceptedBodiesKeyedByAllowlistAndRules(t *testing.T) {
+// runDriver runs the runner's definitions (without its __main__ block)
+// followed by driver in one interpreter and returns what it printed.
+func runDriver(t *testing.T, driver string) string {
+	t.Helper()
 	if _, err := os.Stat(python); err != nil {
 		t.Skipf("%s not available: %v", python, err)
 	}
@@ -373,7 +372,22 @@ func TestAcceptedBodiesKeyedByAllowlistAndRules(t *testing.T) {
 	if i < 0 {
 		t.Fatal("runner layout changed: no __main__ block")
 	}
-	driver := `
+	cmd := exec.Command(python, append(append([]string{}, pyrunner.PythonFlags...), "-c", prog[:i]+driver)...)
+	cmd.Env = []string{}
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	return strings.TrimSpace(string(out))
+}
+
+// The runner keeps bodies its checker accepted, compiled (a fork-server
+// zygote warms them; tier 0 reuses them): a hit must be for the same body,
+// the same allowlist and the same rules table, never a verdict given under
+// a more generous one. Several executions in one interpreter.
+func TestAcceptedBodiesKeyedByAllowlistAndRules(t *testing.T) {
+	rulesLit, _ := json.Marshal(string(validator.RulesJSON()))
+	out := runDriver(t, "\nRULES = "+string(rulesLit)+"\n"+`
 import json as _j
 R = _j.loads(RULES)
 LAX = {"safe_builtins": ["len", "True", "False", "None"]}
@@ -386,17 +400,9 @@ print(_j.dumps([
     ex(imp, ["json"], R), ex(imp, ["json"], R), ex(imp, [], R), ex(imp, ["json", "re"], R),
     ex(ref, [], LAX), ex(ref, [], LAX), ex(ref, [], R), ex(ref, [], LAX),
 ]))
-`
-	rulesLit, _ := json.Marshal(string(validator.RulesJSON()))
-	src := prog[:i] + "\nRULES = " + string(rulesLit) + "\n" + driver
-	cmd := exec.Command(python, append(append([]string{}, pyrunner.PythonFlags...), "-c", src)...)
-	cmd.Env = []string{}
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		t.Fatalf("%v: %s", err, out)
-	}
+`)
 	var kinds []string
-	if err := json.Unmarshal(out, &kinds); err != nil {
+	if err := json.Unmarshal([]byte(out), &kinds); err != nil {
 		t.Fatalf("%v: %s", err, out)
 	}
 	// vars is not a safe builtin under LAX: the body runs and fails.
@@ -410,15 +416,7 @@ print(_j.dumps([
 // builtins dict and import shim, even where a zygote-style prepared
 // environment exists (only a one-shot fork-server child uses that as is).
 func TestBuiltinsFreshPerExecutionInOneProcess(t *testing.T) {
-	if _, err := os.Stat(python); err != nil {
-		t.Skipf("%s not available: %v", python, err)
-	}
-	prog := pyrunner.Program()
-	i := strings.Index(prog, "\nif __name__ == \"__main__\":")
-	if i < 0 {
-		t.Fatal("runner layout changed: no __main__ block")
-	}
-	driver := `
+	got := runDriver(t, `
 import json as _j
 LAX = {"safe_builtins": ["True", "False", "None"]}
 def _orq_check(code, allowed_imports, rules):  # the validator out of the way
@@ -431,14 +429,8 @@ print(_j.dumps([
     ex("def f(): pass\nf.__builtins__['LEAK'] = 1\nreturn 'LEAK' in f.__builtins__"),
     ex("def f(): pass\nreturn 'LEAK' in f.__builtins__"),
 ]))
-`
-	cmd := exec.Command(python, append(append([]string{}, pyrunner.PythonFlags...), "-c", prog[:i]+driver)...)
-	cmd.Env = []string{}
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		t.Fatalf("%v: %s", err, out)
-	}
-	if got := strings.TrimSpace(string(out)); got != "[true, false]" {
+`)
+	if got != "[true, false]" {
 		t.Errorf("got %s, want [true, false] (the second execution must not see the first one's builtins)", got)
 	}
 }

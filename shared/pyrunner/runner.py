@@ -564,7 +564,6 @@ def _orq_execute_body(req, hold):
         return json.dumps(doc).encode("ascii")
 
     try:
-
         code = req.get("code")
         if not isinstance(code, str):
             return respond("internal", "request has no code")
@@ -1332,6 +1331,9 @@ def _orq_forkserver_main():
         os._exit(0)
 
     fdsize = array.array("i").itemsize
+    # One receive buffer for every control message (a fresh 128 KB one
+    # per message would be an mmap and munmap each time).
+    rbuf = bytearray(_orq_control_max)
     while True:
         try:
             while len(idle) < pool:
@@ -1364,7 +1366,8 @@ def _orq_forkserver_main():
                     shutdown()
                 continue
             try:
-                msg, anc, _, _ = ctl.recvmsg(_orq_control_max, socket.CMSG_SPACE(8 * fdsize))
+                n, anc, _, _ = ctl.recvmsg_into([rbuf], socket.CMSG_SPACE(8 * fdsize))
+                msg = bytes(rbuf[:n])
             except InterruptedError:
                 continue
             except OSError:
