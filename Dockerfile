@@ -1,7 +1,7 @@
 # orqest/agent-runtime — the tier-2 container image (plugins/docker).
 #
-# The build context is the repository root; .dockerignore admits only the two
-# files below. Build the static runtime first:
+# The build context is the repository root; .dockerignore admits only the runtime
+# binary below (it embeds the rules table). Build the static runtime first:
 #
 #   CGO_ENABLED=0 go build -o bin/orqest-agent-runtime ./plugins/docker/runtime
 #
@@ -26,7 +26,6 @@ LABEL org.opencontainers.image.title="orqest agent runtime" \
       org.opencontainers.image.version="${ORQEST_VERSION}"
 
 COPY bin/orqest-agent-runtime /usr/local/bin/orqest-agent-runtime
-COPY validator/rules.json /opt/orqest/rules.json
 
 # /data is the mount point of the per-user named volume: a fresh volume copies
 # this directory's ownership, so uid 1000 can write it. /workspace is a tmpfs
@@ -35,7 +34,6 @@ RUN mkdir -p /data /workspace \
  && chown 1000:1000 /data /workspace \
  && chmod 0700 /data /workspace \
  && chmod 0755 /usr/local/bin/orqest-agent-runtime \
- && chmod 0444 /opt/orqest/rules.json \
  && /usr/local/bin/orqest-agent-runtime -version \
  && (test -x /usr/bin/python3 || test -x /usr/local/bin/python3) \
  && python3 -I -S -B -c 'import json, resource; print("python ok")' \

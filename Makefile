@@ -10,13 +10,14 @@ GO       ?= go
 BIN      := $(CURDIR)/bin
 VERSION  ?= 0.1.0
 LDFLAGS  := -X main.version=$(VERSION)
+MODULE   := github.com/orqest/sandbox
 PLUGINS  := subprocess inprocess docker
 IMAGE      ?= orqest/agent-runtime:$(VERSION)
 BASE_IMAGE ?= orqest/python-base:bookworm
 EXAMPLE  := examples/thirdparty-plugin
 GOFLAGS_TEST ?= -count=1 -timeout 20m
 CC       ?= gcc
-# The fork-server's C loop (shared/pyrunner/forkcore), loaded by the tier-1
+# The fork-server's C loop (runner/forkcore), loaded by the tier-1
 # zygote; built against Debian's python3 headers, its sha256 is compiled into
 # the subprocess plugin, which refuses any other bytes.
 FORKCORE := $(BIN)/orqest-forkcore.so
@@ -30,14 +31,15 @@ build: forkcore
 	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN)/orqest-sandbox ./cmd/orqest-sandbox
 	@for p in $(PLUGINS); do \
 		extra=""; \
-		if [ $$p = subprocess ]; then extra="-X main.forkCoreSHA256=$$(sha256sum $(FORKCORE) | cut -d' ' -f1)"; fi; \
-		echo "$(GO) build -o $(BIN)/orqest-sandbox-plugin-$$p ./plugins/$$p"; \
-		$(GO) build -ldflags "$(LDFLAGS) $$extra" -o $(BIN)/orqest-sandbox-plugin-$$p ./plugins/$$p || exit 1; \
+		if [ $$p = subprocess ]; then extra="-X $(MODULE)/plugins/subprocess.forkCoreSHA256=$$(sha256sum $(FORKCORE) | cut -d' ' -f1)"; fi; \
+		if [ $$p = docker ]; then extra="-X $(MODULE)/plugins/docker.version=$(VERSION)"; fi; \
+		echo "$(GO) build -o $(BIN)/orqest-sandbox-plugin-$$p ./cmd/orqest-sandbox-plugin-$$p"; \
+		$(GO) build -ldflags "$(LDFLAGS) $$extra" -o $(BIN)/orqest-sandbox-plugin-$$p ./cmd/orqest-sandbox-plugin-$$p || exit 1; \
 	done
 
 forkcore:
 	@mkdir -p $(BIN)
-	$(CC) -O2 -Wall -Wextra -Werror -shared -fPIC $$(pkg-config --cflags python3-embed) -o $(FORKCORE) shared/pyrunner/forkcore/forkcore.c
+	$(CC) -O2 -Wall -Wextra -Werror -shared -fPIC $$(pkg-config --cflags python3-embed) -o $(FORKCORE) runner/forkcore/forkcore.c
 
 # The third-party example is a separate module with its own build command; it is
 # not part of `make build` on purpose (a host binary that was not rebuilt finds it).
@@ -87,7 +89,7 @@ fuzz:
 # Regenerate the wire code (needs protoc, protoc-gen-go, protoc-gen-go-grpc).
 # The generated files are committed so a fresh machine builds without protoc.
 proto:
-	cd shared/proto && protoc --go_out=. --go_opt=paths=source_relative \
+	cd shared/plugin/internal/proto && protoc --go_out=. --go_opt=paths=source_relative \
 		--go-grpc_out=. --go-grpc_opt=paths=source_relative sandbox.proto
 
 clean:

@@ -14,7 +14,7 @@ import (
 
 	"github.com/hashicorp/hcl/v2"
 
-	"github.com/orqest/sandbox/shared"
+	"github.com/orqest/sandbox/shared/plugin"
 )
 
 // ErrChecksumMismatch is wrapped by the error of a launch whose plugin binary
@@ -39,7 +39,7 @@ const (
 // PluginEntry is one plugin binary known to the catalog.
 type PluginEntry struct {
 	// Name is the plugin's name: the binary name without
-	// shared.PluginPrefix, or the label of its plugin block.
+	// plugin.PluginPrefix, or the label of its plugin block.
 	Name string `json:"name"`
 	// Path is the absolute path of the binary.
 	Path string `json:"path"`
@@ -56,7 +56,7 @@ type PluginEntry struct {
 }
 
 // Catalog is the set of plugins a host can launch: the plugin blocks of the
-// policy plus every executable named shared.PluginPrefix+<name> in the
+// policy plus every executable named plugin.PluginPrefix+<name> in the
 // search directories (plugin_dir, WithPluginDirs, the executable's
 // directory). The first binary found for a name wins; an explicit path in a
 // plugin block wins over all of them.
@@ -110,7 +110,7 @@ func NewCatalog(cfg *Config, extraDirs []string) (*Catalog, hcl.Diagnostics) {
 			continue
 		}
 		for _, e := range ents {
-			name, ok := strings.CutPrefix(e.Name(), shared.PluginPrefix)
+			name, ok := strings.CutPrefix(e.Name(), plugin.PluginPrefix)
 			if !ok || !pluginNameRe.MatchString(name) {
 				continue
 			}
@@ -141,7 +141,7 @@ func NewCatalog(cfg *Config, extraDirs []string) (*Catalog, hcl.Diagnostics) {
 		e, ok := c.entries[pc.Name]
 		if !ok {
 			diags = append(diags, errDiag(pc.DefRange, "Plugin not found",
-				fmt.Sprintf("No executable named %s%s in %s.", shared.PluginPrefix, pc.Name, c.searchedList())))
+				fmt.Sprintf("No executable named %s%s in %s.", plugin.PluginPrefix, pc.Name, c.searchedList())))
 			continue
 		}
 		e.Declared = true

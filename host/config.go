@@ -17,7 +17,7 @@ import (
 	"github.com/hashicorp/hcl/v2/gohcl"
 	"github.com/hashicorp/hcl/v2/hclparse"
 
-	"github.com/orqest/sandbox/shared"
+	"github.com/orqest/sandbox/shared/plugin"
 )
 
 // Default limits, used when a policy leaves a limit out and when a sandbox
@@ -287,7 +287,7 @@ func (c *Config) check() hcl.Diagnostics {
 	for _, p := range c.Plugins {
 		if !pluginNameRe.MatchString(p.Name) {
 			diags = append(diags, errDiag(p.DefRange, "Invalid plugin name",
-				fmt.Sprintf("Plugin name %q must be lower-case letters, digits, '.', '_' or '-'; the binary is named %s<name>.", p.Name, shared.PluginPrefix)))
+				fmt.Sprintf("Plugin name %q must be lower-case letters, digits, '.', '_' or '-'; the binary is named %s<name>.", p.Name, plugin.PluginPrefix)))
 		}
 		if prev, ok := seenPlugin[p.Name]; ok {
 			diags = append(diags, errDiag(p.DefRange, "Duplicate plugin block",

@@ -14,6 +14,7 @@ import (
 	"github.com/hashicorp/hcl/v2"
 
 	"github.com/orqest/sandbox/shared"
+	"github.com/orqest/sandbox/shared/plugin"
 )
 
 const goodConfig = `
@@ -153,7 +154,7 @@ func loadText(t *testing.T, src string, pdir string) (*Host, error, string) {
 // config checks never launch it.
 func fakePluginDir(t *testing.T) (dir, sum string) {
 	dir = t.TempDir()
-	p := filepath.Join(dir, shared.PluginPrefix+"subprocess")
+	p := filepath.Join(dir, plugin.PluginPrefix+"subprocess")
 	if err := os.WriteFile(p, []byte("#!/bin/sh\nexit 1\n"), 0o755); err != nil {
 		t.Fatal(err)
 	}

@@ -29,10 +29,11 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-hclog"
-	"github.com/hashicorp/go-plugin"
+	goplugin "github.com/hashicorp/go-plugin"
 	"github.com/hashicorp/hcl/v2"
 
 	"github.com/orqest/sandbox/shared"
+	"github.com/orqest/sandbox/shared/plugin"
 	"github.com/orqest/sandbox/validator"
 )
 
@@ -140,7 +141,7 @@ func Load(ctx context.Context, cfg *Config, opts ...Option) (*Host, error) {
 		}
 		diags = append(diags, errDiag(s.PluginRange, "Unknown plugin",
 			fmt.Sprintf("Sandbox %q uses plugin %q, which is neither declared in a plugin block nor found as an executable named %s%s in %s.",
-				s.Name, s.Plugin, shared.PluginPrefix, s.Plugin, cat.searchedList())))
+				s.Name, s.Plugin, plugin.PluginPrefix, s.Plugin, cat.searchedList())))
 	}
 	if diags.HasErrors() {
 		return nil, &DiagnosticsError{Diagnostics: diags, Files: cfg.Files}
@@ -199,7 +200,7 @@ func (h *Host) Catalog() *Catalog { return h.catalog }
 func (h *Host) SandboxNames() []string { return append([]string(nil), h.order...) }
 
 // Sandbox returns the sandbox called name ("" means the default sandbox).
-// It does not launch the plugin. An unknown name wraps shared.ErrNotFound.
+// It does not launch the goplugin. An unknown name wraps shared.ErrNotFound.
 func (h *Host) Sandbox(ctx context.Context, name string) (*Sandbox, error) {
 	if name == "" {
 		name = h.cfg.DefaultSandboxName()
@@ -235,7 +236,7 @@ func (h *Host) StartAll(ctx context.Context) error {
 }
 
 // Close stops every plugin process the host started. Sandboxes return an
-// error after Close. Programs should also defer plugin.CleanupClients() in
+// error after Close. Programs should also defer goplugin.CleanupClients() in
 // main, which kills any managed client left behind.
 func (h *Host) Close() error {
 	var wg sync.WaitGroup
@@ -252,4 +253,4 @@ func (h *Host) Close() error {
 
 // CleanupClients kills every go-plugin managed client of the process; call
 // it (deferred) at the end of main.
-func CleanupClients() { plugin.CleanupClients() }
+func CleanupClients() { goplugin.CleanupClients() }

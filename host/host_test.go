@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/orqest/sandbox/shared"
+	"github.com/orqest/sandbox/shared/plugin"
 )
 
 // pluginDir holds the real subprocess plugin, built by TestMain.
@@ -28,11 +29,11 @@ func TestMain(m *testing.M) {
 	if err != nil {
 		panic(err)
 	}
-	out := filepath.Join(dir, shared.PluginPrefix+"subprocess")
-	cmd := exec.Command("go", "build", "-o", out, "./plugins/subprocess")
+	out := filepath.Join(dir, plugin.PluginPrefix+"subprocess")
+	cmd := exec.Command("go", "build", "-o", out, "./cmd/orqest-sandbox-plugin-subprocess")
 	cmd.Dir = ".."
 	if b, err := cmd.CombinedOutput(); err != nil {
-		pluginSkipMsg = fmt.Sprintf("SKIP: the subprocess plugin does not build yet (go build ./plugins/subprocess: %v)\n%s", err, b)
+		pluginSkipMsg = fmt.Sprintf("SKIP: the subprocess plugin does not build yet (go build ./cmd/orqest-sandbox-plugin-subprocess: %v)\n%s", err, b)
 	} else {
 		pluginDir = dir
 	}

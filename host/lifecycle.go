@@ -9,12 +9,12 @@ import (
 	"os"
 	"os/exec"
 	"slices"
-	"strings"
 	"sync"
 
-	"github.com/hashicorp/go-plugin"
+	goplugin "github.com/hashicorp/go-plugin"
 
 	"github.com/orqest/sandbox/shared"
+	"github.com/orqest/sandbox/shared/plugin"
 )
 
 // passEnv lists the host environment variables a plugin receives. Plugins
@@ -24,7 +24,7 @@ var passEnv = []string{"ORQEST_PLUGIN_LOG_LEVEL", "TMPDIR"}
 
 // launched is one running plugin process.
 type launched struct {
-	client *plugin.Client
+	client *goplugin.Client
 	impl   shared.Sandbox
 	pid    int
 }
@@ -42,7 +42,7 @@ func (l *launched) kill() {
 // dispenses its Sandbox. It verifies the declared sha256 before starting the
 // process (and lets go-plugin's SecureConfig verify it again).
 func (h *Host) launch(e PluginEntry) (*launched, error) {
-	var secure *plugin.SecureConfig
+	var secure *goplugin.SecureConfig
 	if e.ExpectedSHA256 != "" {
 		got, err := FileSHA256(e.Path)
 		if err != nil {
@@ -52,7 +52,7 @@ func (h *Host) launch(e PluginEntry) (*launched, error) {
 			return nil, fmt.Errorf("plugin %q at %s has sha256 %s, policy requires %s: %w", e.Name, e.Path, got, e.ExpectedSHA256, ErrChecksumMismatch)
 		}
 		want, _ := hex.DecodeString(e.ExpectedSHA256)
-		secure = &plugin.SecureConfig{Checksum: want, Hash: sha256.New()}
+		secure = &goplugin.SecureConfig{Checksum: want, Hash: sha256.New()}
 	}
 
 	cmd := exec.Command(e.Path)
@@ -64,21 +64,22 @@ func (h *Host) launch(e PluginEntry) (*launched, error) {
 	cmd.Env = append(cmd.Env, h.opts.pluginEnv...)
 	setProcAttrs(cmd)
 
-	client := plugin.NewClient(&plugin.ClientConfig{
-		HandshakeConfig:  shared.Handshake,
-		VersionedPlugins: shared.VersionedPlugins(nil),
+	client := goplugin.NewClient(&goplugin.ClientConfig{
+		HandshakeConfig:  plugin.Handshake,
+		VersionedPlugins: plugin.VersionedPlugins(nil),
 		Cmd:              cmd,
-		AllowedProtocols: []plugin.Protocol{plugin.ProtocolGRPC},
+		AllowedProtocols: []goplugin.Protocol{goplugin.ProtocolGRPC},
 		Managed:          true,
 		AutoMTLS:         true,
 		SkipHostEnv:      true,
 		StartTimeout:     h.opts.startTimeout,
 		SecureConfig:     secure,
 		Logger:           h.opts.logger.Named(e.Name),
+		GRPCDialOptions:  plugin.DialOptions(),
 	})
 	fail := func(err error) (*launched, error) {
 		client.Kill()
-		if errors.Is(err, plugin.ErrChecksumsDoNotMatch) {
+		if errors.Is(err, goplugin.ErrChecksumsDoNotMatch) {
 			return nil, fmt.Errorf("launch plugin %q (%s): %v: %w", e.Name, e.Path, err, ErrChecksumMismatch)
 		}
 		return nil, fmt.Errorf("launch plugin %q (%s): %v: %w", e.Name, e.Path, err, shared.ErrUnavailable)
@@ -87,7 +88,7 @@ func (h *Host) launch(e PluginEntry) (*launched, error) {
 	if err != nil {
 		return fail(err)
 	}
-	raw, err := rpc.Dispense(shared.PluginName)
+	raw, err := rpc.Dispense(plugin.PluginName)
 	if err != nil {
 		return fail(err)
 	}
@@ -106,7 +107,7 @@ func (h *Host) launch(e PluginEntry) (*launched, error) {
 }
 
 // ProbePlugin launches a fresh process of the plugin called name, calls Info
-// and stops it. It does not Configure the plugin. `orqest-sandbox plugins
+// and stops it. It does not Configure the goplugin. `orqest-sandbox plugins
 // list|check` use it.
 func (h *Host) ProbePlugin(ctx context.Context, name string) (shared.InfoResponse, error) {
 	e, ok := h.catalog.Lookup(name)
@@ -217,7 +218,7 @@ func (in *instance) discard(l *launched) {
 	}
 }
 
-// do runs fn against a running plugin. When the plugin dies during the call,
+// do runs fn against a running goplugin. When the plugin dies during the call,
 // the error wraps shared.ErrPluginShutdown and the next call relaunches.
 func (in *instance) do(ctx context.Context, op string, fn func(shared.Sandbox) error) error {
 	l, err := in.get(ctx)
@@ -247,16 +248,11 @@ func (in *instance) do(ctx context.Context, op string, fn func(shared.Sandbox) e
 	return err
 }
 
-// neverDelivered reports whether err is a plugin shutdown detected while
-// connecting, i.e. before the request was sent, so that sending it again to a
-// new process cannot run it twice.
+// neverDelivered reports whether err says the request never reached the
+// plugin's code (it was not sent, or the plugin refused it while going
+// away), so that sending it again to a new process cannot run it twice.
 func neverDelivered(err error) bool {
-	if !errors.Is(err, shared.ErrPluginShutdown) {
-		return false
-	}
-	// "request not run": a plugin that is about to exit (tier 0 after a
-	// wedged call) refuses queued requests with this phrase.
-	return strings.Contains(err.Error(), "error while dialing") || strings.Contains(err.Error(), "request not run")
+	return errors.Is(err, shared.ErrNotRun)
 }
 
 // pid returns the plugin's process id, 0 when none is running.

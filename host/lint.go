@@ -1,49 +1,27 @@
 package host
 
 import (
-	"encoding/json"
 	"fmt"
 	"sort"
 	"strings"
-	"sync"
 
 	"github.com/hashicorp/hcl/v2"
 
+	"github.com/orqest/sandbox/rules"
 	"github.com/orqest/sandbox/shared"
-	"github.com/orqest/sandbox/validator"
 )
 
 // DangerousImports returns the modules that hand user code OS, process,
 // file, network, introspection or code-loading power, each with why. The
-// list lives once, in the validator's rules table (rules.json
+// list lives once, in the rules table (package rules,
 // "dangerous_imports"); the runner reads the same list. A name matches a
 // module and its submodules ("os" covers "os.path").
-func DangerousImports() map[string]string {
-	dangerousOnce.Do(func() {
-		var t struct {
-			Dangerous map[string]string `json:"dangerous_imports"`
-		}
-		if err := json.Unmarshal(validator.RulesJSON(), &t); err != nil || len(t.Dangerous) == 0 {
-			panic("host: rules.json has no dangerous_imports list")
-		}
-		dangerous = t.Dangerous
-	})
-	out := make(map[string]string, len(dangerous))
-	for k, v := range dangerous {
-		out[k] = v
-	}
-	return out
-}
-
-var (
-	dangerousOnce sync.Once
-	dangerous     map[string]string
-)
+func DangerousImports() map[string]string { return rules.Default().Dangerous() }
 
 // dangerousWhy reports whether module m (or a package above it) is
 // dangerous, and why.
 func dangerousWhy(m string) (string, bool) {
-	DangerousImports()
+	dangerous := rules.Default().DangerousImports
 	for name := m; name != ""; {
 		if why, ok := dangerous[name]; ok {
 			return why, true

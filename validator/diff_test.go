@@ -36,7 +36,7 @@ type pyFinding struct {
 
 func checkerSource(t testing.TB) string {
 	_, file, _, _ := runtime.Caller(0)
-	b, err := os.ReadFile(filepath.Join(filepath.Dir(file), "..", "shared", "pyrunner", "checker.py"))
+	b, err := os.ReadFile(filepath.Join(filepath.Dir(file), "..", "rules", "checker.py"))
 	if err != nil {
 		t.Fatalf("read checker.py: %v", err)
 	}

@@ -1,6 +1,6 @@
 // Package validator holds the static checks every tier runs before code is
-// executed, and the one rules table (rules.json) that both this Go checker and
-// the in-child CPython checker (shared/pyrunner/checker.py) read.
+// executed, in Go, over the rules table of package rules that the in-child
+// CPython checker (rules/checker.py) reads too.
 //
 // The Go checker parses the code with tree-sitter's Python grammar and walks
 // the syntax tree once, by node kind ids, reporting every finding (not just
@@ -13,8 +13,6 @@ package validator
 
 import (
 	"context"
-	_ "embed"
-	"encoding/json"
 	"fmt"
 	"runtime"
 	"sort"
@@ -25,67 +23,28 @@ import (
 	ts "github.com/tree-sitter/go-tree-sitter"
 	tspython "github.com/tree-sitter/tree-sitter-python/bindings/go"
 
+	"github.com/orqest/sandbox/rules"
 	"github.com/orqest/sandbox/shared"
 )
 
-//go:embed rules.json
-var rulesJSON []byte
-
-// RulesJSON returns the rules table, the single source of truth shared with
-// the Python runner's in-child checker. The caller must not modify it.
-func RulesJSON() []byte { return rulesJSON }
+// RulesJSON returns the rules table (package rules), the single source of
+// truth shared with the Python runner's in-child checker. The caller must not
+// modify it.
+func RulesJSON() []byte { return rules.JSON() }
 
 // Fixed rule ids that the walker reports on its own (their messages and
-// reasons still live in rules.json under "rules").
+// reasons still live in the rules table under "rules").
 const (
-	RuleParseError        = "parse-error"
-	RuleCodeTooLarge      = "code-too-large"
-	RuleNestingTooDeep    = "nesting-too-deep"
-	RuleValidationTimeout = "validation-timeout"
+	RuleParseError        = rules.RuleParseError
+	RuleCodeTooLarge      = rules.RuleCodeTooLarge
+	RuleNestingTooDeep    = rules.RuleNestingTooDeep
+	RuleValidationTimeout = rules.RuleValidationTimeout
 )
 
-type ruleText struct {
-	Message string `json:"message"`
-	Why     string `json:"why"`
-}
-
-// table is the decoded rules.json.
+// table is the decoded rules table with the sets the walker looks names up in.
 type table struct {
-	Schema int `json:"schema"`
-	Limits struct {
-		MaxCodeBytes int `json:"max_code_bytes"`
-		MaxDepth     int `json:"max_depth"`
-		TimeoutMS    int `json:"timeout_ms"`
-	} `json:"limits"`
-	Rules          map[string]ruleText `json:"rules"`
-	ForbiddenNames map[string]string   `json:"forbidden_names"`
-	Dunder         struct {
-		AttributeRule string   `json:"attribute_rule"`
-		NameRule      string   `json:"name_rule"`
-		Allow         []string `json:"allow"`
-	} `json:"dunder"`
-	Private struct {
-		Rule  string   `json:"rule"`
-		Allow []string `json:"allow"`
-	} `json:"private"`
-	ReservedPrefixes struct {
-		Rule     string   `json:"rule"`
-		Prefixes []string `json:"prefixes"`
-	} `json:"reserved_prefixes"`
-	ForbiddenAttributes map[string]string `json:"forbidden_attributes"`
-	StringCheckedRules  []string          `json:"string_checked_rules"`
-	FormatMethods       []string          `json:"format_methods"`
-	FormatRule          string            `json:"format_rule"`
-	ImportRules         struct {
-		NotAllowed string `json:"not_allowed"`
-		Relative   string `json:"relative"`
-		Star       string `json:"star"`
-	} `json:"import_rules"`
-	ClassRule          string   `json:"class_rule"`
-	AttributeWriteRule string   `json:"attribute_write_rule"`
-	SafeBuiltins       []string `json:"safe_builtins"`
+	*rules.Table
 
-	// derived sets
 	dunderAllow   map[string]bool
 	privateAllow  map[string]bool
 	stringChecked map[string]bool
@@ -93,13 +52,14 @@ type table struct {
 }
 
 func loadTable(b []byte) (*table, error) {
-	t := &table{}
-	if err := json.Unmarshal(b, t); err != nil {
-		return nil, fmt.Errorf("validator: rules.json: %w", err)
+	rt, err := rules.Decode(b)
+	if err != nil {
+		return nil, fmt.Errorf("validator: %w", err)
 	}
-	if t.Schema != 1 {
-		return nil, fmt.Errorf("validator: rules.json: unsupported schema %d", t.Schema)
-	}
+	return newTable(rt), nil
+}
+
+func newTable(rt *rules.Table) *table {
 	set := func(xs []string) map[string]bool {
 		m := make(map[string]bool, len(xs))
 		for _, x := range xs {
@@ -107,45 +67,20 @@ func loadTable(b []byte) (*table, error) {
 		}
 		return m
 	}
-	t.dunderAllow = set(t.Dunder.Allow)
-	t.privateAllow = set(t.Private.Allow)
-	t.stringChecked = set(t.StringCheckedRules)
-	t.formatMethods = set(t.FormatMethods)
-	// Every rule id the table refers to must be described.
-	refs := []string{RuleParseError, RuleCodeTooLarge, RuleNestingTooDeep, RuleValidationTimeout,
-		t.Dunder.AttributeRule, t.Dunder.NameRule, t.Private.Rule, t.ReservedPrefixes.Rule,
-		t.FormatRule, t.ImportRules.NotAllowed, t.ImportRules.Relative, t.ImportRules.Star,
-		t.ClassRule, t.AttributeWriteRule, "dunder-subscript", "forbidden-string"}
-	for _, r := range t.ForbiddenNames {
-		refs = append(refs, r)
+	return &table{
+		Table:         rt,
+		dunderAllow:   set(rt.Dunder.Allow),
+		privateAllow:  set(rt.Private.Allow),
+		stringChecked: set(rt.StringCheckedRules),
+		formatMethods: set(rt.FormatMethods),
 	}
-	for _, r := range t.ForbiddenAttributes {
-		refs = append(refs, r)
-	}
-	for _, r := range refs {
-		if _, ok := t.Rules[r]; !ok || r == "" {
-			return nil, fmt.Errorf("validator: rules.json: rule %q is referenced but not described", r)
-		}
-	}
-	return t, nil
 }
 
-var defaultTable = func() *table {
-	t, err := loadTable(rulesJSON)
-	if err != nil {
-		panic(err)
-	}
-	return t
-}()
+var defaultTable = newTable(rules.Default())
 
-// RuleIDs returns every rule id described in rules.json, sorted.
+// RuleIDs returns every rule id the rules table describes, sorted.
 func RuleIDs() []string {
-	ids := make([]string, 0, len(defaultTable.Rules))
-	for id := range defaultTable.Rules {
-		ids = append(ids, id)
-	}
-	sort.Strings(ids)
-	return ids
+	return defaultTable.IDs()
 }
 
 // RuleDescription returns the message and the reason of a rule id.

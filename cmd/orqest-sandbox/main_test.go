@@ -15,6 +15,7 @@ import (
 
 	"github.com/orqest/sandbox/host"
 	"github.com/orqest/sandbox/shared"
+	"github.com/orqest/sandbox/shared/plugin"
 	"github.com/orqest/sandbox/validator"
 )
 
@@ -46,7 +47,7 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	if err := build(filepath.Join(dir, shared.PluginPrefix+"subprocess"), "./plugins/subprocess"); err != nil {
+	if err := build(filepath.Join(dir, plugin.PluginPrefix+"subprocess"), "./cmd/orqest-sandbox-plugin-subprocess"); err != nil {
 		skipMsg = "SKIP: the subprocess plugin does not build yet: " + err.Error()
 	}
 	code := m.Run()
@@ -311,7 +312,7 @@ func TestBadConfigs(t *testing.T) {
 func TestPluginsAndPolicy(t *testing.T) {
 	needPlugin(t)
 	r := runCLI(t, "", "", "plugins", "list")
-	if r.code != 0 || !strings.Contains(r.stdout, "subprocess") || !strings.Contains(r.stdout, filepath.Join(binDir, shared.PluginPrefix+"subprocess")) {
+	if r.code != 0 || !strings.Contains(r.stdout, "subprocess") || !strings.Contains(r.stdout, filepath.Join(binDir, plugin.PluginPrefix+"subprocess")) {
 		t.Errorf("plugins list: exit %d %q %q", r.code, r.stdout, r.stderr)
 	}
 	r = runCLI(t, "", "", "plugins", "list", "--json")
@@ -326,7 +327,7 @@ func TestPluginsAndPolicy(t *testing.T) {
 	if err := json.Unmarshal([]byte(r.stdout), &pl); err != nil || len(pl.Plugins) != 1 || pl.Plugins[0].Tier == nil || *pl.Plugins[0].Tier != 1 || len(pl.Plugins[0].SHA256) != 64 {
 		t.Errorf("plugins list --json: %q %v", r.stdout, err)
 	}
-	sum, _ := host.FileSHA256(filepath.Join(binDir, shared.PluginPrefix+"subprocess"))
+	sum, _ := host.FileSHA256(filepath.Join(binDir, plugin.PluginPrefix+"subprocess"))
 	if pl.Plugins[0].SHA256 != sum {
 		t.Errorf("sha256 %s, want %s", pl.Plugins[0].SHA256, sum)
 	}

@@ -11,7 +11,7 @@ import (
 	"testing"
 
 	"github.com/orqest/sandbox/host"
-	"github.com/orqest/sandbox/shared"
+	"github.com/orqest/sandbox/shared/plugin"
 )
 
 // TestToolsCLIOperatorApproval drives the per-user tool library through the
@@ -27,12 +27,12 @@ func TestToolsCLIOperatorApproval(t *testing.T) {
 		}
 		t.Skip("SKIPPING: " + msg)
 	}
-	plugin := filepath.Join(binDir, shared.PluginPrefix+"docker")
+	plugin := filepath.Join(binDir, plugin.PluginPrefix+"docker")
 	if _, err := os.Stat(plugin); err != nil {
-		cmd := exec.Command("go", "build", "-o", plugin, "./plugins/docker")
+		cmd := exec.Command("go", "build", "-o", plugin, "./cmd/orqest-sandbox-plugin-docker")
 		cmd.Dir = "../.."
 		if b, err := cmd.CombinedOutput(); err != nil {
-			t.Fatalf("go build ./plugins/docker: %v\n%s", err, b)
+			t.Fatalf("go build ./cmd/orqest-sandbox-plugin-docker: %v\n%s", err, b)
 		}
 	}
 	user := "orqtest-cli-" + randomID()

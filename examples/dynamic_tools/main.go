@@ -33,7 +33,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/orqest/sandbox/host"
-	"github.com/orqest/sandbox/shared"
+	"github.com/orqest/sandbox/shared/plugin"
 )
 
 // doiSpec is the original's example spec, parameters in its shorthand.
@@ -89,8 +89,8 @@ func run(bin string, skipDocker, skipAgent bool) int {
 	src.WriteString("policy \"default\" {\n  allowed_imports = [\"re\", \"json\", \"math\"]\n  timeout = \"5s\"\n}\n")
 	var present []string
 	for _, t := range tiers {
-		if _, err := os.Stat(filepath.Join(binDir, shared.PluginPrefix+t.plugin)); err != nil {
-			fmt.Printf("tier %d (%s): skipped: %s%s not found in %s (run `make build`)\n", t.tier, t.plugin, shared.PluginPrefix, t.plugin, binDir)
+		if _, err := os.Stat(filepath.Join(binDir, plugin.PluginPrefix+t.plugin)); err != nil {
+			fmt.Printf("tier %d (%s): skipped: %s%s not found in %s (run `make build`)\n", t.tier, t.plugin, plugin.PluginPrefix, t.plugin, binDir)
 			continue
 		}
 		if t.plugin == "docker" && skipDocker {

@@ -20,7 +20,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/orqest/sandbox/shared"
-	"github.com/orqest/sandbox/shared/pyrunner"
+	"github.com/orqest/sandbox/runner"
 	"github.com/orqest/sandbox/validator"
 )
 
@@ -158,7 +158,7 @@ func (b *Backend) Execute(ctx context.Context, req shared.ExecuteRequest) (share
 	if req.Timeout < 0 || req.MemoryMB < 0 || req.MaxOutputBytes < 0 {
 		return shared.ExecuteResponse{}, fmt.Errorf("negative limit: %w", shared.ErrInvalidArgument)
 	}
-	args, err := pyrunner.NormalizeArgs(req.Args)
+	args, err := runner.NormalizeArgs(req.Args)
 	if err != nil {
 		return shared.ExecuteResponse{}, err
 	}
@@ -191,7 +191,7 @@ func (b *Backend) Execute(ctx context.Context, req shared.ExecuteRequest) (share
 	}
 
 	// Stage 2: run.
-	res, err := b.run(ctx, cfg.Python, pyrunner.Request{
+	res, err := b.run(ctx, cfg.Python, runner.Request{
 		Code:           req.Code,
 		Args:           args,
 		AllowedImports: req.AllowedImports,
@@ -210,7 +210,7 @@ func (b *Backend) Execute(ctx context.Context, req shared.ExecuteRequest) (share
 
 // run starts one interpreter with the shared runner, feeds it the request
 // and classifies the outcome.
-func (b *Backend) run(ctx context.Context, python string, req pyrunner.Request, timeout time.Duration) (shared.ExecutionResult, error) {
+func (b *Backend) run(ctx context.Context, python string, req runner.Request, timeout time.Duration) (shared.ExecutionResult, error) {
 	var res shared.ExecutionResult
 	payload, err := req.Encode()
 	if err != nil {
@@ -230,7 +230,7 @@ func (b *Backend) run(ctx context.Context, python string, req pyrunner.Request, 
 	defer respR.Close()
 	stdout := &cappedBuffer{limit: req.MaxOutputBytes}
 	stderr := &cappedBuffer{limit: req.MaxOutputBytes}
-	argv := pyrunner.Argv(python)
+	argv := runner.Argv(python)
 	cmd := &exec.Cmd{
 		Path:       python,
 		Args:       argv,
@@ -300,7 +300,7 @@ func (b *Backend) run(ctx context.Context, python string, req pyrunner.Request, 
 		return fail(res, shared.KindTimeout, fmt.Sprintf("execution timed out after %v", timeout)), nil
 	}
 	if len(bytes.TrimSpace(data)) > 0 {
-		resp, err := pyrunner.DecodeResponse(data)
+		resp, err := runner.DecodeResponse(data)
 		if err != nil {
 			return res, fmt.Errorf("%v: %w", err, shared.ErrInternal)
 		}
@@ -368,6 +368,6 @@ func (c *cappedBuffer) Write(p []byte) (int, error) {
 func (c *cappedBuffer) result() (string, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	s := pyrunner.TruncateUTF8(c.buf.String(), c.limit)
+	s := runner.TruncateUTF8(c.buf.String(), c.limit)
 	return strings.ToValidUTF8(s, "\ufffd"), c.total > c.limit
 }

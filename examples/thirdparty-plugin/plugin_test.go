@@ -9,9 +9,10 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-hclog"
-	"github.com/hashicorp/go-plugin"
+	goplugin "github.com/hashicorp/go-plugin"
 
 	"github.com/orqest/sandbox/shared"
+	"github.com/orqest/sandbox/shared/plugin"
 )
 
 // TestBinaryServesThePlugin builds the plugin binary and launches it the way
@@ -21,17 +22,17 @@ func TestBinaryServesThePlugin(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the plugin binary")
 	}
-	bin := filepath.Join(t.TempDir(), shared.PluginPrefix+Name)
+	bin := filepath.Join(t.TempDir(), plugin.PluginPrefix+Name)
 	build := exec.Command("go", "build", "-o", bin, ".")
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("go build: %v\n%s", err, out)
 	}
 
-	client := plugin.NewClient(&plugin.ClientConfig{
-		HandshakeConfig:  shared.Handshake,
-		VersionedPlugins: shared.VersionedPlugins(nil),
+	client := goplugin.NewClient(&goplugin.ClientConfig{
+		HandshakeConfig:  plugin.Handshake,
+		VersionedPlugins: plugin.VersionedPlugins(nil),
 		Cmd:              exec.Command(bin),
-		AllowedProtocols: []plugin.Protocol{plugin.ProtocolGRPC},
+		AllowedProtocols: []goplugin.Protocol{goplugin.ProtocolGRPC},
 		Managed:          true,
 		AutoMTLS:         true,
 		SkipHostEnv:      true,
@@ -43,7 +44,7 @@ func TestBinaryServesThePlugin(t *testing.T) {
 	if err != nil {
 		t.Fatalf("handshake: %v", err)
 	}
-	raw, err := rpc.Dispense(shared.PluginName)
+	raw, err := rpc.Dispense(plugin.PluginName)
 	if err != nil {
 		t.Fatalf("dispense: %v", err)
 	}

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/orqest/sandbox/internal/pyproc"
-	"github.com/orqest/sandbox/shared/pyrunner"
+	"github.com/orqest/sandbox/runner"
 	"github.com/orqest/sandbox/validator"
 )
 
@@ -22,16 +22,16 @@ func BenchmarkForkServerRun(b *testing.B) {
 	}
 	ctx := context.Background()
 	rules := json.RawMessage(validator.RulesJSON())
-	s, err := pyproc.Probe(ctx, pyrunner.Argv(python), nil, "", nil)
+	s, err := pyproc.Probe(ctx, runner.Argv(python), nil, "", nil)
 	if err != nil {
 		b.Fatal(err)
 	}
-	fs, err := pyproc.StartForkServer(pyrunner.ForkServerArgv(python), pyrunner.ForkServerConfig{Seal: s.Seal(nil), Rules: rules, Pool: 4}, pyproc.ForkServerOptions{})
+	fs, err := pyproc.StartForkServer(runner.ForkServerArgv(python), runner.ForkServerConfig{Seal: s.Seal(nil), Rules: rules, Pool: 4}, pyproc.ForkServerOptions{})
 	if err != nil {
 		b.Fatal(err)
 	}
 	defer fs.Close()
-	job := pyproc.Job{Request: pyrunner.Request{Code: "return sum(x * x for x in args['xs'])", Args: json.RawMessage(`{"xs":[1,2,3]}`), Rules: rules, MemoryMB: 128},
+	job := pyproc.Job{Request: runner.Request{Code: "return sum(x * x for x in args['xs'])", Args: json.RawMessage(`{"xs":[1,2,3]}`), Rules: rules, MemoryMB: 128},
 		Timeout: 5 * time.Second, MaxOutput: 1 << 20}
 	var lat []time.Duration
 	for b.Loop() {

@@ -19,7 +19,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/orqest/sandbox/shared"
-	"github.com/orqest/sandbox/shared/pyrunner"
+	"github.com/orqest/sandbox/runner"
 )
 
 // forkServerStartTimeout bounds how long a zygote may take to import, seal
@@ -125,9 +125,9 @@ type fsMsg struct {
 	CoreErr string            `json:"core_error"`
 }
 
-// StartForkServer launches a zygote with argv (pyrunner.ForkServerArgv, or
+// StartForkServer launches a zygote with argv (runner.ForkServerArgv, or
 // an equivalent) and waits until it is ready: imported, sealed and serving.
-func StartForkServer(argv []string, cfg pyrunner.ForkServerConfig, opts ForkServerOptions) (*ForkServer, error) {
+func StartForkServer(argv []string, cfg runner.ForkServerConfig, opts ForkServerOptions) (*ForkServer, error) {
 	logger := orNop(opts.Logger)
 	python := argv[0]
 	extra := []*os.File{nil} // fd 3: the control socket, below
@@ -213,7 +213,7 @@ func StartForkServer(argv []string, cfg pyrunner.ForkServerConfig, opts ForkServ
 	}
 	fs.layers, fs.miss = m.Layers, m.Missing
 	fs.core, fs.coreEr = m.Core, m.CoreErr
-	fs.noFork = slices.Contains(m.Layers, pyrunner.LayerSeccomp)
+	fs.noFork = slices.Contains(m.Layers, runner.LayerSeccomp)
 	go fs.read()
 	logger.Debug("fork-server ready", "pid", fs.pid, "layers", m.Layers, "c_loop", m.Core)
 	return fs, nil
@@ -536,7 +536,7 @@ func childPipe(childReads bool) (mine *os.File, theirs int, err error) {
 func (fs *ForkServer) Run(ctx context.Context, job Job) (shared.ExecutionResult, error) {
 	var res shared.ExecutionResult
 	req := job.Request
-	req.Rules = pyrunner.RulesFromServer
+	req.Rules = runner.RulesFromServer
 	req.MaxOutputBytes = job.MaxOutput
 	req.CPUSeconds = job.cpuSeconds()
 	if err := ctx.Err(); err != nil {
@@ -784,8 +784,8 @@ func usable(resp captured) bool {
 	if resp.truncated || len(bytes.TrimSpace(resp.data)) == 0 {
 		return false
 	}
-	r, err := pyrunner.DecodeResponse(resp.data)
-	return err == nil && r.ErrorKind != pyrunner.KindInternal
+	r, err := runner.DecodeResponse(resp.data)
+	return err == nil && r.ErrorKind != runner.KindInternal
 }
 
 // dupFD duplicates fd (close-on-exec); -1 if it cannot.

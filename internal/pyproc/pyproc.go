@@ -32,7 +32,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/orqest/sandbox/shared"
-	"github.com/orqest/sandbox/shared/pyrunner"
+	"github.com/orqest/sandbox/runner"
 )
 
 const (
@@ -70,8 +70,8 @@ func orNop(l Logger) Logger {
 type Job struct {
 	// Request is the runner request. MaxOutputBytes and CPUSeconds are set
 	// from MaxOutput and Timeout; a fork-server run uses its zygote's rules
-	// table (Request.Rules is replaced by pyrunner.RulesFromServer).
-	Request pyrunner.Request
+	// table (Request.Rules is replaced by runner.RulesFromServer).
+	Request runner.Request
 	// Timeout is the wall clock (> 0); RLIMIT_CPU is ceil(Timeout)+1 s.
 	Timeout time.Duration
 	// MaxOutput caps stdout and stderr each (> 0).
@@ -97,7 +97,7 @@ type captured struct {
 // and draining the rest so the writer never blocks on a full pipe.
 //
 // It keeps up to utf8.UTFMax bytes beyond limit so that the caller can cut
-// at limit on a rune boundary (pyrunner.TruncateUTF8).
+// at limit on a rune boundary (runner.TruncateUTF8).
 func capture(r *os.File, limit int, out chan<- captured) {
 	var c captured
 	keep := limit + utf8.UTFMax
@@ -143,8 +143,8 @@ type outcome struct {
 // response when it wrote a usable one, else the classified death.
 func conclude(ctx context.Context, log Logger, job *Job, o outcome) (shared.ExecutionResult, error) {
 	var res shared.ExecutionResult
-	res.Stdout = pyrunner.TruncateUTF8(string(o.out.data), job.MaxOutput)
-	res.Stderr = pyrunner.TruncateUTF8(string(o.errOut.data), job.MaxOutput)
+	res.Stdout = runner.TruncateUTF8(string(o.out.data), job.MaxOutput)
+	res.Stderr = runner.TruncateUTF8(string(o.errOut.data), job.MaxOutput)
 	res.StdoutTruncated = o.out.truncated
 	res.StderrTruncated = o.errOut.truncated
 	if o.cancelled {
@@ -156,7 +156,7 @@ func conclude(ctx context.Context, log Logger, job *Job, o outcome) (shared.Exec
 		return res, nil
 	}
 	if !o.resp.truncated && len(bytes.TrimSpace(o.resp.data)) > 0 { // a truncated response is unusable
-		r, err := pyrunner.DecodeResponse(o.resp.data)
+		r, err := runner.DecodeResponse(o.resp.data)
 		if err == nil {
 			if err := r.Apply(&res); err != nil {
 				return res, fmt.Errorf("execute: %w", err)

@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/orqest/sandbox/internal/pyproc"
-	"github.com/orqest/sandbox/shared/pyrunner"
+	"github.com/orqest/sandbox/runner"
 	"github.com/orqest/sandbox/validator"
 )
 
@@ -52,9 +52,9 @@ func TestDescendantsKilled(t *testing.T) {
 	if _, err := os.Stat(python); err != nil {
 		t.Skip(err)
 	}
-	disable := []string{pyrunner.LayerSeccomp}
+	disable := []string{runner.LayerSeccomp}
 	ctx := context.Background()
-	s, err := pyproc.Probe(ctx, pyrunner.Argv(python), disable, "", nil)
+	s, err := pyproc.Probe(ctx, runner.Argv(python), disable, "", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -63,7 +63,7 @@ func TestDescendantsKilled(t *testing.T) {
 	code := "import os, time\nif os.fork() == 0:\n    time.sleep(60)\n    os._exit(0)\nreturn os.getpid()"
 	job := func() pyproc.Job {
 		return pyproc.Job{
-			Request: pyrunner.Request{Code: code, AllowedImports: []string{"os", "time"}, Rules: rules, MemoryMB: 256},
+			Request: runner.Request{Code: code, AllowedImports: []string{"os", "time"}, Rules: rules, MemoryMB: 256},
 			Timeout: 10 * time.Second, MaxOutput: 1 << 16,
 		}
 	}
@@ -85,8 +85,8 @@ func TestDescendantsKilled(t *testing.T) {
 	}
 	check("spawn", res.Output)
 
-	fs, err := pyproc.StartForkServer(append(noCheckerArgv(), pyrunner.ForkServerArg),
-		pyrunner.ForkServerConfig{Seal: s.Seal(disable), Rules: rules}, pyproc.ForkServerOptions{})
+	fs, err := pyproc.StartForkServer(append(noCheckerArgv(), runner.ForkServerArg),
+		runner.ForkServerConfig{Seal: s.Seal(disable), Rules: rules}, pyproc.ForkServerOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -102,7 +102,7 @@ func TestDescendantsKilled(t *testing.T) {
 // way (as plugins/subprocess's containment tests do): a checker that
 // accepts everything and no audit hook. What is left are the kernel layers.
 func noCheckerArgv() []string {
-	prog := pyrunner.Program()
+	prog := runner.Program()
 	i := strings.Index(prog, "\ndef _orq_main(")
 	prog = prog[:i] + `
 def _orq_check(code, allowed_imports, rules):
@@ -112,7 +112,7 @@ def _orq_check(code, allowed_imports, rules):
 def _orq_audit_arm(rules, allowed):
     return {"armed": False}
 ` + prog[i:]
-	return pyrunner.ArgvFor(python, prog)
+	return runner.ArgvFor(python, prog)
 }
 
 // The plain path: a result, stdout, a timeout and a runtime error, in both
@@ -123,11 +123,11 @@ func TestSpawnAndForkServer(t *testing.T) {
 	}
 	ctx := context.Background()
 	rules := json.RawMessage(validator.RulesJSON())
-	s, err := pyproc.Probe(ctx, pyrunner.Argv(python), nil, "", nil)
+	s, err := pyproc.Probe(ctx, runner.Argv(python), nil, "", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	fs, err := pyproc.StartForkServer(pyrunner.ForkServerArgv(python), pyrunner.ForkServerConfig{Seal: s.Seal(nil), Rules: rules}, pyproc.ForkServerOptions{})
+	fs, err := pyproc.StartForkServer(runner.ForkServerArgv(python), runner.ForkServerConfig{Seal: s.Seal(nil), Rules: rules}, pyproc.ForkServerOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -137,8 +137,8 @@ func TestSpawnAndForkServer(t *testing.T) {
 		{"while True:\n    pass", "", "timeout"},
 		{"return 1/0", "", "runtime"},
 	} {
-		job := pyproc.Job{Request: pyrunner.Request{Code: c.code, Rules: rules, MemoryMB: 128, Seal: s.Seal(nil)}, Timeout: 500 * time.Millisecond, MaxOutput: 1 << 16}
-		sres, serr := pyproc.Spawn(ctx, pyrunner.Argv(python), job, nil)
+		job := pyproc.Job{Request: runner.Request{Code: c.code, Rules: rules, MemoryMB: 128, Seal: s.Seal(nil)}, Timeout: 500 * time.Millisecond, MaxOutput: 1 << 16}
+		sres, serr := pyproc.Spawn(ctx, runner.Argv(python), job, nil)
 		job.Request.Seal = nil
 		fres, ferr := fs.Run(ctx, job)
 		for mode, r := range map[string]struct {

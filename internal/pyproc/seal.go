@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/orqest/sandbox/shared"
-	"github.com/orqest/sandbox/shared/pyrunner"
+	"github.com/orqest/sandbox/runner"
 )
 
 // SealInfo is what a probe found: the sealing layers the runner could put
@@ -28,19 +28,19 @@ type SealInfo struct {
 // a child that cannot establish one fails closed rather than run unsealed.
 // extraRead are further paths the sandbox may read (e.g. a venv's
 // site-packages).
-func (s *SealInfo) Seal(disable []string, extraRead ...string) *pyrunner.Seal {
+func (s *SealInfo) Seal(disable []string, extraRead ...string) *runner.Seal {
 	read := s.ReadPaths
 	if len(extraRead) > 0 {
 		read = append(append([]string(nil), s.ReadPaths...), extraRead...)
 	}
-	return &pyrunner.Seal{ReadPaths: read, Require: s.Layers, Disable: disable}
+	return &runner.Seal{ReadPaths: read, Require: s.Layers, Disable: disable}
 }
 
 // MissingText names the layers not in force, in the runner's order, with
 // the reason; name maps a layer to the name to print (nil: the layer's).
 func (s *SealInfo) MissingText(name func(layer string) string) string {
 	var parts []string
-	for _, l := range pyrunner.Layers {
+	for _, l := range runner.Layers {
 		if why, ok := s.Missing[l]; ok {
 			n := l
 			if name != nil {
@@ -60,7 +60,7 @@ func (s *SealInfo) MissingText(name func(layer string) string) string {
 func Probe(ctx context.Context, argv []string, disable []string, dir string, log Logger) (*SealInfo, error) {
 	python := argv[0]
 	res, err := Spawn(ctx, argv, Job{
-		Request:   pyrunner.Request{Op: pyrunner.OpProbe, MemoryMB: 128, Seal: &pyrunner.Seal{Disable: disable}},
+		Request:   runner.Request{Op: runner.OpProbe, MemoryMB: 128, Seal: &runner.Seal{Disable: disable}},
 		Timeout:   10 * time.Second,
 		MaxOutput: 1 << 20,
 		Dir:       dir,
@@ -72,7 +72,7 @@ func Probe(ctx context.Context, argv []string, disable []string, dir string, log
 		return nil, fmt.Errorf("probing the sealing layers with %s: %s: %s (stderr: %s): %w",
 			python, res.ErrorKind, res.Error, strings.TrimSpace(res.Stderr), shared.ErrUnavailable)
 	}
-	var pr pyrunner.ProbeResult
+	var pr runner.ProbeResult
 	if err := json.Unmarshal(res.Output, &pr); err != nil {
 		return nil, fmt.Errorf("probing the sealing layers with %s: %v: %w", python, err, shared.ErrInternal)
 	}

@@ -11,7 +11,7 @@ import (
 
 	"github.com/orqest/sandbox/internal/pyproc"
 	"github.com/orqest/sandbox/internal/pyrunnertest"
-	"github.com/orqest/sandbox/shared/pyrunner"
+	"github.com/orqest/sandbox/runner"
 	"github.com/orqest/sandbox/validator"
 )
 
@@ -22,7 +22,7 @@ func zygoteLoops(t *testing.T, prog string, rules json.RawMessage, f func(t *tes
 	if _, err := os.Stat(python); err != nil {
 		t.Skip(err)
 	}
-	s, err := pyproc.Probe(context.Background(), pyrunner.Argv(python), nil, "", nil)
+	s, err := pyproc.Probe(context.Background(), runner.Argv(python), nil, "", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -40,7 +40,7 @@ func zygoteLoops(t *testing.T, prog string, rules json.RawMessage, f func(t *tes
 				}
 				opts.Core = core
 			}
-			fs, err := pyproc.StartForkServer(pyrunner.ArgvFor(python, prog, pyrunner.ForkServerArg), pyrunner.ForkServerConfig{Seal: s.Seal(nil), Rules: rules, Pool: 2}, opts)
+			fs, err := pyproc.StartForkServer(runner.ArgvFor(python, prog, runner.ForkServerArg), runner.ForkServerConfig{Seal: s.Seal(nil), Rules: rules, Pool: 2}, opts)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -70,7 +70,7 @@ func TestWarmedBodySkipsTheChildsCheck(t *testing.T) {
 	run := func(t *testing.T, fs *pyproc.ForkServer, code string, allowed []string) result {
 		t.Helper()
 		res, err := fs.Run(context.Background(), pyproc.Job{
-			Request: pyrunner.Request{Code: code, AllowedImports: allowed, Rules: rules, MemoryMB: 256},
+			Request: runner.Request{Code: code, AllowedImports: allowed, Rules: rules, MemoryMB: 256},
 			Timeout: 10 * time.Second, MaxOutput: 1 << 16,
 		})
 		if err != nil {
@@ -124,13 +124,13 @@ func TestWarmedBodySkipsTheChildsCheck(t *testing.T) {
 // the same checker and keeps only accepted bodies).
 func TestWarmedRejectedBodyStaysRejected(t *testing.T) {
 	rules := json.RawMessage(validator.RulesJSON())
-	zygoteLoops(t, pyrunner.Program(), rules, func(t *testing.T, fs *pyproc.ForkServer) {
+	zygoteLoops(t, runner.Program(), rules, func(t *testing.T, fs *pyproc.ForkServer) {
 		for _, code := range []string{"import os\nreturn os.getpid()", "return ().__class__.__mro__"} {
 			fs.Warm(code, nil) // seen once
 			fs.Warm(code, nil) // seen again: sent
 			for n := 0; n < 8; n++ {
 				res, err := fs.Run(context.Background(), pyproc.Job{
-					Request: pyrunner.Request{Code: code, Rules: rules, MemoryMB: 256},
+					Request: runner.Request{Code: code, Rules: rules, MemoryMB: 256},
 					Timeout: 10 * time.Second, MaxOutput: 1 << 16,
 				})
 				if err != nil {
@@ -143,7 +143,7 @@ func TestWarmedRejectedBodyStaysRejected(t *testing.T) {
 		}
 		// And the zygote still serves accepted bodies.
 		res, err := fs.Run(context.Background(), pyproc.Job{
-			Request: pyrunner.Request{Code: "return " + strconv.Quote("ok"), Rules: rules, MemoryMB: 256},
+			Request: runner.Request{Code: "return " + strconv.Quote("ok"), Rules: rules, MemoryMB: 256},
 			Timeout: 10 * time.Second, MaxOutput: 1 << 16,
 		})
 		if err != nil || !res.Success {

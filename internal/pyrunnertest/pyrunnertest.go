@@ -5,16 +5,16 @@ package pyrunnertest
 import (
 	"strings"
 
-	"github.com/orqest/sandbox/shared/pyrunner"
+	"github.com/orqest/sandbox/runner"
 )
 
-// CheckRecordingProgram returns pyrunner.Program() with the in-child
+// CheckRecordingProgram returns runner.Program() with the in-child
 // checker wrapped so that every process that runs it appends its pid to
 // the list sys.orq_checked_in (a fork-server child inherits its zygote's
 // list). A body allowed to import sys and os tells whether its own process
 // checked it: `os.getpid() in sys.orq_checked_in`.
 func CheckRecordingProgram() string {
-	prog := pyrunner.Program()
+	prog := runner.Program()
 	i := strings.Index(prog, "\ndef _orq_main(")
 	if i < 0 {
 		panic("pyrunnertest: runner layout changed: no _orq_main")

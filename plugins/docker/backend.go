@@ -1,4 +1,4 @@
-package main
+package docker
 
 import (
 	"bytes"
@@ -20,14 +20,16 @@ import (
 
 	"github.com/orqest/sandbox/plugins/docker/internal/rtproto"
 	"github.com/orqest/sandbox/shared"
-	"github.com/orqest/sandbox/shared/pyrunner"
+	"github.com/orqest/sandbox/runner"
 	"github.com/orqest/sandbox/validator"
 )
 
 // Version is the backend's default version; `version` (set by -ldflags
-// "-X main.version=...") is what Info reports and what names the default
+// "-X github.com/orqest/sandbox/plugins/docker.version=...") is what Info reports and what names the default
 // image, so `make VERSION=x build image` keeps the two in step.
 const Version = "0.1.0"
+
+var version = Version
 
 // Defaults of the `config {}` block.
 const (
@@ -277,7 +279,7 @@ func (b *Backend) client() (*client.Client, error) {
 }
 
 func (b *Backend) checkCode(code string) error {
-	return pyrunner.CheckCodeSize(code, b.maxCodeBytes)
+	return runner.CheckCodeSize(code, b.maxCodeBytes)
 }
 
 // Validate runs the static checks (Go, in the plugin).
@@ -369,7 +371,7 @@ func (b *Backend) Shutdown(ctx context.Context) {
 func (b *Backend) Execute(ctx context.Context, req shared.ExecuteRequest) (shared.ExecuteResponse, error) {
 	start := time.Now()
 	// Zero limits stay zero here: the runtime applies the session's defaults.
-	p, err := pyrunner.Prepare(req, pyrunner.Defaults{MaxCodeBytes: b.maxCodeBytes, MaxArgsBytes: MaxArgsBytes})
+	p, err := runner.Prepare(req, runner.Defaults{MaxCodeBytes: b.maxCodeBytes, MaxArgsBytes: MaxArgsBytes})
 	if err != nil {
 		return shared.ExecuteResponse{}, err
 	}

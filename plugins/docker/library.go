@@ -1,4 +1,4 @@
-package main
+package docker
 
 // The plugin side of the per-user tool library (issue 7): the promotion
 // policy from the host (the sandbox's `promotion {}` block arrives in the

@@ -1,4 +1,4 @@
-package main
+package inprocess
 
 import (
 	"bytes"
@@ -13,7 +13,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/orqest/sandbox/shared"
-	"github.com/orqest/sandbox/shared/pyrunner"
+	"github.com/orqest/sandbox/runner"
 	"github.com/orqest/sandbox/validator"
 )
 
@@ -171,7 +171,7 @@ func (b *Backend) Configure(ctx context.Context, req shared.ConfigureRequest) (s
 	}
 
 	// Self-test: the embedded runner must run a body end to end.
-	res, err := b.run(ctx, ip, cfg, pyrunner.Request{Code: "return 1+1"}, 10*time.Second, DefaultMaxOutputBytes)
+	res, err := b.run(ctx, ip, cfg, runner.Request{Code: "return 1+1"}, 10*time.Second, DefaultMaxOutputBytes)
 	if err != nil {
 		return shared.ConfigureResponse{}, fmt.Errorf("inprocess: self-test failed: %v: %w", err, shared.ErrUnavailable)
 	}
@@ -229,7 +229,7 @@ func mappedMB() int {
 }
 
 func (b *Backend) checkCode(code string) error {
-	return pyrunner.CheckCodeSize(code, b.maxCodeBytes)
+	return runner.CheckCodeSize(code, b.maxCodeBytes)
 }
 
 // Validate runs the static checks.
@@ -250,7 +250,7 @@ func (b *Backend) Execute(ctx context.Context, req shared.ExecuteRequest) (share
 	if !ok {
 		return shared.ExecuteResponse{}, errNotOptedIn
 	}
-	p, err := pyrunner.Prepare(req, pyrunner.Defaults{
+	p, err := runner.Prepare(req, runner.Defaults{
 		Timeout: DefaultTimeout, MaxOutputBytes: DefaultMaxOutputBytes,
 		MaxCodeBytes: b.maxCodeBytes, MaxArgsBytes: MaxArgsBytes,
 	})
@@ -278,7 +278,7 @@ func (b *Backend) Execute(ctx context.Context, req shared.ExecuteRequest) (share
 	if err != nil {
 		return shared.ExecuteResponse{}, fmt.Errorf("inprocess: %v: %w", err, shared.ErrUnavailable)
 	}
-	res, err := b.run(ctx, ip, cfg, pyrunner.Request{
+	res, err := b.run(ctx, ip, cfg, runner.Request{
 		Code:           req.Code,
 		Args:           args,
 		AllowedImports: req.AllowedImports,
@@ -301,7 +301,7 @@ func msSince(t time.Time) float64 {
 // refireEvery; if the call is still running after the grace period, the
 // interpreter is wedged in code that cannot be interrupted and the process
 // must be replaced (onWedged).
-func (b *Backend) run(ctx context.Context, ip *interp, cfg Config, req pyrunner.Request, timeout time.Duration, maxOut int) (shared.ExecutionResult, error) {
+func (b *Backend) run(ctx context.Context, ip *interp, cfg Config, req runner.Request, timeout time.Duration, maxOut int) (shared.ExecutionResult, error) {
 	var res shared.ExecutionResult
 	req.MaxOutputBytes = maxOut
 	req.Rules = json.RawMessage("null") // the driver holds the parsed table
@@ -378,8 +378,8 @@ wait:
 		return res, fmt.Errorf("execute: %w", ctx.Err())
 	}
 	if timedOut {
-		res.Stdout, res.StdoutTruncated = pyrunner.TruncateUTF8(string(r.stdout), maxOut), r.outTrunc
-		res.Stderr, res.StderrTruncated = pyrunner.TruncateUTF8(string(r.stderr), maxOut), r.errTrunc
+		res.Stdout, res.StdoutTruncated = runner.TruncateUTF8(string(r.stdout), maxOut), r.outTrunc
+		res.Stderr, res.StderrTruncated = runner.TruncateUTF8(string(r.stderr), maxOut), r.errTrunc
 		res.ErrorKind = shared.KindTimeout
 		res.Error = fmt.Sprintf("sandbox execution timed out after %.2fs", timeout.Seconds())
 		return res, nil
@@ -387,9 +387,9 @@ wait:
 	if r.err != nil {
 		return res, fmt.Errorf("execute: %v: %w", r.err, shared.ErrInternal)
 	}
-	res.Stdout, res.StdoutTruncated = pyrunner.TruncateUTF8(string(r.stdout), maxOut), r.outTrunc
-	res.Stderr, res.StderrTruncated = pyrunner.TruncateUTF8(string(r.stderr), maxOut), r.errTrunc
-	resp, err := pyrunner.DecodeResponse(r.resp)
+	res.Stdout, res.StdoutTruncated = runner.TruncateUTF8(string(r.stdout), maxOut), r.outTrunc
+	res.Stderr, res.StderrTruncated = runner.TruncateUTF8(string(r.stderr), maxOut), r.errTrunc
+	resp, err := runner.DecodeResponse(r.resp)
 	if err != nil {
 		return res, fmt.Errorf("execute: %v: %w", err, shared.ErrInternal)
 	}
@@ -399,13 +399,11 @@ wait:
 	return res, nil
 }
 
-// NotRunMarker is in the message of every call refused because the
-// interpreter is wedged and the process is about to exit: the request never
-// reached Python, so a host may safely send it again to a new process.
-const NotRunMarker = "request not run"
-
+// errRestarting refuses a call because the interpreter is wedged and the
+// process is about to exit: the request never reached Python, so a host may
+// safely send it again to a new process (shared.ErrNotRun).
 func errRestarting(reason string) error {
-	return fmt.Errorf("inprocess: %s: %s: %w", NotRunMarker, reason, shared.ErrPluginShutdown)
+	return fmt.Errorf("inprocess: %s: %w: %w", reason, shared.ErrNotRun, shared.ErrPluginShutdown)
 }
 
 // wedged handles a call that did not stop within the grace period.
@@ -424,6 +422,16 @@ func (b *Backend) wedged(ip *interp, j *job, timeout, grace time.Duration, cance
 		Error: fmt.Sprintf("sandbox execution timed out after %.2fs and could not be interrupted (a loop inside C code?) within %v; "+
 			"the tier-0 backend was restarted", timeout.Seconds(), grace),
 	}, nil
+}
+
+// NewPluginProcessBackend returns the Backend a plugin binary serves: one
+// that owns its process, so it may set RLIMIT_AS on it and ends it (for the
+// host to relaunch) when a call wedged the interpreter.
+func NewPluginProcessBackend(logger hclog.Logger) *Backend {
+	b := NewBackend(logger)
+	b.onWedged = exitSoon(logger)
+	b.allowRlimit = true
+	return b
 }
 
 // exitSoon is the plugin binary's onWedged: let the response of the wedged

@@ -1,4 +1,4 @@
-package main
+package inprocess
 
 import (
 	"context"
@@ -6,9 +6,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hashicorp/go-plugin"
+	goplugin "github.com/hashicorp/go-plugin"
 
 	"github.com/orqest/sandbox/shared"
+	"github.com/orqest/sandbox/shared/plugin"
 )
 
 const benchCode = "return args.get('x', 0) + 1"
@@ -51,12 +52,12 @@ func BenchmarkExecute(b *testing.B) {
 // BenchmarkExecuteGRPC: the same through go-plugin's gRPC adapters.
 func BenchmarkExecuteGRPC(b *testing.B) {
 	be := newConfigured(b, "")
-	client, server := plugin.TestPluginGRPCConn(b, false, map[string]plugin.Plugin{
-		shared.PluginName: &shared.SandboxPlugin{Impl: be},
+	client, server := goplugin.TestPluginGRPCConn(b, false, map[string]goplugin.Plugin{
+		plugin.PluginName: &plugin.SandboxPlugin{Impl: be},
 	})
 	defer server.Stop()
 	defer client.Close()
-	raw, err := client.Dispense(shared.PluginName)
+	raw, err := client.Dispense(plugin.PluginName)
 	if err != nil {
 		b.Fatal(err)
 	}

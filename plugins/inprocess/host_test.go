@@ -1,4 +1,4 @@
-package main
+package inprocess
 
 import (
 	"context"
@@ -14,6 +14,7 @@ import (
 
 	"github.com/orqest/sandbox/host"
 	"github.com/orqest/sandbox/shared"
+	"github.com/orqest/sandbox/shared/plugin"
 )
 
 // The real plugin binary, built once for the tests that go through the host
@@ -42,7 +43,7 @@ func pluginDir(t testing.TB) string {
 			return
 		}
 		binDir = dir
-		out, err := exec.Command("go", "build", "-o", filepath.Join(dir, shared.PluginPrefix+"inprocess"), ".").CombinedOutput()
+		out, err := exec.Command("go", "build", "-o", filepath.Join(dir, plugin.PluginPrefix+"inprocess"), "../../cmd/orqest-sandbox-plugin-inprocess").CombinedOutput()
 		if err != nil {
 			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
 		}

@@ -1,4 +1,4 @@
-package main
+package inprocess
 
 /*
 #cgo pkg-config: python3-embed
@@ -18,7 +18,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/orqest/sandbox/shared/pyrunner"
+	"github.com/orqest/sandbox/runner"
 	"github.com/orqest/sandbox/validator"
 )
 
@@ -28,7 +28,7 @@ var driverPy string
 // Program is what the embedded interpreter runs once at start: the shared
 // runner (checker.py + runner.py, exactly what tier 1 runs) followed by the
 // tier-0 driver.
-func Program() string { return pyrunner.Program() + "\n\n" + driverPy }
+func Program() string { return runner.Program() + "\n\n" + driverPy }
 
 // interp is the one CPython interpreter of the process. All Python work
 // happens on one locked OS thread, the goroutine running loop; callers hand

@@ -1,4 +1,4 @@
-package main
+package subprocess
 
 import (
 	"bytes"
@@ -17,8 +17,8 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/orqest/sandbox/internal/pyproc"
+	"github.com/orqest/sandbox/runner"
 	"github.com/orqest/sandbox/shared"
-	"github.com/orqest/sandbox/shared/pyrunner"
 	"github.com/orqest/sandbox/validator"
 )
 
@@ -81,18 +81,18 @@ type testHooks struct {
 	rules          json.RawMessage
 	// disable lists sealing layers not to attempt (degradation tests).
 	disable []string
-	// program replaces pyrunner.Program() (e.g. without the in-child
+	// program replaces runner.Program() (e.g. without the in-child
 	// checker, for the containment tests).
 	program string
 }
 
 // argv returns the interpreter's argument vector for the runner program.
 func (b *Backend) argv(python string, extra ...string) []string {
-	prog := pyrunner.Program()
+	prog := runner.Program()
 	if b.test.program != "" {
 		prog = b.test.program
 	}
-	return pyrunner.ArgvFor(python, prog, extra...)
+	return runner.ArgvFor(python, prog, extra...)
 }
 
 // Backend is the tier-1 subprocess sandbox. It is safe for concurrent use.
@@ -157,14 +157,6 @@ func NewBackend(logger hclog.Logger) *Backend {
 		b.coreWhy = err.Error()
 	} else {
 		b.core, b.coreWhy, b.coreID = core, why, coreID(core)
-	}
-	var table struct {
-		Limits struct {
-			MaxCodeBytes int `json:"max_code_bytes"`
-		} `json:"limits"`
-	}
-	if err := json.Unmarshal(rules, &table); err == nil && table.Limits.MaxCodeBytes > 0 {
-		b.maxCodeBytes = table.Limits.MaxCodeBytes
 	}
 	return b
 }
@@ -305,9 +297,9 @@ func (b *Backend) Configure(ctx context.Context, req shared.ConfigureRequest) (s
 	// the configured mode (this starts the fork-server).
 	var res shared.ExecutionResult
 	if cfg.Mode == ModeForkServer {
-		res, err = b.runFork(ctx, cfg, seal, pyrunner.Request{Code: "return 1+1", MemoryMB: DefaultMemoryMB}, 10*time.Second, DefaultMaxOutputBytes, b.rules)
+		res, err = b.runFork(ctx, cfg, seal, runner.Request{Code: "return 1+1", MemoryMB: DefaultMemoryMB}, 10*time.Second, DefaultMaxOutputBytes, b.rules)
 	} else {
-		res, err = b.runSpawn(ctx, cfg, pyrunner.Request{Code: "return 1+1", MemoryMB: DefaultMemoryMB, Seal: seal.seal(b.test.disable)}, 10*time.Second, DefaultMaxOutputBytes)
+		res, err = b.runSpawn(ctx, cfg, runner.Request{Code: "return 1+1", MemoryMB: DefaultMemoryMB, Seal: seal.seal(b.test.disable)}, 10*time.Second, DefaultMaxOutputBytes)
 	}
 	if err != nil {
 		return shared.ConfigureResponse{}, fmt.Errorf("subprocess config: python %q failed its self-test: %v: %w", python, err, shared.ErrUnavailable)
@@ -378,7 +370,7 @@ func checkPython(p string) (string, error) {
 }
 
 func (b *Backend) checkCode(code string) error {
-	return pyrunner.CheckCodeSize(code, b.maxCodeBytes)
+	return runner.CheckCodeSize(code, b.maxCodeBytes)
 }
 
 // Validate runs the static checks.
@@ -392,7 +384,7 @@ func (b *Backend) Validate(ctx context.Context, req shared.ValidateRequest) (sha
 // Execute validates req.Code and runs it in a fresh interpreter.
 func (b *Backend) Execute(ctx context.Context, req shared.ExecuteRequest) (shared.ExecuteResponse, error) {
 	start := time.Now()
-	p, err := pyrunner.Prepare(req, pyrunner.Defaults{
+	p, err := runner.Prepare(req, runner.Defaults{
 		Timeout: DefaultTimeout, MemoryMB: DefaultMemoryMB, MaxOutputBytes: DefaultMaxOutputBytes,
 		MaxCodeBytes: b.maxCodeBytes, MaxArgsBytes: MaxArgsBytes,
 	})
@@ -421,7 +413,7 @@ func (b *Backend) Execute(ctx context.Context, req shared.ExecuteRequest) (share
 	if err != nil {
 		return shared.ExecuteResponse{}, err
 	}
-	preq := pyrunner.Request{
+	preq := runner.Request{
 		Code:           req.Code,
 		Args:           args,
 		AllowedImports: req.AllowedImports,
@@ -450,7 +442,7 @@ func msSince(t time.Time) float64 {
 // runSpawn spawns one interpreter for req and classifies its outcome. A Go
 // error means infrastructure failure (or ctx cancellation); everything the
 // user's code did is in the result. req.Rules defaults to the rules table.
-func (b *Backend) runSpawn(ctx context.Context, cfg Config, req pyrunner.Request, timeout time.Duration, maxOut int) (shared.ExecutionResult, error) {
+func (b *Backend) runSpawn(ctx context.Context, cfg Config, req runner.Request, timeout time.Duration, maxOut int) (shared.ExecutionResult, error) {
 	if req.Rules == nil {
 		req.Rules = b.rules
 	}

@@ -1,4 +1,4 @@
-package main
+package subprocess
 
 import (
 	"context"
@@ -15,10 +15,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hashicorp/go-plugin"
+	goplugin "github.com/hashicorp/go-plugin"
 
+	"github.com/orqest/sandbox/runner"
 	"github.com/orqest/sandbox/shared"
-	"github.com/orqest/sandbox/shared/pyrunner"
+	"github.com/orqest/sandbox/shared/plugin"
 	"github.com/orqest/sandbox/validator"
 )
 
@@ -147,9 +148,9 @@ func TestInfo(t *testing.T) {
 		t.Fatal(err)
 	}
 	has := func(l string) bool { return slices.Contains(s.Layers, l) }
-	if info.Has(shared.CapFilesystemIsolation) != has(pyrunner.LayerLandlockFS) ||
-		info.Has(shared.CapNetworkIsolation) != (has(pyrunner.LayerNetNamespace) || has(pyrunner.LayerSeccomp)) ||
-		info.Has(CapSeccomp) != has(pyrunner.LayerSeccomp) {
+	if info.Has(shared.CapFilesystemIsolation) != has(runner.LayerLandlockFS) ||
+		info.Has(shared.CapNetworkIsolation) != (has(runner.LayerNetNamespace) || has(runner.LayerSeccomp)) ||
+		info.Has(CapSeccomp) != has(runner.LayerSeccomp) {
 		t.Errorf("capabilities %v do not match the layers in force %v", info.Capabilities, s.Layers)
 	}
 }
@@ -455,11 +456,11 @@ func TestConcurrentExecutions(t *testing.T) {
 // TestOverGRPC runs a few calls through the real go-plugin gRPC path.
 func TestOverGRPC(t *testing.T) {
 	b := newTestBackend(t)
-	client, _ := plugin.TestPluginGRPCConn(t, false, map[string]plugin.Plugin{
-		shared.PluginName: &shared.SandboxPlugin{Impl: b},
+	client, _ := goplugin.TestPluginGRPCConn(t, false, map[string]goplugin.Plugin{
+		plugin.PluginName: &plugin.SandboxPlugin{Impl: b},
 	})
 	defer client.Close()
-	raw, err := client.Dispense(shared.PluginName)
+	raw, err := client.Dispense(plugin.PluginName)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,10 +1,10 @@
-package main
+package subprocess
 
 import (
 	"sort"
 
 	"github.com/orqest/sandbox/shared"
-	"github.com/orqest/sandbox/shared/pyrunner"
+	"github.com/orqest/sandbox/runner"
 )
 
 // Capabilities tier 1 declares beyond the ones in shared/types.go. Each
@@ -24,14 +24,14 @@ const (
 
 // layerCaps maps a runner sealing layer to the capability it provides.
 var layerCaps = map[string]shared.Capability{
-	pyrunner.LayerNoNewPrivs:      CapNoNewPrivs,
-	pyrunner.LayerUnprivilegedUID: CapUnprivilegedUID,
-	pyrunner.LayerUserNamespace:   CapUserNamespace,
-	pyrunner.LayerNetNamespace:    CapNetworkNamespace,
-	pyrunner.LayerLandlockFS:      CapLandlockFS,
-	pyrunner.LayerLandlockNet:     CapLandlockNet,
-	pyrunner.LayerLandlockScope:   CapLandlockScope,
-	pyrunner.LayerSeccomp:         CapSeccomp,
+	runner.LayerNoNewPrivs:      CapNoNewPrivs,
+	runner.LayerUnprivilegedUID: CapUnprivilegedUID,
+	runner.LayerUserNamespace:   CapUserNamespace,
+	runner.LayerNetNamespace:    CapNetworkNamespace,
+	runner.LayerLandlockFS:      CapLandlockFS,
+	runner.LayerLandlockNet:     CapLandlockNet,
+	runner.LayerLandlockScope:   CapLandlockScope,
+	runner.LayerSeccomp:         CapSeccomp,
 }
 
 // baseCaps are enforced by the Go side and rlimits on every Linux host.
@@ -55,13 +55,13 @@ func sealCaps(layers []string) []shared.Capability {
 		in[l] = true
 	}
 	var caps []shared.Capability
-	if in[pyrunner.LayerNetNamespace] || in[pyrunner.LayerSeccomp] {
+	if in[runner.LayerNetNamespace] || in[runner.LayerSeccomp] {
 		caps = append(caps, shared.CapNetworkIsolation)
 	}
-	if in[pyrunner.LayerLandlockFS] {
+	if in[runner.LayerLandlockFS] {
 		caps = append(caps, shared.CapFilesystemIsolation)
 	}
-	for _, l := range pyrunner.Layers {
+	for _, l := range runner.Layers {
 		if in[l] {
 			caps = append(caps, layerCaps[l])
 		}

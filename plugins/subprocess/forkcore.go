@@ -1,4 +1,4 @@
-package main
+package subprocess
 
 import (
 	"crypto/sha256"

@@ -1,4 +1,4 @@
-package main
+package subprocess
 
 import (
 	"bytes"
@@ -12,7 +12,7 @@ import (
 
 	"github.com/orqest/sandbox/internal/pyproc"
 	"github.com/orqest/sandbox/shared"
-	"github.com/orqest/sandbox/shared/pyrunner"
+	"github.com/orqest/sandbox/runner"
 )
 
 // ModeForkServer keeps one warm, sealed zygote per plugin that forks a
@@ -28,7 +28,7 @@ const forkServerPool = 4
 // runFork runs req in a child forked by the zygote and classifies the
 // outcome, like runSpawn. rules is the rules table for the in-child
 // checker and the builtins.
-func (b *Backend) runFork(ctx context.Context, cfg Config, seal *sealInfo, req pyrunner.Request, timeout time.Duration, maxOut int, rules json.RawMessage) (shared.ExecutionResult, error) {
+func (b *Backend) runFork(ctx context.Context, cfg Config, seal *sealInfo, req runner.Request, timeout time.Duration, maxOut int, rules json.RawMessage) (shared.ExecutionResult, error) {
 	if err := ctx.Err(); err != nil {
 		return shared.ExecutionResult{}, fmt.Errorf("execute: %w", err)
 	}
@@ -46,7 +46,7 @@ func (b *Backend) forkServer(cfg Config, s *sealInfo, rules json.RawMessage) (*p
 	// force (s is probed once per interpreter) and the rules table. The key
 	// leaves the rules out (a 19 KB marshal per call cost more than the
 	// comparison below).
-	fcfg := pyrunner.ForkServerConfig{Preload: cfg.Preload, Seal: s.seal(b.test.disable), Pool: forkServerPool}
+	fcfg := runner.ForkServerConfig{Preload: cfg.Preload, Seal: s.seal(b.test.disable), Pool: forkServerPool}
 	keyJSON, _ := json.Marshal(fcfg)
 	b.fsMu.Lock()
 	defer b.fsMu.Unlock()
@@ -65,7 +65,7 @@ func (b *Backend) forkServer(cfg Config, s *sealInfo, rules json.RawMessage) (*p
 		b.fs = nil
 		go old.Close()
 	}
-	fs, err := pyproc.StartForkServer(b.argv(cfg.Python, pyrunner.ForkServerArg), fcfg, pyproc.ForkServerOptions{
+	fs, err := pyproc.StartForkServer(b.argv(cfg.Python, runner.ForkServerArg), fcfg, pyproc.ForkServerOptions{
 		Logger: b.logger,
 		Stderr: b.logger.StandardWriter(&hclog.StandardLoggerOptions{ForceLevel: hclog.Warn}),
 		Core:   b.core,

@@ -1,4 +1,4 @@
-package main
+package subprocess
 
 import (
 	"bytes"
@@ -22,7 +22,7 @@ import (
 
 	"github.com/orqest/sandbox/internal/pyrunnertest"
 	"github.com/orqest/sandbox/shared"
-	"github.com/orqest/sandbox/shared/pyrunner"
+	"github.com/orqest/sandbox/runner"
 )
 
 // modes runs f once per execution mode, on a backend configured for it:
@@ -231,8 +231,8 @@ func TestDegradationAndRequire(t *testing.T) {
 		lost    shared.Capability
 		named   string
 	}{
-		{[]string{pyrunner.LayerLandlockFS}, shared.CapFilesystemIsolation, string(CapLandlockFS)},
-		{[]string{pyrunner.LayerUserNamespace, pyrunner.LayerNetNamespace, pyrunner.LayerSeccomp}, shared.CapNetworkIsolation, string(CapNetworkNamespace)},
+		{[]string{runner.LayerLandlockFS}, shared.CapFilesystemIsolation, string(CapLandlockFS)},
+		{[]string{runner.LayerUserNamespace, runner.LayerNetNamespace, runner.LayerSeccomp}, shared.CapNetworkIsolation, string(CapNetworkNamespace)},
 	} {
 		var logs bytes.Buffer
 		var lmu sync.Mutex
@@ -308,7 +308,7 @@ func TestSealedImportsOfExtensionModules(t *testing.T) {
 // replaced by one that accepts everything, the runtime audit hook is not
 // armed, and the builtins are generous. What is left are the kernel layers.
 func bypassValidation() testHooks {
-	prog := pyrunner.Program()
+	prog := runner.Program()
 	i := strings.Index(prog, "\ndef _orq_main(")
 	if i < 0 {
 		panic("runner layout changed: no _orq_main")
@@ -345,7 +345,7 @@ func TestContainment(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		for _, l := range []string{pyrunner.LayerLandlockFS, pyrunner.LayerSeccomp} {
+		for _, l := range []string{runner.LayerLandlockFS, runner.LayerSeccomp} {
 			if !slices.Contains(s.Layers, l) {
 				t.Skipf("layer %s not in force here (%s)", l, s.missingText())
 			}

@@ -1,4 +1,4 @@
-package main
+package subprocess
 
 // Red-team corpus run end to end through the real tier-1 backend (Go
 // validator, then the Python child: in-child checker, module views and

@@ -1,4 +1,4 @@
-package main
+package subprocess
 
 import (
 	"context"
@@ -7,7 +7,7 @@ import (
 
 	"github.com/orqest/sandbox/internal/pyproc"
 	"github.com/orqest/sandbox/shared"
-	"github.com/orqest/sandbox/shared/pyrunner"
+	"github.com/orqest/sandbox/runner"
 )
 
 // sealInfo is what a probe found (internal/pyproc.SealInfo), seen as tier-1
@@ -25,7 +25,7 @@ func (s *sealInfo) caps() []shared.Capability {
 
 // seal returns the runner's seal config: every layer found is required, so
 // a child that cannot establish one fails closed rather than run unsealed.
-func (s *sealInfo) seal(disable []string) *pyrunner.Seal { return s.Seal(disable) }
+func (s *sealInfo) seal(disable []string) *runner.Seal { return s.Seal(disable) }
 
 // missingText names the layers not in force, with the reason, for the
 // one WARNING Configure logs.

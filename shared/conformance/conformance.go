@@ -12,9 +12,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hashicorp/go-plugin"
+	goplugin "github.com/hashicorp/go-plugin"
 
 	"github.com/orqest/sandbox/shared"
+	"github.com/orqest/sandbox/shared/plugin"
 )
 
 // Factory returns the backend under test. Run calls it once per case and per
@@ -89,7 +90,7 @@ func CaseNames() []string {
 const (
 	// ModeInProcess calls the factory's value directly.
 	ModeInProcess = "inprocess"
-	// ModeGRPC serves the value with plugin.TestPluginGRPCConn and calls the
+	// ModeGRPC serves the value with goplugin.TestPluginGRPCConn and calls the
 	// shared.Sandbox the go-plugin client dispenses.
 	ModeGRPC = "grpc"
 )
@@ -146,8 +147,8 @@ func newHarness(t *testing.T, factory Factory, mode string, cfg *config, c testC
 	}
 	h := &harness{mode: mode, sb: impl, impl: impl, cfg: cfg}
 	if mode == ModeGRPC {
-		client, server := plugin.TestPluginGRPCConn(t, false, map[string]plugin.Plugin{
-			shared.PluginName: &shared.SandboxPlugin{Impl: impl},
+		client, server := goplugin.TestPluginGRPCConn(t, false, map[string]goplugin.Plugin{
+			plugin.PluginName: &plugin.SandboxPlugin{Impl: impl},
 		})
 		t.Cleanup(func() {
 			// Close asks the server to stop through go-plugin's controller
@@ -160,13 +161,13 @@ func newHarness(t *testing.T, factory Factory, mode string, cfg *config, c testC
 				server.Stop()
 			}
 		})
-		raw, err := client.Dispense(shared.PluginName)
+		raw, err := client.Dispense(plugin.PluginName)
 		if err != nil {
-			t.Fatalf("conformance: Dispense(%q): %v", shared.PluginName, err)
+			t.Fatalf("conformance: Dispense(%q): %v", plugin.PluginName, err)
 		}
 		sb, ok := raw.(shared.Sandbox)
 		if !ok {
-			t.Fatalf("conformance: Dispense(%q) returned %T, not a shared.Sandbox", shared.PluginName, raw)
+			t.Fatalf("conformance: Dispense(%q) returned %T, not a shared.Sandbox", plugin.PluginName, raw)
 		}
 		h.sb = sb
 	}

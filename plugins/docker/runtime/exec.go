@@ -15,7 +15,7 @@ import (
 	"github.com/orqest/sandbox/internal/pyproc"
 	"github.com/orqest/sandbox/plugins/docker/internal/rtproto"
 	"github.com/orqest/sandbox/shared"
-	"github.com/orqest/sandbox/shared/pyrunner"
+	"github.com/orqest/sandbox/runner"
 )
 
 // Limits and defaults of one execution inside the container (ORIGINAL.md:
@@ -120,7 +120,7 @@ func (e *executor) sealing(ctx context.Context, python string) (*pyproc.SealInfo
 	if s := e.seal[python]; s != nil {
 		return s, nil
 	}
-	s, err := pyproc.Probe(ctx, pyrunner.Argv(python), e.disable, e.workdir, e.logger())
+	s, err := pyproc.Probe(ctx, runner.Argv(python), e.disable, e.workdir, e.logger())
 	if err != nil {
 		return nil, err
 	}
@@ -181,7 +181,7 @@ func (e *executor) forkServer(agent, dir, python string, extraPath []string, sea
 		go z.fs.Close()
 		z.fs = nil
 	}
-	fs, err := pyproc.StartForkServer(pyrunner.ForkServerArgv(python), pyrunner.ForkServerConfig{
+	fs, err := pyproc.StartForkServer(runner.ForkServerArgv(python), runner.ForkServerConfig{
 		Seal:  seal.Seal(e.disable, extraPath...),
 		Rules: e.rules,
 		Pool:  zygotePool,
@@ -298,7 +298,7 @@ func (e *executor) run(ctx context.Context, a rtproto.ExecuteArgs) (shared.Execu
 		return res, err
 	}
 	job := pyproc.Job{
-		Request: pyrunner.Request{
+		Request: runner.Request{
 			Code:           a.Code,
 			Args:           a.Args,
 			AllowedImports: a.AllowedImports,
@@ -326,7 +326,7 @@ func (e *executor) run(ctx context.Context, a rtproto.ExecuteArgs) (shared.Execu
 		res, err = fs.Run(ctx, job)
 	} else {
 		job.Request.Seal = seal.Seal(e.disable, extraPath...)
-		res, err = pyproc.Spawn(ctx, pyrunner.Argv(python), job, e.logger())
+		res, err = pyproc.Spawn(ctx, runner.Argv(python), job, e.logger())
 	}
 	if err != nil {
 		return res, err

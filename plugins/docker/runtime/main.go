@@ -16,8 +16,8 @@
 // It is a static Go binary (CGO_ENABLED=0) so it runs on any base image. The
 // Go validator (tree-sitter, cgo) is therefore not linked in: validation runs
 // in the host and in the plugin (Go), and here in the Python child (the
-// in-child checker of shared/pyrunner, reading the same rules table, which
-// the image ships as /opt/orqest/rules.json).
+// in-child checker of package rules, reading the same rules table, which
+// this binary embeds).
 package main
 
 import (
@@ -42,6 +42,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/orqest/sandbox/plugins/docker/internal/rtproto"
+	"github.com/orqest/sandbox/rules"
 )
 
 // execMode is how the runtime runs Python (exec.go).
@@ -52,7 +53,6 @@ var version = "0.1.0"
 
 func main() {
 	python := flag.String("python", "", "python interpreter (default: /usr/bin/python3, else /usr/local/bin/python3)")
-	rulesPath := flag.String("rules", "/opt/orqest/rules.json", "validator rules table (validator/rules.json)")
 	workdir := flag.String("workdir", "/workspace", "writable scratch directory (tmpfs); per-agent directories live under it")
 	listen := flag.String("listen", "", "serve MCP over Streamable HTTP on this address (e.g. :8000) instead of stdio; stdin still carries the hello line and its EOF still ends the runtime")
 	showVersion := flag.Bool("version", false, "print the version and exit")
@@ -62,13 +62,13 @@ func main() {
 		return
 	}
 	log := slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
-	if err := run(log, *python, *rulesPath, *workdir, *listen); err != nil {
+	if err := run(log, *python, *workdir, *listen); err != nil {
 		log.Error("runtime failed", "error", err)
 		os.Exit(1)
 	}
 }
 
-func run(log *slog.Logger, python, rulesPath, workdir, listen string) error {
+func run(log *slog.Logger, python, workdir, listen string) error {
 	// Not dumpable: the Python children run as the same uid and must not
 	// read the secret out of /proc/<pid>/mem or environ.
 	if err := unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0); err != nil {
@@ -78,13 +78,7 @@ func run(log *slog.Logger, python, rulesPath, workdir, listen string) error {
 	if err != nil {
 		return err
 	}
-	rules, err := os.ReadFile(rulesPath)
-	if err != nil {
-		return fmt.Errorf("rules table: %v", err)
-	}
-	if !json.Valid(rules) {
-		return fmt.Errorf("rules table %s is not valid JSON", rulesPath)
-	}
+	table := rules.JSON()
 
 	in := bufio.NewReaderSize(os.Stdin, 64<<10)
 	hello, err := readHello(in)
@@ -94,9 +88,9 @@ func run(log *slog.Logger, python, rulesPath, workdir, listen string) error {
 	rt := &runtime{
 		hello:   hello,
 		started: time.Now(),
-		exec:    &executor{python: py, rules: rules, workdir: workdir, envs: newEnvManager(py, workdir, hello, log), log: log, mode: *execMode}, // envs: per-agent venvs (venv.go)
+		exec:    &executor{python: py, rules: table, workdir: workdir, envs: newEnvManager(py, workdir, hello, log), log: log, mode: *execMode}, // envs: per-agent venvs (venv.go)
 		rulesSum: func() string {
-			s := sha256.Sum256(rules)
+			s := sha256.Sum256(table)
 			return hex.EncodeToString(s[:])
 		}(),
 		log: log,

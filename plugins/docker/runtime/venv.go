@@ -29,7 +29,7 @@ import (
 //
 // The Python child runs with -I -S, so site.py never activates the venv:
 // the runner appends the venv's site-packages to sys.path itself
-// (pyrunner.Request.ExtraSysPath, after the stdlib, so a wheel cannot shadow
+// (runner.Request.ExtraSysPath, after the stdlib, so a wheel cannot shadow
 // a stdlib module), and the child's interpreter is the venv's bin/python3.
 // The agent's code imports a dependency only if it is also in
 // allowed_imports (the runner's import shim).

@@ -1,4 +1,4 @@
-package pyrunner_test
+package runner_test
 
 // The run-time half on its own: these tests weaken the in-child checker's
 // table (the Go validator is not in this path) so that attack code reaches
@@ -12,7 +12,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/orqest/sandbox/shared/pyrunner"
+	"github.com/orqest/sandbox/runner"
 	"github.com/orqest/sandbox/validator"
 )
 
@@ -52,7 +52,7 @@ func TestAuditHookStopsFramesWithoutStaticRules(t *testing.T) {
 		"try:\n    1 / 0\nexcept Exception as e:\n    return str(e.__traceback__.tb_frame.f_globals)",
 		"def g():\n    yield 1\nreturn str(g().gi_frame.f_globals)",
 	} {
-		resp, _, _ := run(t, pyrunner.Request{Code: code, Rules: rules})
+		resp, _, _ := run(t, runner.Request{Code: code, Rules: rules})
 		if resp.Success || !strings.Contains(resp.Error, "sandbox: introspection") {
 			t.Fatalf("%q: want the audit hook to refuse, got success=%v %s: %s", code, resp.Success, resp.ErrorKind, resp.Error)
 		}
@@ -66,12 +66,12 @@ func TestAuditHookStopsOpenWithoutStaticRules(t *testing.T) {
 		t.Fatal(err)
 	}
 	rules := weakRules(t, nil, []string{"open"}, []string{"open"})
-	resp, _, _ := run(t, pyrunner.Request{Code: "return open(" + strconvQuote(f) + ").read()", Rules: rules})
+	resp, _, _ := run(t, runner.Request{Code: "return open(" + strconvQuote(f) + ").read()", Rules: rules})
 	if resp.Success || strings.Contains(string(resp.Output)+resp.Error, secret) || !strings.Contains(resp.Error, "is not allowed") {
 		t.Fatalf("open not refused: success=%v output=%s error=%s", resp.Success, resp.Output, resp.Error)
 	}
 	// Benign neighbour: a C-level import still reads the stdlib.
-	resp, _, _ = run(t, pyrunner.Request{Code: "import datetime\nreturn str(datetime.datetime.strptime('2020-02-03', '%Y-%m-%d').date())",
+	resp, _, _ = run(t, runner.Request{Code: "import datetime\nreturn str(datetime.datetime.strptime('2020-02-03', '%Y-%m-%d').date())",
 		AllowedImports: []string{"datetime"}, Rules: rules})
 	wantOutput(t, resp, `"2020-02-03"`)
 }
@@ -80,7 +80,7 @@ func TestModuleViewsDropForbiddenNames(t *testing.T) {
 	// With __dict__ allowed statically, the view's own namespace shows what
 	// user code can get from an allowed module.
 	rules := weakRules(t, []string{"__dict__"}, nil, nil)
-	resp, _, _ := run(t, pyrunner.Request{
+	resp, _, _ := run(t, runner.Request{
 		Code: "import operator, string, typing, enum, re\nd = {}\nfor m in (operator, string, typing, enum, re):\n" +
 			"    d[m.__name__] = sorted(k for k in m.__dict__ if k in ('attrgetter', 'methodcaller', 'itemgetter', 'Formatter', 'Template', 'get_type_hints', 'ForwardRef', 'NamedTupleMeta', 'global_enum', 'EnumType', 'Enum', 'sys', 'enum', 'functools', '_compiler'))\nreturn d",
 		AllowedImports: []string{"operator", "string", "typing", "enum", "re"}, Rules: rules})
@@ -98,7 +98,7 @@ func TestGuardedFunctoolsHelpers(t *testing.T) {
 		{"import functools\n@functools.singledispatch\ndef d(x):\n    return 'obj'\n@d.register\ndef _(x: int):\n    return 'int'\nreturn [d(1), d('a')]", `["int", "obj"]`},
 	}
 	for _, c := range cases {
-		resp, _, _ := run(t, pyrunner.Request{Code: c.code, AllowedImports: []string{"functools", "json"}})
+		resp, _, _ := run(t, runner.Request{Code: c.code, AllowedImports: []string{"functools", "json"}})
 		wantOutput(t, resp, c.want)
 	}
 }
@@ -107,9 +107,9 @@ func TestCImportsDoNotWidenUserImports(t *testing.T) {
 	// datetime's C code imports _strptime and time through the frame's
 	// __import__; that works with only datetime allowed, and hands the user
 	// nothing: the user's own `import time` is still refused.
-	resp, _, _ := run(t, pyrunner.Request{Code: "import datetime\nd = datetime.datetime.strptime('2021', '%Y')\nreturn d.strftime('%Y')", AllowedImports: []string{"datetime"}})
+	resp, _, _ := run(t, runner.Request{Code: "import datetime\nd = datetime.datetime.strptime('2021', '%Y')\nreturn d.strftime('%Y')", AllowedImports: []string{"datetime"}})
 	wantOutput(t, resp, `"2021"`)
-	resp, _, _ = run(t, pyrunner.Request{Code: "import datetime\ndatetime.datetime.strptime('2021', '%Y')\nimport time\nreturn 1", AllowedImports: []string{"datetime"}})
+	resp, _, _ = run(t, runner.Request{Code: "import datetime\ndatetime.datetime.strptime('2021', '%Y')\nimport time\nreturn 1", AllowedImports: []string{"datetime"}})
 	if resp.Success {
 		t.Fatal("import time succeeded with only datetime allowed")
 	}

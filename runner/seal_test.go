@@ -1,26 +1,26 @@
-package pyrunner_test
+package runner_test
 
 import (
 	"encoding/json"
 	"slices"
 	"testing"
 
-	"github.com/orqest/sandbox/shared/pyrunner"
+	"github.com/orqest/sandbox/runner"
 )
 
 // The probe op seals the process and reports what is in force, without
 // running code; every layer it names is one Go knows.
 func TestProbeOp(t *testing.T) {
-	resp, _, stderr := run(t, pyrunner.Request{Op: pyrunner.OpProbe, Seal: &pyrunner.Seal{}})
+	resp, _, stderr := run(t, runner.Request{Op: runner.OpProbe, Seal: &runner.Seal{}})
 	if !resp.Success {
 		t.Fatalf("%s: %s (stderr %s)", resp.ErrorKind, resp.Error, stderr)
 	}
-	var pr pyrunner.ProbeResult
+	var pr runner.ProbeResult
 	if err := json.Unmarshal(resp.Output, &pr); err != nil {
 		t.Fatal(err)
 	}
 	for _, l := range pr.Layers {
-		if !slices.Contains(pyrunner.Layers, l) {
+		if !slices.Contains(runner.Layers, l) {
 			t.Errorf("unknown layer %q", l)
 		}
 		if _, ok := pr.Missing[l]; ok {
@@ -28,7 +28,7 @@ func TestProbeOp(t *testing.T) {
 		}
 	}
 	for l := range pr.Missing {
-		if !slices.Contains(pyrunner.Layers, l) {
+		if !slices.Contains(runner.Layers, l) {
 			t.Errorf("unknown missing layer %q", l)
 		}
 	}
@@ -41,11 +41,11 @@ func TestProbeOp(t *testing.T) {
 // A spawn-mode request with a seal runs sealed, and a required layer that
 // cannot be had fails closed before any code runs.
 func TestSealedExecuteAndFailClosed(t *testing.T) {
-	resp, _, _ := run(t, pyrunner.Request{Code: "return 6*7", Seal: &pyrunner.Seal{}})
+	resp, _, _ := run(t, runner.Request{Code: "return 6*7", Seal: &runner.Seal{}})
 	wantOutput(t, resp, "42")
-	resp, _, _ = run(t, pyrunner.Request{Code: "return 1", Seal: &pyrunner.Seal{
-		Disable: []string{pyrunner.LayerSeccomp}, Require: []string{pyrunner.LayerSeccomp}}})
-	if resp.Success || resp.ErrorKind != pyrunner.KindInternal {
+	resp, _, _ = run(t, runner.Request{Code: "return 1", Seal: &runner.Seal{
+		Disable: []string{runner.LayerSeccomp}, Require: []string{runner.LayerSeccomp}}})
+	if resp.Success || resp.ErrorKind != runner.KindInternal {
 		t.Fatalf("required-but-disabled layer did not fail closed: %+v", resp)
 	}
 }

@@ -1,4 +1,4 @@
-package shared
+package plugin
 
 import (
 	"context"
@@ -9,39 +9,41 @@ import (
 	"testing"
 	"time"
 
+	"github.com/orqest/sandbox/shared"
+
 	"github.com/hashicorp/go-plugin"
 )
 
-// recorder is a Sandbox that remembers the requests it received.
+// recorder is a shared.Sandbox that remembers the requests it received.
 type recorder struct {
-	NoSessions
-	configure ConfigureRequest
-	execute   ExecuteRequest
+	shared.NoSessions
+	configure shared.ConfigureRequest
+	execute   shared.ExecuteRequest
 	err       error
 }
 
-func (r *recorder) Info(context.Context, InfoRequest) (InfoResponse, error) {
-	return InfoResponse{Name: "recorder", APIVersions: []int{APIVersion}}, nil
+func (r *recorder) Info(context.Context, shared.InfoRequest) (shared.InfoResponse, error) {
+	return shared.InfoResponse{Name: "recorder", APIVersions: []int{shared.APIVersion}}, nil
 }
 
-func (r *recorder) Configure(_ context.Context, req ConfigureRequest) (ConfigureResponse, error) {
+func (r *recorder) Configure(_ context.Context, req shared.ConfigureRequest) (shared.ConfigureResponse, error) {
 	r.configure = req
-	return ConfigureResponse{}, nil
+	return shared.ConfigureResponse{}, nil
 }
 
-func (r *recorder) Validate(context.Context, ValidateRequest) (ValidateResponse, error) {
-	return ValidateResponse{}, nil
+func (r *recorder) Validate(context.Context, shared.ValidateRequest) (shared.ValidateResponse, error) {
+	return shared.ValidateResponse{}, nil
 }
 
-func (r *recorder) Execute(_ context.Context, req ExecuteRequest) (ExecuteResponse, error) {
+func (r *recorder) Execute(_ context.Context, req shared.ExecuteRequest) (shared.ExecuteResponse, error) {
 	r.execute = req
 	if r.err != nil {
-		return ExecuteResponse{}, r.err
+		return shared.ExecuteResponse{}, r.err
 	}
-	return ExecuteResponse{Result: ExecutionResult{Success: true, Output: json.RawMessage("1")}}, nil
+	return shared.ExecuteResponse{Result: shared.ExecutionResult{Success: true, Output: json.RawMessage("1")}}, nil
 }
 
-func dispense(t *testing.T, impl Sandbox) Sandbox {
+func dispense(t *testing.T, impl shared.Sandbox) shared.Sandbox {
 	t.Helper()
 	client, _ := plugin.TestPluginGRPCConn(t, false, map[string]plugin.Plugin{PluginName: &SandboxPlugin{Impl: impl}})
 	t.Cleanup(func() { client.Close() })
@@ -49,23 +51,23 @@ func dispense(t *testing.T, impl Sandbox) Sandbox {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return raw.(Sandbox)
+	return raw.(shared.Sandbox)
 }
 
-// TestRequestsRoundTripGRPC: every field of ConfigureRequest and
-// ExecuteRequest (incl. AllowedPackages and Dependencies) crosses gRPC.
+// TestRequestsRoundTripGRPC: every field of shared.ConfigureRequest and
+// shared.ExecuteRequest (incl. AllowedPackages and Dependencies) crosses gRPC.
 func TestRequestsRoundTripGRPC(t *testing.T) {
 	rec := &recorder{}
 	sb := dispense(t, rec)
 	ctx := context.Background()
-	cfg := ConfigureRequest{Config: json.RawMessage(`{"a":1}`), Unsafe: true, AllowedPackages: []string{"orqdemo", "six"}}
+	cfg := shared.ConfigureRequest{Config: json.RawMessage(`{"a":1}`), Unsafe: true, AllowedPackages: []string{"orqdemo", "six"}}
 	if _, err := sb.Configure(ctx, cfg); err != nil {
 		t.Fatal(err)
 	}
 	if !reflect.DeepEqual(rec.configure, cfg) {
 		t.Errorf("configure: sent %+v, plugin got %+v", cfg, rec.configure)
 	}
-	req := ExecuteRequest{
+	req := shared.ExecuteRequest{
 		Code: "return 1", Args: json.RawMessage(`{"x":1}`), AllowedImports: []string{"orqdemo"},
 		Timeout: 1500 * time.Millisecond, MemoryMB: 64, MaxOutputBytes: 100,
 		SessionID: "s1", UserID: "u1", AgentID: "a1", ToolName: "t1",
@@ -93,13 +95,13 @@ func TestRequestsRoundTripGRPC(t *testing.T) {
 	}
 }
 
-// TestPermissionDeniedOverGRPC: a backend's ErrPermissionDenied arrives as
-// ErrPermissionDenied with its message.
+// TestPermissionDeniedOverGRPC: a backend's shared.ErrPermissionDenied arrives as
+// shared.ErrPermissionDenied with its message.
 func TestPermissionDeniedOverGRPC(t *testing.T) {
-	rec := &recorder{err: fmt.Errorf("runtime: unauthorized: bad token: %w", ErrPermissionDenied)}
+	rec := &recorder{err: fmt.Errorf("runtime: unauthorized: bad token: %w", shared.ErrPermissionDenied)}
 	sb := dispense(t, rec)
-	_, err := sb.Execute(context.Background(), ExecuteRequest{Code: "return 1"})
-	if !errors.Is(err, ErrPermissionDenied) || err.Error() != rec.err.Error() {
-		t.Fatalf("want ErrPermissionDenied %q, got %v", rec.err, err)
+	_, err := sb.Execute(context.Background(), shared.ExecuteRequest{Code: "return 1"})
+	if !errors.Is(err, shared.ErrPermissionDenied) || err.Error() != rec.err.Error() {
+		t.Fatalf("want shared.ErrPermissionDenied %q, got %v", rec.err, err)
 	}
 }

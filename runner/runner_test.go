@@ -1,4 +1,4 @@
-package pyrunner_test
+package runner_test
 
 import (
 	"bytes"
@@ -10,7 +10,7 @@ import (
 	"testing"
 
 	"github.com/orqest/sandbox/shared"
-	"github.com/orqest/sandbox/shared/pyrunner"
+	"github.com/orqest/sandbox/runner"
 	"github.com/orqest/sandbox/validator"
 )
 
@@ -18,7 +18,7 @@ const python = "/usr/bin/python3"
 
 // run executes req with the real interpreter over the child protocol and
 // returns the decoded response and what the child printed.
-func run(t *testing.T, req pyrunner.Request) (pyrunner.Response, string, string) {
+func run(t *testing.T, req runner.Request) (runner.Response, string, string) {
 	t.Helper()
 	if _, err := os.Stat(python); err != nil {
 		t.Skipf("%s not available: %v", python, err)
@@ -30,7 +30,7 @@ func run(t *testing.T, req pyrunner.Request) (pyrunner.Response, string, string)
 	if err != nil {
 		t.Fatalf("encode: %v", err)
 	}
-	argv := pyrunner.Argv(python)
+	argv := runner.Argv(python)
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Env = []string{}
 	cmd.Dir = t.TempDir()
@@ -51,14 +51,14 @@ func run(t *testing.T, req pyrunner.Request) (pyrunner.Response, string, string)
 	if err := cmd.Wait(); err != nil {
 		t.Fatalf("python exited: %v\nstderr: %s", err, stderr.String())
 	}
-	resp, err := pyrunner.DecodeResponse(raw)
+	resp, err := runner.DecodeResponse(raw)
 	if err != nil {
 		t.Fatalf("%v (raw %q, stderr %s)", err, raw, stderr.String())
 	}
 	return resp, stdout.String(), stderr.String()
 }
 
-func wantOutput(t *testing.T, resp pyrunner.Response, want string) {
+func wantOutput(t *testing.T, resp runner.Response, want string) {
 	t.Helper()
 	if !resp.Success {
 		t.Fatalf("success=false: %s: %s", resp.ErrorKind, resp.Error)
@@ -77,7 +77,7 @@ func wantOutput(t *testing.T, resp pyrunner.Response, want string) {
 	}
 }
 
-func wantKind(t *testing.T, resp pyrunner.Response, kind string) {
+func wantKind(t *testing.T, resp runner.Response, kind string) {
 	t.Helper()
 	if resp.Success || resp.ErrorKind != kind {
 		t.Fatalf("success=%v kind=%q error=%q, want kind %q", resp.Success, resp.ErrorKind, resp.Error, kind)
@@ -85,14 +85,14 @@ func wantKind(t *testing.T, resp pyrunner.Response, kind string) {
 }
 
 func TestProgramDefinesOnlyOrqNames(t *testing.T) {
-	p := pyrunner.Program()
+	p := runner.Program()
 	for _, s := range []string{"def _orq_check", "def _orq_execute", "def _orq_main"} {
 		if !strings.Contains(p, s) {
 			t.Errorf("program lacks %q", s)
 		}
 	}
 	// Every top-level def in the runner is _orq_-prefixed.
-	for _, line := range strings.Split(pyrunner.Program(), "\n") {
+	for _, line := range strings.Split(runner.Program(), "\n") {
 		if strings.HasPrefix(line, "def ") && !strings.HasPrefix(line, "def _orq_") {
 			t.Errorf("top-level definition without _orq_ prefix: %q", line)
 		}
@@ -100,17 +100,17 @@ func TestProgramDefinesOnlyOrqNames(t *testing.T) {
 }
 
 func TestReturn(t *testing.T) {
-	resp, _, _ := run(t, pyrunner.Request{Code: "return 1+1"})
+	resp, _, _ := run(t, runner.Request{Code: "return 1+1"})
 	wantOutput(t, resp, "2")
 }
 
 func TestReturnNoneAndEmptyBody(t *testing.T) {
-	resp, _, _ := run(t, pyrunner.Request{Code: "# nothing\n"})
+	resp, _, _ := run(t, runner.Request{Code: "# nothing\n"})
 	wantOutput(t, resp, "null")
 }
 
 func TestArgs(t *testing.T) {
-	resp, _, _ := run(t, pyrunner.Request{
+	resp, _, _ := run(t, runner.Request{
 		Code: "return {'sum': args['x'] + args['y'], 'name': args['n'].upper()}",
 		Args: json.RawMessage(`{"x": 3, "y": 4, "n": "é"}`),
 	})
@@ -118,7 +118,7 @@ func TestArgs(t *testing.T) {
 }
 
 func TestStdoutAndStderrGoToRealFDs(t *testing.T) {
-	resp, stdout, _ := run(t, pyrunner.Request{Code: "print('hello', 42)\nreturn 'ok'"})
+	resp, stdout, _ := run(t, runner.Request{Code: "print('hello', 42)\nreturn 'ok'"})
 	wantOutput(t, resp, `"ok"`)
 	if stdout != "hello 42\n" {
 		t.Fatalf("stdout = %q", stdout)
@@ -127,7 +127,7 @@ func TestStdoutAndStderrGoToRealFDs(t *testing.T) {
 
 func TestRuntimeErrorTraceback(t *testing.T) {
 	code := "x = 1\ny = args['missing']\nreturn y"
-	resp, _, _ := run(t, pyrunner.Request{Code: code})
+	resp, _, _ := run(t, runner.Request{Code: code})
 	wantKind(t, resp, "runtime")
 	for _, s := range []string{"Traceback (most recent call last)", `File "<sandbox>", line 2`, "y = args['missing']", "KeyError: 'missing'"} {
 		if !strings.Contains(resp.Error, s) {
@@ -144,7 +144,7 @@ func TestRuntimeErrorTraceback(t *testing.T) {
 
 func TestTracebackLineNumbersOfNestedCalls(t *testing.T) {
 	code := "def f(n):\n    return 10 // n\n\nreturn f(0)\n"
-	resp, _, _ := run(t, pyrunner.Request{Code: code})
+	resp, _, _ := run(t, runner.Request{Code: code})
 	wantKind(t, resp, "runtime")
 	for _, s := range []string{`line 4, in <module>`, `line 2, in f`, "ZeroDivisionError"} {
 		if !strings.Contains(resp.Error, s) {
@@ -155,12 +155,12 @@ func TestTracebackLineNumbersOfNestedCalls(t *testing.T) {
 
 func TestMultilineStringNotReindented(t *testing.T) {
 	code := "s = '''a\nb'''\nreturn s"
-	resp, _, _ := run(t, pyrunner.Request{Code: code})
+	resp, _, _ := run(t, runner.Request{Code: code})
 	wantOutput(t, resp, `"a\nb"`)
 }
 
 func TestRecursionErrorIsRuntime(t *testing.T) {
-	resp, _, _ := run(t, pyrunner.Request{Code: "def f(n):\n    return f(n+1)\nreturn f(0)"})
+	resp, _, _ := run(t, runner.Request{Code: "def f(n):\n    return f(n+1)\nreturn f(0)"})
 	wantKind(t, resp, "runtime")
 	if !strings.Contains(resp.Error, "RecursionError") {
 		t.Fatalf("error: %s", resp.Error)
@@ -168,21 +168,21 @@ func TestRecursionErrorIsRuntime(t *testing.T) {
 }
 
 func TestNotSerializable(t *testing.T) {
-	resp, _, _ := run(t, pyrunner.Request{Code: "return {1, 2}"})
+	resp, _, _ := run(t, runner.Request{Code: "return {1, 2}"})
 	wantKind(t, resp, "not_serializable")
-	resp, _, _ = run(t, pyrunner.Request{Code: "return float('nan')"})
+	resp, _, _ = run(t, runner.Request{Code: "return float('nan')"})
 	wantKind(t, resp, "not_serializable")
 }
 
 func TestOutputLimit(t *testing.T) {
-	resp, _, _ := run(t, pyrunner.Request{Code: "return 'x' * 1000", MaxOutputBytes: 100})
+	resp, _, _ := run(t, runner.Request{Code: "return 'x' * 1000", MaxOutputBytes: 100})
 	wantKind(t, resp, "output_limit")
-	resp, _, _ = run(t, pyrunner.Request{Code: "return 'x' * 10", MaxOutputBytes: 100})
+	resp, _, _ = run(t, runner.Request{Code: "return 'x' * 10", MaxOutputBytes: 100})
 	wantOutput(t, resp, `"xxxxxxxxxx"`)
 }
 
 func TestImportAllowedAtRuntime(t *testing.T) {
-	resp, _, _ := run(t, pyrunner.Request{
+	resp, _, _ := run(t, runner.Request{
 		Code:           "import re\nreturn re.findall(r'\\d+', args['text'])",
 		Args:           json.RawMessage(`{"text": "a1 b22 c333"}`),
 		AllowedImports: []string{"re"},
@@ -191,7 +191,7 @@ func TestImportAllowedAtRuntime(t *testing.T) {
 }
 
 func TestFromImportAllowed(t *testing.T) {
-	resp, _, _ := run(t, pyrunner.Request{
+	resp, _, _ := run(t, runner.Request{
 		Code:           "from math import sqrt\nimport json\nreturn json.dumps([sqrt(16)])",
 		AllowedImports: []string{"math", "json"},
 	})
@@ -221,7 +221,7 @@ func pyUnit(t *testing.T, snippet string) string {
 		t.Skipf("%s not available: %v", python, err)
 	}
 	f := t.TempDir() + "/program.py"
-	if err := os.WriteFile(f, []byte(pyrunner.Program()), 0o600); err != nil {
+	if err := os.WriteFile(f, []byte(runner.Program()), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	src := "ns = {'__name__': 'orq_test'}\nexec(open(" + strconvQuote(f) + ").read(), ns)\n" + snippet
@@ -270,7 +270,7 @@ func TestImportDeniedThroughExecute(t *testing.T) {
 		"import os.path\nreturn 1",
 		"from . import x\nreturn 1",
 	} {
-		resp, _, _ := run(t, pyrunner.Request{Code: code, AllowedImports: []string{"re", "x"}})
+		resp, _, _ := run(t, runner.Request{Code: code, AllowedImports: []string{"re", "x"}})
 		// The real checker rejects these statically (validation); were it
 		// to miss one, the shim raises ImportError (runtime).
 		if resp.Success {
@@ -285,7 +285,7 @@ func TestImportDeniedThroughExecute(t *testing.T) {
 func TestAllowedModuleViewHidesDisallowedSubmodules(t *testing.T) {
 	// re imports enum and functools, which import sys: the view the shim
 	// hands out drops modules that are not allowed themselves.
-	resp, _, _ := run(t, pyrunner.Request{
+	resp, _, _ := run(t, runner.Request{
 		Code:           "import re\ntry:\n    re.enum\n    return 'reachable'\nexcept Exception:\n    return 'hidden'",
 		AllowedImports: []string{"re"},
 	})
@@ -295,12 +295,12 @@ func TestAllowedModuleViewHidesDisallowedSubmodules(t *testing.T) {
 func TestCuratedBuiltinsOnly(t *testing.T) {
 	// len is left out of the curated list: a NameError at runtime, proving
 	// __builtins__ is built from rules["safe_builtins"] and nothing else.
-	resp, _, _ := run(t, pyrunner.Request{Code: "return len('abc')", Rules: rulesWith(t, "str")})
+	resp, _, _ := run(t, runner.Request{Code: "return len('abc')", Rules: rulesWith(t, "str")})
 	wantKind(t, resp, "runtime")
 	if !strings.Contains(resp.Error, "NameError") {
 		t.Fatalf("error: %s", resp.Error)
 	}
-	resp, _, _ = run(t, pyrunner.Request{Code: "return len('abc')", Rules: rulesWith(t, "len")})
+	resp, _, _ = run(t, runner.Request{Code: "return len('abc')", Rules: rulesWith(t, "len")})
 	wantOutput(t, resp, "3")
 }
 
@@ -308,7 +308,7 @@ func TestUserGlobalsAreFresh(t *testing.T) {
 	// The user's globals hold only __builtins__ and __name__; no runner name
 	// (_orq_execute, _orq_check, json, ...) resolves.
 	for _, name := range []string{"_orq_execute", "_orq_check", "_orq_main", "json", "sys", "os"} {
-		resp, _, _ := run(t, pyrunner.Request{Code: "return " + name})
+		resp, _, _ := run(t, runner.Request{Code: "return " + name})
 		if resp.Success || (resp.ErrorKind == "runtime" && !strings.Contains(resp.Error, "NameError")) {
 			t.Errorf("%s reachable from user code: %+v", name, resp)
 		}
@@ -316,15 +316,15 @@ func TestUserGlobalsAreFresh(t *testing.T) {
 }
 
 func TestMemoryErrorUnderAddressSpaceLimit(t *testing.T) {
-	resp, _, _ := run(t, pyrunner.Request{Code: "x = ' ' * (2*1024**3)\nreturn len(x)", MemoryMB: 64})
+	resp, _, _ := run(t, runner.Request{Code: "x = ' ' * (2*1024**3)\nreturn len(x)", MemoryMB: 64})
 	wantKind(t, resp, "memory")
-	resp, _, _ = run(t, pyrunner.Request{Code: "x = bytearray(2*1024**3)\nreturn len(x)", MemoryMB: 64,
+	resp, _, _ = run(t, runner.Request{Code: "x = bytearray(2*1024**3)\nreturn len(x)", MemoryMB: 64,
 		Rules: rulesWith(t, "bytearray", "len")})
 	wantKind(t, resp, "memory")
 }
 
 func TestNormalCodeWorksAt64MB(t *testing.T) {
-	resp, _, _ := run(t, pyrunner.Request{
+	resp, _, _ := run(t, runner.Request{
 		Code:           "import re, json\nreturn len(json.dumps([re.findall(r'\\w+', 'a b c')] * 1000))",
 		AllowedImports: []string{"re", "json"}, MemoryMB: 64,
 	})
@@ -335,7 +335,7 @@ func TestNormalCodeWorksAt64MB(t *testing.T) {
 
 func TestBadArgsRejectedInGo(t *testing.T) {
 	for _, a := range []string{`[1]`, `1`, `{"a":`, `"x"`} {
-		if _, err := (pyrunner.Request{Code: "return 1", Args: json.RawMessage(a)}).Encode(); err == nil {
+		if _, err := (runner.Request{Code: "return 1", Args: json.RawMessage(a)}).Encode(); err == nil {
 			t.Errorf("args %s accepted", a)
 		}
 	}
@@ -343,19 +343,19 @@ func TestBadArgsRejectedInGo(t *testing.T) {
 
 func TestResponseApply(t *testing.T) {
 	var res shared.ExecutionResult
-	if err := (pyrunner.Response{ErrorKind: "internal", Error: "x"}).Apply(&res); err == nil {
+	if err := (runner.Response{ErrorKind: "internal", Error: "x"}).Apply(&res); err == nil {
 		t.Fatal("internal kind not turned into an error")
 	}
-	if err := (pyrunner.Response{Success: true, Output: json.RawMessage("2")}).Apply(&res); err != nil || !res.Success || string(res.Output) != "2" {
+	if err := (runner.Response{Success: true, Output: json.RawMessage("2")}).Apply(&res); err != nil || !res.Success || string(res.Output) != "2" {
 		t.Fatalf("apply: %v %+v", err, res)
 	}
 }
 
 func TestTruncateUTF8(t *testing.T) {
-	if got := pyrunner.TruncateUTF8("aé", 2); got != "a" {
+	if got := runner.TruncateUTF8("aé", 2); got != "a" {
 		t.Fatalf("got %q", got)
 	}
-	if got := pyrunner.TruncateUTF8("abc", 2); got != "ab" {
+	if got := runner.TruncateUTF8("abc", 2); got != "ab" {
 		t.Fatalf("got %q", got)
 	}
 }
@@ -367,12 +367,12 @@ func runDriver(t *testing.T, driver string) string {
 	if _, err := os.Stat(python); err != nil {
 		t.Skipf("%s not available: %v", python, err)
 	}
-	prog := pyrunner.Program()
+	prog := runner.Program()
 	i := strings.Index(prog, "\nif __name__ == \"__main__\":")
 	if i < 0 {
 		t.Fatal("runner layout changed: no __main__ block")
 	}
-	cmd := exec.Command(python, append(append([]string{}, pyrunner.PythonFlags...), "-c", prog[:i]+driver)...)
+	cmd := exec.Command(python, append(append([]string{}, runner.PythonFlags...), "-c", prog[:i]+driver)...)
 	cmd.Env = []string{}
 	out, err := cmd.CombinedOutput()
 	if err != nil {

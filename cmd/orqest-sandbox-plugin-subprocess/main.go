@@ -6,11 +6,12 @@ package main
 
 import (
 	"github.com/orqest/sandbox/internal/pyproc"
-	"github.com/orqest/sandbox/shared"
+	"github.com/orqest/sandbox/plugins/subprocess"
+	"github.com/orqest/sandbox/shared/plugin"
 )
 
 func main() {
-	logger := shared.NewPluginLogger("subprocess")
+	logger := plugin.NewPluginLogger("subprocess")
 	// A plugin killed mid-call in spawn mode cannot remove its child's
 	// working directory; the next plugin process sweeps what dead ones left.
 	if n, err := pyproc.SweepStaleTempDirs(""); err != nil {
@@ -18,5 +19,5 @@ func main() {
 	} else if n > 0 {
 		logger.Info("removed working directories of dead plugin processes", "count", n)
 	}
-	shared.Serve(NewBackend(logger), shared.WithLogger(logger))
+	plugin.Serve(subprocess.NewBackend(logger), plugin.WithLogger(logger))
 }

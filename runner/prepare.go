@@ -1,4 +1,4 @@
-package pyrunner
+package runner
 
 import (
 	"encoding/json"

@@ -1,17 +1,19 @@
-package shared
+package plugin
 
 import (
 	"context"
 	"os"
 
+	"github.com/orqest/sandbox/shared"
+
 	"github.com/hashicorp/go-hclog"
-	"github.com/hashicorp/go-plugin"
+	goplugin "github.com/hashicorp/go-plugin"
 	"google.golang.org/grpc"
 
-	"github.com/orqest/sandbox/shared/proto"
+	"github.com/orqest/sandbox/shared/plugin/internal/proto"
 )
 
-// PluginName is the name under which every backend dispenses its Sandbox.
+// PluginName is the name under which every backend dispenses its shared.Sandbox.
 const PluginName = "sandbox"
 
 // PluginPrefix is the binary-name prefix the host discovers plugins by, in the
@@ -22,54 +24,53 @@ const PluginPrefix = "orqest-sandbox-plugin-"
 // UX guard (a plugin binary run by hand says so), not a security feature;
 // plugin integrity is the catalog's sha256 check. The protocol version is
 // negotiated through VersionedPlugins.
-var Handshake = plugin.HandshakeConfig{
-	ProtocolVersion:  APIVersion,
+var Handshake = goplugin.HandshakeConfig{
+	ProtocolVersion:  shared.APIVersion,
 	MagicCookieKey:   "ORQEST_SANDBOX_PLUGIN",
 	MagicCookieValue: "4e0f6c1b-orqest-sandbox-a9d2",
 }
 
-// SandboxPlugin is the go-plugin Plugin type for the Sandbox interface. Only
+// SandboxPlugin is the go-plugin Plugin type for the shared.Sandbox interface. Only
 // gRPC is supported.
 type SandboxPlugin struct {
-	plugin.NetRPCUnsupportedPlugin
+	goplugin.NetRPCUnsupportedPlugin
 	// Impl is the backend; set on the plugin side only.
-	Impl Sandbox
+	Impl shared.Sandbox
 }
 
-var _ plugin.GRPCPlugin = (*SandboxPlugin)(nil)
+var _ goplugin.GRPCPlugin = (*SandboxPlugin)(nil)
 
 // GRPCServer registers the backend on the plugin's gRPC server.
-func (p *SandboxPlugin) GRPCServer(_ *plugin.GRPCBroker, s *grpc.Server) error {
+func (p *SandboxPlugin) GRPCServer(_ *goplugin.GRPCBroker, s *grpc.Server) error {
 	srv := &GRPCServer{Impl: p.Impl}
 	proto.RegisterSandboxServer(s, srv)
-	if _, ok := p.Impl.(SessionTools); ok {
+	if _, ok := p.Impl.(shared.SessionTools); ok {
 		// Optional: absent, the host gets codes.Unimplemented.
-		proto.RegisterSessionToolsServer(s, &GRPCToolsServer{Impl: p.Impl.(SessionTools)})
+		proto.RegisterSessionToolsServer(s, &GRPCToolsServer{Impl: p.Impl.(shared.SessionTools)})
 	}
 	return nil
 }
 
-// GRPCClient returns the host-side Sandbox for a plugin connection.
-func (p *SandboxPlugin) GRPCClient(_ context.Context, _ *plugin.GRPCBroker, c *grpc.ClientConn) (interface{}, error) {
-	gc := NewGRPCClient(proto.NewSandboxClient(c))
-	gc.tools = proto.NewSessionToolsClient(c)
-	return gc, nil
+// GRPCClient returns the host-side shared.Sandbox for a plugin connection.
+// ctx is go-plugin's plugin-exit context: done once the process exited.
+func (p *SandboxPlugin) GRPCClient(ctx context.Context, _ *goplugin.GRPCBroker, c *grpc.ClientConn) (interface{}, error) {
+	return NewGRPCClient(c, ctx), nil
 }
 
 // VersionedPlugins returns the plugin sets per protocol version for go-plugin's
 // version negotiation. impl is nil on the host side.
-func VersionedPlugins(impl Sandbox) map[int]plugin.PluginSet {
-	return map[int]plugin.PluginSet{
-		APIVersion: {PluginName: &SandboxPlugin{Impl: impl}},
+func VersionedPlugins(impl shared.Sandbox) map[int]goplugin.PluginSet {
+	return map[int]goplugin.PluginSet{
+		shared.APIVersion: {PluginName: &SandboxPlugin{Impl: impl}},
 	}
 }
 
 // ServeOption adjusts Serve.
-type ServeOption func(*plugin.ServeConfig)
+type ServeOption func(*goplugin.ServeConfig)
 
 // WithLogger sets the logger go-plugin uses in the plugin process.
 func WithLogger(l hclog.Logger) ServeOption {
-	return func(c *plugin.ServeConfig) { c.Logger = l }
+	return func(c *goplugin.ServeConfig) { c.Logger = l }
 }
 
 // NewPluginLogger returns the logger plugins should use: JSON hclog on stderr
@@ -92,14 +93,14 @@ func envOr(k, def string) string {
 
 // Serve runs impl as a go-plugin gRPC plugin. It is what a backend's main
 // calls; it returns when the host disconnects.
-func Serve(impl Sandbox, opts ...ServeOption) {
-	cfg := &plugin.ServeConfig{
+func Serve(impl shared.Sandbox, opts ...ServeOption) {
+	cfg := &goplugin.ServeConfig{
 		HandshakeConfig:  Handshake,
 		VersionedPlugins: VersionedPlugins(impl),
-		GRPCServer:       plugin.DefaultGRPCServer,
+		GRPCServer:       goplugin.DefaultGRPCServer,
 	}
 	for _, o := range opts {
 		o(cfg)
 	}
-	plugin.Serve(cfg)
+	goplugin.Serve(cfg)
 }

@@ -1,4 +1,4 @@
-package pyrunner_test
+package runner_test
 
 import (
 	"os"
@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/orqest/sandbox/shared/pyrunner"
+	"github.com/orqest/sandbox/runner"
 )
 
 // ExtraSysPath makes a directory importable (after the stdlib), and only
@@ -20,15 +20,15 @@ func TestExtraSysPath(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, "json.py"), []byte("SHADOWED = True\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	resp, _, _ := run(t, pyrunner.Request{Code: "import orqextra\nimport json\nreturn [orqextra.VALUE, json.dumps(1)]",
+	resp, _, _ := run(t, runner.Request{Code: "import orqextra\nimport json\nreturn [orqextra.VALUE, json.dumps(1)]",
 		AllowedImports: []string{"orqextra", "json"}, ExtraSysPath: []string{dir}})
 	wantOutput(t, resp, `[42, "1"]`)
 
-	resp, _, _ = run(t, pyrunner.Request{Code: "import orqextra\nreturn 1", ExtraSysPath: []string{dir}})
+	resp, _, _ = run(t, runner.Request{Code: "import orqextra\nreturn 1", ExtraSysPath: []string{dir}})
 	if resp.Success || !strings.Contains(resp.Error, "orqextra") {
 		t.Fatalf("a module on extra_sys_path but not in allowed_imports must be refused: %+v", resp)
 	}
-	resp, _, _ = run(t, pyrunner.Request{Code: "import orqextra\nreturn 1", AllowedImports: []string{"orqextra"}})
+	resp, _, _ = run(t, runner.Request{Code: "import orqextra\nreturn 1", AllowedImports: []string{"orqextra"}})
 	if resp.Success {
 		t.Fatalf("without extra_sys_path the module must not be found: %+v", resp)
 	}

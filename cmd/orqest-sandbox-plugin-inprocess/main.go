@@ -6,12 +6,12 @@
 // gRPC; run by hand it says so and exits.
 package main
 
-import "github.com/orqest/sandbox/shared"
+import (
+	"github.com/orqest/sandbox/plugins/inprocess"
+	"github.com/orqest/sandbox/shared/plugin"
+)
 
 func main() {
-	logger := shared.NewPluginLogger("inprocess")
-	b := NewBackend(logger)
-	b.onWedged = exitSoon(logger)
-	b.allowRlimit = true
-	shared.Serve(b, shared.WithLogger(logger))
+	logger := plugin.NewPluginLogger("inprocess")
+	plugin.Serve(inprocess.NewPluginProcessBackend(logger), plugin.WithLogger(logger))
 }

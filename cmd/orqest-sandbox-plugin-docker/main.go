@@ -8,16 +8,14 @@ import (
 	"context"
 	"time"
 
-	"github.com/orqest/sandbox/shared"
+	"github.com/orqest/sandbox/plugins/docker"
+	"github.com/orqest/sandbox/shared/plugin"
 )
 
-// version is set with -ldflags "-X main.version=...".
-var version = Version
-
 func main() {
-	logger := shared.NewPluginLogger("docker")
-	b := NewBackend(logger)
-	shared.Serve(b, shared.WithLogger(logger))
+	logger := plugin.NewPluginLogger("docker")
+	b := docker.NewBackend(logger)
+	plugin.Serve(b, plugin.WithLogger(logger))
 	// The host disconnected: remove every container this process still owns
 	// (a plugin killed outright leaves them to AutoRemove and the reaper).
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)

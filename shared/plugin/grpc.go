@@ -1,37 +1,69 @@
-package shared
+package plugin
 
 import (
 	"context"
 	"encoding/json"
 	"time"
 
-	"github.com/orqest/sandbox/shared/proto"
+	"github.com/orqest/sandbox/shared"
+	"google.golang.org/grpc"
+
+	"github.com/orqest/sandbox/shared/plugin/internal/proto"
 )
 
 // Compile-time guards: both adapters honour the contract.
 var (
-	_ Sandbox             = (*GRPCClient)(nil)
+	_ shared.Sandbox      = (*GRPCClient)(nil)
 	_ proto.SandboxServer = (*GRPCServer)(nil)
 )
 
-// GRPCClient is the host side of the wire: it implements Sandbox by calling a
-// plugin over gRPC and maps status codes back to this package's error classes.
+// GRPCClient is the host side of the wire: it implements shared.Sandbox
+// (and shared.SessionTools) by calling a plugin over gRPC, and maps the
+// error classes a status carries back to shared's.
 type GRPCClient struct {
 	client proto.SandboxClient
-	tools  proto.SessionToolsClient // nil: SessionTools calls are ErrNotSupported
+	tools  proto.SessionToolsClient
+	// exited is done when the plugin process has exited (go-plugin's
+	// plugin-exit context; never done for a connection without a process).
+	exited context.Context
 }
 
-// NewGRPCClient wraps a generated client. The go-plugin Plugin type uses it;
-// it is exported for tests and tools that dial a plugin themselves.
-func NewGRPCClient(c proto.SandboxClient) *GRPCClient { return &GRPCClient{client: c} }
+// NewGRPCClient returns the host side of a plugin connection. exited is done
+// once the plugin process has exited (nil: never); a call begun after that
+// fails at once with an error matching shared.ErrPluginShutdown and
+// shared.ErrNotRun.
+func NewGRPCClient(conn grpc.ClientConnInterface, exited context.Context) *GRPCClient {
+	if exited == nil {
+		exited = context.Background()
+	}
+	return &GRPCClient{client: proto.NewSandboxClient(conn), tools: proto.NewSessionToolsClient(conn), exited: exited}
+}
 
-// Info implements Sandbox.
-func (c *GRPCClient) Info(ctx context.Context, _ InfoRequest) (InfoResponse, error) {
+// begin starts a call: it returns the context to make it with and the
+// function that converts its error. A call on a plugin already gone is
+// refused before anything is sent.
+func (c *GRPCClient) begin(ctx context.Context) (context.Context, func(error) error) {
+	ctx, conv := tracked(ctx)
+	if c.exited.Err() != nil {
+		return ctx, func(err error) error {
+			if err == nil {
+				return nil
+			}
+			return &classedError{msg: "the plugin process has exited: " + err.Error(),
+				classes: []error{shared.ErrPluginShutdown, shared.ErrNotRun}}
+		}
+	}
+	return ctx, conv
+}
+
+// Info implements shared.Sandbox.
+func (c *GRPCClient) Info(ctx context.Context, _ shared.InfoRequest) (shared.InfoResponse, error) {
+	ctx, done := c.begin(ctx)
 	r, err := c.client.Info(ctx, &proto.InfoRequest{})
 	if err != nil {
-		return InfoResponse{}, FromGRPC(err)
+		return shared.InfoResponse{}, done(err)
 	}
-	out := InfoResponse{
+	out := shared.InfoResponse{
 		Name:        r.GetName(),
 		Tier:        int(r.GetTier()),
 		Version:     r.GetVersion(),
@@ -41,33 +73,36 @@ func (c *GRPCClient) Info(ctx context.Context, _ InfoRequest) (InfoResponse, err
 		out.APIVersions = append(out.APIVersions, int(v))
 	}
 	for _, c := range r.GetCapabilities() {
-		out.Capabilities = append(out.Capabilities, Capability(c))
+		out.Capabilities = append(out.Capabilities, shared.Capability(c))
 	}
 	for _, a := range r.GetConfigSchema() {
-		out.ConfigSchema = append(out.ConfigSchema, ConfigAttribute{
+		out.ConfigSchema = append(out.ConfigSchema, shared.ConfigAttribute{
 			Name: a.GetName(), Type: a.GetType(), Required: a.GetRequired(), Description: a.GetDescription(),
 		})
 	}
 	return out, nil
 }
 
-// Configure implements Sandbox.
-func (c *GRPCClient) Configure(ctx context.Context, req ConfigureRequest) (ConfigureResponse, error) {
+// Configure implements shared.Sandbox.
+func (c *GRPCClient) Configure(ctx context.Context, req shared.ConfigureRequest) (shared.ConfigureResponse, error) {
+	ctx, done := c.begin(ctx)
 	_, err := c.client.Configure(ctx, &proto.ConfigureRequest{ConfigJson: req.Config, Unsafe: req.Unsafe, AllowedPackages: req.AllowedPackages})
-	return ConfigureResponse{}, FromGRPC(err)
+	return shared.ConfigureResponse{}, done(err)
 }
 
-// Validate implements Sandbox.
-func (c *GRPCClient) Validate(ctx context.Context, req ValidateRequest) (ValidateResponse, error) {
+// Validate implements shared.Sandbox.
+func (c *GRPCClient) Validate(ctx context.Context, req shared.ValidateRequest) (shared.ValidateResponse, error) {
+	ctx, done := c.begin(ctx)
 	r, err := c.client.Validate(ctx, &proto.ValidateRequest{Code: req.Code, AllowedImports: req.AllowedImports})
 	if err != nil {
-		return ValidateResponse{}, FromGRPC(err)
+		return shared.ValidateResponse{}, done(err)
 	}
-	return ValidateResponse{Findings: findingsFromProto(r.GetFindings())}, nil
+	return shared.ValidateResponse{Findings: findingsFromProto(r.GetFindings())}, nil
 }
 
-// Execute implements Sandbox.
-func (c *GRPCClient) Execute(ctx context.Context, req ExecuteRequest) (ExecuteResponse, error) {
+// Execute implements shared.Sandbox.
+func (c *GRPCClient) Execute(ctx context.Context, req shared.ExecuteRequest) (shared.ExecuteResponse, error) {
+	ctx, done := c.begin(ctx)
 	r, err := c.client.Execute(ctx, &proto.ExecuteRequest{
 		Code:           req.Code,
 		ArgsJson:       req.Args,
@@ -82,36 +117,38 @@ func (c *GRPCClient) Execute(ctx context.Context, req ExecuteRequest) (ExecuteRe
 		Dependencies:   req.Dependencies,
 	})
 	if err != nil {
-		return ExecuteResponse{}, FromGRPC(err)
+		return shared.ExecuteResponse{}, done(err)
 	}
-	return ExecuteResponse{Result: resultFromProto(r.GetResult()), Events: eventsFromProto(r.GetEvents())}, nil
+	return shared.ExecuteResponse{Result: resultFromProto(r.GetResult()), Events: eventsFromProto(r.GetEvents())}, nil
 }
 
-// Open implements Sandbox.
-func (c *GRPCClient) Open(ctx context.Context, req OpenRequest) (OpenResponse, error) {
+// Open implements shared.Sandbox.
+func (c *GRPCClient) Open(ctx context.Context, req shared.OpenRequest) (shared.OpenResponse, error) {
+	ctx, done := c.begin(ctx)
 	r, err := c.client.Open(ctx, &proto.OpenRequest{UserId: req.UserID, SessionId: req.SessionID})
 	if err != nil {
-		return OpenResponse{}, FromGRPC(err)
+		return shared.OpenResponse{}, done(err)
 	}
-	return OpenResponse{SessionID: r.GetSessionId()}, nil
+	return shared.OpenResponse{SessionID: r.GetSessionId()}, nil
 }
 
-// Close implements Sandbox.
-func (c *GRPCClient) Close(ctx context.Context, req CloseRequest) (CloseResponse, error) {
+// Close implements shared.Sandbox.
+func (c *GRPCClient) Close(ctx context.Context, req shared.CloseRequest) (shared.CloseResponse, error) {
+	ctx, done := c.begin(ctx)
 	_, err := c.client.Close(ctx, &proto.CloseRequest{SessionId: req.SessionID})
-	return CloseResponse{}, FromGRPC(err)
+	return shared.CloseResponse{}, done(err)
 }
 
-// GRPCServer is the plugin side of the wire: it serves a Sandbox
+// GRPCServer is the plugin side of the wire: it serves a shared.Sandbox
 // implementation over gRPC and maps its errors to status codes.
 type GRPCServer struct {
 	proto.UnimplementedSandboxServer
-	Impl Sandbox
+	Impl shared.Sandbox
 }
 
 // Info implements proto.SandboxServer.
 func (s *GRPCServer) Info(ctx context.Context, _ *proto.InfoRequest) (*proto.InfoResponse, error) {
-	r, err := s.Impl.Info(ctx, InfoRequest{})
+	r, err := s.Impl.Info(ctx, shared.InfoRequest{})
 	if err != nil {
 		return nil, ToGRPC(err)
 	}
@@ -134,7 +171,7 @@ func (s *GRPCServer) Info(ctx context.Context, _ *proto.InfoRequest) (*proto.Inf
 
 // Configure implements proto.SandboxServer.
 func (s *GRPCServer) Configure(ctx context.Context, req *proto.ConfigureRequest) (*proto.ConfigureResponse, error) {
-	_, err := s.Impl.Configure(ctx, ConfigureRequest{Config: json.RawMessage(req.GetConfigJson()), Unsafe: req.GetUnsafe(), AllowedPackages: req.GetAllowedPackages()})
+	_, err := s.Impl.Configure(ctx, shared.ConfigureRequest{Config: json.RawMessage(req.GetConfigJson()), Unsafe: req.GetUnsafe(), AllowedPackages: req.GetAllowedPackages()})
 	if err != nil {
 		return nil, ToGRPC(err)
 	}
@@ -143,7 +180,7 @@ func (s *GRPCServer) Configure(ctx context.Context, req *proto.ConfigureRequest)
 
 // Validate implements proto.SandboxServer.
 func (s *GRPCServer) Validate(ctx context.Context, req *proto.ValidateRequest) (*proto.ValidateResponse, error) {
-	r, err := s.Impl.Validate(ctx, ValidateRequest{Code: req.GetCode(), AllowedImports: req.GetAllowedImports()})
+	r, err := s.Impl.Validate(ctx, shared.ValidateRequest{Code: req.GetCode(), AllowedImports: req.GetAllowedImports()})
 	if err != nil {
 		return nil, ToGRPC(err)
 	}
@@ -152,7 +189,7 @@ func (s *GRPCServer) Validate(ctx context.Context, req *proto.ValidateRequest) (
 
 // Execute implements proto.SandboxServer.
 func (s *GRPCServer) Execute(ctx context.Context, req *proto.ExecuteRequest) (*proto.ExecuteResponse, error) {
-	r, err := s.Impl.Execute(ctx, ExecuteRequest{
+	r, err := s.Impl.Execute(ctx, shared.ExecuteRequest{
 		Code:           req.GetCode(),
 		Args:           json.RawMessage(req.GetArgsJson()),
 		AllowedImports: req.GetAllowedImports(),
@@ -173,7 +210,7 @@ func (s *GRPCServer) Execute(ctx context.Context, req *proto.ExecuteRequest) (*p
 
 // Open implements proto.SandboxServer.
 func (s *GRPCServer) Open(ctx context.Context, req *proto.OpenRequest) (*proto.OpenResponse, error) {
-	r, err := s.Impl.Open(ctx, OpenRequest{UserID: req.GetUserId(), SessionID: req.GetSessionId()})
+	r, err := s.Impl.Open(ctx, shared.OpenRequest{UserID: req.GetUserId(), SessionID: req.GetSessionId()})
 	if err != nil {
 		return nil, ToGRPC(err)
 	}
@@ -182,13 +219,13 @@ func (s *GRPCServer) Open(ctx context.Context, req *proto.OpenRequest) (*proto.O
 
 // Close implements proto.SandboxServer.
 func (s *GRPCServer) Close(ctx context.Context, req *proto.CloseRequest) (*proto.CloseResponse, error) {
-	if _, err := s.Impl.Close(ctx, CloseRequest{SessionID: req.GetSessionId()}); err != nil {
+	if _, err := s.Impl.Close(ctx, shared.CloseRequest{SessionID: req.GetSessionId()}); err != nil {
 		return nil, ToGRPC(err)
 	}
 	return &proto.CloseResponse{}, nil
 }
 
-func findingsToProto(fs []Finding) []*proto.Finding {
+func findingsToProto(fs []shared.Finding) []*proto.Finding {
 	out := make([]*proto.Finding, 0, len(fs))
 	for _, f := range fs {
 		out = append(out, &proto.Finding{
@@ -198,20 +235,20 @@ func findingsToProto(fs []Finding) []*proto.Finding {
 	return out
 }
 
-func findingsFromProto(fs []*proto.Finding) []Finding {
+func findingsFromProto(fs []*proto.Finding) []shared.Finding {
 	if len(fs) == 0 {
 		return nil
 	}
-	out := make([]Finding, 0, len(fs))
+	out := make([]shared.Finding, 0, len(fs))
 	for _, f := range fs {
-		out = append(out, Finding{
+		out = append(out, shared.Finding{
 			Rule: f.GetRule(), Message: f.GetMessage(), Line: int(f.GetLine()), Column: int(f.GetColumn()), Snippet: f.GetSnippet(),
 		})
 	}
 	return out
 }
 
-func resultToProto(r ExecutionResult) *proto.ExecutionResult {
+func resultToProto(r shared.ExecutionResult) *proto.ExecutionResult {
 	return &proto.ExecutionResult{
 		Success:         r.Success,
 		OutputJson:      r.Output,
@@ -229,11 +266,11 @@ func resultToProto(r ExecutionResult) *proto.ExecutionResult {
 	}
 }
 
-func resultFromProto(r *proto.ExecutionResult) ExecutionResult {
-	out := ExecutionResult{
+func resultFromProto(r *proto.ExecutionResult) shared.ExecutionResult {
+	out := shared.ExecutionResult{
 		Success:         r.GetSuccess(),
 		Error:           r.GetError(),
-		ErrorKind:       ErrorKind(r.GetErrorKind()),
+		ErrorKind:       shared.ErrorKind(r.GetErrorKind()),
 		Stdout:          r.GetStdout(),
 		Stderr:          r.GetStderr(),
 		StdoutTruncated: r.GetStdoutTruncated(),
@@ -245,7 +282,7 @@ func resultFromProto(r *proto.ExecutionResult) ExecutionResult {
 		out.Output = json.RawMessage(r.GetOutputJson())
 	}
 	if l := r.GetLimits(); l != nil {
-		out.Limits = Limits{TimeoutMS: l.GetTimeoutMs(), MemoryMB: int(l.GetMemoryMb()), MaxOutputBytes: int(l.GetMaxOutputBytes())}
+		out.Limits = shared.Limits{TimeoutMS: l.GetTimeoutMs(), MemoryMB: int(l.GetMemoryMb()), MaxOutputBytes: int(l.GetMaxOutputBytes())}
 	}
 	return out
 }

@@ -1,8 +1,9 @@
-// Package pyrunner holds the one Python runner every orqest-sandbox tier
-// executes, and the Go side of its child protocol.
+// Package runner holds the one Python runner every orqest-sandbox tier
+// executes (py/: imports, execute, seal, zygote), the Go side of its child
+// protocol, and the fork-server's C loop (forkcore/).
 //
-// The program (checker.py, the in-child validator owned by validator/, then
-// runner.py) is run as
+// The program (the in-child checker of package rules, then the runner
+// parts) is run as
 //
 //	/usr/bin/python3 -I -S -B -c <Program()>
 //
@@ -19,7 +20,7 @@
 //
 // The types are backend-neutral so the tier-0 (embedded CPython), tier-1
 // (subprocess / fork-server) and tier-2 (in-container) backends share them.
-package pyrunner
+package runner
 
 import (
 	"bytes"
@@ -28,19 +29,28 @@ import (
 	"fmt"
 	"unicode/utf8"
 
+	"github.com/orqest/sandbox/rules"
 	"github.com/orqest/sandbox/shared"
 )
 
-//go:embed runner.py
-var runnerPy string
-
-//go:embed checker.py
-var checkerPy string
+// The runner, split by job; Program joins the parts in this order.
+var (
+	//go:embed py/imports.py
+	importsPy string
+	//go:embed py/execute.py
+	executePy string
+	//go:embed py/seal.py
+	sealPy string
+	//go:embed py/zygote.py
+	zygotePy string
+)
 
 // Program returns the Python program the child runs with -c: the in-child
 // checker followed by the runner. Every name it defines at module level is
 // prefixed `_orq_`.
-func Program() string { return checkerPy + "\n" + runnerPy }
+func Program() string {
+	return rules.CheckerPy() + "\n" + importsPy + "\n\n" + executePy + "\n\n" + sealPy + "\n\n" + zygotePy
+}
 
 // PythonFlags are the interpreter flags every tier runs the program with:
 // isolated mode (no environment variables, no user site, no script dir on

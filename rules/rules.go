@@ -1,0 +1,172 @@
+// Package rules holds the one rules table every orqest-sandbox checker reads
+// (rules.json), the in-child CPython checker that reads it (checker.py), and
+// the one typed decoder every Go reader of the table uses.
+//
+// The Go validator (package validator), the host's policy lint, the backends
+// and the Python child all read this table; nothing else lists a forbidden
+// name, a dangerous module or a validation limit. The package is cgo-free and
+// imports only the standard library, so the in-container runtime embeds it.
+package rules
+
+import (
+	_ "embed"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sort"
+	"sync"
+)
+
+//go:embed rules.json
+var tableJSON []byte
+
+//go:embed checker.py
+var checkerPy string
+
+// JSON returns the rules table as the bytes the Python child receives. The
+// caller must not modify them.
+func JSON() []byte { return tableJSON }
+
+// CheckerPy returns the source of the in-child checker (_orq_check), which
+// the runner program embeds ahead of the runner itself.
+func CheckerPy() string { return checkerPy }
+
+// Schema is the rules table schema this package decodes.
+const Schema = 1
+
+// Fixed rule ids that checkers report on their own (their messages and
+// reasons still live in the table under "rules").
+const (
+	RuleParseError        = "parse-error"
+	RuleCodeTooLarge      = "code-too-large"
+	RuleNestingTooDeep    = "nesting-too-deep"
+	RuleValidationTimeout = "validation-timeout"
+	RuleDunderSubscript   = "dunder-subscript"
+	RuleForbiddenString   = "forbidden-string"
+)
+
+// ErrInvalidTable is wrapped by every error Decode returns.
+var ErrInvalidTable = errors.New("invalid rules table")
+
+// Text is what a rule tells the author of rejected code.
+type Text struct {
+	Message string `json:"message"`
+	Why     string `json:"why"`
+}
+
+// Limits bound the checkers' own work.
+type Limits struct {
+	MaxCodeBytes int `json:"max_code_bytes"`
+	MaxDepth     int `json:"max_depth"`
+	TimeoutMS    int `json:"timeout_ms"`
+}
+
+// Table is the decoded rules table. Its fields mirror rules.json; see
+// docs/validator.md for what each rule stops.
+type Table struct {
+	Schema         int               `json:"schema"`
+	PythonVersion  string            `json:"python_version"`
+	Limits         Limits            `json:"limits"`
+	Rules          map[string]Text   `json:"rules"`
+	ForbiddenNames map[string]string `json:"forbidden_names"`
+	Dunder         struct {
+		AttributeRule string   `json:"attribute_rule"`
+		NameRule      string   `json:"name_rule"`
+		Allow         []string `json:"allow"`
+	} `json:"dunder"`
+	Private struct {
+		Rule  string   `json:"rule"`
+		Allow []string `json:"allow"`
+	} `json:"private"`
+	ReservedPrefixes struct {
+		Rule     string   `json:"rule"`
+		Prefixes []string `json:"prefixes"`
+	} `json:"reserved_prefixes"`
+	ForbiddenAttributes map[string]string `json:"forbidden_attributes"`
+	StringCheckedRules  []string          `json:"string_checked_rules"`
+	FormatMethods       []string          `json:"format_methods"`
+	FormatRule          string            `json:"format_rule"`
+	ImportRules         struct {
+		NotAllowed string `json:"not_allowed"`
+		Relative   string `json:"relative"`
+		Star       string `json:"star"`
+	} `json:"import_rules"`
+	ClassRule          string `json:"class_rule"`
+	AttributeWriteRule string `json:"attribute_write_rule"`
+	// Runtime lists what the runner's audit hook refuses.
+	Runtime struct {
+		AuditBlock   []string `json:"audit_block"`
+		AuditBlockOS []string `json:"audit_block_os"`
+		OSModules    []string `json:"os_modules"`
+	} `json:"runtime"`
+	// DangerousImports maps each module that hands user code OS, process,
+	// file, network, introspection or code-loading power to why. A name
+	// covers the module and its submodules ("os" covers "os.path").
+	DangerousImports map[string]string `json:"dangerous_imports"`
+	SafeBuiltins     []string          `json:"safe_builtins"`
+}
+
+// Decode parses and checks a rules table: the schema must be Schema and
+// every rule id the table refers to must be described under "rules".
+func Decode(b []byte) (*Table, error) {
+	t := &Table{}
+	if err := json.Unmarshal(b, t); err != nil {
+		return nil, fmt.Errorf("rules.json: %v: %w", err, ErrInvalidTable)
+	}
+	if t.Schema != Schema {
+		return nil, fmt.Errorf("rules.json: unsupported schema %d (want %d): %w", t.Schema, Schema, ErrInvalidTable)
+	}
+	if t.Limits.MaxCodeBytes <= 0 || t.Limits.MaxDepth <= 0 || t.Limits.TimeoutMS <= 0 {
+		return nil, fmt.Errorf("rules.json: limits must be positive: %w", ErrInvalidTable)
+	}
+	if len(t.DangerousImports) == 0 {
+		return nil, fmt.Errorf("rules.json: no dangerous_imports list: %w", ErrInvalidTable)
+	}
+	refs := []string{RuleParseError, RuleCodeTooLarge, RuleNestingTooDeep, RuleValidationTimeout,
+		t.Dunder.AttributeRule, t.Dunder.NameRule, t.Private.Rule, t.ReservedPrefixes.Rule,
+		t.FormatRule, t.ImportRules.NotAllowed, t.ImportRules.Relative, t.ImportRules.Star,
+		t.ClassRule, t.AttributeWriteRule, RuleDunderSubscript, RuleForbiddenString}
+	for _, r := range t.ForbiddenNames {
+		refs = append(refs, r)
+	}
+	for _, r := range t.ForbiddenAttributes {
+		refs = append(refs, r)
+	}
+	for _, r := range refs {
+		if _, ok := t.Rules[r]; !ok || r == "" {
+			return nil, fmt.Errorf("rules.json: rule %q is referenced but not described: %w", r, ErrInvalidTable)
+		}
+	}
+	return t, nil
+}
+
+// Default returns the embedded table, decoded once. The caller must not
+// modify it.
+func Default() *Table { return defaultTable() }
+
+var defaultTable = sync.OnceValue(func() *Table {
+	t, err := Decode(tableJSON)
+	if err != nil {
+		panic("rules: the embedded table is broken: " + err.Error())
+	}
+	return t
+})
+
+// IDs returns every rule id the table describes, sorted.
+func (t *Table) IDs() []string {
+	ids := make([]string, 0, len(t.Rules))
+	for id := range t.Rules {
+		ids = append(ids, id)
+	}
+	sort.Strings(ids)
+	return ids
+}
+
+// Dangerous returns a copy of DangerousImports.
+func (t *Table) Dangerous() map[string]string {
+	out := make(map[string]string, len(t.DangerousImports))
+	for k, v := range t.DangerousImports {
+		out[k] = v
+	}
+	return out
+}

@@ -1,0 +1,350 @@
+# execute.py — the runner, part 2 of 4: one execution (check, compile, run, respond),
+# the accepted-body cache and the spawn-mode driver.
+#
+# Part of the runner program; see imports.py for how the parts are joined.
+
+def _orq_execute(req):
+    """Validate and run one request. Returns the response as UTF-8 bytes
+    (one JSON object). Never raises. The audit hook is disarmed on the way
+    out, so a host process that runs many requests (tier 0) keeps working."""
+    try:
+        return _orq_execute_one(req)
+    finally:
+        _orq_audit_state["armed"] = False
+
+
+# A little ballast released on MemoryError so the runner can still build
+# its response after user code exhausted the address space. Allocated once
+# and reused (a fork-server zygote allocates it before it forks, so a child
+# starts with it and never touches its pages); a call that frees it makes
+# the next call allocate a new one.
+_orq_ballast = []
+
+
+def _orq_ballast_ready():
+    if not _orq_ballast:
+        _orq_ballast.append(bytearray(1 << 18))
+
+
+# Bodies the in-interpreter checker accepted and compiled, with their
+# compiled `__orq_user` wrapper (code objects are immutable; each execution
+# still runs them in fresh globals), per rules table: [rules, {(code,
+# allowed imports): code object}]. The verdict is a pure function of the
+# body, the allowlist and the table, so a hit skips the parse, the check
+# and the compile. A fork-server zygote fills it for bodies Go asks it to
+# warm (_orq_warm), so its children start with them; tier 0 fills it as it
+# runs. Bounded, oldest out first; sources longer than 16 KB are not kept.
+_orq_accepted = [None, {}]
+_orq_accepted_max = 128
+_orq_accepted_max_bytes = 16 << 10
+
+
+def _orq_accept(code, allowed_imports, rules):
+    """Check `code` under `allowed_imports` and `rules` with the
+    in-interpreter checker and compile its wrapper. Returns (code object,
+    None) when accepted, else (None, (error kind, message, findings))."""
+    import ast
+
+    allowed = frozenset(m for m in allowed_imports if isinstance(m, str))
+    if _orq_accepted[0] is rules:
+        hit = _orq_accepted[1].get((code, allowed))
+        if hit is not None:
+            return hit, None
+
+    # 1. Re-validate with CPython's own ast (the rules table is the one
+    #    validator/rules.json). Fail closed if the checker itself breaks.
+    _orq_check_accepted.clear()
+    try:
+        findings = _orq_check(code, allowed_imports, rules)
+    except Exception as e:  # noqa: BLE001
+        return None, ("internal", "in-sandbox validator failed: %s: %s"
+                      % (type(e).__name__, e), None)
+    # The tree the checker parsed and accepted, when it parsed exactly this
+    # source (see checker.py); else parse here.
+    checked_code = _orq_check_accepted.pop("code", None)
+    checked_tree = _orq_check_accepted.pop("tree", None)
+    if findings:
+        f0 = findings[0]
+        return None, ("validation", "validation failed: %s:%s: %s: %s" % (
+            f0.get("line"), f0.get("column"), f0.get("rule"),
+            f0.get("message")), findings)
+
+    # 2. Build `def __orq_user(args): <body>` from the body's own AST, so
+    #    line N of the body is reported as line N and string literals are
+    #    not re-indented.
+    filename = "<sandbox>"
+    try:
+        if checked_tree is not None and checked_code == code:
+            body = checked_tree
+        else:
+            body = ast.parse(code, filename, "exec")
+    except SyntaxError as e:
+        return None, _orq_syntax_error(e)
+    # Every parsed node has its location; the new ones get what
+    # ast.fix_missing_locations would give them (1, 0, 1, 0), without a
+    # walk over the whole tree.
+    loc = {"lineno": 1, "col_offset": 0, "end_lineno": 1, "end_col_offset": 0}
+    fn_def = ast.FunctionDef(
+        name="__orq_user",
+        args=ast.arguments(posonlyargs=[], args=[ast.arg(arg="args", **loc)],
+                           vararg=None, kwonlyargs=[], kw_defaults=[],
+                           kwarg=None, defaults=[]),
+        body=body.body or [ast.Pass(**loc)],
+        decorator_list=[], returns=None, type_comment=None, **loc)
+    module = ast.Module(body=[fn_def], type_ignores=[])
+    try:
+        compiled = compile(module, filename, "exec", dont_inherit=True)
+    except SyntaxError as e:  # e.g. `await` outside async, bad nonlocal
+        return None, _orq_syntax_error(e)
+    if len(code) <= _orq_accepted_max_bytes:
+        if _orq_accepted[0] is not rules:
+            _orq_accepted[:] = [rules, {}]
+        cache = _orq_accepted[1]
+        if len(cache) >= _orq_accepted_max:
+            del cache[next(iter(cache))]
+        cache[(code, allowed)] = compiled
+    return compiled, None
+
+
+# Set in a process that runs exactly one execution (a fork-server child):
+# it may use the environment its zygote prepared as is (_orq_env).
+_orq_one_shot = [False]
+
+# Environments (curated builtins with the import shim installed, allowed
+# module names) the zygote prepared, per rules table and allowlist:
+# [rules, {allowed: (builtins dict, allowed)}]. Only a one-shot process
+# uses one as is: whatever its execution does to it dies with it. Bounded.
+_orq_envs = [None, {}]
+_orq_envs_max = 32
+
+
+def _orq_env(allowed_imports, rules, keep=False):
+    """The builtins dict (curated, with the import shim as __import__) and
+    the allowed module names of one execution, the allowed modules imported.
+    A fresh one per call, but in a one-shot process that finds one its
+    zygote kept (keep=True: the zygote's warm-up and warm messages)."""
+    key = frozenset(m for m in allowed_imports if isinstance(m, str) and m)
+    if _orq_one_shot[0] and _orq_envs[0] is rules:
+        env = _orq_envs[1].get(key)
+        if env is not None:
+            return env
+    safe = _orq_safe_builtins(rules)
+    shim, real_import, allowed = _orq_make_import(allowed_imports, rules, safe)
+    safe["__import__"] = shim
+    for m in sorted(allowed):
+        try:
+            real_import(m)
+        except Exception:  # noqa: BLE001 - the user's import reports it
+            pass
+    env = (safe, allowed)
+    if keep:
+        if _orq_envs[0] is not rules:
+            _orq_envs[:] = [rules, {}]
+        if len(_orq_envs[1]) < _orq_envs_max:
+            _orq_envs[1][key] = env
+    return env
+
+
+def _orq_syntax_error(e):
+    return ("validation", "syntax error: %s" % e, [{
+        "rule": "syntax-error", "message": str(e.msg),
+        "line": e.lineno or 0, "column": e.offset or 0,
+        "snippet": (e.text or "").strip()}])
+
+
+def _orq_warm(msg, rules):
+    """A fork-server zygote's handler of Go's {"t":"warm","code",
+    "allowed_imports"}: check and compile a body a child just ran, so the
+    children forked from now on find it accepted and compiled (trusted
+    code only: nothing of the body runs here). Never raises."""
+    try:
+        import json
+
+        doc = json.loads(msg)
+        code = doc.get("code")
+        allowed = doc.get("allowed_imports") or []
+        if (isinstance(code, str) and len(code) <= _orq_accepted_max_bytes
+                and isinstance(allowed, list)):
+            if _orq_accept(code, allowed, rules)[0] is not None:
+                _orq_env(allowed, rules, keep=True)
+        import gc
+        gc.freeze()  # as before forking: a child's collection skips them
+    except Exception:  # noqa: BLE001 - best effort; a child checks anyway
+        pass
+
+
+# The curated builtins of a rules table, looked up once per table (each
+# execution gets its own copy): [(rules, {name: builtin})].
+_orq_builtins_prepared = []
+
+
+def _orq_safe_builtins(rules):
+    import builtins
+
+    for r, base in _orq_builtins_prepared:
+        if r is rules:
+            return dict(base)
+    base = {}
+    for name in rules.get("safe_builtins") or ():
+        if isinstance(name, str) and hasattr(builtins, name):
+            base[name] = getattr(builtins, name)
+    _orq_builtins_prepared[:] = [(rules, base)]
+    return dict(base)
+
+
+def _orq_execute_one(req):
+    # hold[0] is the ballast while this call has it; a MemoryError handler
+    # empties hold (which frees it); otherwise it goes back for the next call.
+    _orq_ballast_ready()
+    hold = [_orq_ballast.pop()]
+    try:
+        return _orq_execute_body(req, hold)
+    finally:
+        if hold:
+            _orq_ballast.append(hold.pop())
+
+
+def _orq_execute_body(req, hold):
+    import json
+
+    def respond(kind, error, findings=None):
+        doc = {"success": False, "error": error, "error_kind": kind}
+        if findings:
+            doc["findings"] = findings
+        return json.dumps(doc).encode("ascii")
+
+    try:
+        code = req.get("code")
+        if not isinstance(code, str):
+            return respond("internal", "request has no code")
+        args = req.get("args")
+        if args is None:
+            args = {}
+        if not isinstance(args, dict):
+            return respond("invalid_args", "args must be a JSON object")
+        allowed_imports = list(req.get("allowed_imports") or [])
+        # extra_sys_path (e.g. a tier-2 agent's venv site-packages: -S skips
+        # site.py) goes after the stdlib, so it cannot shadow stdlib modules.
+        import sys
+        for p in req.get("extra_sys_path") or ():
+            if isinstance(p, str) and p and p not in sys.path:
+                sys.path.append(p)
+        rules = req.get("rules") or {}
+        max_out = int(req.get("max_output_bytes") or 0)
+
+        # 1-2. The in-interpreter checker and the compiled wrapper.
+        compiled, failed = _orq_accept(code, allowed_imports, rules)
+        if failed is not None:
+            return respond(*failed)
+
+        # 3. Curated builtins (the one list in the rules table) + import shim;
+        #    the allowed modules imported.
+        safe, allowed = _orq_env(allowed_imports, rules)
+
+        # 4. Run.
+        user_globals = {"__builtins__": safe, "__name__": "__sandbox__"}
+        try:
+            exec(compiled, user_globals)
+            fn = user_globals.pop("__orq_user")
+            # Tracebacks read "in <module>", as for a script, not the
+            # wrapper's name.
+            try:
+                fn.__code__ = fn.__code__.replace(co_name="<module>",
+                                                  co_qualname="<module>")
+            except TypeError:  # Python < 3.11 has no co_qualname
+                fn.__code__ = fn.__code__.replace(co_name="<module>")
+            # The audit hook (see _orq_audit_arm) is armed only while user
+            # code runs and its result is encoded.
+            _orq_audit_arm(rules, allowed)
+            result = fn(args)
+        except MemoryError:
+            _orq_audit_state["armed"] = False
+            hold.clear()
+            return respond("memory", "MemoryError: the code exceeded the "
+                           "memory limit of %s MB" % (req.get("memory_mb") or "?"))
+        except BaseException as e:  # noqa: BLE001 - user code, incl. SystemExit
+            _orq_audit_state["armed"] = False
+            return respond("runtime", _orq_user_traceback(e, code))
+
+        # 5. Encode the result.
+        try:
+            try:
+                out = json.dumps(result, allow_nan=False,
+                                 ensure_ascii=False).encode("utf-8")
+            except UnicodeEncodeError:  # lone surrogates: escape them
+                out = json.dumps(result, allow_nan=False).encode("ascii")
+        except MemoryError:
+            hold.clear()
+            return respond("memory", "MemoryError while encoding the result")
+        except (TypeError, ValueError, RecursionError, OverflowError) as e:
+            return respond("not_serializable",
+                           "result is not JSON-serialisable: %s: %s"
+                           % (type(e).__name__, e))
+        except BaseException as e:  # noqa: BLE001
+            return respond("not_serializable",
+                           "result is not JSON-serialisable: %s: %s"
+                           % (type(e).__name__, e))
+        if max_out > 0 and len(out) > max_out:
+            return respond("output_limit",
+                           "output of %d bytes exceeds the limit of %d bytes"
+                           % (len(out), max_out))
+        return b'{"success": true, "output": ' + out + b"}"
+    except MemoryError:
+        hold.clear()
+        return respond("memory", "MemoryError")
+    except BaseException as e:  # noqa: BLE001
+        return respond("internal", "runner failed: %s: %s"
+                       % (type(e).__name__, e))
+
+
+def _orq_main():
+    import json
+    import os
+    import sys
+
+    # Grab the response channel before anything else; it stays in this
+    # frame's locals, out of the user's reach (user code has no os module
+    # unless policy allows it).
+    try:
+        out = os.fdopen(3, "wb", buffering=0)
+    except OSError:
+        sys.stderr.write("orqest runner: fd 3 (response channel) is not open\n")
+        os._exit(70)
+    try:
+        sys.stdout.reconfigure(line_buffering=True)
+        sys.stderr.reconfigure(line_buffering=True)
+    except Exception:  # noqa: BLE001
+        pass
+    try:
+        raw = sys.stdin.buffer.read()
+        req = json.loads(raw)
+        if not isinstance(req, dict):
+            raise ValueError("request is not a JSON object")
+        op = req.get("op", "execute")
+        if op not in ("execute", "probe"):
+            raise ValueError("unknown op %r" % (op,))
+    except Exception as e:  # noqa: BLE001
+        resp = json.dumps({"success": False, "error_kind": "internal",
+                           "error": "bad request: %s" % e}).encode("ascii")
+    else:
+        # Sealing (see _orq_seal_prepare) happens before any user code;
+        # failure of a required layer fails closed.
+        resp = _orq_spawn_seal(req)
+        if resp is None:
+            _orq_apply_limits(req)
+            resp = _orq_execute(req)
+    try:
+        sys.stdout.flush()
+        sys.stderr.flush()
+    except Exception:  # noqa: BLE001
+        pass
+    try:
+        view = memoryview(resp)
+        while view:
+            n = out.write(view)
+            view = view[n:]
+        out.close()
+    except OSError:
+        os._exit(71)
+    # Skip interpreter finalisation (and any user objects' finalisers).
+    os._exit(0)

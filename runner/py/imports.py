@@ -1,0 +1,354 @@
+# imports.py — the runner, part 1 of 4: limits, the import shim, the run-time guards
+# and the audit hook.
+#
+# The runner program every orqest-sandbox tier executes is the in-child
+# checker (rules/checker.py) followed by runner/py/{imports,execute,seal,
+# zygote}.py, in that order, as one module (Program in runner/protocol.go).
+# Protocol (runner/protocol.go): one JSON request on stdin, one JSON response
+# on fd 3; the user's print() output goes to the real fd 1 / fd 2, which the
+# host captures.
+#
+# Only names prefixed `_orq_` are defined at module level. All runner state
+# lives in function locals; the user's code runs in a fresh globals dict that
+# holds only a curated `__builtins__` dict and `__name__`, so it cannot reach
+# this module's globals.
+#
+# Entry points, reusable by other backends:
+#   _orq_apply_limits(req)   set RLIMIT_AS / RLIMIT_CPU from the request
+#   _orq_execute(req)        validate + run one request, return the response
+#                            as UTF-8 JSON bytes (never raises)   [execute.py]
+#   _orq_main()              the spawn-mode driver: stdin -> _orq_execute -> fd 3
+#   _orq_forkserver_main()   the fork-server (zygote) driver      [zygote.py]
+
+def _orq_apply_limits(req):
+    """Defence in depth: the host also applies these with prlimit(2)."""
+    try:
+        import resource
+    except ImportError:  # not POSIX; the host's outer limits still apply
+        return
+    inf = resource.RLIM_INFINITY
+
+    def clamp(value, hard):
+        return value if hard == inf else min(value, hard)
+
+    mb = int(req.get("memory_mb") or 0)
+    if mb > 0:
+        _, hard = resource.getrlimit(resource.RLIMIT_AS)
+        n = clamp(mb * 1024 * 1024, hard)
+        try:
+            resource.setrlimit(resource.RLIMIT_AS, (n, n))
+        except (ValueError, OSError):
+            pass
+    cpu = int(req.get("cpu_seconds") or 0)
+    if cpu > 0:
+        _, hard = resource.getrlimit(resource.RLIMIT_CPU)
+        soft = clamp(cpu, hard)
+        try:
+            resource.setrlimit(resource.RLIMIT_CPU, (soft, clamp(cpu + 1, hard)))
+        except (ValueError, OSError):
+            pass
+
+
+def _orq_isolate(fn):
+    """Rebind fn to an empty globals dict so that, even through
+    introspection, it does not lead back to this module's globals. fn must
+    only use names from its closure."""
+    import types
+
+    return types.FunctionType(fn.__code__, {"__builtins__": {}}, fn.__name__,
+                              fn.__defaults__, fn.__closure__)
+
+
+def _orq_make_import(allowed_imports, rules=None, user_builtins=None):
+    """Return the `__import__` shim handed to user code.
+
+    It honours absolute imports whose top-level module is in
+    allowed_imports, denies relative imports, and returns a read-only-ish
+    *view* of the module: a fresh module object holding the real module's
+    public attributes, minus
+      - modules that are not themselves allowed (so `re.enum.sys` does not
+        lead to sys; allowed ones become views in turn),
+      - every name the static rules forbid as an attribute (rules.json
+        forbidden_attributes, dunders, private names): what user code cannot
+        name it cannot get through `vars`-like helpers either
+        (`operator.attrgetter`, `string.Formatter`, `typing.get_type_hints`),
+    and with the string-to-attribute helpers that stay public replaced by
+    guarded versions (see _orq_guards).
+
+    Imports that C code makes through the frame's `__builtins__` (the
+    `PyImport_Import` path: `datetime.strptime` imports `_strptime`,
+    `strftime` imports `time`) pass an empty *list* as fromlist and ignore
+    the return value; the user's import statements pass None or a tuple.
+    Those internal imports are performed (the module is not handed to user
+    code: the shim returns None for them)."""
+    import builtins
+    import types
+
+    real_import = builtins.__import__
+    ModuleType = types.ModuleType
+    allowed = frozenset(m for m in allowed_imports if isinstance(m, str) and m)
+    rules = rules or {}
+    hidden_attrs = frozenset((rules.get("forbidden_attributes") or {}).keys())
+    guards = _orq_guards(user_builtins)
+    _isinstance, _str, _sorted, _vars, _list, _setattr, _type, _tuple = (
+        isinstance, str, sorted, vars, list, setattr, type, tuple)
+    _ImportError = ImportError
+
+    def permitted(name):
+        return name.partition(".")[0] in allowed
+
+    def view(mod, memo):
+        key = mod.__name__
+        got = memo.get(key)
+        if got is not None:
+            return got
+        v = ModuleType(key, mod.__doc__ if _isinstance(mod.__doc__, _str) else None)
+        memo[key] = v
+        for k, x in _list(_vars(mod).items()):
+            if k[:1] == "_" or k in hidden_attrs:
+                continue
+            if _isinstance(x, ModuleType):
+                if not permitted(x.__name__):
+                    continue
+                x = view(x, memo)
+            g = guards.get((key, k))
+            if g is not None:
+                x = g
+            _setattr(v, k, x)
+        return v
+
+    def shim(name, globals=None, locals=None, fromlist=(), level=0):
+        if _type(fromlist) is _list and not fromlist and level == 0 and _type(name) is _str:
+            # PyImport_Import from C code (see above): import, hand out nothing.
+            real_import(name, None, None, (), 0)
+            return None
+        if level != 0:
+            raise _ImportError("relative imports are not allowed in the sandbox")
+        if not _isinstance(name, _str) or not permitted(name):
+            raise _ImportError(
+                "import of %r is not allowed (allowed imports: %s)"
+                % (name, ", ".join(_sorted(allowed)) or "none"))
+        if fromlist is not None:
+            fromlist = _tuple(f for f in fromlist if _type(f) is _str)
+        mod = real_import(name, None, None, fromlist, 0)
+        return view(mod, {})
+
+    view = _orq_isolate(view)
+    permitted = _orq_isolate(permitted)
+    return _orq_isolate(shim), real_import, allowed
+
+
+def _orq_guards(user_builtins):
+    """Guarded replacements for public stdlib helpers that turn strings into
+    attribute access or code, keyed by (module, name). They are handed out
+    in module views instead of the real ones.
+
+    - functools.update_wrapper / wraps: the real ones getattr/setattr any
+      names passed as `assigned`/`updated` (`updated=['__globals__']` copies
+      a module's globals, builtins included, into the caller's globals).
+      Only the default names (or a subset) are accepted, and only a function
+      the tool body defined may be the wrapper.
+    - functools.singledispatch: `register(func)` without a class reads the
+      class from the annotations with typing.get_type_hints, which eval()s
+      string annotations in the function's globals. The guarded register
+      takes the class from the annotation itself and accepts only classes
+      (and unions of classes).
+    Every guard is rebound to empty globals (_orq_isolate) and uses only
+    names from its closure."""
+    import functools
+    import types
+
+    FunctionType, UnionType = types.FunctionType, types.UnionType
+    real_update_wrapper = functools.update_wrapper
+    real_singledispatch = functools.singledispatch
+    WA, WU = tuple(functools.WRAPPER_ASSIGNMENTS), tuple(functools.WRAPPER_UPDATES)
+    _type, _tuple, _isinstance, _TypeError = type, tuple, isinstance, TypeError
+    _str, _all, _next, _iter, _dict, _cls = str, all, next, iter, dict, type
+    ub = user_builtins
+
+    def names(xs, allowed, what):
+        out = _tuple(xs)
+        for x in out:
+            if _type(x) is not _str or x not in allowed:
+                raise _TypeError("functools.%s: only the default names are allowed "
+                                 "in the sandbox" % what)
+        return out
+
+    def update_wrapper(wrapper, wrapped, assigned=WA, updated=WU):
+        assigned = names(assigned, WA, "update_wrapper: assigned")
+        updated = names(updated, WU, "update_wrapper: updated")
+        if ub is None or _type(wrapper) is not FunctionType or wrapper.__builtins__ is not ub:
+            raise _TypeError("functools.update_wrapper/wraps: the wrapper must be "
+                             "a function defined in the tool body")
+        return real_update_wrapper(wrapper, wrapped, assigned, updated)
+
+    def wraps(wrapped, assigned=WA, updated=WU):
+        assigned = names(assigned, WA, "wraps: assigned")
+        updated = names(updated, WU, "wraps: updated")
+
+        def decorate(wrapper):
+            return update_wrapper(wrapper, wrapped, assigned, updated)
+        return decorate
+
+    def is_class_or_union(t):
+        if _isinstance(t, _cls):
+            return True
+        k = _type(t)
+        if k is UnionType or (k.__name__ == "_UnionGenericAlias" and k.__module__ == "typing"):
+            args = t.__args__
+            return _type(args) is _tuple and _all(_isinstance(a, _cls) for a in args)
+        return False
+
+    def singledispatch(func):
+        d = real_singledispatch(func)
+        real_register = d.register
+
+        def register(cls, func=None):
+            if func is None and not is_class_or_union(cls):
+                if _type(cls) is not FunctionType:
+                    raise _TypeError("singledispatch.register: pass a class, or a "
+                                     "function whose first parameter is annotated with one")
+                ann = _dict(cls.__annotations__)
+                ann.pop("return", None)
+                typ = _next(_iter(ann.values()), None)
+                if not is_class_or_union(typ):
+                    raise _TypeError("singledispatch.register: in the sandbox the "
+                                     "annotation must be a class (not a string)")
+                return real_register(typ, cls)
+            if func is not None and not is_class_or_union(cls):
+                raise _TypeError("singledispatch.register: %r is not a class" % (cls,))
+            return real_register(cls, func)
+
+        d.register = register
+        return d
+
+    is_class_or_union = _orq_isolate(is_class_or_union)
+    names = _orq_isolate(names)
+    update_wrapper = _orq_isolate(update_wrapper)
+    wraps = _orq_isolate(wraps)
+    singledispatch = _orq_isolate(singledispatch)
+    for f in (update_wrapper, wraps, singledispatch):
+        f.__module__ = "functools"
+    return {("functools", "update_wrapper"): update_wrapper,
+            ("functools", "wraps"): wraps,
+            ("functools", "singledispatch"): singledispatch}
+
+
+_orq_audit_state = {}
+
+
+def _orq_audit_arm(rules, allowed):
+    """Defence in depth below the static rules and the module views: a
+    CPython audit hook (PEP 578), installed once per process, that refuses
+    while armed
+      - the introspection CPython audits (`object.__getattr__`: tb_frame,
+        gi_frame, cr_frame, ag_frame, f_code, gi_code, ... — except the three
+        names inspect.signature reads: __code__, __defaults__,
+        __kwdefaults__), and the events listed in rules.json
+        runtime.audit_block (code/function construction, gc and frame walks,
+        tracing, marshal/pickle loading);
+      - unless allowed_imports names a module whose purpose is OS access
+        (runtime.os_modules: os, io, socket, ...; the host refuses those
+        unless the policy acknowledges them), also the OS events in
+        runtime.audit_block_os (processes, sockets, file changes) and every
+        `open` except reading files below the interpreter's library
+        directories (imports) and the zoneinfo database.
+    Returns the state dict; set state["armed"] = False to disarm (the runner
+    does, before it formats a traceback with the traceback module)."""
+    import sys
+
+    st = _orq_audit_state
+    rules = rules or {}
+    prep = st.get("prepared")
+    if prep is None or prep[0] is not rules:
+        # Derived once per rules table (a fork-server zygote does it before
+        # it forks): the OS modules and, with and without them, the events.
+        rt = rules.get("runtime") or {}
+        by_os = {}
+        for os_too in (False, True):
+            exact, prefixes = set(), []
+            for ev in list(rt.get("audit_block") or ()) + (list(rt.get("audit_block_os") or ()) if os_too else []):
+                if isinstance(ev, str) and ev:
+                    (prefixes.append(ev) if ev.endswith(".") else exact.add(ev))
+            by_os[os_too] = (frozenset(exact), tuple(prefixes))
+        prep = (rules, frozenset(rt.get("os_modules") or ()), by_os)
+        st["prepared"] = prep
+    os_modules = prep[1]
+    os_too = not any(m.partition(".")[0] in os_modules for m in allowed)
+    st["exact"], st["prefixes"] = prep[2][os_too]
+    st["check_open"] = os_too
+    st["armed"] = True
+    if st.get("installed"):
+        return st
+    import os
+
+    roots = []
+    for p in list(sys.path) + [os.path.dirname(os.__file__), "/usr/share/zoneinfo"]:
+        if isinstance(p, str) and p:
+            roots.append(os.path.normpath(p) + os.sep)
+    roots = tuple(roots)
+    normpath, fspath = os.path.normpath, os.fspath
+    inspect_reads = frozenset(("__code__", "__defaults__", "__kwdefaults__"))
+    _str, _bytes, _isinstance, _RuntimeError = str, bytes, isinstance, RuntimeError
+
+    def hook(event, args):
+        if not st["armed"]:
+            return
+        if event == "object.__getattr__":
+            if len(args) > 1 and args[1] in inspect_reads:
+                return
+            raise _RuntimeError("sandbox: introspection (%s) is not allowed"
+                                % (args[1] if len(args) > 1 else "?",))
+        if event in ("os.listdir", "os.scandir") and args and _isinstance(args[0], _str) \
+                and (normpath(args[0]) + "/").startswith(roots):
+            return  # the import system refreshing its directory caches
+        if event in st["exact"] or event.startswith(st["prefixes"]):
+            raise _RuntimeError("sandbox: %s is not allowed" % event)
+        if event == "open" and st["check_open"]:
+            path = args[0] if args else None
+            mode = args[1] if len(args) > 1 else "r"
+            flags = args[2] if len(args) > 2 else 0
+            ok = False
+            if _isinstance(path, (_str, _bytes)) and (mode is None or _isinstance(mode, _str)):
+                p = fspath(path)
+                if _isinstance(p, _bytes):
+                    p = p.decode("utf-8", "surrogateescape")
+                writes = mode is not None and any(c in mode for c in "wax+")
+                if _isinstance(flags, int) and flags & 0o3:  # O_WRONLY/O_RDWR
+                    writes = True
+                ok = not writes and (normpath(p) + "/").startswith(roots)
+            if not ok:
+                raise _RuntimeError("sandbox: open(%r) is not allowed" % (path,))
+
+    sys.addaudithook(hook)
+    st["installed"] = True
+    return st
+
+
+def _orq_user_traceback(exc, code):
+    """Format exc with only the user's frames (filename "<sandbox>"), showing
+    the user's source lines."""
+    import linecache
+    import traceback
+
+    linecache.cache["<sandbox>"] = (len(code), None, code.splitlines(True),
+                                    "<sandbox>")
+    try:
+        te = traceback.TracebackException(type(exc), exc, exc.__traceback__,
+                                          compact=True)
+    except TypeError:  # Python < 3.10
+        te = traceback.TracebackException(type(exc), exc, exc.__traceback__)
+    seen = set()
+    todo = [te]
+    while todo:
+        t = todo.pop()
+        if id(t) in seen:
+            continue
+        seen.add(id(t))
+        if t.stack is not None:
+            t.stack = traceback.StackSummary.from_list(
+                [f for f in t.stack if f.filename == "<sandbox>"])
+        for c in (t.__cause__, t.__context__):
+            if c is not None:
+                todo.append(c)
+    return "".join(te.format())

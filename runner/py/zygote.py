@@ -1,0 +1,361 @@
+# zygote.py — the runner, part 4 of 4: the fork-server (zygote) and its children.
+#
+# Part of the runner program; see imports.py for how the parts are joined.
+
+def _orq_child_fail(e):
+    """A fork-server child that cannot serve: an internal error on fd 3
+    (when it is the response pipe already), then exit 70."""
+    import json
+    import os
+
+    try:
+        os.write(3, json.dumps({"success": False, "error_kind": "internal",
+                                "error": "fork-server child: %s: %s"
+                                % (type(e).__name__, e)}).encode("utf-8"))
+    finally:
+        os._exit(70)
+
+
+def _orq_forkserver_child(sock_fd, st, zygote_pid, rules):
+    """A pre-forked child of the Python loop. While idle (off the critical
+    path): make itself a process group leader, close every descriptor but
+    its private socket (whose other end the zygote hands to Go), seal. Then
+    wait for the four descriptors of one execution (SCM_RIGHTS, sent by
+    Go), take them as fd 0-3 and serve. (forkcore.c's orq_child does the
+    same in C.) Never returns."""
+    import array
+    import os
+    import socket
+
+    try:
+        st["prctl"](1, 9, 0, 0, 0)  # PR_SET_PDEATHSIG, SIGKILL
+        if os.getppid() != zygote_pid:
+            os._exit(75)
+        # Its own process group: should a layer that forbids fork not be in
+        # force, whatever it forks is killed with the group (Go repeats the
+        # kill until the group is empty), never the zygote.
+        os.setpgid(0, 0)
+        lo = 3
+        for keep in sorted(k for k in (sock_fd, st["ruleset_fd"]) if k >= 3):
+            os.closerange(lo, keep)
+            lo = keep + 1
+        os.closerange(lo, 1 << 20)
+        _orq_seal_apply(st, "child")
+        sock = socket.socket(fileno=sock_fd)
+        size = array.array("i").itemsize
+        _, anc, _, _ = sock.recvmsg(16, socket.CMSG_SPACE(4 * size))
+        fds = array.array("i")
+        for level, typ, data in anc:
+            if level == socket.SOL_SOCKET and typ == socket.SCM_RIGHTS:
+                fds.frombytes(data[:len(data) - (len(data) % size)])
+        if len(fds) != 4:
+            os._exit(0)  # shut down while idle
+        for i, f in enumerate(fds):
+            os.dup2(f, i)
+        os.closerange(4, 1 << 20)
+    except BaseException as e:  # noqa: BLE001
+        _orq_child_fail(e)
+    _orq_forkserver_serve(rules)
+
+
+def _orq_forkserver_serve(rules):
+    """A fork-server child, sealed, holding the execution's descriptors as
+    fd 0-3: read the request from fd 0, run it, write the response to fd 3
+    and exit. One execution per process; never returns.
+
+    No warm-up run happens in a child: the zygote ran one before it forked,
+    so the caches are in the shared heap; a second one per child only
+    pre-copied ~280 pages, which cost more throughput (the refill competes
+    for the cores) than the faults it saved an execution."""
+    import json
+    import os
+    import sys
+
+    _orq_one_shot[0] = True
+    try:
+        chunks = []
+        while True:
+            b = os.read(0, 1 << 16)
+            if not b:
+                break
+            chunks.append(b)
+        req = json.loads(b"".join(chunks))
+        if not isinstance(req, dict) or req.get("op", "execute") != "execute":
+            raise ValueError("bad request")
+        if req.get("rules") is None:  # null: the zygote's table, parsed once
+            req["rules"] = rules
+    except BaseException as e:  # noqa: BLE001
+        _orq_child_fail(e)
+    if not req.get("limits_applied"):  # else Go set them with prlimit
+        _orq_apply_limits(req)
+    resp = _orq_execute(req)
+    try:
+        sys.stdout.flush()
+        sys.stderr.flush()
+    except BaseException:  # noqa: BLE001
+        pass
+    try:
+        view = memoryview(resp)
+        while view:
+            view = view[os.write(3, view):]
+        # EOF for the parent now, before the address space is torn down:
+        # it has the whole result and need not wait for the exit.
+        for fd in (3, 1, 2, 0):
+            os.close(fd)
+    except OSError:
+        os._exit(71)
+    os._exit(0)
+
+
+# The largest control message Go sends a zygote (a warm message carries a
+# body of at most 16 KB, JSON-escaped); forkcore.c has the same bound.
+_orq_control_max = 1 << 17
+
+
+def _orq_forkserver_main():
+    """The zygote. Reads its config (JSON: preload, seal, pool, rules: the
+    rules table used when a request carries none) from stdin, imports what
+    children need, seals itself, then serves the control socket on fd 3
+    (SOCK_SEQPACKET, one JSON message per packet). It keeps `pool`
+    (default 2) children pre-forked, each warming up and sealing itself
+    while it waits on a private socketpair, and hands each one's end of that
+    socketpair and a pidfd to Go at once: Go sends an execution's four
+    descriptors straight to a ready child, without a hop through here. The
+    zygote only refills the pool, reaps, and reports every exit:
+
+      zygote -> Go  {"t":"ready","pid","layers","missing"} | {"t":"fatal","error"}
+      zygote -> Go  {"t":"idle","pid"} with SCM_RIGHTS [child socket, pidfd]
+      Go -> child   "r" with SCM_RIGHTS [stdin, stdout, stderr, response]
+      Go -> zygote  {"t":"took","pid"}  (refill the pool)
+      zygote -> Go  {"t":"exit","pid","status","utime","stime"} (every
+                    child, reaped, whether it ran an execution or died idle)
+      Go -> zygote  {"t":"warm","code","allowed_imports"} (a body a child
+                    accepted: check and compile it here once, so children
+                    forked from now on skip that; see _orq_warm)
+
+    EOF on the control socket (the plugin went away) kills every child and
+    exits."""
+    import array
+    import gc
+    import json
+    import os
+    import select
+    import signal
+    import socket
+    import sys
+
+    ctl = socket.socket(fileno=3)
+
+    def send(doc, fds=()):
+        data = json.dumps(doc).encode("utf-8")
+        if fds:
+            ctl.sendmsg([data], [(socket.SOL_SOCKET, socket.SCM_RIGHTS,
+                                  array.array("i", fds))])
+        else:
+            ctl.send(data)
+
+    try:
+        raw = b""
+        while True:
+            b = os.read(0, 1 << 16)
+            if not b:
+                break
+            raw += b
+        cfg = json.loads(raw or b"{}")
+        # What every child needs, imported once.
+        for m in ("ast", "builtins", "json", "types", "linecache", "traceback",
+                  "string", "resource"):
+            try:
+                __import__(m)
+            except ImportError:
+                pass
+        for m in cfg.get("preload") or ():
+            try:
+                __import__(m)
+            except Exception as e:  # noqa: BLE001
+                sys.stderr.write("orqest fork-server: preload %s: %s\n" % (m, e))
+        # The C loop (forkcore.c), when Go passed it (a sealed memfd): loaded
+        # before the uid drop and Landlock, which would forbid opening it.
+        core, core_error = None, ""
+        core_fd = cfg.get("core_fd")
+        if isinstance(core_fd, int) and core_fd >= 0:
+            try:
+                import ctypes
+                core = ctypes.PyDLL("/proc/self/fd/%d" % core_fd)
+                built = ctypes.c_ulong.in_dll(core, "orq_python_hexversion").value
+                if built >> 16 != sys.hexversion >> 16:
+                    raise ImportError("built for Python %d.%d, this is %d.%d" % (
+                        built >> 24, (built >> 16) & 0xFF,
+                        sys.hexversion >> 24, (sys.hexversion >> 16) & 0xFF))
+                core.orq_zygote_loop.argtypes = [ctypes.c_int, ctypes.c_int,
+                                                 ctypes.c_int, ctypes.c_void_p,
+                                                 ctypes.py_object, ctypes.py_object]
+                core.orq_zygote_loop.restype = ctypes.c_int
+            except Exception as e:  # noqa: BLE001
+                core, core_error = None, "%s: %s" % (type(e).__name__, e)
+            finally:
+                os.close(core_fd)
+        st = _orq_seal_prepare(cfg.get("seal") or {})
+        _orq_seal_apply(st, "zygote")
+        rules = cfg.get("rules") or {}
+        # Once here rather than in every child: the sets the checker, the
+        # builtins and the audit hook derive from the rules table, the
+        # ballast, and the modules and caches a first execution warms up (a
+        # trusted body; the audit hook is disarmed again when it returns).
+        _orq_execute({"code": "x = [i * 2 for i in range(8)]\nreturn {'n': sum(x)}",
+                      "args": {}, "allowed_imports": [], "rules": rules})
+        _orq_env([], rules, keep=True)  # what most executions use
+        _orq_ballast_ready()
+        sys.stdout.reconfigure(line_buffering=True)
+        sys.stderr.reconfigure(line_buffering=True)
+        sys.stdout.flush()
+        sys.stderr.flush()
+    except BaseException as e:  # noqa: BLE001
+        try:
+            send({"t": "fatal", "error": "%s: %s" % (type(e).__name__, e)})
+        finally:
+            os._exit(1)
+
+    me = os.getpid()
+    gc.collect()
+    # Give back the heap pages nothing uses any more (the program's AST,
+    # the warm-up's garbage): pages a fork need not map and a child's exit
+    # need not unmap.
+    try:
+        import ctypes
+        ctypes.CDLL(None).malloc_trim(0)
+    except Exception:  # noqa: BLE001 - not glibc: keep them
+        pass
+    gc.freeze()  # keep the heap shared copy-on-write with the children
+    send({"t": "ready", "pid": me, "layers": st["layers"], "missing": st["missing"],
+          "core": core is not None, "core_error": core_error})
+    pool = max(1, min(int(cfg.get("pool") or 2), 8))
+
+    if core is not None:
+        import ctypes
+
+        ruleset = st["ruleset_fd"] if "landlock_fs" in st["layers"] else -1
+        bpf = st.get("bpf_child") if "seccomp" in st["layers"] else None
+        # A new child, sealed, fd 0-3 in place, calls the last argument and
+        # ends there (ctl, whose fd 3 is now the response, is never closed:
+        # the child leaves by os._exit). The call returns only if the
+        # zygote cannot serve (poll failed).
+        core.orq_zygote_loop(ctl.fileno(), pool, ruleset,
+                             ctypes.addressof(bpf[1]) if bpf else None,
+                             lambda msg: _orq_warm(msg, rules),
+                             lambda: _orq_forkserver_serve(rules))
+        os._exit(1)
+
+    poller = select.poll()
+    poller.register(ctl.fileno(), select.POLLIN)
+    children = {}  # pidfd -> pid
+    idle = set()   # pids pre-forked and not yet taken by Go
+
+    def spawn_idle():
+        a, b = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        try:
+            pid = os.fork()
+        except BaseException:
+            a.close()
+            b.close()
+            raise
+        if pid == 0:
+            _orq_forkserver_child(b.fileno(), st, me, rules)
+        b.close()
+        try:
+            os.setpgid(pid, pid)  # as the child does: no window either way
+        except OSError:
+            pass
+        try:
+            pfd = os.pidfd_open(pid)
+        except BaseException:
+            a.close()
+            raise
+        children[pfd] = pid
+        poller.register(pfd, select.POLLIN)
+        idle.add(pid)
+        try:
+            send({"t": "idle", "pid": pid}, [a.fileno(), pfd])
+        except OSError:
+            shutdown()
+        finally:
+            a.close()
+
+    def shutdown():
+        for pfd, pid in list(children.items()):
+            try:
+                signal.pidfd_send_signal(pfd, signal.SIGKILL)
+                os.waitpid(pid, 0)
+            except OSError:
+                pass
+        os._exit(0)
+
+    fdsize = array.array("i").itemsize
+    # One receive buffer for every control message (a fresh 128 KB one
+    # per message would be an mmap and munmap each time).
+    rbuf = bytearray(_orq_control_max)
+    while True:
+        try:
+            while len(idle) < pool:
+                # Messages first (an exit to report, a take): refilling the
+                # pool waits while one is pending and a child is ready.
+                if idle and poller.poll(0):
+                    break
+                spawn_idle()
+        except OSError as e:
+            sys.stderr.write("orqest fork-server: pre-fork failed: %s\n" % e)
+        try:
+            events = poller.poll()
+        except InterruptedError:
+            continue
+        for fd, ev in events:
+            if fd != ctl.fileno():
+                pid = children.pop(fd)
+                poller.unregister(fd)
+                try:
+                    _, status, ru = os.wait4(pid, 0)
+                except ChildProcessError:
+                    status, ru = 0, None
+                os.close(fd)
+                idle.discard(pid)
+                try:
+                    send({"t": "exit", "pid": pid, "status": status,
+                          "utime": ru.ru_utime if ru else 0.0,
+                          "stime": ru.ru_stime if ru else 0.0})
+                except OSError:
+                    shutdown()
+                continue
+            try:
+                n, anc, _, _ = ctl.recvmsg_into([rbuf], socket.CMSG_SPACE(8 * fdsize))
+                msg = bytes(rbuf[:n])
+            except InterruptedError:
+                continue
+            except OSError:
+                shutdown()
+            for level, typ, data in anc:  # none expected
+                if level == socket.SOL_SOCKET and typ == socket.SCM_RIGHTS:
+                    extra = array.array("i")
+                    extra.frombytes(data[:len(data) - (len(data) % fdsize)])
+                    for f in extra:
+                        os.close(f)
+            if not msg and not anc:
+                shutdown()
+            try:
+                doc = json.loads(msg)
+                if doc.get("t") == "took":
+                    idle.discard(doc.get("pid"))
+                elif doc.get("t") == "warm":
+                    _orq_warm(msg, rules)
+            except Exception as e:  # noqa: BLE001
+                sys.stderr.write("orqest fork-server: bad control message: %s\n" % e)
+
+
+if __name__ == "__main__":
+    import sys as _orq_sys
+
+    if _orq_sys.argv[1:] == ["forkserver"]:
+        del _orq_sys
+        _orq_forkserver_main()
+    else:
+        del _orq_sys
+        _orq_main()

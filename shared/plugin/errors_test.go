@@ -1,0 +1,135 @@
+package plugin
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
+
+	"github.com/orqest/sandbox/shared"
+)
+
+func TestErrorClassesSurviveGRPC(t *testing.T) {
+	for _, class := range []error{
+		shared.ErrInvalidArgument, shared.ErrNotFound, shared.ErrFailedPrecondition, shared.ErrPermissionDenied,
+		shared.ErrNotSupported, shared.ErrUnavailable, shared.ErrPluginShutdown, shared.ErrNotRun,
+		shared.ErrInternal, context.DeadlineExceeded, context.Canceled,
+	} {
+		wrapped := fmt.Errorf("backend said: %w", class)
+		back := FromGRPC(ToGRPC(wrapped))
+		if !errors.Is(back, class) {
+			t.Errorf("%v: round trip lost the class: got %v", class, back)
+		}
+		if back.Error() != wrapped.Error() {
+			t.Errorf("%v: message changed: %q", class, back.Error())
+		}
+	}
+}
+
+// The class travels as a status detail, not in the text: a backend's
+// ErrUnavailable whose message never says "unavailable" stays that class,
+// and a message that says it does not make another class one.
+func TestClassIsNotReadFromTheMessage(t *testing.T) {
+	err := FromGRPC(ToGRPC(fmt.Errorf("the docker engine is down: %w", &onlyClass{shared.ErrUnavailable})))
+	if !errors.Is(err, shared.ErrUnavailable) || errors.Is(err, shared.ErrPluginShutdown) {
+		t.Fatalf("want ErrUnavailable only, got %v", err)
+	}
+	err = FromGRPC(ToGRPC(fmt.Errorf("service unavailable, request not run: %w", shared.ErrInternal)))
+	if errors.Is(err, shared.ErrUnavailable) || errors.Is(err, shared.ErrNotRun) || !errors.Is(err, shared.ErrInternal) {
+		t.Fatalf("want ErrInternal only, got %v", err)
+	}
+}
+
+// onlyClass hides the class's own text from the message.
+type onlyClass struct{ class error }
+
+func (o *onlyClass) Error() string { return "x" }
+func (o *onlyClass) Unwrap() error { return o.class }
+
+func TestSeveralClassesSurviveGRPC(t *testing.T) {
+	err := FromGRPC(ToGRPC(fmt.Errorf("restarting: %w: %w", shared.ErrNotRun, shared.ErrPluginShutdown)))
+	if !errors.Is(err, shared.ErrNotRun) || !errors.Is(err, shared.ErrPluginShutdown) {
+		t.Fatalf("want ErrNotRun and ErrPluginShutdown, got %v", err)
+	}
+}
+
+func TestValidationFindingsSurviveGRPC(t *testing.T) {
+	in := shared.ValidateResponse{Findings: []shared.Finding{{Rule: "forbidden-builtin", Message: "m", Line: 2, Column: 3, Snippet: "eval"}}}.Err()
+	back := FromGRPC(ToGRPC(fmt.Errorf("execute: %w", in)))
+	var ve *shared.ValidationError
+	if !errors.Is(back, shared.ErrValidation) || !errors.As(back, &ve) {
+		t.Fatalf("want a *ValidationError, got %v", back)
+	}
+	if len(ve.Findings) != 1 || ve.Findings[0].Rule != "forbidden-builtin" || ve.Findings[0].Line != 2 {
+		t.Fatalf("findings: %+v", ve.Findings)
+	}
+}
+
+func TestTransportUnavailableIsPluginShutdown(t *testing.T) {
+	err := FromGRPC(status.Error(codes.Unavailable, "connection error: desc = transport is closing"))
+	if !errors.Is(err, shared.ErrPluginShutdown) {
+		t.Fatalf("want ErrPluginShutdown, got %v", err)
+	}
+	if errors.Is(err, shared.ErrNotRun) {
+		t.Fatal("a transport failure of a call that may have been sent must not be ErrNotRun")
+	}
+}
+
+func TestUnclassedErrorBecomesUnknownThenInternal(t *testing.T) {
+	st, _ := status.FromError(ToGRPC(errors.New("boom")))
+	if st.Code() != codes.Unknown {
+		t.Fatalf("code %v", st.Code())
+	}
+	if !errors.Is(FromGRPC(ToGRPC(errors.New("boom"))), shared.ErrInternal) {
+		t.Fatal("unknown should map to ErrInternal on the host")
+	}
+}
+
+// A call on a connection whose plugin is gone never leaves the host: with
+// DialOptions it fails as ErrNotRun (safe to send again).
+func TestCallOnDeadPluginIsNotRun(t *testing.T) {
+	sock := filepath.Join(t.TempDir(), "gone.sock")
+	dial := func(ctx context.Context, _ string) (net.Conn, error) {
+		return (&net.Dialer{}).DialContext(ctx, "unix", sock)
+	}
+	opts := append(DialOptions(), grpc.WithTransportCredentials(insecure.NewCredentials()), grpc.WithContextDialer(dial))
+	conn, err := grpc.NewClient("passthrough:///plugin", opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	c := NewGRPCClient(conn, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	_, err = c.Validate(ctx, shared.ValidateRequest{Code: "return 1"})
+	if !errors.Is(err, shared.ErrNotRun) || !errors.Is(err, shared.ErrPluginShutdown) {
+		t.Fatalf("want ErrNotRun and ErrPluginShutdown, got %v", err)
+	}
+
+	// Without the tracker nothing is ever taken for unsent.
+	plain, err := grpc.NewClient("passthrough:///plugin", grpc.WithTransportCredentials(insecure.NewCredentials()), grpc.WithContextDialer(dial))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer plain.Close()
+	_, err = NewGRPCClient(plain, nil).Validate(ctx, shared.ValidateRequest{Code: "return 1"})
+	if !errors.Is(err, shared.ErrPluginShutdown) || errors.Is(err, shared.ErrNotRun) {
+		t.Fatalf("untracked: want ErrPluginShutdown only, got %v", err)
+	}
+
+	// A client whose plugin-exit context is done refuses before sending.
+	exited, stop := context.WithCancel(context.Background())
+	stop()
+	_, err = NewGRPCClient(plain, exited).Validate(ctx, shared.ValidateRequest{Code: "return 1"})
+	if !errors.Is(err, shared.ErrNotRun) {
+		t.Fatalf("exited: want ErrNotRun, got %v", err)
+	}
+}
