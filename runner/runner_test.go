@@ -9,8 +9,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/orqest/sandbox/shared"
 	"github.com/orqest/sandbox/runner"
+	"github.com/orqest/sandbox/shared"
 	"github.com/orqest/sandbox/validator"
 )
 

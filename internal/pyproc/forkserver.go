@@ -18,8 +18,8 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/orqest/sandbox/shared"
 	"github.com/orqest/sandbox/runner"
+	"github.com/orqest/sandbox/shared"
 )
 
 // forkServerStartTimeout bounds how long a zygote may take to import, seal

@@ -11,8 +11,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/orqest/sandbox/shared"
 	"github.com/orqest/sandbox/runner"
+	"github.com/orqest/sandbox/shared"
 )
 
 // SealInfo is what a probe found: the sealing layers the runner could put

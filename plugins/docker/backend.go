@@ -19,8 +19,8 @@ import (
 	"github.com/moby/moby/client"
 
 	"github.com/orqest/sandbox/plugins/docker/internal/rtproto"
-	"github.com/orqest/sandbox/shared"
 	"github.com/orqest/sandbox/runner"
+	"github.com/orqest/sandbox/shared"
 	"github.com/orqest/sandbox/validator"
 )
 

@@ -3,8 +3,8 @@ package subprocess
 import (
 	"sort"
 
-	"github.com/orqest/sandbox/shared"
 	"github.com/orqest/sandbox/runner"
+	"github.com/orqest/sandbox/shared"
 )
 
 // Capabilities tier 1 declares beyond the ones in shared/types.go. Each

@@ -11,8 +11,8 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/orqest/sandbox/internal/pyproc"
-	"github.com/orqest/sandbox/shared"
 	"github.com/orqest/sandbox/runner"
+	"github.com/orqest/sandbox/shared"
 )
 
 // ModeForkServer keeps one warm, sealed zygote per plugin that forks a

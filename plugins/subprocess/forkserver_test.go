@@ -21,8 +21,8 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/orqest/sandbox/internal/pyrunnertest"
-	"github.com/orqest/sandbox/shared"
 	"github.com/orqest/sandbox/runner"
+	"github.com/orqest/sandbox/shared"
 )
 
 // modes runs f once per execution mode, on a backend configured for it:

@@ -6,8 +6,8 @@ import (
 	"sync"
 
 	"github.com/orqest/sandbox/internal/pyproc"
-	"github.com/orqest/sandbox/shared"
 	"github.com/orqest/sandbox/runner"
+	"github.com/orqest/sandbox/shared"
 )
 
 // sealInfo is what a probe found (internal/pyproc.SealInfo), seen as tier-1

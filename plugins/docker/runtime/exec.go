@@ -14,8 +14,8 @@ import (
 
 	"github.com/orqest/sandbox/internal/pyproc"
 	"github.com/orqest/sandbox/plugins/docker/internal/rtproto"
-	"github.com/orqest/sandbox/shared"
 	"github.com/orqest/sandbox/runner"
+	"github.com/orqest/sandbox/shared"
 )
 
 // Limits and defaults of one execution inside the container (ORIGINAL.md:
