@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/orqest/sandbox/rules"
+
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/orqest/sandbox/plugins/docker/internal/rtproto"
@@ -47,10 +49,7 @@ func startRuntimeWithPackages(t *testing.T, allowed []string, wheelDir string) (
 	if err != nil {
 		t.Skipf("SKIPPING: no python3: %v", err)
 	}
-	rules, err := os.ReadFile("../../../validator/rules.json")
-	if err != nil {
-		t.Fatal(err)
-	}
+	table := rules.JSON()
 	secret := []byte(strings.Repeat("k", 32))
 	work := t.TempDir()
 	hello := rtproto.Hello{Secret: secret, User: testUser, Session: testSession, AllowedPackages: allowed, WheelDir: wheelDir}
@@ -58,7 +57,7 @@ func startRuntimeWithPackages(t *testing.T, allowed []string, wheelDir string) (
 	rt := &runtime{
 		hello:   hello,
 		started: time.Now(),
-		exec:    &executor{python: py, rules: rules, workdir: work, envs: newEnvManager(py, work, hello, log), disable: asContainerUID()},
+		exec:    &executor{python: py, rules: table, workdir: work, envs: newEnvManager(py, work, hello, log), disable: asContainerUID()},
 		log:     log,
 	}
 	t.Cleanup(rt.exec.shutdown)

@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/orqest/sandbox/rules"
+
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/orqest/sandbox/plugins/docker/internal/rtproto"
@@ -22,15 +24,12 @@ func newHTTPRuntime(t *testing.T) (*httptest.Server, []byte) {
 	if err != nil {
 		t.Skipf("SKIPPING: no python3: %v", err)
 	}
-	rules, err := os.ReadFile("../../../validator/rules.json")
-	if err != nil {
-		t.Fatal(err)
-	}
+	table := rules.JSON()
 	secret := []byte(strings.Repeat("h", 32))
 	rt := &runtime{
 		hello:   rtproto.Hello{Secret: secret, User: testUser, Session: testSession},
 		started: time.Now(),
-		exec:    &executor{python: py, rules: rules, workdir: t.TempDir()},
+		exec:    &executor{python: py, rules: table, workdir: t.TempDir()},
 		log:     slog.New(slog.NewTextHandler(io.Discard, nil)),
 	}
 	srv := httptest.NewServer(rt.httpHandler())

@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/orqest/sandbox/rules"
+
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/orqest/sandbox/plugins/docker/internal/rtproto"
@@ -36,15 +38,12 @@ func startLibRuntime(t *testing.T, dbPath, user string, p *rtproto.Promotion) *l
 	if err != nil {
 		t.Skipf("SKIPPING: no python3: %v", err)
 	}
-	rules, err := os.ReadFile("../../../validator/rules.json")
-	if err != nil {
-		t.Fatal(err)
-	}
+	table := rules.JSON()
 	secret := []byte(strings.Repeat("s", 32))
 	rt := &runtime{
 		hello:   rtproto.Hello{Secret: secret, User: user, Session: testSession, Promotion: p},
 		started: time.Now(),
-		exec:    &executor{python: py, rules: rules, workdir: t.TempDir()},
+		exec:    &executor{python: py, rules: table, workdir: t.TempDir()},
 		log:     slog.New(slog.NewTextHandler(io.Discard, nil)),
 	}
 	if err := rt.attachLibrary(dbPath); err != nil {

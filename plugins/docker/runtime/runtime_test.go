@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/orqest/sandbox/rules"
+
 	"github.com/golang-jwt/jwt/v5"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -32,16 +34,13 @@ func startRuntime(t *testing.T) (*mcp.ClientSession, []byte, string) {
 	if err != nil {
 		t.Skipf("SKIPPING: no python3: %v", err)
 	}
-	rules, err := os.ReadFile("../../../validator/rules.json")
-	if err != nil {
-		t.Fatal(err)
-	}
+	table := rules.JSON()
 	secret := []byte(strings.Repeat("k", 32))
 	work := t.TempDir()
 	rt := &runtime{
 		hello:   rtproto.Hello{Secret: secret, User: testUser, Session: testSession},
 		started: time.Now(),
-		exec:    &executor{python: py, rules: rules, workdir: work},
+		exec:    &executor{python: py, rules: table, workdir: work},
 		log:     slog.New(slog.NewTextHandler(io.Discard, nil)),
 	}
 	ct, st := mcp.NewInMemoryTransports()
