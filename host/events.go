@@ -6,8 +6,7 @@ import (
 	"time"
 )
 
-// Event types published on a Bus by the ToolFactory. Their payloads are
-// those of the original DynamicToolFactory:
+// Event types published on a Bus by the ToolFactory, with their payloads:
 //
 //	tool.spawned                 {tool_name}                       a spec passed every check
 //	tool.spawn_failed            {tool_name, reason}               a spec was rejected (name, schema, imports, validation)

@@ -194,7 +194,7 @@ func TestRunInSandbox(t *testing.T) {
 		t.Errorf("snippet %q", re.CodeSnippet)
 	}
 
-	// The original's timeout message.
+	// The timeout message callers match on.
 	ok, out, msg := RunInSandboxSafe(ctx, sb, "while True: pass", RunOptions{Timeout: 500 * time.Millisecond})
 	if ok || out != nil || msg != "sandbox execution failed: sandbox execution timed out after 0.50s" {
 		t.Errorf("safe timeout: %v %s %q", ok, out, msg)

@@ -1,8 +1,8 @@
 package host
 
-// The host side of a per-user tool library (tier 2, issue 7): the
+// The host side of a per-user tool library (tier 2): the
 // `promotion {}` block of a sandbox, the backend's events on the host bus,
-// operator tokens (the original's mint_operator_token) and the operator
+// operator tokens (MintOperatorToken) and the operator
 // calls list_tools / promote_tool / forget_tool.
 //
 // The promotion block is decoded by the host (typed, with source ranges)

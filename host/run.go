@@ -70,7 +70,7 @@ type ExecutionError struct {
 	Result shared.ExecutionResult
 }
 
-// Error describes the failure. A timeout reads "sandbox execution timed out
+// Error describes the failure: "<error> (<kind>)", and for a timeout "sandbox execution timed out
 // after 0.50s".
 func (e *ExecutionError) Error() string {
 	r := e.Result
@@ -81,10 +81,10 @@ func (e *ExecutionError) Error() string {
 	if msg == "" {
 		msg = "execution failed"
 	}
-	if r.ErrorKind != "" && !strings.Contains(msg, string(r.ErrorKind)) {
-		return fmt.Sprintf("%s (%s)", msg, r.ErrorKind)
+	if r.ErrorKind == shared.KindNone {
+		return msg
 	}
-	return msg
+	return fmt.Sprintf("%s (%s)", msg, r.ErrorKind)
 }
 
 // WithReturn appends "\nreturn <expr>\n" to code; code is returned as is when
@@ -106,8 +106,7 @@ func Snippet(code string) string {
 	return string(r[:n]) + "…"
 }
 
-// RunInSandbox is the "given code, return the value" helper of the original
-// run_in_sandbox: it appends the return expression, runs the code in sb,
+// RunInSandbox is the "given code, return the value" helper: it appends the return expression, runs the code in sb,
 // and unwraps the ExecutionResult into its JSON output. Any failure is a
 // *RunError whose Stage is "validation", "execution" or "infrastructure".
 func RunInSandbox(ctx context.Context, sb *Sandbox, code string, opts RunOptions) (json.RawMessage, error) {

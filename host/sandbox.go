@@ -170,10 +170,10 @@ func (s *Sandbox) Execute(ctx context.Context, req shared.ExecuteRequest) (share
 func (s *Sandbox) applyPolicy(req shared.ExecuteRequest) (shared.ExecuteRequest, error) {
 	p := s.policy
 	if len(req.Code) > p.MaxCodeBytes {
-		return req, fmt.Errorf("code is %d bytes, policy %q allows %d (max_code_bytes): %w", len(req.Code), p.Name, p.MaxCodeBytes, shared.ErrInvalidArgument)
+		return req, &shared.FieldError{Field: "code", Reason: fmt.Sprintf("code is %d bytes, policy %q allows %d (max_code_bytes)", len(req.Code), p.Name, p.MaxCodeBytes)}
 	}
 	if len(req.Args) > p.MaxArgsBytes {
-		return req, fmt.Errorf("args are %d bytes, policy %q allows %d (max_args_bytes): %w", len(req.Args), p.Name, p.MaxArgsBytes, shared.ErrInvalidArgument)
+		return req, &shared.FieldError{Field: "args", Reason: fmt.Sprintf("args are %d bytes, policy %q allows %d (max_args_bytes)", len(req.Args), p.Name, p.MaxArgsBytes)}
 	}
 	args := bytes.TrimSpace(req.Args)
 	if len(args) == 0 || bytes.Equal(args, []byte("null")) {
@@ -181,7 +181,7 @@ func (s *Sandbox) applyPolicy(req shared.ExecuteRequest) (shared.ExecuteRequest,
 	} else {
 		var obj map[string]json.RawMessage
 		if err := json.Unmarshal(args, &obj); err != nil {
-			return req, fmt.Errorf("args must be a JSON object: %v: %w", err, shared.ErrInvalidArgument)
+			return req, &shared.FieldError{Field: "args", Reason: "args must be a JSON object: " + err.Error()}
 		}
 		req.Args = json.RawMessage(args)
 	}

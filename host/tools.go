@@ -37,7 +37,7 @@ type GeneratedToolSpec struct {
 	// Description tells a model what the tool does.
 	Description string `json:"description,omitempty"`
 	// Parameters describes the tool's arguments: a JSON Schema of type
-	// "object", or the original's shorthand, a map of parameter name to
+	// "object", or the shorthand form, a map of parameter name to
 	// schema ({"text": {"type": "string"}}; a bare type name such as
 	// "string" is accepted for a schema), in which every parameter is
 	// required and no other is accepted. Nil means no parameters. Give a
@@ -121,7 +121,7 @@ func WithReservedNames(names ...string) FactoryOption {
 }
 
 // ToolFactory turns GeneratedToolSpecs into callable Tools on one sandbox —
-// the Go form of the original's DynamicToolFactory. It uses only the
+// a dynamic tool factory. It uses only the
 // Sandbox API (Validate, Execute), so it works on every tier. When built
 // with a Bus it publishes the tool.* and sandbox.validation_rejected events.
 // It is safe for concurrent use.
@@ -752,10 +752,8 @@ func (f *ToolFactory) RunPython(ctx context.Context, req RunPythonRequest) (shar
 		fail(err.Error())
 		if errors.Is(err, shared.ErrInvalidArgument) {
 			field := ""
-			for _, f := range []string{"args", "code"} {
-				if strings.HasPrefix(err.Error(), f+" ") {
-					field = f
-				}
+			if fe := (*shared.FieldError)(nil); errors.As(err, &fe) {
+				field = fe.Field
 			}
 			return res, &ArgumentError{Tool: RunPythonToolName, Field: field, Message: err.Error()}
 		}

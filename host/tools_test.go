@@ -21,7 +21,7 @@ sandbox "tier1" {
 }
 `
 
-// doiSpec is the original's example, with the shorthand parameters.
+// doiSpec is a DOI extractor, with the shorthand parameters.
 func doiSpec() GeneratedToolSpec {
 	return GeneratedToolSpec{
 		Name:        "extract_dois",

@@ -62,3 +62,25 @@ func (e *ValidationError) Error() string {
 
 // Is makes errors.Is(err, ErrValidation) true.
 func (e *ValidationError) Is(target error) bool { return target == ErrValidation }
+
+// FieldError is an ErrInvalidArgument that names the request field at fault
+// ("code", "args", "timeout"), so a caller can point at it without reading
+// the message. errors.Is(err, ErrInvalidArgument) holds for it.
+type FieldError struct {
+	// Field is the request field the error is about.
+	Field string
+	// Reason says what is wrong with it.
+	Reason string
+}
+
+// Error reads "<field> <reason>" when the reason does not already start with
+// the field, as in "args must be a JSON object".
+func (e *FieldError) Error() string {
+	if strings.HasPrefix(e.Reason, e.Field+" ") {
+		return e.Reason
+	}
+	return e.Field + ": " + e.Reason
+}
+
+// Is makes errors.Is(err, ErrInvalidArgument) true.
+func (e *FieldError) Is(target error) bool { return target == ErrInvalidArgument }

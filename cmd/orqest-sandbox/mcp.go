@@ -432,6 +432,9 @@ func decodeToolArgs(tool string, raw json.RawMessage, v any, schema string) *mcp
 	if len(raw) == 0 || bytes.Equal(raw, []byte("null")) {
 		raw = []byte("{}")
 	}
+	if field := unknownProp(raw, schema); field != "" {
+		return argError(tool, field, "unknown argument; "+tool+" takes "+schemaProps(schema))
+	}
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.DisallowUnknownFields()
 	err := dec.Decode(v)
@@ -447,9 +450,6 @@ func decodeToolArgs(tool string, raw json.RawMessage, v any, schema string) *mcp
 		return argError(tool, "", "the arguments must be a JSON object, got "+te.Value)
 	case errors.As(err, &se):
 		return argError(tool, "", "not valid JSON: "+err.Error())
-	case strings.HasPrefix(err.Error(), "json: unknown field "):
-		field := strings.Trim(strings.TrimPrefix(err.Error(), "json: unknown field "), `"`)
-		return argError(tool, field, "unknown argument; "+tool+" takes "+schemaProps(schema))
 	}
 	return argError(tool, "", err.Error())
 }
@@ -468,13 +468,41 @@ func jsonTypeOf(kind string) string {
 	return kind
 }
 
-func schemaProps(schema string) string {
+// schemaPropSet returns the property names of a tool's JSON schema.
+func schemaPropSet(schema string) map[string]json.RawMessage {
 	var s struct {
 		Properties map[string]json.RawMessage `json:"properties"`
 	}
-	json.Unmarshal([]byte(schema), &s)
-	names := make([]string, 0, len(s.Properties))
-	for k := range s.Properties {
+	_ = json.Unmarshal([]byte(schema), &s) // the built-in schemas are constants, tested to parse
+	return s.Properties
+}
+
+// unknownProp returns the first (sorted) key of the JSON object raw that the
+// schema does not declare, or "" (also when raw is not an object: the
+// decoder reports that).
+func unknownProp(raw json.RawMessage, schema string) string {
+	var obj map[string]json.RawMessage
+	if json.Unmarshal(raw, &obj) != nil {
+		return ""
+	}
+	props := schemaPropSet(schema)
+	var unknown []string
+	for k := range obj {
+		if _, ok := props[k]; !ok {
+			unknown = append(unknown, k)
+		}
+	}
+	if len(unknown) == 0 {
+		return ""
+	}
+	sort.Strings(unknown)
+	return unknown[0]
+}
+
+func schemaProps(schema string) string {
+	props := schemaPropSet(schema)
+	names := make([]string, 0, len(props))
+	for k := range props {
 		names = append(names, k)
 	}
 	sort.Strings(names)

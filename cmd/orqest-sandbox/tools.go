@@ -1,7 +1,7 @@
 package main
 
 // `orqest-sandbox tools list|promote|forget --user U` (the per-user tool
-// library of a session tier, issue 7) and the session path of `run`.
+// library of a session tier) and the session path of `run`.
 
 import (
 	"context"

@@ -1,7 +1,6 @@
-// Command dynamic_tools is the runnable demo of dynamic tools, the Go
-// successor of the original's notebooks/11_dynamic_tools.ipynb:
+// Command dynamic_tools is the runnable demo of dynamic tools, end to end:
 //
-//  1. One GeneratedToolSpec (the original's extract_dois) spawned and
+//  1. One GeneratedToolSpec (extract_dois, a DOI extractor) spawned and
 //     executed on every tier whose plugin is in bin/: tier 0 (inprocess, with
 //     unsafe = true), tier 1 (subprocess), tier 2 (docker, where an engine
 //     is reachable) — the same spec, the same answer. Bad arguments and a
@@ -36,7 +35,7 @@ import (
 	"github.com/orqest/sandbox/shared/plugin"
 )
 
-// doiSpec is the original's example spec, parameters in its shorthand.
+// doiSpec is a DOI extractor, parameters in the shorthand form.
 var doiSpec = host.GeneratedToolSpec{
 	Name:        "extract_dois",
 	Description: "Extract DOIs from a text blob.",

@@ -145,7 +145,7 @@ func machineBusy() (time.Duration, bool) {
 // Go supports.
 const clockTicks = 100
 
-// naiveWrapper is what the original did per call: start python, read JSON args
+// naiveWrapper is the naive sandbox's work per call: start python, read JSON args
 // from stdin, exec the body as a function, print the JSON result. No
 // validation, no limits: it is the cost floor of "one python3 per call".
 const naiveWrapper = `import json, sys
@@ -157,7 +157,7 @@ print(json.dumps(ns["f"](a["args"])))
 `
 
 // NaiveBaseline returns a Call that starts `python -c wrapper` for every call,
-// as the original's SubprocessSandbox did, and checks the printed result.
+// as a naive one-process-per-call sandbox does, and checks the printed result.
 func NaiveBaseline(python, code string, args map[string]any, want string) Call {
 	payload, _ := json.Marshal(map[string]any{"code": code, "args": args})
 	return func(ctx context.Context) error {

@@ -65,7 +65,7 @@ type Config struct {
 	// WorkspaceMB is the size of the /workspace tmpfs.
 	WorkspaceMB int `json:"workspace_mb"`
 	// Network is "none" (default: MCP over the attached stdio, the container
-	// has no network at all) or "bridge" (the original's mode: MCP over
+	// has no network at all) or "bridge" (MCP over
 	// Streamable HTTP on port 8000, published on 127.0.0.1 only; the
 	// container can then reach the network).
 	Network string `json:"network"`

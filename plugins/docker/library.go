@@ -1,12 +1,11 @@
 package docker
 
-// The plugin side of the per-user tool library (issue 7): the promotion
+// The plugin side of the per-user tool library: the promotion
 // policy from the host (the sandbox's `promotion {}` block arrives in the
 // config JSON as "promotion") goes to the runtime in the hello line; the
 // library's events come back in each tool result's _meta and are handed to
 // the host in ExecuteResponse.Events / CallToolResponse.Events; and
-// SessionTools lets the host mint a token (MintToken: the original's
-// mint_operator_token) and call the session's other tools with it.
+// SessionTools lets the host mint a token (MintToken) and call the session's other tools with it.
 
 import (
 	"context"
@@ -96,7 +95,7 @@ func (b *Backend) openSession(id string) (*session, error) {
 }
 
 // MintToken mints a bearer token for an open session: scope "agent" or
-// "operator" (the original's mint_operator_token), at most
+// "operator", at most
 // rtproto.MaxTokenTTL. The plugin itself only ever stamps agent scope on
 // the calls it makes; operator scope exists only in tokens minted here, at
 // the host's explicit request.

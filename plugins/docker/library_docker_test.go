@@ -22,7 +22,7 @@ import (
 )
 
 // The per-user tool library against the real engine and real volumes
-// (issue 7). Each test uses fresh orqtest-<hex> users; testUser removes
+// Each test uses fresh orqtest-<hex> users; testUser removes
 // their containers and volumes afterwards.
 
 func newLibBackend(t testing.TB, p map[string]any) *Backend {

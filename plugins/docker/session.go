@@ -129,7 +129,7 @@ func hardenedConfig(cfg Config, owner ownerInfo, user, sessionID string) (*conta
 const runtimePort = "8000"
 
 // bridgePorts publishes the runtime's port on 127.0.0.1 at a random host
-// port (the original's 127.0.0.1:0:8000); nil without bridge mode.
+// port (127.0.0.1:0 → 8000); nil without bridge mode.
 func bridgePorts(cfg Config) network.PortMap {
 	if cfg.Network != NetworkBridge {
 		return nil
@@ -309,7 +309,8 @@ func (b *Backend) removeContainer(ctx context.Context, id string) error {
 		if err == nil || cerrdefs.IsNotFound(err) {
 			return nil
 		}
-		if !cerrdefs.IsConflict(err) && !strings.Contains(err.Error(), "in progress") {
+		// A removal already in progress is a 409 Conflict: wait for it.
+		if !cerrdefs.IsConflict(err) {
 			return classifyDocker("removing container "+shortID(id), err)
 		}
 		select {

@@ -1,6 +1,6 @@
 package main
 
-// The per-user persisted tool library (issue 7).
+// The per-user persisted tool library.
 //
 // The user's volume is mounted at /data; the library is the SQLite file
 // /data/orqest-tools.sqlite, opened with a pure-Go driver (modernc.org/sqlite)

@@ -35,6 +35,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -115,12 +116,30 @@ func run(log *slog.Logger, python, workdir, listen string) error {
 		}()
 		return rt.serveHTTP(hctx, listen)
 	}
-	err = rt.server().Run(ctx, &mcp.IOTransport{Reader: io.NopCloser(in), Writer: nopWriteCloser{os.Stdout}})
-	if err != nil && !errors.Is(err, context.Canceled) && !errors.Is(err, io.EOF) && !strings.Contains(err.Error(), "EOF") {
+	stdin := &eofReader{r: in}
+	err = rt.server().Run(ctx, &mcp.IOTransport{Reader: io.NopCloser(stdin), Writer: nopWriteCloser{os.Stdout}})
+	// The plugin ends a session by closing stdin, possibly mid-frame: once
+	// stdin has ended, whatever the transport reports is that end.
+	if err != nil && !errors.Is(err, context.Canceled) && !stdin.ended.Load() {
 		return err
 	}
 	log.Info("runtime exiting: stdin closed")
 	return nil
+}
+
+// eofReader records that its reader has ended (io.EOF or a read error), so
+// the end of stdin is told from a transport failure by state, not by text.
+type eofReader struct {
+	r     io.Reader
+	ended atomic.Bool
+}
+
+func (e *eofReader) Read(p []byte) (int, error) {
+	n, err := e.r.Read(p)
+	if err != nil {
+		e.ended.Store(true)
+	}
+	return n, err
 }
 
 type nopWriteCloser struct{ io.Writer }

@@ -8,7 +8,7 @@ import (
 	"slices"
 )
 
-// The per-user tool library (issue 7): the runtime counts successful
+// The per-user tool library: the runtime counts successful
 // invocations per (tool name, code hash) in /data/orqest-tools.sqlite and
 // promotes a tool by policy; a promoted tool is a first-class MCP tool.
 
