@@ -1,4 +1,4 @@
-// Package pyproc runs the shared Python runner (shared/pyrunner) in fresh,
+// Package pyproc runs the shared Python runner (package runner) in fresh,
 // limited processes: the one Go implementation of process execution that
 // tier 1 (plugins/subprocess) and the tier-2 in-container runtime
 // (plugins/docker/runtime) share.

@@ -26,7 +26,7 @@ import (
 var driverPy string
 
 // Program is what the embedded interpreter runs once at start: the shared
-// runner (checker.py + runner.py, exactly what tier 1 runs) followed by the
+// runner (rules/checker.py + runner/py, exactly what tier 1 runs) followed by the
 // tier-0 driver.
 func Program() string { return runner.Program() + "\n\n" + driverPy }
 

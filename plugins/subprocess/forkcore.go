@@ -16,7 +16,7 @@ import (
 var forkCoreSHA256 string
 
 // ForkCoreName is the file name of the fork-server's C loop
-// (shared/pyrunner/forkcore), looked up beside the plugin's executable.
+// (runner/forkcore), looked up beside the plugin's executable.
 const ForkCoreName = "orqest-forkcore.so"
 
 // forkCoreEnv names a forkcore path for builds without a compiled-in
