@@ -54,6 +54,7 @@ func (w *walker) timeoutFinding() shared.Finding {
 func (w *walker) run() {
 	w.hasError = w.nodes[0].flags&flagHasError != 0
 	w.checkIndentation()
+	w.checkPrintable()
 	w.visit(0, 0, ctxNone, catOther)
 	if w.stop && w.ctxDone() {
 		w.findings = append(w.findings, w.timeoutFinding())
