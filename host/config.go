@@ -71,6 +71,7 @@ func DefaultHCL() []byte { return append([]byte(nil), defaultHCL...) }
 //	  plugin = "subprocess"       # a declared or discoverable plugin
 //	  policy = "default"          # optional; else policy "default" or built-in defaults
 //	  unsafe = false              # required true by tier-0 backends
+//	  unsafe_shared = false       # required true to serve tier 0 to many callers (mcp serve)
 //	  config { mode = "spawn" }   # backend-specific; checked against the plugin's schema
 //	}
 //
@@ -149,11 +150,16 @@ type PolicyConfig struct {
 // SandboxConfig is a `sandbox "name" {}` block: a plugin, a policy and the
 // plugin's own configuration.
 type SandboxConfig struct {
-	Name   string         `hcl:"name,label"`
-	Plugin string         `hcl:"plugin"`
-	Policy string         `hcl:"policy,optional"`
-	Unsafe bool           `hcl:"unsafe,optional"`
-	Config *BackendConfig `hcl:"config,block"`
+	Name   string `hcl:"name,label"`
+	Plugin string `hcl:"plugin"`
+	Policy string `hcl:"policy,optional"`
+	Unsafe bool   `hcl:"unsafe,optional"`
+	// UnsafeShared lets a long-lived server with many callers (`mcp serve`)
+	// use a backend that does not give each execution a fresh process
+	// (tier 0): there, code that escapes the Python layers in one call can
+	// stay behind for the next caller. See Sandbox.CheckSharedServing.
+	UnsafeShared bool           `hcl:"unsafe_shared,optional"`
+	Config       *BackendConfig `hcl:"config,block"`
 	// Promotion is the per-user tool library's policy (library.go); only
 	// a plugin that declares the tool_library capability takes it.
 	Promotion *PromotionConfig `hcl:"promotion,block"`

@@ -57,6 +57,27 @@ func (s *Sandbox) Info(ctx context.Context) (shared.InfoResponse, error) {
 	return s.inst.infoOf(ctx)
 }
 
+// CheckSharedServing is what a long-lived server with many callers (such
+// as `mcp serve`) calls before it serves the sandbox: a backend that does
+// not run each execution in a fresh process (it lacks the fresh_process
+// capability: tier 0, one interpreter for every call) lets code that escaped
+// the Python layers in one call persist into later callers' calls, so it is
+// refused, with an error wrapping shared.ErrFailedPrecondition, unless the
+// sandbox block says unsafe_shared = true.
+func (s *Sandbox) CheckSharedServing(ctx context.Context) error {
+	info, err := s.Info(ctx)
+	if err != nil {
+		return err
+	}
+	if info.Has(shared.CapFreshProcess) || s.cfg.UnsafeShared {
+		return nil
+	}
+	return fmt.Errorf("sandbox %q (plugin %q) runs every call in one shared interpreter, so one caller's code "+
+		"could persist into the next caller's; serve it to many callers only with unsafe_shared = true in its "+
+		"sandbox block, or use a tier with fresh processes (subprocess, docker): %w",
+		s.cfg.Name, s.cfg.Plugin, shared.ErrFailedPrecondition)
+}
+
 // AllowedImports returns the import allowlist of a call: the policy's
 // allowed_imports together with extra (see Policy.Allowed).
 func (s *Sandbox) AllowedImports(extra ...string) []string { return s.policy.Allowed(extra...) }

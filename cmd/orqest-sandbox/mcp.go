@@ -100,6 +100,9 @@ func cmdMCPServe(ctx context.Context, e *env, args []string) int {
 	if err := sb.Start(ctx); err != nil {
 		return reportErr(e, err)
 	}
+	if err := sb.CheckSharedServing(ctx); err != nil {
+		return reportErr(e, err)
+	}
 	srv := newMCPServer(sb, h.Bus())
 
 	if *addr == "" {

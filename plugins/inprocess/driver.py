@@ -1,5 +1,5 @@
 # driver.py — the tier-0 driver, appended after the shared runner
-# (shared/pyrunner: checker.py + runner.py) and run once in the module
+# (rules/checker.py + runner/py) and run once in the module
 # namespace `__orqest_runner__` of the interpreter embedded in the plugin.
 #
 # The embedding C code (embed.c) puts two names into the namespace first:
@@ -13,15 +13,11 @@
 # response is returned to Go as bytes. The user's code runs in the fresh
 # globals _orq_execute builds; it never sees this namespace.
 
-_orq_t0_rules = None
-
-
 def _orq_t0_setup(rules_json, signum):
-    global _orq_t0_rules
     import json
     import signal
 
-    _orq_t0_rules = json.loads(rules_json)
+    json.loads(rules_json)  # fail set-up, not the first call, on a bad table
     # What the runner imports lazily, imported once here so that the first
     # execution (and the first traceback) does not pay for it.
     import ast  # noqa: F401
@@ -30,8 +26,9 @@ def _orq_t0_setup(rules_json, signum):
     import traceback  # noqa: F401
     import types  # noqa: F401
     signal.signal(signum, _orq_t0_on_signal)  # noqa: F821 - set by embed.c
-    global _orq_check
+    global _orq_check, _orq_t0_call
     _orq_check = _orq_t0_memo_check(_orq_check, 512)
+    _orq_t0_call = _orq_t0_make_call(rules_json)
 
 
 def _orq_t0_memo_check(check, size):
@@ -57,62 +54,84 @@ def _orq_t0_memo_check(check, size):
     return memo_check
 
 
-class _OrqT0Capture:
-    """A write-only text stream that keeps at most `limit` bytes (UTF-8),
-    plus up to 4 more so the Go side can cut on a rune boundary."""
+def _orq_t0_capture_class():
+    """Return a new class of capture streams. Each call makes its own, so a
+    call that changes the class (its write method) changes nothing the next
+    call uses."""
 
-    __slots__ = ("limit", "parts", "n", "truncated")
+    class _OrqT0Capture:
+        """A write-only text stream that keeps at most `limit` bytes (UTF-8),
+        plus up to 4 more so the Go side can cut on a rune boundary."""
 
-    def __init__(self, limit):
-        self.limit = limit
-        self.parts = []
-        self.n = 0
-        self.truncated = False
+        __slots__ = ("limit", "parts", "n", "truncated")
 
-    def write(self, s):
-        if not isinstance(s, str):
-            raise TypeError("write() argument must be str, not %s"
-                            % type(s).__name__)
-        if not self.truncated and s:
-            b = s.encode("utf-8", "backslashreplace")
-            room = self.limit - self.n
-            if len(b) > room:
-                self.truncated = True
-                b = b[:room + 4]
-            self.parts.append(b)
-            self.n += len(b)
-        return len(s)
+        def __init__(self, limit):
+            self.limit = limit
+            self.parts = []
+            self.n = 0
+            self.truncated = False
 
-    def flush(self):
-        pass
+        def write(self, s):
+            if not isinstance(s, str):
+                raise TypeError("write() argument must be str, not %s"
+                                % type(s).__name__)
+            if not self.truncated and s:
+                b = s.encode("utf-8", "backslashreplace")
+                room = self.limit - self.n
+                if len(b) > room:
+                    self.truncated = True
+                    b = b[:room + 4]
+                self.parts.append(b)
+                self.n += len(b)
+            return len(s)
 
-    def writable(self):
-        return True
+        def flush(self):
+            pass
 
-    def isatty(self):
-        return False
+        def writable(self):
+            return True
 
-    def value(self):
-        return b"".join(self.parts)
+        def isatty(self):
+            return False
+
+        def value(self):
+            return b"".join(self.parts)
+    return _OrqT0Capture
 
 
-def _orq_t0_call(req_json, max_out):
-    """Run one request (JSON bytes without the rules table). Returns
-    (response bytes, stdout bytes, stdout truncated, stderr bytes, stderr
-    truncated)."""
+def _orq_t0_make_call(rules_json):
+    """Return the per-call entry point. What it uses is bound here, once:
+    the runner's execute function, the rules table as immutable bytes
+    (decoded afresh for each call, so a call that mutates its table does not
+    weaken the next caller's), and the stdlib functions it calls. The C side
+    restores the runner's namespace before each call as well."""
     import json
     import linecache
     import sys
 
-    out = _OrqT0Capture(max_out)
-    err = _OrqT0Capture(max_out)
-    saved = sys.stdout, sys.stderr
-    sys.stdout, sys.stderr = out, err
-    try:
-        req = json.loads(req_json)
-        req["rules"] = _orq_t0_rules
-        resp = _orq_execute(req)
-    finally:
-        sys.stdout, sys.stderr = saved
-        linecache.cache.pop("<sandbox>", None)
-    return resp, out.value(), out.truncated, err.value(), err.truncated
+    execute, loads, new_capture = _orq_execute, json.loads, _orq_t0_capture_class
+    cache = linecache.cache
+    rules = bytes(rules_json, "utf-8") if isinstance(rules_json, str) else bytes(rules_json)
+
+    def _orq_t0_call(req_json, max_out):
+        """Run one request (JSON bytes without the rules table). Returns
+        (response bytes, stdout bytes, stdout truncated, stderr bytes,
+        stderr truncated)."""
+        capture = new_capture()
+        out = capture(max_out)
+        err = capture(max_out)
+        saved = sys.stdout, sys.stderr
+        sys.stdout, sys.stderr = out, err
+        try:
+            req = loads(req_json)
+            req["rules"] = loads(rules)
+            resp = execute(req)
+        finally:
+            sys.stdout, sys.stderr = saved
+            cache.pop("<sandbox>", None)
+        return resp, out.value(), out.truncated, err.value(), err.truncated
+
+    return _orq_t0_call
+
+
+_orq_t0_call = None

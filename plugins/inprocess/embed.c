@@ -16,6 +16,11 @@ static long orq_cur;
 static long orq_fire;
 
 static PyObject *orq_call_fn;   /* _orq_t0_call */
+/* The runner's namespace and a copy of it taken once the driver is set up:
+ * every call starts from that copy, so a call that rebinds a runner name
+ * (its entry point, the checker) does not reach the next call. */
+static PyObject *orq_ns;
+static PyObject *orq_snapshot;
 static PyObject *orq_timeout;   /* the exception class raised in user code */
 
 static char *orq_strdup_err(const char *prefix) {
@@ -136,6 +141,22 @@ int orq_init(const char *program, const char *rules, char **errmsg) {
 		return 1;
 	}
 	Py_DECREF(r);
+	/* _orq_t0_setup replaces _orq_t0_call with the closure that holds what
+	 * the calls use: take it (and the namespace's copy) after setup. */
+	Py_DECREF(orq_call_fn);
+	orq_call_fn = PyDict_GetItemString(ns, "_orq_t0_call");
+	if (orq_call_fn == NULL) {
+		*errmsg = strdup("the driver's setup removed _orq_t0_call");
+		return 1;
+	}
+	Py_INCREF(orq_call_fn);
+	orq_ns = ns;
+	Py_INCREF(orq_ns);
+	orq_snapshot = PyDict_Copy(ns);
+	if (orq_snapshot == NULL) {
+		*errmsg = orq_strdup_err("copy the runner namespace");
+		return 1;
+	}
 	return 0;
 
 fail:
@@ -153,6 +174,11 @@ fail_cleared: {
 
 int orq_call(long id, const char *req, ptrdiff_t req_len, long max_out, orq_result *r, char **errmsg) {
 	memset(r, 0, sizeof(*r));
+	PyDict_Clear(orq_ns);
+	if (PyDict_Update(orq_ns, orq_snapshot) < 0) {
+		*errmsg = orq_strdup_err("restore the runner namespace");
+		return 1;
+	}
 	__atomic_store_n(&orq_cur, id, __ATOMIC_SEQ_CST);
 	PyObject *res = PyObject_CallFunction(orq_call_fn, "y#l", req, (Py_ssize_t)req_len, max_out);
 	__atomic_store_n(&orq_cur, 0, __ATOMIC_SEQ_CST);
@@ -181,6 +207,16 @@ int orq_call(long id, const char *req, ptrdiff_t req_len, long max_out, orq_resu
 	r->err = p;
 	r->err_len = n;
 	r->err_trunc = err_trunc;
+	return 0;
+}
+
+int orq_exec_raw(const char *src, char **errmsg) {
+	PyObject *r = PyRun_String(src, Py_file_input, orq_ns, orq_ns);
+	if (r == NULL) {
+		*errmsg = orq_strdup_err("raw exec");
+		return 1;
+	}
+	Py_DECREF(r);
 	return 0;
 }
 

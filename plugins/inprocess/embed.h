@@ -41,6 +41,11 @@ int orq_init(const char *program, const char *rules, char **errmsg);
 int orq_call(long id, const char *req, ptrdiff_t req_len, long max_out, orq_result *r, char **errmsg);
 void orq_release(orq_result *r);
 
+/* orq_exec_raw runs src in the runner's namespace, outside any call: the
+ * tests' stand-in for code that escaped the Python layers in an earlier call.
+ * Returns non-zero with *errmsg (malloc'ed) if src raised. */
+int orq_exec_raw(const char *src, char **errmsg);
+
 /* orq_interrupt asks call `id` to stop: if it is still the running call, the
  * timeout exception is raised in it at the next bytecode boundary (or when
  * its blocking system call returns EINTR). tid is the interpreter thread's

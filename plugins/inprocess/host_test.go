@@ -213,3 +213,19 @@ func TestHostMemoryLimit(t *testing.T) {
 		t.Errorf("the plugin was restarted by a MemoryError")
 	}
 }
+
+// TestSharedServingNeedsUnsafeShared: a long-lived server with many callers
+// refuses tier 0 (one interpreter for every call) unless the sandbox block
+// says unsafe_shared = true.
+func TestSharedServingNeedsUnsafeShared(t *testing.T) {
+	ctx := context.Background()
+	_, sb, _ := loadHost(t, "  unsafe = true\n")
+	err := sb.CheckSharedServing(ctx)
+	if !errors.Is(err, shared.ErrFailedPrecondition) || !strings.Contains(err.Error(), "unsafe_shared = true") {
+		t.Fatalf("CheckSharedServing = %v, want ErrFailedPrecondition naming unsafe_shared", err)
+	}
+	_, sb, _ = loadHost(t, "  unsafe = true\n  unsafe_shared = true\n")
+	if err := sb.CheckSharedServing(ctx); err != nil {
+		t.Fatalf("with unsafe_shared = true: %v", err)
+	}
+}
