@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"runtime"
 	"sort"
 	"strings"
 	"time"
@@ -17,6 +18,7 @@ import (
 	"github.com/hashicorp/hcl/v2/gohcl"
 	"github.com/hashicorp/hcl/v2/hclparse"
 
+	"github.com/orqest/sandbox/shared"
 	"github.com/orqest/sandbox/shared/plugin"
 )
 
@@ -135,6 +137,17 @@ type PolicyConfig struct {
 	// refuses a dangerous module unless it is named here as well.
 	AllowDangerousImports []string `hcl:"allow_dangerous_imports,optional"`
 
+	// Ceiling is how far a caller may raise the limits above (timeout,
+	// memory_mb, max_output_bytes); without it the policy's values are the
+	// ceilings.
+	Ceiling *CeilingConfig `hcl:"ceiling,block"`
+
+	// MaxConcurrency caps the executions of one sandbox in flight at once
+	// (each is a process, or a container's child); MaxQueue caps the callers
+	// waiting for a slot. A caller waits at most its call's timeout.
+	MaxConcurrency *int `hcl:"max_concurrency,optional"`
+	MaxQueue       *int `hcl:"max_queue,optional"`
+
 	DefRange            hcl.Range `hcl:",def_range"`
 	AllowedImportsRange hcl.Range `hcl:"allowed_imports,attr_value_range"`
 	// AllowedPackagesRange locates allowed_packages (dependencies.go).
@@ -145,6 +158,21 @@ type PolicyConfig struct {
 	MaxOutputBytesRange  hcl.Range `hcl:"max_output_bytes,attr_value_range"`
 	MaxCodeBytesRange    hcl.Range `hcl:"max_code_bytes,attr_value_range"`
 	MaxArgsBytesRange    hcl.Range `hcl:"max_args_bytes,attr_value_range"`
+	MaxConcurrencyRange  hcl.Range `hcl:"max_concurrency,attr_value_range"`
+	MaxQueueRange        hcl.Range `hcl:"max_queue,attr_value_range"`
+}
+
+// CeilingConfig is a policy's `ceiling {}` block: the most a caller may ask
+// for, per limit. An attribute left out keeps the policy's own value as the
+// ceiling; a ceiling below the policy's value is an error.
+type CeilingConfig struct {
+	Timeout        *string `hcl:"timeout,optional"`
+	MemoryMB       *int    `hcl:"memory_mb,optional"`
+	MaxOutputBytes *int    `hcl:"max_output_bytes,optional"`
+
+	TimeoutRange        hcl.Range `hcl:"timeout,attr_value_range"`
+	MemoryMBRange       hcl.Range `hcl:"memory_mb,attr_value_range"`
+	MaxOutputBytesRange hcl.Range `hcl:"max_output_bytes,attr_value_range"`
 }
 
 // SandboxConfig is a `sandbox "name" {}` block: a plugin, a policy and the
@@ -190,7 +218,53 @@ type Policy struct {
 	// AllowDangerousImports: dangerous modules the operator acknowledged
 	// (allow_dangerous_imports); see Policy.UnacknowledgedDangerous.
 	AllowDangerousImports []string
+
+	// MaxTimeout, MaxMemoryMB and MaxOutputCeiling are the most a caller
+	// may ask for (the policy's `ceiling {}`; by default the values above).
+	MaxTimeout       time.Duration
+	MaxMemoryMB      int
+	MaxOutputCeiling int
+
+	// MaxConcurrency is how many executions of one sandbox run at once;
+	// MaxQueue how many callers may wait for a slot.
+	MaxConcurrency int
+	MaxQueue       int
 }
+
+// checkCeilings refuses a request that asks for more than the policy's
+// ceilings (a *shared.FieldError naming the limit).
+func (p Policy) checkCeilings(req shared.ExecuteRequest) error {
+	or := func(v, def int) int {
+		if v > 0 {
+			return v
+		}
+		return def
+	}
+	maxT := p.MaxTimeout
+	if maxT <= 0 {
+		maxT = p.Timeout
+	}
+	switch {
+	case req.Timeout > maxT:
+		return &shared.FieldError{Field: "timeout", Reason: fmt.Sprintf(
+			"timeout %s is above policy %q's ceiling of %s; ask for at most that, or raise ceiling { timeout } in the policy", req.Timeout, p.Name, maxT)}
+	case req.MemoryMB > or(p.MaxMemoryMB, p.MemoryMB):
+		return &shared.FieldError{Field: "memory_mb", Reason: fmt.Sprintf(
+			"memory of %d MB is above policy %q's ceiling of %d MB; ask for at most that, or raise ceiling { memory_mb } in the policy", req.MemoryMB, p.Name, or(p.MaxMemoryMB, p.MemoryMB))}
+	case req.MaxOutputBytes > or(p.MaxOutputCeiling, p.MaxOutputBytes):
+		return &shared.FieldError{Field: "max_output_bytes", Reason: fmt.Sprintf(
+			"an output cap of %d bytes is above policy %q's ceiling of %d; ask for at most that, or raise ceiling { max_output_bytes } in the policy", req.MaxOutputBytes, p.Name, or(p.MaxOutputCeiling, p.MaxOutputBytes))}
+	}
+	return nil
+}
+
+// DefaultMaxConcurrency is a sandbox's max_concurrency when its policy sets
+// none: enough to keep the machine's cores busy, few enough that a burst of
+// callers cannot exhaust the process table.
+func DefaultMaxConcurrency() int { return max(4, 2*runtime.NumCPU()) }
+
+// DefaultMaxQueue is max_queue when the policy sets none.
+const DefaultMaxQueue = 256
 
 // BuiltinPolicy is the policy of a sandbox that names none when the config
 // has no policy "default": default-deny imports and the default limits.
@@ -202,6 +276,12 @@ func BuiltinPolicy() Policy {
 		MaxOutputBytes: DefaultMaxOutputBytes,
 		MaxCodeBytes:   DefaultMaxCodeBytes,
 		MaxArgsBytes:   DefaultMaxArgsBytes,
+		MaxConcurrency: DefaultMaxConcurrency(),
+		MaxQueue:       DefaultMaxQueue,
+
+		MaxTimeout:       DefaultTimeout,
+		MaxMemoryMB:      DefaultMemoryMB,
+		MaxOutputCeiling: DefaultMaxOutputBytes,
 	}
 }
 
@@ -426,6 +506,61 @@ func (p *PolicyConfig) resolve() (Policy, hcl.Diagnostics) {
 			continue
 		}
 		*l.dst = *l.v
+	}
+	for _, l := range []struct {
+		name string
+		v    *int
+		rng  hcl.Range
+		dst  *int
+	}{
+		{"max_concurrency", p.MaxConcurrency, p.MaxConcurrencyRange, &pol.MaxConcurrency},
+		{"max_queue", p.MaxQueue, p.MaxQueueRange, &pol.MaxQueue},
+	} {
+		if l.v == nil {
+			continue
+		}
+		if *l.v <= 0 && !(l.name == "max_queue" && *l.v == 0) {
+			diags = append(diags, errDiag(l.rng, "Invalid limit",
+				fmt.Sprintf("%s must be a positive number, not %d.", l.name, *l.v)))
+			continue
+		}
+		*l.dst = *l.v
+	}
+	pol.MaxTimeout, pol.MaxMemoryMB, pol.MaxOutputCeiling = pol.Timeout, pol.MemoryMB, pol.MaxOutputBytes
+	if c := p.Ceiling; c != nil {
+		if c.Timeout != nil {
+			d, err := time.ParseDuration(*c.Timeout)
+			switch {
+			case err != nil:
+				diags = append(diags, errDiag(c.TimeoutRange, "Invalid duration",
+					fmt.Sprintf("ceiling timeout %q is not a duration such as \"30s\" or \"2m\": %v.", *c.Timeout, err)))
+			case d < pol.Timeout:
+				diags = append(diags, errDiag(c.TimeoutRange, "Ceiling below the policy",
+					fmt.Sprintf("ceiling timeout %s is below the policy's timeout %s.", d, pol.Timeout)))
+			default:
+				pol.MaxTimeout = d
+			}
+		}
+		for _, l := range []struct {
+			name   string
+			v      *int
+			rng    hcl.Range
+			policy int
+			dst    *int
+		}{
+			{"memory_mb", c.MemoryMB, c.MemoryMBRange, pol.MemoryMB, &pol.MaxMemoryMB},
+			{"max_output_bytes", c.MaxOutputBytes, c.MaxOutputBytesRange, pol.MaxOutputBytes, &pol.MaxOutputCeiling},
+		} {
+			if l.v == nil {
+				continue
+			}
+			if *l.v < l.policy {
+				diags = append(diags, errDiag(l.rng, "Ceiling below the policy",
+					fmt.Sprintf("ceiling %s %d is below the policy's %s %d.", l.name, *l.v, l.name, l.policy)))
+				continue
+			}
+			*l.dst = *l.v
+		}
 	}
 	return pol, diags
 }

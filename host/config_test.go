@@ -61,7 +61,8 @@ func TestParseGoodConfig(t *testing.T) {
 		t.Fatal("no default policy")
 	}
 	want := Policy{Name: "default", AllowedImports: []string{"re", "math"}, AllowedPackages: nil,
-		Timeout: 2 * time.Second, MemoryMB: 64, MaxOutputBytes: 4096, MaxCodeBytes: DefaultMaxCodeBytes, MaxArgsBytes: DefaultMaxArgsBytes}
+		Timeout: 2 * time.Second, MemoryMB: 64, MaxOutputBytes: 4096, MaxCodeBytes: DefaultMaxCodeBytes, MaxArgsBytes: DefaultMaxArgsBytes,
+		MaxTimeout: 2 * time.Second, MaxMemoryMB: 64, MaxOutputCeiling: 4096, MaxConcurrency: DefaultMaxConcurrency(), MaxQueue: DefaultMaxQueue}
 	if !equalPolicy(p, want) {
 		t.Errorf("policy = %+v, want %+v", p, want)
 	}
@@ -191,6 +192,9 @@ func TestConfigDiagnostics(t *testing.T) {
 		{"no sandbox", "policy \"p\" {}\n", ":1:1:", "No sandbox declared"},
 		{"wrong type", "policy \"p\" {\n  memory_mb = \"lots\"\n}\nsandbox \"a\" { plugin = \"subprocess\" }\n", ":2:16:", "Unsuitable value type"},
 		{"plugin_dir missing", "plugin_dir = \"nope\"\nsandbox \"a\" { plugin = \"subprocess\" }\n", ":1:14:", "Plugin directory not found"},
+		{"ceiling below policy", "policy \"default\" {\n  timeout = \"5s\"\n  ceiling {\n    timeout = \"1s\"\n  }\n}\nsandbox \"a\" { plugin = \"subprocess\" }\n", ":4:15:", "Ceiling below the policy"},
+		{"ceiling memory below policy", "policy \"default\" {\n  memory_mb = 256\n  ceiling {\n    memory_mb = 64\n  }\n}\nsandbox \"a\" { plugin = \"subprocess\" }\n", ":4:17:", "Ceiling below the policy"},
+		{"zero max_concurrency", "policy \"default\" {\n  max_concurrency = 0\n}\nsandbox \"a\" { plugin = \"subprocess\" }\n", ":2:21:", "Invalid limit"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -154,11 +154,13 @@ func Load(ctx context.Context, cfg *Config, opts ...Option) (*Host, error) {
 	h := &Host{cfg: cfg, catalog: cat, opts: o, sandboxes: map[string]*Sandbox{}, bus: bus}
 	for _, s := range cfg.Sandboxes {
 		e, _ := cat.Lookup(s.Plugin)
+		pol := cfg.SandboxPolicy(s)
 		h.sandboxes[s.Name] = &Sandbox{
 			host:   h,
 			cfg:    s,
-			policy: cfg.SandboxPolicy(s),
+			policy: pol,
 			inst:   &instance{host: h, sb: s, entry: e},
+			admit:  newAdmission(pol.MaxConcurrency, pol.MaxQueue),
 		}
 		h.order = append(h.order, s.Name)
 	}

@@ -19,7 +19,12 @@ type Sandbox struct {
 	cfg    *SandboxConfig
 	policy Policy
 	inst   *instance
+	admit  *admission
 }
+
+// PeakConcurrency returns the most executions of the sandbox that were in
+// flight at once since it was loaded (bounded by max_concurrency).
+func (s *Sandbox) PeakConcurrency() int { return int(s.admit.peak.Load()) }
 
 // Name returns the sandbox's name in the policy.
 func (s *Sandbox) Name() string { return s.cfg.Name }
@@ -161,6 +166,11 @@ func (s *Sandbox) Execute(ctx context.Context, req shared.ExecuteRequest) (share
 				s.cfg.Name, s.cfg.Plugin, shared.CapDependencies, shared.ErrNotSupported)
 		}
 	}
+	release, err := s.admit.acquire(ctx, s.cfg.Name, req.Timeout)
+	if err != nil {
+		return shared.ExecutionResult{}, err
+	}
+	defer release()
 	var resp shared.ExecuteResponse
 	start := time.Now()
 	err = s.inst.do(ctx, "Execute", func(p shared.Sandbox) error {
@@ -217,6 +227,9 @@ func (s *Sandbox) applyPolicy(req shared.ExecuteRequest) (shared.ExecuteRequest,
 	}
 	if req.MaxOutputBytes == 0 {
 		req.MaxOutputBytes = p.MaxOutputBytes
+	}
+	if err := p.checkCeilings(req); err != nil {
+		return req, err
 	}
 	if err := p.checkDangerous(req.AllowedImports...); err != nil {
 		return req, err

@@ -1,0 +1,136 @@
+package host
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/orqest/sandbox/shared"
+)
+
+// Policy values are ceilings unless the policy raises them in ceiling {}.
+func TestPolicyCeilings(t *testing.T) {
+	cfg, diags := ParseConfig("/x/config.hcl", []byte(`
+policy "default" {
+  timeout   = "2s"
+  memory_mb = 64
+}
+policy "roomy" {
+  timeout   = "2s"
+  memory_mb = 64
+  ceiling {
+    timeout          = "1m"
+    memory_mb        = 512
+    max_output_bytes = 8388608
+  }
+}
+sandbox "a" { plugin = "subprocess" }
+`))
+	if diags.HasErrors() {
+		t.Fatal(diags)
+	}
+	strict, _ := cfg.Policy("default")
+	roomy, _ := cfg.Policy("roomy")
+	for _, c := range []struct {
+		p     Policy
+		req   shared.ExecuteRequest
+		field string // "" = allowed
+	}{
+		{strict, shared.ExecuteRequest{Timeout: 2 * time.Second, MemoryMB: 64}, ""},
+		{strict, shared.ExecuteRequest{Timeout: 10 * time.Hour, MemoryMB: 64}, "timeout"},
+		{strict, shared.ExecuteRequest{Timeout: time.Second, MemoryMB: 100000}, "memory_mb"},
+		{strict, shared.ExecuteRequest{Timeout: time.Second, MemoryMB: 64, MaxOutputBytes: 1 << 30}, "max_output_bytes"},
+		{roomy, shared.ExecuteRequest{Timeout: time.Minute, MemoryMB: 512, MaxOutputBytes: 8 << 20}, ""},
+		{roomy, shared.ExecuteRequest{Timeout: 2 * time.Minute, MemoryMB: 64}, "timeout"},
+		{roomy, shared.ExecuteRequest{Timeout: time.Second, MemoryMB: 513}, "memory_mb"},
+	} {
+		if c.req.MaxOutputBytes == 0 {
+			c.req.MaxOutputBytes = c.p.MaxOutputBytes
+		}
+		err := c.p.checkCeilings(c.req)
+		var fe *shared.FieldError
+		switch {
+		case c.field == "" && err != nil:
+			t.Errorf("%s %+v: refused: %v", c.p.Name, c.req, err)
+		case c.field != "" && (!errors.As(err, &fe) || fe.Field != c.field || !errors.Is(err, shared.ErrInvalidArgument) || !strings.Contains(err.Error(), "ceiling")):
+			t.Errorf("%s %+v: got %v, want a FieldError on %s naming the ceiling", c.p.Name, c.req, err, c.field)
+		}
+	}
+}
+
+// A caller asking the CLI or the Go API for more than the policy is refused
+// before anything runs.
+func TestExecuteAboveCeilingRefused(t *testing.T) {
+	h := newHost(t, `
+policy "default" {
+  timeout = "2s"
+}
+sandbox "a" { plugin = "subprocess" }
+`)
+	sb := defaultSandbox(t, h)
+	_, err := sb.Execute(context.Background(), shared.ExecuteRequest{Code: "return 1", Timeout: 10 * time.Hour})
+	var fe *shared.FieldError
+	if !errors.As(err, &fe) || fe.Field != "timeout" {
+		t.Fatalf("Execute with a 10h timeout: %v, want a FieldError on timeout", err)
+	}
+}
+
+// A burst of callers against max_concurrency = 4 never runs more than 4 at
+// once; callers that cannot get a slot within their timeout fail cleanly
+// (ErrUnavailable), and a full queue is refused at once.
+func TestMaxConcurrency(t *testing.T) {
+	h := newHost(t, `
+policy "default" {
+  allowed_imports = ["time"]
+  timeout         = "3s"
+  max_concurrency = 4
+  max_queue       = 40
+}
+sandbox "a" { plugin = "subprocess" }
+`)
+	sb := defaultSandbox(t, h)
+	ctx := context.Background()
+	if res, err := sb.Execute(ctx, shared.ExecuteRequest{Code: "return 1"}); err != nil || !res.Success {
+		t.Fatalf("warm-up: %v %+v", err, res)
+	}
+	const callers = 64
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var ok, busy, full int
+	for i := 0; i < callers; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			res, err := sb.Execute(ctx, shared.ExecuteRequest{Code: "import time\ntime.sleep(0.4)\nreturn 1", Timeout: time.Second})
+			mu.Lock()
+			defer mu.Unlock()
+			switch {
+			case err == nil && res.Success:
+				ok++
+			case errors.Is(err, shared.ErrUnavailable) && strings.Contains(err.Error(), "max_queue"):
+				full++
+			case errors.Is(err, shared.ErrUnavailable) && strings.Contains(err.Error(), "within the call's timeout"):
+				busy++
+			default:
+				t.Errorf("unexpected outcome: %v %+v", err, res)
+			}
+		}()
+	}
+	wg.Wait()
+	t.Logf("%d ran, %d timed out waiting, %d refused by a full queue; peak %d in flight", ok, busy, full, sb.PeakConcurrency())
+	if p := sb.PeakConcurrency(); p > 4 || p < 1 {
+		t.Errorf("peak concurrency %d, want 1..4", p)
+	}
+	if full != callers-4-40 {
+		t.Errorf("%d refused by a full queue, want %d (64 callers, 4 slots, 40 queued)", full, callers-4-40)
+	}
+	if ok < 4 || busy == 0 {
+		t.Errorf("%d ran and %d timed out waiting; want at least the first 4 to run and some waiters to time out", ok, busy)
+	}
+	if res, err := sb.Execute(ctx, shared.ExecuteRequest{Code: "return 2"}); err != nil || !res.Success {
+		t.Fatalf("after the burst: %v %+v", err, res)
+	}
+}
