@@ -136,6 +136,9 @@ type PolicyConfig struct {
 	// the rules table lists as dangerous (os, sys, subprocess, ...): a run
 	// refuses a dangerous module unless it is named here as well.
 	AllowDangerousImports []string `hcl:"allow_dangerous_imports,optional"`
+	// AllowUnreviewedImports acknowledges modules of allowed_imports that
+	// have no reviewed surface in the rules table (module_surfaces).
+	AllowUnreviewedImports []string `hcl:"allow_unreviewed_imports,optional"`
 
 	// Ceiling is how far a caller may raise the limits above (timeout,
 	// memory_mb, max_output_bytes); without it the policy's values are the
@@ -218,6 +221,9 @@ type Policy struct {
 	// AllowDangerousImports: dangerous modules the operator acknowledged
 	// (allow_dangerous_imports); see Policy.UnacknowledgedDangerous.
 	AllowDangerousImports []string
+	// AllowUnreviewedImports: modules without a reviewed surface the
+	// operator acknowledged (allow_unreviewed_imports).
+	AllowUnreviewedImports []string
 
 	// MaxTimeout, MaxMemoryMB and MaxOutputCeiling are the most a caller
 	// may ask for (the policy's `ceiling {}`; by default the values above).
@@ -466,6 +472,7 @@ func (p *PolicyConfig) resolve() (Policy, hcl.Diagnostics) {
 	pol.AllowedImports = append([]string(nil), p.AllowedImports...)
 	pol.AllowedPackages = append([]string(nil), p.AllowedPackages...)
 	pol.AllowDangerousImports = append([]string(nil), p.AllowDangerousImports...)
+	pol.AllowUnreviewedImports = append([]string(nil), p.AllowUnreviewedImports...)
 	diags = append(diags, checkAllowedPackages(p)...) // dependencies.go
 	for _, m := range p.AllowedImports {
 		if m == "" || strings.ContainsAny(m, " \t/\\") {

@@ -77,6 +77,65 @@ func (p Policy) checkDangerous(extra ...string) error {
 		p.Name, strings.Join(parts, ", "), shared.ErrFailedPrecondition)
 }
 
+// reviewed reports whether module m has a reviewed surface in the rules
+// table (its top-level package's entry decides for a dotted name whose own
+// entry is missing: the runner refuses unreviewed submodules of reviewed
+// packages itself).
+func reviewed(m string) bool {
+	t := rules.Default()
+	return t.Reviewed(m) || t.Reviewed(strings.SplitN(m, ".", 2)[0])
+}
+
+// unreviewedAcknowledged reports whether allow_unreviewed_imports covers m.
+func (p Policy) unreviewedAcknowledged(m string) bool {
+	for _, a := range p.AllowUnreviewedImports {
+		if a == m || strings.HasPrefix(m, a+".") {
+			return true
+		}
+	}
+	return false
+}
+
+// Unreviewed returns the modules of the call's allowlist that have no
+// reviewed surface in the rules table (what importing them hands user code
+// has not been checked), are not dangerous (those need
+// allow_dangerous_imports instead) and are not acknowledged by
+// allow_unreviewed_imports, sorted. Execute refuses a call when it is not
+// empty.
+func (p Policy) Unreviewed(extra ...string) []string {
+	var bad []string
+	for _, m := range p.Allowed(extra...) {
+		if _, danger := dangerousWhy(m); danger || reviewed(m) || p.unreviewedAcknowledged(m) {
+			continue
+		}
+		bad = append(bad, m)
+	}
+	sort.Strings(bad)
+	return bad
+}
+
+// ReviewedModules returns the modules with a reviewed surface, sorted.
+func ReviewedModules() []string {
+	var out []string
+	for m := range rules.Default().ModuleSurfaces {
+		out = append(out, m)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// checkUnreviewed refuses a call that would allow an unreviewed module
+// (an error wrapping shared.ErrFailedPrecondition).
+func (p Policy) checkUnreviewed(extra ...string) error {
+	bad := p.Unreviewed(extra...)
+	if len(bad) == 0 {
+		return nil
+	}
+	return fmt.Errorf("policy %q: refusing to run with %s in the allowed imports: no reviewed surface says what importing it hands user code; "+
+		"use a reviewed module (%s), or list it in allow_unreviewed_imports to allow it deliberately: %w",
+		p.Name, strings.Join(bad, ", "), strings.Join(ReviewedModules(), ", "), shared.ErrFailedPrecondition)
+}
+
 // PolicyWarnings lints a policy and returns warnings (never errors) with
 // source ranges: dangerous modules in allowed_imports (whether or not
 // allow_dangerous_imports acknowledges them), allow_dangerous_imports
@@ -116,6 +175,16 @@ func PolicyWarnings(cfg *Config) hcl.Diagnostics {
 				Summary:  "Dangerous module allowed deliberately",
 				Detail: fmt.Sprintf("Policy %q allows %s and acknowledges it with allow_dangerous_imports: code run under this policy is trusted code, not sandboxed code.",
 					p.Name, strings.Join(acked, ", ")),
+				Subject: &r,
+			})
+		}
+		pol.AllowUnreviewedImports = p.AllowUnreviewedImports
+		if un := pol.Unreviewed(); len(un) > 0 {
+			diags = append(diags, &hcl.Diagnostic{
+				Severity: hcl.DiagWarning,
+				Summary:  "Unreviewed module in allowed_imports",
+				Detail: fmt.Sprintf("Policy %q lets user code import %s, which has no reviewed surface in the rules table (what importing it hands user code has not been checked); runs under this policy are refused until allow_unreviewed_imports lists it.",
+					p.Name, strings.Join(un, ", ")),
 				Subject: &r,
 			})
 		}

@@ -234,6 +234,9 @@ func (s *Sandbox) applyPolicy(req shared.ExecuteRequest) (shared.ExecuteRequest,
 	if err := p.checkDangerous(req.AllowedImports...); err != nil {
 		return req, err
 	}
+	if err := p.checkUnreviewed(req.AllowedImports...); err != nil {
+		return req, err
+	}
 	// Dependencies: each must be in allowed_packages, else the call is
 	// refused here, before the plugin (fail closed; the plugin and its
 	// runtime check again against the list they got at Configure).

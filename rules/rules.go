@@ -104,6 +104,20 @@ type Table struct {
 	// covers the module and its submodules ("os" covers "os.path").
 	DangerousImports map[string]string `json:"dangerous_imports"`
 	SafeBuiltins     []string          `json:"safe_builtins"`
+	// ModuleSurfaces maps each reviewed module ("collections.abc" is its own
+	// entry) to the names `import m` hands user code: functions, classes and
+	// constants, never the interpreter's module-level mutable state, never
+	// another module unless it is a reviewed submodule. An allowed module
+	// without an entry gets every public name (the policy must allow it
+	// deliberately: allow_unreviewed_imports).
+	ModuleSurfaces map[string][]string `json:"module_surfaces"`
+}
+
+// Reviewed reports whether module (dotted, as imported) has a reviewed
+// surface.
+func (t *Table) Reviewed(module string) bool {
+	_, ok := t.ModuleSurfaces[module]
+	return ok
 }
 
 // Decode parses and checks a rules table: the schema must be Schema and
@@ -121,6 +135,11 @@ func Decode(b []byte) (*Table, error) {
 	}
 	if len(t.DangerousImports) == 0 {
 		return nil, fmt.Errorf("rules.json: no dangerous_imports list: %w", ErrInvalidTable)
+	}
+	for m := range t.ModuleSurfaces {
+		if _, bad := t.DangerousImports[m]; bad {
+			return nil, fmt.Errorf("rules.json: module %q has a reviewed surface but is on the dangerous list: %w", m, ErrInvalidTable)
+		}
 	}
 	refs := []string{RuleParseError, RuleCodeTooLarge, RuleNestingTooDeep, RuleValidationTimeout,
 		t.Dunder.AttributeRule, t.Dunder.NameRule, t.Private.Rule, t.ReservedPrefixes.Rule,

@@ -89,6 +89,8 @@ def _orq_make_import(allowed_imports, rules=None, user_builtins=None):
     allowed = frozenset(m for m in allowed_imports if isinstance(m, str) and m)
     rules = rules or {}
     hidden_attrs = frozenset((rules.get("forbidden_attributes") or {}).keys())
+    surfaces = {m: frozenset(ns) for m, ns in (rules.get("module_surfaces") or {}).items()
+                if isinstance(m, str) and isinstance(ns, list)}
     guards = _orq_guards(user_builtins)
     _isinstance, _str, _sorted, _vars, _list, _setattr, _type, _tuple = (
         isinstance, str, sorted, vars, list, setattr, type, tuple)
@@ -104,8 +106,13 @@ def _orq_make_import(allowed_imports, rules=None, user_builtins=None):
             return got
         v = ModuleType(key, mod.__doc__ if _isinstance(mod.__doc__, _str) else None)
         memo[key] = v
+        surface = surfaces.get(key)
         for k, x in _list(_vars(mod).items()):
             if k[:1] == "_" or k in hidden_attrs:
+                continue
+            # A reviewed module hands out its surface only: no module-level
+            # state (copy.dispatch_table), registries or re-exported modules.
+            if surface is not None and k not in surface:
                 continue
             if _isinstance(x, ModuleType):
                 if not permitted(x.__name__):
@@ -128,6 +135,10 @@ def _orq_make_import(allowed_imports, rules=None, user_builtins=None):
             raise _ImportError(
                 "import of %r is not allowed (allowed imports: %s)"
                 % (name, ", ".join(_sorted(allowed)) or "none"))
+        if name not in surfaces and name.partition(".")[0] in surfaces:
+            raise _ImportError(
+                "import of %r is not allowed: only the reviewed parts of %r are "
+                "(import %s and use what it offers)" % (name, name.partition(".")[0], name.partition(".")[0]))
         if fromlist is not None:
             fromlist = _tuple(f for f in fromlist if _type(f) is _str)
         mod = real_import(name, None, None, fromlist, 0)
@@ -146,6 +157,9 @@ def _orq_guards(user_builtins):
     - functools.update_wrapper / wraps: the real ones getattr/setattr any
       names passed as `assigned`/`updated` (`updated=['__globals__']` copies
       a module's globals, builtins included, into the caller's globals).
+  - operator.attrgetter / methodcaller: they turn strings into attribute
+    reads and method calls. Only plain names (no leading underscore in any
+    dotted part) are accepted.
       Only the default names (or a subset) are accepted, and only a function
       the tool body defined may be the wrapper.
     - functools.singledispatch: `register(func)` without a class reads the
@@ -163,7 +177,7 @@ def _orq_guards(user_builtins):
     real_singledispatch = functools.singledispatch
     WA, WU = tuple(functools.WRAPPER_ASSIGNMENTS), tuple(functools.WRAPPER_UPDATES)
     _type, _tuple, _isinstance, _TypeError = type, tuple, isinstance, TypeError
-    _str, _all, _next, _iter, _dict, _cls = str, all, next, iter, dict, type
+    _str, _all, _next, _iter, _dict, _cls, _any = str, all, next, iter, dict, type, any
     ub = user_builtins
 
     def names(xs, allowed, what):
@@ -222,6 +236,30 @@ def _orq_guards(user_builtins):
         d.register = register
         return d
 
+    import operator
+
+    real_attrgetter, real_methodcaller = operator.attrgetter, operator.methodcaller
+
+    def plain(name, what):
+        if _type(name) is not _str or not name or _any(p[:1] == "_" or not p for p in name.split(".")):
+            raise _TypeError("operator.%s: only plain attribute names are allowed in the "
+                             "sandbox (no leading underscore), not %r" % (what, name))
+
+    def attrgetter(attr, *attrs):
+        for a in (attr,) + attrs:
+            plain(a, "attrgetter")
+        return real_attrgetter(attr, *attrs)
+
+    def methodcaller(name, *args, **kwargs):
+        plain(name, "methodcaller")
+        if "." in name:
+            raise _TypeError("operator.methodcaller: %r is not a method name" % (name,))
+        return real_methodcaller(name, *args, **kwargs)
+
+    plain = _orq_isolate(plain)
+    attrgetter = _orq_isolate(attrgetter)
+    methodcaller = _orq_isolate(methodcaller)
+    attrgetter.__module__ = methodcaller.__module__ = "operator"
     is_class_or_union = _orq_isolate(is_class_or_union)
     names = _orq_isolate(names)
     update_wrapper = _orq_isolate(update_wrapper)
@@ -231,7 +269,9 @@ def _orq_guards(user_builtins):
         f.__module__ = "functools"
     return {("functools", "update_wrapper"): update_wrapper,
             ("functools", "wraps"): wraps,
-            ("functools", "singledispatch"): singledispatch}
+            ("functools", "singledispatch"): singledispatch,
+            ("operator", "attrgetter"): attrgetter,
+            ("operator", "methodcaller"): methodcaller}
 
 
 _orq_audit_state = {}
