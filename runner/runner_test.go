@@ -20,15 +20,21 @@ const python = "/usr/bin/python3"
 // returns the decoded response and what the child printed.
 func run(t *testing.T, req runner.Request) (runner.Response, string, string) {
 	t.Helper()
-	if _, err := os.Stat(python); err != nil {
-		t.Skipf("%s not available: %v", python, err)
-	}
 	if req.Rules == nil {
 		req.Rules = validator.RulesJSON()
 	}
 	data, err := req.Encode()
 	if err != nil {
 		t.Fatalf("encode: %v", err)
+	}
+	return runRaw(t, data)
+}
+
+// runRaw is run with the request already encoded.
+func runRaw(t *testing.T, data []byte) (runner.Response, string, string) {
+	t.Helper()
+	if _, err := os.Stat(python); err != nil {
+		t.Skipf("%s not available: %v", python, err)
 	}
 	argv := runner.Argv(python)
 	cmd := exec.Command(argv[0], argv[1:]...)

@@ -7,10 +7,14 @@
 # any user code, and user code never sees ctypes, the ruleset fd or the
 # control socket (all are locals of these functions, closed in the child).
 #
+# Every system call number, kernel constant and seccomp program comes from
+# the seal config's "kernel" table (runner.KernelTable, built in Go for the
+# architecture it runs on); none is written here.
+#
 #   _orq_seal_prepare(cfg)         process-wide layers, once: no_new_privs,
 #                                  unprivileged uid, user + network namespace;
-#                                  builds the Landlock ruleset and the seccomp
-#                                  programs. Returns the state.
+#                                  builds the Landlock ruleset and loads the
+#                                  seccomp programs. Returns the state.
 #   _orq_seal_apply(st, zygote)    per-process layers: Landlock
 #                                  restrict_self, rlimits, seccomp filter.
 #   _orq_forkserver_main()         the zygote: argv "forkserver", fd 3 a
@@ -18,108 +22,16 @@
 #                                  plugins/subprocess/forkserver.go).
 # ---------------------------------------------------------------------------
 
-def _orq_seccomp_program(kind):
-    """Return a seccomp BPF program (bytes of struct sock_filter) that
-    denies with EPERM what pure Python never needs, or None when this
-    architecture is not supported.
-
-    kind "full": everything, for a process sealed on its own (spawn mode).
-    kind "zygote": everything but new processes and signals (the zygote
-    forks, and kills its children at shutdown). kind "child": only those,
-    stacked by a fork-server child on top of the inherited zygote filter, so
-    that installing it per fork stays cheap."""
-    import os
-    import struct
-
-    if os.uname().machine != "x86_64":
-        return None
-    AUDIT_ARCH_X86_64 = 0xC000003E
-    RET_ALLOW, RET_ERRNO, RET_KILL_PROCESS = 0x7FFF0000, 0x00050000, 0x80000000
-    EPERM, ENOSYS = 1, 38
-    LD_W_ABS, JEQ_K, JGE_K, AND_K, RET_K = 0x20, 0x15, 0x35, 0x54, 0x06
-    deny = [
-        41, 42, 43, 49, 50, 53, 288,          # socket connect accept bind listen socketpair accept4
-        57, 58, 59, 322,                      # fork vfork execve execveat
-        101, 310, 311, 312,                   # ptrace process_vm_readv/writev kcmp
-        438,                                  # pidfd_getfd
-        165, 166, 155, 161, 428, 429, 430, 431, 432, 433, 442,  # mount family, chroot
-        272, 308,                             # unshare setns
-        321, 298, 323, 425, 426, 427,         # bpf perf_event_open userfaultfd io_uring_*
-        248, 249, 250,                        # add_key request_key keyctl
-        246, 320, 175, 313, 176, 169,         # kexec_* *_module reboot
-        167, 168, 163, 164, 227, 305, 159,    # swap acct clocks
-        170, 171, 172, 173, 179, 443, 212, 103, 134, 135, 153, 154, 156,
-        303, 304, 300,                        # *_handle_at fanotify_init
-        105, 106, 113, 114, 117, 119, 122, 123, 116, 126,  # set*id setgroups capset
-        141, 142, 144, 203, 314, 251, 256, 279, 440, 448,  # other processes' scheduling/memory
-        319, 447, 133, 259,                   # memfd_create memfd_secret mknod mknodat
-    ]
-    # What the zygote itself needs: signals to its children, pidfds, and a
-    # private socketpair per pre-forked child.
-    procs = [62, 200, 234, 129, 297, 424, 434, 53]  # kill tkill tgkill rt_*sigqueueinfo pidfd_send_signal pidfd_open socketpair
-    if kind == "full":
-        deny += procs
-    elif kind == "zygote":
-        deny = [n for n in deny if n not in procs]
-    elif kind == "child":
-        deny = procs
-    ins = []
-
-    def op(code, k, jt=0, jf=0):
-        ins.append(struct.pack("=HBBI", code, jt, jf, k))
-
-    op(LD_W_ABS, 4)                       # seccomp_data.arch
-    op(JEQ_K, AUDIT_ARCH_X86_64, 1, 0)
-    op(RET_K, RET_KILL_PROCESS)
-    op(LD_W_ABS, 0)                       # seccomp_data.nr
-    op(JGE_K, 0x40000000, 0, 1)           # x32 ABI
-    op(RET_K, RET_ERRNO | EPERM)
-    for nr in sorted(set(deny)):
-        op(JEQ_K, nr, 0, 1)
-        op(RET_K, RET_ERRNO | EPERM)
-    if kind != "zygote":
-        # clone: threads only, never with namespace flags.
-        CLONE_THREAD = 0x00010000
-        NS = 0x00020000 | 0x02000000 | 0x04000000 | 0x08000000 | 0x10000000 | 0x20000000 | 0x40000000 | 0x80
-        op(JEQ_K, 56, 0, 5)
-        op(LD_W_ABS, 16)                  # args[0], low half
-        op(AND_K, CLONE_THREAD | NS)
-        op(JEQ_K, CLONE_THREAD, 0, 1)
-        op(RET_K, RET_ALLOW)
-        op(RET_K, RET_ERRNO | EPERM)
-        # clone3 cannot be inspected (flags are behind a pointer): ENOSYS
-        # makes glibc fall back to clone for threads.
-        op(JEQ_K, 435, 0, 1)
-        op(RET_K, RET_ERRNO | ENOSYS)
-    if kind == "child":
-        op(RET_K, RET_ALLOW)
-        return b"".join(ins)
-    # prlimit64: only on the calling process (pid 0).
-    op(JEQ_K, 302, 0, 6)
-    op(LD_W_ABS, 16)
-    op(JEQ_K, 0, 0, 3)
-    op(LD_W_ABS, 20)
-    op(JEQ_K, 0, 0, 1)
-    op(RET_K, RET_ALLOW)
-    op(RET_K, RET_ERRNO | EPERM)
-    # ioctl: no terminal input injection.
-    op(JEQ_K, 16, 0, 5)
-    op(LD_W_ABS, 24)                      # args[1], low half
-    op(JEQ_K, 0x5412, 1, 0)               # TIOCSTI
-    op(JEQ_K, 0x541C, 0, 1)               # TIOCLINUX
-    op(RET_K, RET_ERRNO | EPERM)
-    op(RET_K, RET_ALLOW)
-    op(RET_K, RET_ALLOW)
-    return b"".join(ins)
-
-
 def _orq_seal_prepare(cfg):
     """Establish the process-wide layers and prepare the per-process ones.
 
     cfg: {"uid", "gid": the unprivileged ids used when running as root
     (default 65534); "read_paths": files/dirs the sandbox may read besides
     the stdlib; "disable": layers not to attempt (tests); "require": layers
-    whose absence raises}. Returns a dict with "layers" (in force),
+    whose absence raises; "kernel": {"machine", "sys": system call numbers,
+    "const": kernel constants, "seccomp": {kind: program as hex},
+    "seccomp_error"}}. Without a kernel table for this machine, every layer
+    but the uid drop is missing. Returns a dict with "layers" (in force),
     "missing" ({layer: reason}) and what _orq_seal_apply needs."""
     import ctypes
     import os
@@ -130,6 +42,19 @@ def _orq_seal_prepare(cfg):
     cfg = cfg or {}
     disable = frozenset(cfg.get("disable") or ())
     layers, missing = [], {}
+    machine = os.uname().machine
+    kernel = cfg.get("kernel")
+    if not isinstance(kernel, dict):
+        no_kernel = "the seal config has no kernel table"
+    elif kernel.get("machine") != machine:
+        no_kernel = "the seal config's kernel table is for %s, this is %s" % (
+            kernel.get("machine"), machine)
+    else:
+        no_kernel = None
+    if no_kernel:
+        kernel = {}
+    nr = kernel.get("sys") or {}
+    c = kernel.get("const") or {}
     libc = ctypes.CDLL(None, use_errno=True)
     libc.syscall.restype = ctypes.c_long
     L = ctypes.c_long
@@ -147,20 +72,29 @@ def _orq_seal_prepare(cfg):
         e = ctypes.get_errno()
         return "%s (errno %d)" % (os.strerror(e), e)
 
-    def want(name):
+    def want(name, table=True):
         if name in disable:
             missing[name] = "disabled"
             return False
+        if table and no_kernel:
+            missing[name] = no_kernel
+            return False
         return True
+
+    def pdeathsig():
+        # The parent's death kills this process (a no-op without a table:
+        # the layers are all missing then).
+        if c:
+            prctl(c["PR_SET_PDEATHSIG"], c["SIGKILL"], 0, 0, 0)
 
     st = {"layers": layers, "missing": missing, "ruleset_fd": -1,
           "sysc": sysc, "prctl": prctl, "fail": fail, "ctypes": ctypes,
-          "stdlib": []}
+          "const": c, "sys": nr, "pdeathsig": pdeathsig, "stdlib": []}
 
     # 1. no_new_privs: nothing this process or its children execute can gain
     #    privileges (also what Landlock and seccomp require unprivileged).
     if want("no_new_privs"):
-        if prctl(38, 1, 0, 0, 0) == 0:  # PR_SET_NO_NEW_PRIVS
+        if prctl(c["PR_SET_NO_NEW_PRIVS"], 1, 0, 0, 0) == 0:
             layers.append("no_new_privs")
         else:
             missing["no_new_privs"] = fail()
@@ -168,7 +102,7 @@ def _orq_seal_prepare(cfg):
     # 2. Never run as root: drop to an unprivileged uid/gid first. A uid
     #    change clears the parent-death signal: set it again afterwards.
     parent = os.getppid()
-    if want("unprivileged_uid"):
+    if want("unprivileged_uid", table=False):
         if os.getuid() == 0 or os.geteuid() == 0 or os.getgid() == 0:
             uid = int(cfg.get("uid") or 65534)
             gid = int(cfg.get("gid") or 65534)
@@ -181,7 +115,7 @@ def _orq_seal_prepare(cfg):
                 missing["unprivileged_uid"] = str(e)
         else:
             layers.append("unprivileged_uid")
-    prctl(1, 9, 0, 0, 0)  # PR_SET_PDEATHSIG, SIGKILL
+    pdeathsig()
     if os.getppid() != parent:
         os._exit(75)  # the parent died meanwhile
 
@@ -190,17 +124,17 @@ def _orq_seal_prepare(cfg):
     #    only a loopback interface that is down: no network at all.
     want_ns = [want("user_namespace"), want("network_namespace")]
     if all(want_ns):
-        if libc.unshare(0x10000000 | 0x40000000) == 0:  # CLONE_NEWUSER|CLONE_NEWNET
+        if libc.unshare(c["CLONE_NEWUSER"] | c["CLONE_NEWNET"]) == 0:
             layers += ["user_namespace", "network_namespace"]
             # Drop the capabilities the new namespace granted.
-            hdr = (ctypes.c_uint32 * 2)(0x20080522, 0)
+            hdr = (ctypes.c_uint32 * 2)(c["LINUX_CAPABILITY_VERSION_3"], 0)
             data = (ctypes.c_uint32 * 6)()
-            if sysc(126, hdr, data) != 0:  # capset
+            if sysc(nr["capset"], hdr, data) != 0:
                 raise OSError("capset after unshare failed: " + fail())
         else:
             why = fail()
             missing["user_namespace"] = why
-            if libc.unshare(0x40000000) == 0:
+            if libc.unshare(c["CLONE_NEWNET"]) == 0:
                 layers.append("network_namespace")
             else:
                 missing["network_namespace"] = why
@@ -214,22 +148,29 @@ def _orq_seal_prepare(cfg):
             stdlib.append(p)
     st["stdlib"] = stdlib
     if want("landlock_fs"):
-        abi = sysc(444, None, 0, 1)  # landlock_create_ruleset(VERSION)
+        abi = sysc(nr["landlock_create_ruleset"], None, 0, c["LANDLOCK_CREATE_RULESET_VERSION"])
         if abi < 1:
             missing["landlock_fs"] = "Landlock unavailable: " + fail()
         else:
-            fs = (1 << 13) - 1
+            fs = 0
+            for right in ("EXECUTE", "WRITE_FILE", "READ_FILE", "READ_DIR", "REMOVE_DIR",
+                          "REMOVE_FILE", "MAKE_CHAR", "MAKE_DIR", "MAKE_REG", "MAKE_SOCK",
+                          "MAKE_FIFO", "MAKE_BLOCK", "MAKE_SYM"):  # ABI 1
+                fs |= c["LANDLOCK_ACCESS_FS_" + right]
             if abi >= 2:
-                fs |= 1 << 13   # REFER
+                fs |= c["LANDLOCK_ACCESS_FS_REFER"]
             if abi >= 3:
-                fs |= 1 << 14   # TRUNCATE
+                fs |= c["LANDLOCK_ACCESS_FS_TRUNCATE"]
             if abi >= 5:
-                fs |= 1 << 15   # IOCTL_DEV
-            net = 3 if abi >= 4 and "landlock_net" not in disable else 0
-            scoped = 3 if abi >= 6 and "landlock_scope" not in disable else 0
+                fs |= c["LANDLOCK_ACCESS_FS_IOCTL_DEV"]
+            net = scoped = 0
+            if abi >= 4 and "landlock_net" not in disable:
+                net = c["LANDLOCK_ACCESS_NET_BIND_TCP"] | c["LANDLOCK_ACCESS_NET_CONNECT_TCP"]
+            if abi >= 6 and "landlock_scope" not in disable:
+                scoped = c["LANDLOCK_SCOPE_ABSTRACT_UNIX_SOCKET"] | c["LANDLOCK_SCOPE_SIGNAL"]
             size = 8 if abi < 4 else 16 if abi < 6 else 24
             attr = ctypes.create_string_buffer(struct.pack("=QQQ", fs, net, scoped)[:size], size)
-            fd = sysc(444, attr, size, 0)
+            fd = sysc(nr["landlock_create_ruleset"], attr, size, 0)
             if fd < 0:
                 missing["landlock_fs"] = "landlock_create_ruleset: " + fail()
             else:
@@ -240,11 +181,12 @@ def _orq_seal_prepare(cfg):
                     except OSError:
                         continue
                     try:
-                        acc = 4  # READ_FILE
+                        acc = c["LANDLOCK_ACCESS_FS_READ_FILE"]
                         if stat.S_ISDIR(os.fstat(pfd).st_mode):
-                            acc |= 8  # READ_DIR
+                            acc |= c["LANDLOCK_ACCESS_FS_READ_DIR"]
                         rule = ctypes.create_string_buffer(struct.pack("=Qi", acc, pfd), 12)
-                        if sysc(445, fd, 1, rule, 0) != 0:
+                        if sysc(nr["landlock_add_rule"], fd, c["LANDLOCK_RULE_PATH_BENEATH"],
+                                rule, 0) != 0:
                             raise OSError("landlock_add_rule %s: %s" % (p, fail()))
                     finally:
                         os.close(pfd)
@@ -265,19 +207,24 @@ def _orq_seal_prepare(cfg):
         for n in ("landlock_net", "landlock_scope"):
             missing.setdefault(n, missing.get("landlock_fs", "Landlock unavailable"))
 
-    # 5. seccomp: programs built now, installed per process.
+    # 5. seccomp: the programs of the kernel table (runner/seccomp), loaded
+    #    now, installed per process.
     if want("seccomp"):
-        full = _orq_seccomp_program("full")
-        if full is None:
-            missing["seccomp"] = "no seccomp program for %s" % os.uname().machine
-        elif prctl(21, 0, 0, 0, 0) < 0:  # PR_GET_SECCOMP
+        progs = kernel.get("seccomp") or {}
+        kinds = ("full", "zygote", "child")
+        if not all(progs.get(k) for k in kinds):
+            missing["seccomp"] = kernel.get("seccomp_error") or (
+                "no seccomp programs for %s in the seal config" % machine)
+        elif prctl(c["PR_GET_SECCOMP"], 0, 0, 0, 0) < 0:
             missing["seccomp"] = "seccomp unavailable: " + fail()
         else:
             class _Prog(ctypes.Structure):
                 _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
 
-            for kind, prog in (("full", full), ("zygote", _orq_seccomp_program("zygote")),
-                               ("child", _orq_seccomp_program("child"))):
+            for kind in kinds:
+                prog = bytes.fromhex(progs[kind])
+                if len(prog) % 8:
+                    raise ValueError("seccomp program %s: %d bytes" % (kind, len(prog)))
                 buf = ctypes.create_string_buffer(prog, len(prog))
                 st["bpf_" + kind] = (buf, _Prog(len(prog) // 8, ctypes.addressof(buf)))
             layers.append("seccomp")
@@ -301,10 +248,11 @@ def _orq_seal_apply(st, role="full"):
     import resource
 
     sysc, prctl, fail, ctypes = st["sysc"], st["prctl"], st["fail"], st["ctypes"]
+    c, nr = st["const"], st["sys"]
     layers = st["layers"]
     fd = st["ruleset_fd"]
     if "landlock_fs" in layers:
-        if sysc(446, fd, 0) != 0:  # landlock_restrict_self
+        if sysc(nr["landlock_restrict_self"], fd, 0) != 0:
             raise OSError("landlock_restrict_self: " + fail())
     if role != "zygote":
         if fd >= 0:
@@ -315,8 +263,7 @@ def _orq_seal_apply(st, role="full"):
             resource.setrlimit(res, (n, n))
     if "seccomp" in layers:
         _, prog = st["bpf_" + role]
-        # PR_SET_SECCOMP, SECCOMP_MODE_FILTER
-        if prctl(22, 2, ctypes.addressof(prog), 0, 0) != 0:
+        if prctl(c["PR_SET_SECCOMP"], c["SECCOMP_MODE_FILTER"], ctypes.addressof(prog), 0, 0) != 0:
             raise OSError("seccomp filter: " + fail())
 
 

@@ -28,7 +28,7 @@ def _orq_forkserver_child(sock_fd, st, zygote_pid, rules):
     import socket
 
     try:
-        st["prctl"](1, 9, 0, 0, 0)  # PR_SET_PDEATHSIG, SIGKILL
+        st["pdeathsig"]()
         if os.getppid() != zygote_pid:
             os._exit(75)
         # Its own process group: should a layer that forbids fork not be in

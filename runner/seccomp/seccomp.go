@@ -1,0 +1,133 @@
+// Package seccomp builds the seccomp filters the Python runner installs
+// before any user code runs: classic BPF programs over struct seccomp_data
+// that refuse, with an errno, the system calls pure Python never needs
+// (sockets, exec, ptrace, mounts and namespaces, kernel keys and modules,
+// set*id, io_uring, bpf, ...).
+//
+// The programs are built here, from the golang.org/x/sys/unix system call
+// names of the architecture the binary is compiled for, and handed to the
+// child ready to install (see runner.Seal): the child only calls
+// prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER) with them.
+//
+// Every program starts with an architecture check: a system call made
+// through any other ABI (i386 on x86_64, arm32 on arm64) kills the process,
+// and on x86_64 one made through the x32 ABI is refused with EPERM. Unlisted
+// system calls are allowed. Supported: linux/amd64 and linux/arm64;
+// elsewhere Program returns an error wrapping ErrUnsupported.
+package seccomp
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+
+	"golang.org/x/net/bpf"
+)
+
+// Kind selects one of the runner's programs. The fork-server's zygote and
+// its children split the Full program in two so that each fork installs
+// only a short filter on top of the one it inherits.
+type Kind int
+
+// The programs, by the process that installs them.
+const (
+	// Full is for a process sealed on its own (spawn mode): everything is
+	// refused, including new processes, signals to other processes and
+	// socketpair; clone may only make threads.
+	Full Kind = iota
+	// Zygote is for the fork-server: everything Full refuses but what the
+	// zygote needs itself (fork by clone, clone3, signals to its children,
+	// pidfds, a socketpair per pre-forked child).
+	Zygote
+	// Child is for a fork-server child, stacked on the Zygote filter it
+	// inherits: exactly what Zygote allows and Full refuses.
+	Child
+)
+
+// Kinds lists every Kind, in declaration order.
+var Kinds = []Kind{Full, Zygote, Child}
+
+// String returns the kind's name as the runner knows it: "full", "zygote"
+// or "child".
+func (k Kind) String() string {
+	switch k {
+	case Full:
+		return "full"
+	case Zygote:
+		return "zygote"
+	case Child:
+		return "child"
+	}
+	return fmt.Sprintf("Kind(%d)", int(k))
+}
+
+// ErrUnsupported is what Program returns (wrapped) on an architecture it
+// has no system call table for.
+var ErrUnsupported = errors.New("seccomp: architecture not supported")
+
+// Offsets into struct seccomp_data { int nr; __u32 arch; __u64
+// instruction_pointer; __u64 args[6]; }. A BPF word load reads the 32-bit
+// word at the offset in the host's byte order; args are loaded as their low
+// half (the little-endian arches here: the word at the offset) and their
+// high half (the word after it).
+const (
+	offNr   = 0
+	offArch = 4
+	offArgs = 16
+)
+
+// argLow and argHigh are the offsets of the low and high 32-bit halves of
+// system call argument i.
+func argLow(i int) uint32  { return uint32(offArgs + 8*i) }
+func argHigh(i int) uint32 { return uint32(offArgs + 8*i + 4) }
+
+// instructions returns the program of kind k as BPF instructions.
+func instructions(k Kind) ([]bpf.Instruction, error) {
+	if k < Full || k > Child {
+		return nil, fmt.Errorf("seccomp: unknown kind %d", int(k))
+	}
+	return build(k)
+}
+
+// Program returns the program of kind k assembled as the array of struct
+// sock_filter { __u16 code; __u8 jt; __u8 jf; __u32 k; } in the host's
+// byte order: the filter of the struct sock_fprog that
+// prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog) installs. The error
+// wraps ErrUnsupported on an architecture without a table.
+func Program(k Kind) ([]byte, error) {
+	ins, err := instructions(k)
+	if err != nil {
+		return nil, err
+	}
+	raw, err := bpf.Assemble(ins)
+	if err != nil {
+		return nil, fmt.Errorf("seccomp: assembling the %s program: %w", k, err)
+	}
+	return encode(raw), nil
+}
+
+// encode renders raw instructions as the kernel's struct sock_filter array
+// in the host's byte order.
+func encode(raw []bpf.RawInstruction) []byte {
+	out := make([]byte, 0, 8*len(raw))
+	for _, r := range raw {
+		out = binary.NativeEndian.AppendUint16(out, r.Op)
+		out = append(out, r.Jt, r.Jf)
+		out = binary.NativeEndian.AppendUint32(out, r.K)
+	}
+	return out
+}
+
+// Denied returns the names of the system calls the program of kind k
+// refuses whatever their arguments, sorted by number. clone3 is among them
+// for Full and Child (refused with ENOSYS, so that the C library falls back
+// to clone, whose flags the filter can inspect; every other one with
+// EPERM). clone (threads only, no namespace flags), prlimit64 (the calling
+// process only) and ioctl (no TIOCSTI or TIOCLINUX) are checked by argument
+// and not listed. Nil on an unsupported architecture.
+func Denied(k Kind) []string {
+	if k < Full || k > Child {
+		return nil
+	}
+	return denied(k)
+}

@@ -1,0 +1,25 @@
+package seccomp
+
+import "golang.org/x/sys/unix"
+
+// auditArch is the seccomp_data.arch of a native system call.
+const auditArch = unix.AUDIT_ARCH_X86_64
+
+// x32SyscallBit is the bit the x32 ABI sets in the system call number
+// (__X32_SYSCALL_BIT): every such call is refused.
+const x32SyscallBit = 0x40000000
+
+// legacyCalls are the refused system calls that only some architectures
+// have (arm64 never had them).
+func legacyCalls() []call {
+	return []call{
+		{"fork", unix.SYS_FORK},
+		{"vfork", unix.SYS_VFORK},
+		{"iopl", unix.SYS_IOPL},
+		{"ioperm", unix.SYS_IOPERM},
+		{"uselib", unix.SYS_USELIB},
+		{"modify_ldt", unix.SYS_MODIFY_LDT},
+		{"_sysctl", unix.SYS__SYSCTL},
+		{"mknod", unix.SYS_MKNOD},
+	}
+}

@@ -1,0 +1,15 @@
+package seccomp
+
+import "golang.org/x/sys/unix"
+
+// auditArch is the seccomp_data.arch of a native system call.
+const auditArch = unix.AUDIT_ARCH_AARCH64
+
+// x32SyscallBit is zero: arm64 has no x32-like ABI sharing its arch value
+// (arm32 compat calls carry AUDIT_ARCH_ARM and are killed).
+const x32SyscallBit = 0
+
+// legacyCalls are the refused system calls that only some architectures
+// have: arm64 has no fork, vfork, iopl, ioperm, uselib, modify_ldt, _sysctl
+// or mknod (only their *at or clone forms, listed in deniedCalls).
+func legacyCalls() []call { return nil }
