@@ -77,7 +77,7 @@ func kernelTable() (*KernelTable, error) {
 			"LANDLOCK_SCOPE_SIGNAL":               unix.LANDLOCK_SCOPE_SIGNAL,
 		},
 	}
-	for _, k := range seccomp.Kinds {
+	for _, k := range seccomp.Kinds() {
 		prog, err := seccomp.Program(k)
 		if errors.Is(err, seccomp.ErrUnsupported) {
 			t.Seccomp, t.SeccompError = nil, err.Error()

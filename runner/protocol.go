@@ -102,8 +102,10 @@ func ForkServerArgv(python string) []string {
 }
 
 // Seal configures the kernel sealing layers the runner applies before any
-// user code runs (see _orq_seal_prepare in runner.py). Layer names are
-// those of ProbeResult.Layers.
+// user code runs (see _orq_seal_prepare in py/seal.py). Layer names are
+// those of ProbeResult.Layers. Encoded, it also carries this
+// architecture's KernelTable (see MarshalJSON): the system call numbers,
+// constants and seccomp programs the runner uses.
 type Seal struct {
 	// UID and GID are the unprivileged ids the runner drops to when it
 	// starts as root (0 means 65534, nobody).

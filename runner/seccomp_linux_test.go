@@ -54,7 +54,7 @@ func TestSealCarriesKernelTable(t *testing.T) {
 	if k.Sys["capset"] != unix.SYS_CAPSET || k.Const["PR_SET_SECCOMP"] != unix.PR_SET_SECCOMP {
 		t.Errorf("numbers: %v %v", k.Sys, k.Const)
 	}
-	for _, kind := range seccomp.Kinds {
+	for _, kind := range seccomp.Kinds() {
 		want, err := seccomp.Program(kind)
 		if err != nil {
 			t.Fatal(err)

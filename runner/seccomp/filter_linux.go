@@ -10,6 +10,22 @@ import (
 	"golang.org/x/sys/unix"
 )
 
+// Offsets into struct seccomp_data { int nr; __u32 arch; __u64
+// instruction_pointer; __u64 args[6]; }. A BPF word load reads the 32-bit
+// word at the offset in the host's byte order; args are loaded as their low
+// half (the little-endian arches here: the word at the offset) and their
+// high half (the word after it).
+const (
+	offNr   = 0
+	offArch = 4
+	offArgs = 16
+)
+
+// argLow and argHigh are the offsets of the low and high 32-bit halves of
+// system call argument i.
+func argLow(i int) uint32  { return uint32(offArgs + 8*i) }
+func argHigh(i int) uint32 { return uint32(offArgs + 8*i + 4) }
+
 // call is a system call by name and by number on this architecture.
 type call struct {
 	name string
@@ -167,8 +183,11 @@ func errno(e unix.Errno) bpf.Instruction {
 }
 
 // allow is the action that lets the system call run.
-var allow bpf.Instruction = bpf.RetConstant{Val: unix.SECCOMP_RET_ALLOW}
+func allow() bpf.Instruction { return bpf.RetConstant{Val: unix.SECCOMP_RET_ALLOW} }
 
+// build returns the program of kind k: the architecture check, the
+// unconditional refusals, then the argument checks of the kind; anything
+// else is allowed.
 func build(k Kind) ([]bpf.Instruction, error) {
 	prog := []bpf.Instruction{
 		// Any other ABI: kill (its system call numbers mean other calls).
@@ -198,7 +217,7 @@ func build(k Kind) ([]bpf.Instruction, error) {
 			bpf.LoadAbsolute{Off: argLow(0), Size: 4},
 			bpf.ALUOpConstant{Op: bpf.ALUOpAnd, Val: unix.CLONE_THREAD | cloneNamespaces},
 			bpf.JumpIf{Cond: bpf.JumpEqual, Val: unix.CLONE_THREAD, SkipFalse: 1},
-			allow,
+			allow(),
 			errno(unix.EPERM),
 			// clone3 cannot be inspected (its flags are behind a
 			// pointer): ENOSYS makes the C library fall back to clone.
@@ -206,7 +225,7 @@ func build(k Kind) ([]bpf.Instruction, error) {
 			errno(unix.ENOSYS))
 	}
 	if k == Child {
-		return append(prog, allow), nil
+		return append(prog, allow()), nil
 	}
 	return append(prog,
 		// prlimit64: only on the calling process (pid 0, both halves).
@@ -215,7 +234,7 @@ func build(k Kind) ([]bpf.Instruction, error) {
 		bpf.JumpIf{Cond: bpf.JumpEqual, Val: 0, SkipFalse: 3},
 		bpf.LoadAbsolute{Off: argHigh(0), Size: 4},
 		bpf.JumpIf{Cond: bpf.JumpEqual, Val: 0, SkipFalse: 1},
-		allow,
+		allow(),
 		errno(unix.EPERM),
 		// ioctl: no terminal input injection (the request is the low half
 		// of args[1], an unsigned int to the kernel).
@@ -224,9 +243,11 @@ func build(k Kind) ([]bpf.Instruction, error) {
 		bpf.JumpIf{Cond: bpf.JumpEqual, Val: unix.TIOCSTI, SkipTrue: 1},
 		bpf.JumpIf{Cond: bpf.JumpEqual, Val: unix.TIOCLINUX, SkipFalse: 1},
 		errno(unix.EPERM),
-		allow), nil
+		allow()), nil
 }
 
+// denied returns the names of unconditional(k), then clone3 where k
+// refuses it.
 func denied(k Kind) []string {
 	var names []string
 	for _, c := range unconditional(k) {

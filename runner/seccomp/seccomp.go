@@ -44,8 +44,8 @@ const (
 	Child
 )
 
-// Kinds lists every Kind, in declaration order.
-var Kinds = []Kind{Full, Zygote, Child}
+// Kinds returns every Kind, in declaration order.
+func Kinds() []Kind { return []Kind{Full, Zygote, Child} }
 
 // String returns the kind's name as the runner knows it: "full", "zygote"
 // or "child".
@@ -64,22 +64,6 @@ func (k Kind) String() string {
 // ErrUnsupported is what Program returns (wrapped) on an architecture it
 // has no system call table for.
 var ErrUnsupported = errors.New("seccomp: architecture not supported")
-
-// Offsets into struct seccomp_data { int nr; __u32 arch; __u64
-// instruction_pointer; __u64 args[6]; }. A BPF word load reads the 32-bit
-// word at the offset in the host's byte order; args are loaded as their low
-// half (the little-endian arches here: the word at the offset) and their
-// high half (the word after it).
-const (
-	offNr   = 0
-	offArch = 4
-	offArgs = 16
-)
-
-// argLow and argHigh are the offsets of the low and high 32-bit halves of
-// system call argument i.
-func argLow(i int) uint32  { return uint32(offArgs + 8*i) }
-func argHigh(i int) uint32 { return uint32(offArgs + 8*i + 4) }
 
 // instructions returns the program of kind k as BPF instructions.
 func instructions(k Kind) ([]bpf.Instruction, error) {
@@ -119,8 +103,8 @@ func encode(raw []bpf.RawInstruction) []byte {
 }
 
 // Denied returns the names of the system calls the program of kind k
-// refuses whatever their arguments, sorted by number. clone3 is among them
-// for Full and Child (refused with ENOSYS, so that the C library falls back
+// refuses whatever their arguments, sorted by number, then clone3 for Full
+// and Child (refused with ENOSYS, so that the C library falls back
 // to clone, whose flags the filter can inspect; every other one with
 // EPERM). clone (threads only, no namespace flags), prlimit64 (the calling
 // process only) and ioctl (no TIOCSTI or TIOCLINUX) are checked by argument

@@ -89,7 +89,7 @@ func TestPrograms(t *testing.T) {
 	for _, c := range append(append(deniedCalls(), processCalls()...), legacyCalls()...) {
 		nrs[c.name] = c.nr
 	}
-	for _, k := range Kinds {
+	for _, k := range Kinds() {
 		t.Run(k.String(), func(t *testing.T) {
 			f := loadKind(t, k)
 			check := func(what string, d seccompData, want uint32) {
@@ -128,7 +128,7 @@ func TestPrograms(t *testing.T) {
 func TestWrongArch(t *testing.T) {
 	arches := []uint32{unix.AUDIT_ARCH_I386, unix.AUDIT_ARCH_X86_64, unix.AUDIT_ARCH_ARM,
 		unix.AUDIT_ARCH_AARCH64, unix.AUDIT_ARCH_RISCV64, 0}
-	for _, k := range Kinds {
+	for _, k := range Kinds() {
 		f := loadKind(t, k)
 		for _, arch := range arches {
 			if arch == auditArch {
@@ -167,7 +167,7 @@ func TestZygoteAndChildStackToFull(t *testing.T) {
 // Denied lists each refusal once, in number order, and never a system call
 // the architecture lacks; Zygote and Child split Full.
 func TestDenied(t *testing.T) {
-	for _, k := range Kinds {
+	for _, k := range Kinds() {
 		d := Denied(k)
 		if len(d) == 0 {
 			t.Fatalf("%s: nothing denied", k)
