@@ -194,7 +194,7 @@ func TestHostMemoryLimit(t *testing.T) {
 	t.Logf("capabilities seen by the host (Info is fetched before Configure): %v", info.Capabilities)
 	pid := sb.PluginPID()
 	for _, code := range []string{"x = bytearray(1024 ** 3)\nreturn len(x)", "x = []\nwhile True:\n    x.append(bytearray(1024 * 1024))"} {
-		res, err := sb.Execute(ctx, shared.ExecuteRequest{Code: code, Timeout: 20 * time.Second})
+		res, err := sb.Execute(ctx, shared.ExecuteRequest{Code: code, Timeout: 5 * time.Second})
 		if err != nil {
 			t.Fatalf("%q: %v", code, err)
 		}

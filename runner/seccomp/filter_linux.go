@@ -137,6 +137,38 @@ func deniedCalls() []call {
 	}
 }
 
+// changeCalls change files' metadata and names, which Landlock does not
+// mediate (mode, owner, times, extended attributes) or mediates only where
+// its ABI is new enough (links, renames), and watch directories (inotify
+// tells a child the names of files other tenants create in /tmp). The child
+// writes nothing, so it changes and watches nothing either. Every program
+// refuses them, with legacyChangeCalls.
+func changeCalls() []call {
+	return append([]call{
+		{"fchmod", unix.SYS_FCHMOD},
+		{"fchmodat", unix.SYS_FCHMODAT},
+		{"fchmodat2", unix.SYS_FCHMODAT2},
+		{"fchown", unix.SYS_FCHOWN},
+		{"fchownat", unix.SYS_FCHOWNAT},
+		{"utimensat", unix.SYS_UTIMENSAT},
+		{"setxattr", unix.SYS_SETXATTR},
+		{"lsetxattr", unix.SYS_LSETXATTR},
+		{"fsetxattr", unix.SYS_FSETXATTR},
+		{"setxattrat", unix.SYS_SETXATTRAT},
+		{"removexattr", unix.SYS_REMOVEXATTR},
+		{"lremovexattr", unix.SYS_LREMOVEXATTR},
+		{"fremovexattr", unix.SYS_FREMOVEXATTR},
+		{"removexattrat", unix.SYS_REMOVEXATTRAT},
+		{"linkat", unix.SYS_LINKAT},
+		{"symlinkat", unix.SYS_SYMLINKAT},
+		{"renameat", unix.SYS_RENAMEAT},
+		{"renameat2", unix.SYS_RENAMEAT2},
+		{"inotify_init1", unix.SYS_INOTIFY_INIT1},
+		{"inotify_add_watch", unix.SYS_INOTIFY_ADD_WATCH},
+		{"fanotify_mark", unix.SYS_FANOTIFY_MARK},
+	}, legacyChangeCalls()...)
+}
+
 // processCalls are what the fork-server zygote needs and its children do
 // not: signals to other processes, pidfds, and the private socketpair of
 // each pre-forked child. Full and Child refuse them, Zygote allows them.
@@ -161,7 +193,7 @@ const cloneNamespaces = unix.CLONE_NEWNS | unix.CLONE_NEWCGROUP | unix.CLONE_NEW
 // with EPERM whatever their arguments, sorted by number, without
 // duplicates.
 func unconditional(k Kind) []call {
-	deny := append(deniedCalls(), legacyCalls()...)
+	deny := append(append(deniedCalls(), legacyCalls()...), changeCalls()...)
 	procs := processCalls()
 	switch k {
 	case Full:

@@ -23,3 +23,20 @@ func legacyCalls() []call {
 		{"mknod", unix.SYS_MKNOD},
 	}
 }
+
+// legacyChangeCalls are the calls of changeCalls that only some
+// architectures have.
+func legacyChangeCalls() []call {
+	return []call{
+		{"chmod", unix.SYS_CHMOD},
+		{"chown", unix.SYS_CHOWN},
+		{"lchown", unix.SYS_LCHOWN},
+		{"utime", unix.SYS_UTIME},
+		{"utimes", unix.SYS_UTIMES},
+		{"futimesat", unix.SYS_FUTIMESAT},
+		{"link", unix.SYS_LINK},
+		{"symlink", unix.SYS_SYMLINK},
+		{"rename", unix.SYS_RENAME},
+		{"inotify_init", unix.SYS_INOTIFY_INIT},
+	}
+}

@@ -13,3 +13,7 @@ const x32SyscallBit = 0
 // have: arm64 has no fork, vfork, iopl, ioperm, uselib, modify_ldt, _sysctl
 // or mknod (only their *at or clone forms, listed in deniedCalls).
 func legacyCalls() []call { return nil }
+
+// legacyChangeCalls: arm64 has only the *at forms of chmod, chown, utime,
+// link, symlink and rename, and only inotify_init1 (all in changeCalls).
+func legacyChangeCalls() []call { return nil }

@@ -86,7 +86,7 @@ func TestPrograms(t *testing.T) {
 			"pidfd_send_signal": retEPERM},
 	}
 	nrs := map[string]uint32{}
-	for _, c := range append(append(deniedCalls(), processCalls()...), legacyCalls()...) {
+	for _, c := range append(append(append(deniedCalls(), processCalls()...), legacyCalls()...), changeCalls()...) {
 		nrs[c.name] = c.nr
 	}
 	for _, k := range Kinds() {
