@@ -241,21 +241,6 @@ func (r Request) Encode() ([]byte, error) {
 	return json.Marshal(r)
 }
 
-// DecodeResponse parses what the child wrote to fd 3.
-func DecodeResponse(data []byte) (Response, error) {
-	var resp Response
-	if len(bytes.TrimSpace(data)) == 0 {
-		return resp, fmt.Errorf("empty response from python runner")
-	}
-	if err := json.Unmarshal(data, &resp); err != nil {
-		return resp, fmt.Errorf("malformed response from python runner: %v", err)
-	}
-	if resp.Success && len(resp.Output) == 0 {
-		resp.Output = json.RawMessage("null")
-	}
-	return resp, nil
-}
-
 // MaxErrorBytes caps the error text (e.g. a traceback) copied into a result.
 const MaxErrorBytes = 64 << 10
 

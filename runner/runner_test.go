@@ -57,7 +57,7 @@ func runRaw(t *testing.T, data []byte) (runner.Response, string, string) {
 	if err := cmd.Wait(); err != nil {
 		t.Fatalf("python exited: %v\nstderr: %s", err, stderr.String())
 	}
-	resp, err := runner.DecodeResponse(raw)
+	resp, err := runner.ParseResponse(raw)
 	if err != nil {
 		t.Fatalf("%v (raw %q, stderr %s)", err, raw, stderr.String())
 	}

@@ -300,7 +300,7 @@ func (b *Backend) run(ctx context.Context, python string, req runner.Request, ti
 		return fail(res, shared.KindTimeout, fmt.Sprintf("execution timed out after %v", timeout)), nil
 	}
 	if len(bytes.TrimSpace(data)) > 0 {
-		resp, err := runner.DecodeResponse(data)
+		resp, err := runner.ParseResponse(data)
 		if err != nil {
 			return res, fmt.Errorf("%v: %w", err, shared.ErrInternal)
 		}

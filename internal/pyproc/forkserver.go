@@ -784,7 +784,10 @@ func usable(resp captured) bool {
 	if resp.truncated || len(bytes.TrimSpace(resp.data)) == 0 {
 		return false
 	}
-	r, err := runner.DecodeResponse(resp.data)
+	r, err := runner.ParseResponse(resp.data)
+	if errors.Is(err, runner.ErrProtocol) {
+		return true // conclude reports it as the infrastructure error it is
+	}
 	return err == nil && r.ErrorKind != runner.KindInternal
 }
 

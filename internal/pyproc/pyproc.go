@@ -156,14 +156,18 @@ func conclude(ctx context.Context, log Logger, job *Job, o outcome) (shared.Exec
 		return res, nil
 	}
 	if !o.resp.truncated && len(bytes.TrimSpace(o.resp.data)) > 0 { // a truncated response is unusable
-		r, err := runner.DecodeResponse(o.resp.data)
-		if err == nil {
-			if err := r.Apply(&res); err != nil {
-				return res, fmt.Errorf("execute: %w", err)
-			}
-			return res, nil
+		r, err := runner.ParseResponse(o.resp.data)
+		if err != nil {
+			// The child ran user code that may have escaped the Python
+			// layers: a response the runner does not write is not trusted.
+			log.Warn("child response breaks the protocol", "pid", o.pid, "error", err)
+			return res, fmt.Errorf("execute: sandbox child %d wrote a response the runner does not write (its code may have escaped the Python layers): %w: %w",
+				o.pid, err, shared.ErrInternal)
 		}
-		log.Warn("undecodable response from child", "pid", o.pid, "error", err)
+		if err := r.Apply(&res); err != nil {
+			return res, fmt.Errorf("execute: %w", err)
+		}
+		return res, nil
 	}
 	// No (usable) response: the child was killed or crashed.
 	res.ErrorKind, res.Error = ClassifyDeath(o.status, o.cpu, job.Request.MemoryMB, job.cpuSeconds(), res.Stderr)

@@ -389,7 +389,7 @@ wait:
 	}
 	res.Stdout, res.StdoutTruncated = runner.TruncateUTF8(string(r.stdout), maxOut), r.outTrunc
 	res.Stderr, res.StderrTruncated = runner.TruncateUTF8(string(r.stderr), maxOut), r.errTrunc
-	resp, err := runner.DecodeResponse(r.resp)
+	resp, err := runner.ParseResponse(r.resp)
 	if err != nil {
 		return res, fmt.Errorf("execute: %v: %w", err, shared.ErrInternal)
 	}

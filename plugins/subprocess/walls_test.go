@@ -1,11 +1,14 @@
 package subprocess
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -116,6 +119,48 @@ return r`
 			if _, err := os.Lstat(filepath.Join(dir, f)); err == nil {
 				t.Errorf("%s exists", f)
 			}
+		}
+	})
+}
+
+// TestForgedResponses: a child that escaped the Python layers can write
+// anything to its response descriptor. What the runner never writes (a
+// forged error kind, invented findings, duplicate keys, data after the
+// object) is an infrastructure error naming the child, never a result; a
+// result no client should be handed (9000 levels deep, a number out of
+// float64's range, repeated keys) is not_serializable.
+func TestForgedResponses(t *testing.T) {
+	modes(t, func(t *testing.T, b *Backend) {
+		b.test = bypassValidation()
+		forge := func(resp string) (shared.ExecutionResult, error) {
+			code := "import os\nos.write(3, " + strconv.Quote(resp) + ".encode())\nos.close(3)\nos._exit(0)"
+			r, err := b.Execute(context.Background(), shared.ExecuteRequest{Code: code, AllowedImports: []string{"os"}, Timeout: 10 * time.Second})
+			return r.Result, err
+		}
+		for _, resp := range []string{
+			`{"success": false, "error_kind": "validation", "error": "forged", "findings": [{"rule": "made-up", "message": "x"}]}`,
+			`{"success": false, "error_kind": "timeout", "error": "forged"}`,
+			`{"success": true, "output": 1, "success": false}`,
+			`{"success": true, "output": 1} trailing`,
+			`{"success": true, "output": 1, "note": "extra"}`,
+		} {
+			res, err := forge(resp)
+			if !errors.Is(err, shared.ErrInternal) || !strings.Contains(err.Error(), "sandbox child") {
+				t.Errorf("%.60s: result %+v, error %v; want an internal error naming the child", resp, res, err)
+			}
+		}
+		for _, out := range []string{strings.Repeat("[", 9000) + strings.Repeat("]", 9000), "1e999999", `{"a": 1, "a": 2}`} {
+			res, err := forge(`{"success": true, "output": ` + out + `}`)
+			if err != nil || res.Success || res.ErrorKind != shared.KindNotSerializable || res.Output != nil {
+				t.Errorf("output %.30s: result %+v, error %v; want not_serializable", out, res, err)
+			}
+		}
+		// What the runner writes still comes through.
+		res, err := forge(`{"success": true, "output": {"ok": [1, 2.5, "x"]}}`)
+		var compact bytes.Buffer
+		_ = json.Compact(&compact, res.Output)
+		if err != nil || !res.Success || compact.String() != `{"ok":[1,2.5,"x"]}` {
+			t.Errorf("a well-formed response: %+v %v", res, err)
 		}
 	})
 }
