@@ -24,6 +24,9 @@ func (s Seal) MarshalJSON() ([]byte, error) {
 		return nil, err
 	}
 	type fields Seal // the struct without this method
+	if s.MaxProcs <= 0 {
+		s.MaxProcs = DefaultMaxProcs
+	}
 	return json.Marshal(struct {
 		fields
 		Kernel json.RawMessage `json:"kernel,omitempty"`

@@ -118,7 +118,16 @@ type Seal struct {
 	Require []string `json:"require,omitempty"`
 	// Disable lists layers not to attempt (tests of degradation).
 	Disable []string `json:"disable,omitempty"`
+	// MaxProcs is the RLIMIT_NPROC of every process that runs user code (0
+	// means DefaultMaxProcs): it caps the threads one escaped call can
+	// start. The kernel counts the tasks of the child's uid in its user
+	// namespace (all children of one zygote share it), or of its real uid
+	// where the user-namespace layer is not in force.
+	MaxProcs int `json:"max_procs,omitempty"`
 }
+
+// DefaultMaxProcs is Seal.MaxProcs when it is 0.
+const DefaultMaxProcs = 128
 
 // Sealing layers the runner knows.
 const (

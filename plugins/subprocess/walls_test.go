@@ -164,3 +164,46 @@ func TestForgedResponses(t *testing.T) {
 		}
 	})
 }
+
+// TestThreadCap: code that escaped the Python layers cannot start threads
+// without bound (RLIMIT_NPROC in the child's user namespace, Seal.MaxProcs):
+// one call once started 905.
+func TestThreadCap(t *testing.T) {
+	modes(t, func(t *testing.T, b *Backend) {
+		b.test = bypassValidation()
+		code := `import threading
+stop = threading.Event()
+n = 0
+err = ""
+try:
+    for i in range(2000):
+        threading.Thread(target=stop.wait, daemon=True).start()
+        n += 1
+except BaseException as e:
+    err = type(e).__name__ + ": " + str(e)
+stop.set()
+return [n, err]`
+		// Memory enough for 2000 thread stacks: only the process cap stops it.
+		res := execute(t, b, shared.ExecuteRequest{Code: code, AllowedImports: []string{"threading"}, Timeout: 20 * time.Second, MemoryMB: 20000})
+		if !res.Success {
+			t.Fatalf("%s: %s\nstderr: %s", res.ErrorKind, res.Error, res.Stderr)
+		}
+		var out []any
+		if err := json.Unmarshal(res.Output, &out); err != nil || len(out) != 2 {
+			t.Fatalf("output %s: %v", res.Output, err)
+		}
+		n := int(out[0].(float64))
+		t.Logf("started %d threads, then: %v", n, out[1])
+		if n >= runner.DefaultMaxProcs || out[1] == "" {
+			t.Errorf("started %d threads (cap %d), stopped by %q", n, runner.DefaultMaxProcs, out[1])
+		}
+	})
+	// Ordinary code that starts a few threads still works.
+	b := newTestBackend(t)
+	b.test = bypassValidation()
+	res := execute(t, b, shared.ExecuteRequest{Code: "import threading\nr = []\nts = [threading.Thread(target=r.append, args=(i,)) for i in range(8)]\nfor t in ts:\n    t.start()\nfor t in ts:\n    t.join()\nreturn sorted(r)",
+		AllowedImports: []string{"threading"}, Timeout: 10 * time.Second})
+	if !res.Success || string(res.Output) != "[0, 1, 2, 3, 4, 5, 6, 7]" && string(res.Output) != "[0,1,2,3,4,5,6,7]" {
+		t.Errorf("8 threads: %+v", res)
+	}
+}

@@ -89,7 +89,8 @@ def _orq_seal_prepare(cfg):
 
     st = {"layers": layers, "missing": missing, "ruleset_fd": -1,
           "sysc": sysc, "prctl": prctl, "fail": fail, "ctypes": ctypes,
-          "const": c, "sys": nr, "pdeathsig": pdeathsig, "stdlib": []}
+          "const": c, "sys": nr, "pdeathsig": pdeathsig, "stdlib": [],
+          "max_procs": int(cfg.get("max_procs") or 0)}
 
     # 1. no_new_privs: nothing this process or its children execute can gain
     #    privileges (also what Landlock and seccomp require unprivileged).
@@ -239,7 +240,7 @@ def _orq_seal_prepare(cfg):
 def _orq_seal_apply(st, role="full"):
     """Apply the per-process layers prepared by _orq_seal_prepare: Landlock
     restrict_self (a new, nested domain per process), RLIMIT_NOFILE,
-    RLIMIT_FSIZE, RLIMIT_CORE and the seccomp filter (last: it forbids the
+    RLIMIT_FSIZE, RLIMIT_CORE, RLIMIT_NPROC and the seccomp filter (last: it forbids the
     calls that came before). role is "full" (a process sealed on its own),
     "zygote" or "child" (a fork-server child: the zygote's filter is
     inherited, the child stacks the rest). Raises if a prepared layer
@@ -261,6 +262,9 @@ def _orq_seal_apply(st, role="full"):
         for res, n in ((resource.RLIMIT_NOFILE, 64), (resource.RLIMIT_FSIZE, 0),
                        (resource.RLIMIT_CORE, 0)):
             resource.setrlimit(res, (n, n))
+        if st["max_procs"] > 0:  # threads of escaped code: see Seal.MaxProcs
+            n = st["max_procs"]
+            resource.setrlimit(resource.RLIMIT_NPROC, (n, n))
     if "seccomp" in layers:
         _, prog = st["bpf_" + role]
         if prctl(c["PR_SET_SECCOMP"], c["SECCOMP_MODE_FILTER"], ctypes.addressof(prog), 0, 0) != 0:

@@ -58,7 +58,7 @@ def _orq_forkserver_child(sock_fd, st, zygote_pid, rules):
     _orq_forkserver_serve(rules)
 
 
-def _orq_forkserver_serve(rules):
+def _orq_forkserver_serve(rules, max_procs=0):
     """A fork-server child, sealed, holding the execution's descriptors as
     fd 0-3: read the request from fd 0, run it, write the response to fd 3
     and exit. One execution per process; never returns.
@@ -73,6 +73,9 @@ def _orq_forkserver_serve(rules):
 
     _orq_one_shot[0] = True
     try:
+        if max_procs > 0:  # a child of the C loop: its RLIMIT_NPROC (Seal.MaxProcs)
+            import resource
+            resource.setrlimit(resource.RLIMIT_NPROC, (max_procs, max_procs))
         chunks = []
         while True:
             b = os.read(0, 1 << 16)
@@ -243,7 +246,7 @@ def _orq_forkserver_main():
         core.orq_zygote_loop(ctl.fileno(), pool, ruleset,
                              ctypes.addressof(bpf[1]) if bpf else None,
                              lambda msg: _orq_warm(msg, rules),
-                             lambda: _orq_forkserver_serve(rules))
+                             lambda: _orq_forkserver_serve(rules, st["max_procs"]))
         os._exit(1)
 
     poller = select.poll()
