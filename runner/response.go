@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"unicode/utf8"
 
 	"github.com/go-json-experiment/json/jsontext"
 
@@ -52,9 +53,15 @@ func ParseResponse(data []byte) (Response, error) {
 	if len(data) == 0 {
 		return resp, fmt.Errorf("empty response: %w", ErrProtocol)
 	}
+	// The runner writes UTF-8 (a str holding a lone surrogate comes as an
+	// escape, which the decoders below accept); raw invalid bytes it never
+	// writes.
+	if !utf8.Valid(data) {
+		return resp, fmt.Errorf("not UTF-8: %w", ErrProtocol)
+	}
 	// Keys are checked here, one by one; the decoder's own duplicate check
 	// is off so that a repeated key inside the output is the output's fault.
-	dec := jsontext.NewDecoder(bytes.NewReader(data), jsontext.AllowDuplicateNames(true))
+	dec := jsontext.NewDecoder(bytes.NewReader(data), jsontext.AllowDuplicateNames(true), jsontext.AllowInvalidUTF8(true))
 	bad := func(format string, a ...any) (Response, error) {
 		return Response{}, fmt.Errorf(format+": %w", append(a, ErrProtocol)...)
 	}
@@ -155,7 +162,9 @@ func ParseResponse(data []byte) (Response, error) {
 // ("" when it may): nesting deeper than MaxOutputDepth, a key repeated in
 // an object, a number outside float64's range.
 func checkOutput(v []byte) string {
-	dec := jsontext.NewDecoder(bytes.NewReader(v)) // rejects repeated keys
+	// Repeated keys are refused; a lone surrogate escape (which the runner
+	// writes for a str that holds one) is not.
+	dec := jsontext.NewDecoder(bytes.NewReader(v), jsontext.AllowInvalidUTF8(true))
 	for {
 		tok, err := dec.ReadToken()
 		if err == io.EOF {
