@@ -12,6 +12,7 @@ func TestParseResponseAcceptsWhatTheRunnerWrites(t *testing.T) {
 	for _, c := range []struct{ in, kind, out string }{
 		{`{"success": true, "output": {"a": [1, 2.5, "x", null, true]}}`, "", `{"a": [1, 2.5, "x", null, true]}`},
 		{`{"success": true}`, "", `null`},
+		{`{"success": true, "output": "\ud800 lone"}`, "", `"\ud800 lone"`},
 		{`{"success": false, "error": "ZeroDivisionError", "error_kind": "runtime"}`, "runtime", ``},
 		{`{"success": false, "error": "x", "error_kind": "validation", "findings": [{"rule": "forbidden-builtin", "message": "m", "line": 1, "column": 2, "snippet": "eval"}]}`, "validation", ``},
 		{`{"success": false, "error": "runner failed", "error_kind": "internal"}`, "internal", ``},
