@@ -60,6 +60,8 @@ def _orq_check_prepare(rules):
         "rule_relative": import_rules.get("relative") or "relative-import",
         "rule_star": import_rules.get("star") or "star-import",
         "class_rule": rules.get("class_rule") or "class-definition",
+        "class_pattern_rule": rules.get("class_pattern_rule") or "positional-class-pattern",
+        "match_self": frozenset(rules.get("match_self_types") or ()),
         "write_rule": rules.get("attribute_write_rule") or "attribute-write",
         "max_bytes": int(limits.get("max_code_bytes") or 0),
         "max_depth": int(limits.get("max_depth") or 0),
@@ -104,6 +106,8 @@ def _orq_check(code, allowed_imports, rules):
     rule_relative = P["rule_relative"]
     rule_star = P["rule_star"]
     class_rule = P["class_rule"]
+    rule_class_pattern = P["class_pattern_rule"]
+    match_self = P["match_self"]
     write_rule = P["write_rule"]
     allowed = frozenset(m for m in (allowed_imports or ()) if isinstance(m, str))
     max_bytes = P["max_bytes"]
@@ -114,6 +118,31 @@ def _orq_check(code, allowed_imports, rules):
 
     findings = []
     lines = None
+    bound = []
+
+    def bound_names():
+        """Every name the body binds anywhere (assignment, loop, import,
+        def, parameter, pattern capture, except/with alias, global)."""
+        if not bound:
+            names = set()
+            for n in ast.walk(tree):
+                t = type(n)
+                if t is ast.Name and not isinstance(n.ctx, ast.Load):
+                    names.add(n.id)
+                elif t is ast.arg:
+                    names.add(n.arg)
+                elif t is ast.alias:
+                    names.add(n.asname or n.name.partition(".")[0])
+                elif t in (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef):
+                    names.add(n.name)
+                elif t in (ast.MatchAs, ast.MatchStar, ast.ExceptHandler) and n.name:
+                    names.add(n.name)
+                elif t is ast.MatchMapping and n.rest:
+                    names.add(n.rest)
+                elif t in (ast.Global, ast.Nonlocal):
+                    names.update(n.names)
+            bound.append(frozenset(names))
+        return bound[0]
 
     def add(rule, node, detail=""):
         nonlocal lines
@@ -368,6 +397,11 @@ def _orq_check(code, allowed_imports, rules):
         elif k == 12:  # MatchClass
             for a in node.kwd_attrs:
                 check_attr(a, node)
+            if node.patterns and not (isinstance(node.cls, ast.Name)
+                                      and node.cls.id in match_self
+                                      and node.cls.id not in bound_names()):
+                add(rule_class_pattern, node, "case %s(...)" % (
+                    node.cls.id if isinstance(node.cls, ast.Name) else "<dotted>"))
         elif k == 13:  # Import
             for al in node.names:
                 parts = al.name.split(".")

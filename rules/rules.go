@@ -92,6 +92,12 @@ type Table struct {
 		Star       string `json:"star"`
 	} `json:"import_rules"`
 	ClassRule          string `json:"class_rule"`
+	// ClassPatternRule refuses a class pattern with positional
+	// sub-patterns (case C(a)) unless C is one of MatchSelfTypes, not
+	// rebound in the body: positional patterns read the attributes named
+	// by C.__match_args__.
+	ClassPatternRule string   `json:"class_pattern_rule"`
+	MatchSelfTypes   []string `json:"match_self_types"`
 	AttributeWriteRule string `json:"attribute_write_rule"`
 	// Runtime lists what the runner's audit hook refuses.
 	Runtime struct {
@@ -144,7 +150,7 @@ func Decode(b []byte) (*Table, error) {
 	refs := []string{RuleParseError, RuleCodeTooLarge, RuleNestingTooDeep, RuleValidationTimeout,
 		t.Dunder.AttributeRule, t.Dunder.NameRule, t.Private.Rule, t.ReservedPrefixes.Rule,
 		t.FormatRule, t.ImportRules.NotAllowed, t.ImportRules.Relative, t.ImportRules.Star,
-		t.ClassRule, t.AttributeWriteRule, RuleDunderSubscript, RuleForbiddenString}
+		t.ClassRule, t.ClassPatternRule, t.AttributeWriteRule, RuleDunderSubscript, RuleForbiddenString}
 	for _, r := range t.ForbiddenNames {
 		refs = append(refs, r)
 	}

@@ -13,6 +13,12 @@ var stdAllow = []string{"re", "json", "math", "collections", "itertools", "datet
 
 // attacks: every entry must be rejected with the named rule.
 var attacks = []tcase{
+	// case C(a) reads the attributes named by C.__match_args__ (settable on
+	// an ABC through copy's reducers: ('__globals__',) hands out globals).
+	{"positional class pattern on an ABC", "positional-class-pattern", "import collections.abc\nf = len\nmatch f:\n    case collections.abc.Callable(g):\n        return g\nreturn 0", stdAllow},
+	{"positional class pattern on an imported class", "positional-class-pattern", "from collections import OrderedDict\nmatch args:\n    case OrderedDict(a):\n        return a\nreturn 0", stdAllow},
+	{"positional pattern on a rebound builtin", "positional-class-pattern", "import collections.abc\nint = collections.abc.Callable\nmatch len:\n    case int(g):\n        return g\nreturn 0", stdAllow},
+	{"positional pattern on a builtin captured earlier", "positional-class-pattern", "match args:\n    case {'k': str}:\n        pass\nmatch len:\n    case str(g):\n        return g\nreturn 0", nil},
 	// parse-error
 	{"syntax error", "parse-error", "x = (1,\n", nil},
 	{"missing colon", "parse-error", "if x\n    return 1\n", nil},
@@ -243,6 +249,7 @@ func deepParens(n int) string {
 
 // benign: LLM-style tool bodies that must be accepted.
 var benign = []tcase{
+	{"positional patterns on builtin types", "", "def kind(v):\n    match v:\n        case bool(b):\n            return ['bool', b]\n        case int(n) | float(n):\n            return ['number', n + 1]\n        case str(s):\n            return ['text', s.upper()]\n        case [int(a), int(b)]:\n            return ['pair', a + b]\n        case {'type': str(t)}:\n            return ['typed', t]\n        case _:\n            return ['other', None]\nreturn [kind(x) for x in [True, 2, 'a', [1, 2], {'type': 'x'}, None]]", nil},
 	{"return arithmetic", "", "return 1 + 1", nil},
 	{"args access", "", "return args['a'] + args.get('b', 0)", nil},
 	{"re findall", "", "import re\nreturn re.findall(r'\\d+', args['text'])", stdAllow},

@@ -63,6 +63,7 @@ const (
 	catFormatExpression
 	catComment
 	catLineContinuation
+	catClassPattern
 )
 
 type kindTable struct {
@@ -99,6 +100,7 @@ func buildKinds(l *ts.Language) *kindTable {
 		"interpolation":            catInterpolation,
 		"keyword_argument":         catKeywordArgument,
 		"keyword_pattern":          catKeywordPattern,
+		"class_pattern":            catClassPattern,
 		"class_definition":         catClassDef,
 		"import_statement":         catImport,
 		"aliased_import":           catAliasedImport,

@@ -196,6 +196,8 @@ func (w *walker) visit(n node, depth int, cx ctxKind, parent category) {
 		return
 	case catClassDef:
 		w.add(w.t.ClassRule, n, "")
+	case catClassPattern:
+		w.checkClassPattern(n)
 	case catImport:
 		w.eachChild(n, func(ch node, fid uint16, ccat category) bool {
 			w.visit(ch, depth+1, ctxImportPath, cat)

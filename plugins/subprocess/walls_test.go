@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/orqest/sandbox/rules"
 	"github.com/orqest/sandbox/runner"
 	"github.com/orqest/sandbox/shared"
 )
@@ -205,5 +206,44 @@ return [n, err]`
 		AllowedImports: []string{"threading"}, Timeout: 10 * time.Second})
 	if !res.Success || string(res.Output) != "[0, 1, 2, 3, 4, 5, 6, 7]" && string(res.Output) != "[0,1,2,3,4,5,6,7]" {
 		t.Errorf("8 threads: %+v", res)
+	}
+}
+
+// TestCopyCollectionsEscape: the escape a lint-clean policy allowing copy
+// and collections once allowed. copy.dispatch_table takes a user reducer
+// that makes copy.copy setattr __match_args__ = ('__globals__',) on
+// collections.abc.Callable; a positional class pattern then reads a
+// function's globals. With the validator on, the pattern is refused; with
+// it bypassed, copy's view has no dispatch_table.
+func TestCopyCollectionsEscape(t *testing.T) {
+	code := `import copy, collections.abc
+D = "_" * 2
+def reducer(x):
+    return (lambda: collections.abc.Callable, (), (None, {D + "match_args" + D: (D + "globals" + D,)}))
+copy.dispatch_table[int] = reducer
+copy.copy(1)
+def f():
+    pass
+match f:
+    case collections.abc.Callable(g):
+        return sorted(g)[:3]
+return "no globals"`
+	imports := []string{"copy", "collections"}
+	b := newTestBackend(t)
+	res := execute(t, b, shared.ExecuteRequest{Code: code, AllowedImports: imports, Timeout: 10 * time.Second})
+	if res.Success || res.ErrorKind != shared.KindValidation || len(res.Findings) != 1 || res.Findings[0].Rule != "positional-class-pattern" {
+		t.Errorf("validator on: %+v, want a positional-class-pattern rejection", res)
+	}
+	// The checkers bypassed, the module views as the real table makes them.
+	b.test = bypassValidation()
+	var tbl map[string]any
+	if err := json.Unmarshal(b.test.rules, &tbl); err != nil {
+		t.Fatal(err)
+	}
+	tbl["module_surfaces"] = rules.Default().ModuleSurfaces
+	b.test.rules, _ = json.Marshal(tbl)
+	res = execute(t, b, shared.ExecuteRequest{Code: code, AllowedImports: imports, Timeout: 10 * time.Second})
+	if res.Success || !strings.Contains(res.Error, "dispatch_table") {
+		t.Errorf("validator bypassed: %+v, want an AttributeError on dispatch_table", res)
 	}
 }
