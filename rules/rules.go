@@ -91,14 +91,14 @@ type Table struct {
 		Relative   string `json:"relative"`
 		Star       string `json:"star"`
 	} `json:"import_rules"`
-	ClassRule          string `json:"class_rule"`
+	ClassRule string `json:"class_rule"`
 	// ClassPatternRule refuses a class pattern with positional
 	// sub-patterns (case C(a)) unless C is one of MatchSelfTypes, not
 	// rebound in the body: positional patterns read the attributes named
 	// by C.__match_args__.
-	ClassPatternRule string   `json:"class_pattern_rule"`
-	MatchSelfTypes   []string `json:"match_self_types"`
-	AttributeWriteRule string `json:"attribute_write_rule"`
+	ClassPatternRule   string   `json:"class_pattern_rule"`
+	MatchSelfTypes     []string `json:"match_self_types"`
+	AttributeWriteRule string   `json:"attribute_write_rule"`
 	// Runtime lists what the runner's audit hook refuses.
 	Runtime struct {
 		AuditBlock   []string `json:"audit_block"`
