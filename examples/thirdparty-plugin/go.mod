@@ -11,6 +11,7 @@ require (
 
 require (
 	github.com/fatih/color v1.13.0 // indirect
+	github.com/go-json-experiment/json v1.27.2 // indirect
 	github.com/golang/protobuf v1.5.4 // indirect
 	github.com/hashicorp/yamux v0.1.2 // indirect
 	github.com/mattn/go-colorable v0.1.12 // indirect
