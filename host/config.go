@@ -43,8 +43,6 @@ const EmbeddedConfigName = "<embedded>/default.hcl"
 //go:embed default.hcl
 var defaultHCL []byte
 
-// DefaultHCL returns the source of the embedded default policy.
-func DefaultHCL() []byte { return append([]byte(nil), defaultHCL...) }
 
 // Config is an operator policy file decoded with gohcl. Its exported fields
 // mirror the HCL schema:

@@ -147,14 +147,7 @@ func (s *Sandbox) Execute(ctx context.Context, req shared.ExecuteRequest) (share
 	}
 	limits := shared.Limits{TimeoutMS: req.Timeout.Milliseconds(), MemoryMB: req.MemoryMB, MaxOutputBytes: req.MaxOutputBytes}
 	if fs := s.host.opts.checker.Check(ctx, req.Code, req.AllowedImports); len(fs) > 0 {
-		return shared.ExecutionResult{
-			Success:   false,
-			Output:    json.RawMessage("null"),
-			Error:     (&shared.ValidationError{Findings: fs}).Error(),
-			ErrorKind: shared.KindValidation,
-			Findings:  fs,
-			Limits:    limits,
-		}, nil
+		return shared.Rejected(fs, limits), nil
 	}
 	if len(req.Dependencies) > 0 {
 		info, err := s.inst.infoOf(ctx)

@@ -737,13 +737,7 @@ func (f *ToolFactory) RunPython(ctx context.Context, req RunPythonRequest) (shar
 	var res shared.ExecutionResult
 	var err error
 	if fs := CheckCode(ctx, sb.host.opts.checker, Policy{Name: pol.Name, MaxCodeBytes: pol.MaxCodeBytes}, req.Code, imports...); len(fs) > 0 {
-		res = shared.ExecutionResult{
-			Output:    json.RawMessage("null"),
-			Error:     (&shared.ValidationError{Findings: fs}).Error(),
-			ErrorKind: shared.KindValidation,
-			Findings:  fs,
-			Limits:    shared.Limits{TimeoutMS: timeout.Milliseconds(), MemoryMB: pol.MemoryMB, MaxOutputBytes: pol.MaxOutputBytes},
-		}
+		res = shared.Rejected(fs, shared.Limits{TimeoutMS: timeout.Milliseconds(), MemoryMB: pol.MemoryMB, MaxOutputBytes: pol.MaxOutputBytes})
 	} else {
 		res, err = sb.Execute(ctx, shared.ExecuteRequest{Code: req.Code, Args: req.Args, AllowedImports: imports, Timeout: timeout})
 	}

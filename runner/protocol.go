@@ -79,9 +79,6 @@ func ArgvFor(python, prog string, extra ...string) []string {
 // interpreter at python.
 func Argv(python string) []string { return ArgvFor(python, Program()) }
 
-// ResponseFD is the file descriptor the child writes its Response to.
-const ResponseFD = 3
-
 // OpExecute runs one request.
 const OpExecute = "execute"
 

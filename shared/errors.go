@@ -1,6 +1,7 @@
 package shared
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -84,3 +85,17 @@ func (e *FieldError) Error() string {
 
 // Is makes errors.Is(err, ErrInvalidArgument) true.
 func (e *FieldError) Is(target error) bool { return target == ErrInvalidArgument }
+
+// Rejected is the result of a body that static validation rejected: not a
+// success, output null, the error summarising the findings, error kind
+// validation, the findings, and the limits the call would have run with.
+// Every stage that validates (host, plugin) reports a rejection with it.
+func Rejected(findings []Finding, limits Limits) ExecutionResult {
+	return ExecutionResult{
+		Output:    json.RawMessage("null"),
+		Error:     (&ValidationError{Findings: findings}).Error(),
+		ErrorKind: KindValidation,
+		Findings:  findings,
+		Limits:    limits,
+	}
+}

@@ -2,6 +2,7 @@ package shared
 
 import (
 	"errors"
+	"strings"
 	"testing"
 )
 
@@ -19,5 +20,17 @@ func TestValidationErrorIs(t *testing.T) {
 	}
 	if (ValidateResponse{}).Err() != nil {
 		t.Fatal("no findings must be nil")
+	}
+}
+
+func TestRejected(t *testing.T) {
+	fs := []Finding{{Rule: "forbidden-builtin", Message: "eval is not allowed", Line: 1, Column: 8}}
+	r := Rejected(fs, Limits{TimeoutMS: 500})
+	if r.Success || r.ErrorKind != KindValidation || string(r.Output) != "null" || len(r.Findings) != 1 ||
+		r.Limits.TimeoutMS != 500 || !strings.Contains(r.Error, "eval is not allowed") {
+		t.Fatalf("Rejected = %+v", r)
+	}
+	if !errors.Is(&ValidationError{Findings: r.Findings}, ErrValidation) {
+		t.Fatal("its findings do not make a ValidationError")
 	}
 }

@@ -93,17 +93,11 @@ func RuleDescription(id string) (message, why string, ok bool) {
 // larger code before anything else looks at it.
 func MaxCodeBytes() int { return defaultTable.Limits.MaxCodeBytes }
 
-// SafeBuiltins returns the curated builtins the runner exposes.
-func SafeBuiltins() []string { return append([]string(nil), defaultTable.SafeBuiltins...) }
-
 // Option configures a Validator.
 type Option func(*Validator)
 
 // WithMaxCodeBytes overrides the size limit (bytes of UTF-8 source).
 func WithMaxCodeBytes(n int) Option { return func(v *Validator) { v.maxBytes = n } }
-
-// WithMaxDepth overrides the syntax-tree nesting-depth limit.
-func WithMaxDepth(n int) Option { return func(v *Validator) { v.maxDepth = n } }
 
 // WithTimeout overrides the validator's own time limit (a context deadline
 // that is sooner still wins).

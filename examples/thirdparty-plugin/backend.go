@@ -171,13 +171,9 @@ func (b *Backend) Execute(ctx context.Context, req shared.ExecuteRequest) (share
 	// Stage 1: static validation in Go. The child validates again with
 	// CPython's own ast, from the same rules table.
 	if findings := b.validator.Check(ctx, req.Code, req.AllowedImports); len(findings) > 0 {
-		return shared.ExecuteResponse{Result: shared.ExecutionResult{
-			Error:      (&shared.ValidationError{Findings: findings}).Error(),
-			ErrorKind:  shared.KindValidation,
-			Findings:   findings,
-			Limits:     limits,
-			DurationMS: msSince(start),
-		}}, nil
+		res := shared.Rejected(findings, limits)
+		res.DurationMS = msSince(start)
+		return shared.ExecuteResponse{Result: res}, nil
 	}
 
 	b.mu.RLock()

@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/orqest/sandbox/internal/pyproc"
-	"github.com/orqest/sandbox/internal/pyrunnertest"
+	"github.com/orqest/sandbox/internal/runnertest"
 	"github.com/orqest/sandbox/runner"
 	"github.com/orqest/sandbox/validator"
 )
@@ -58,7 +58,7 @@ func zygoteLoops(t *testing.T, prog string, rules json.RawMessage, f func(t *tes
 // in every process, which pids ran the in-interpreter checker; the body
 // reports whether its own process did.
 func TestWarmedBodySkipsTheChildsCheck(t *testing.T) {
-	prog := pyrunnertest.CheckRecordingProgram()
+	prog := runnertest.CheckRecordingProgram()
 	// The body reads the list from sys (allowed here), under a rules table
 	// without the usual forbidden names.
 	rules := json.RawMessage(`{"safe_builtins":["len","list","set","True","False","None"]}`)

@@ -405,13 +405,9 @@ func (b *Backend) Execute(ctx context.Context, req shared.ExecuteRequest) (share
 		if maxOut == 0 {
 			maxOut = 1 << 20
 		}
-		return shared.ExecuteResponse{Result: shared.ExecutionResult{
-			Error:      (&shared.ValidationError{Findings: findings}).Error(),
-			ErrorKind:  shared.KindValidation,
-			Findings:   findings,
-			DurationMS: float64(time.Since(start).Microseconds()) / 1000,
-			Limits:     shared.Limits{TimeoutMS: timeout.Milliseconds(), MemoryMB: memMB, MaxOutputBytes: maxOut},
-		}}, nil
+		res := shared.Rejected(findings, shared.Limits{TimeoutMS: timeout.Milliseconds(), MemoryMB: memMB, MaxOutputBytes: maxOut})
+		res.DurationMS = float64(time.Since(start).Microseconds()) / 1000
+		return shared.ExecuteResponse{Result: res}, nil
 	}
 
 	var s *session

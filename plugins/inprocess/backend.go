@@ -264,14 +264,9 @@ func (b *Backend) Execute(ctx context.Context, req shared.ExecuteRequest) (share
 	limits := shared.Limits{TimeoutMS: timeout.Milliseconds(), MemoryMB: cfg.MemoryLimitMB, MaxOutputBytes: maxOut}
 
 	if findings := b.validator.Check(ctx, req.Code, req.AllowedImports); len(findings) > 0 {
-		return shared.ExecuteResponse{Result: shared.ExecutionResult{
-			Success:    false,
-			Error:      (&shared.ValidationError{Findings: findings}).Error(),
-			ErrorKind:  shared.KindValidation,
-			Findings:   findings,
-			DurationMS: msSince(start),
-			Limits:     limits,
-		}}, nil
+		res := shared.Rejected(findings, limits)
+		res.DurationMS = msSince(start)
+		return shared.ExecuteResponse{Result: res}, nil
 	}
 
 	ip, err := sharedInterp()

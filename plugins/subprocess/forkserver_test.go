@@ -20,7 +20,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
-	"github.com/orqest/sandbox/internal/pyrunnertest"
+	"github.com/orqest/sandbox/internal/runnertest"
 	"github.com/orqest/sandbox/runner"
 	"github.com/orqest/sandbox/shared"
 )
@@ -534,7 +534,7 @@ func TestForkCoreUnloadableFallsBack(t *testing.T) {
 // second run finds it warm. (The program records which pids ran the
 // in-child checker; the body reports whether its own process did.)
 func TestWarmConfig(t *testing.T) {
-	prog := pyrunnertest.CheckRecordingProgram()
+	prog := runnertest.CheckRecordingProgram()
 	body := "import sys, os\nreturn os.getpid() in sys.orq_checked_in"
 	for _, tc := range []struct {
 		cfg      string

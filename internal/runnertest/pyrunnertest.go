@@ -1,6 +1,6 @@
-// Package pyrunnertest holds variants of the runner program for tests of
+// Package runnertest holds variants of the runner program for tests of
 // the processes that run it (internal/pyproc, plugins/subprocess).
-package pyrunnertest
+package runnertest
 
 import (
 	"strings"
@@ -17,7 +17,7 @@ func CheckRecordingProgram() string {
 	prog := runner.Program()
 	i := strings.Index(prog, "\ndef _orq_main(")
 	if i < 0 {
-		panic("pyrunnertest: runner layout changed: no _orq_main")
+		panic("runnertest: runner layout changed: no _orq_main")
 	}
 	return prog[:i] + `
 _orq_check_real = _orq_check
