@@ -43,7 +43,6 @@ const EmbeddedConfigName = "<embedded>/default.hcl"
 //go:embed default.hcl
 var defaultHCL []byte
 
-
 // Config is an operator policy file decoded with gohcl. Its exported fields
 // mirror the HCL schema:
 //
