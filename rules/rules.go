@@ -52,7 +52,15 @@ var ErrInvalidTable = errors.New("invalid rules table")
 type Text struct {
 	Message string `json:"message"`
 	Why     string `json:"why"`
+	// Fix says what to write instead; it ends every finding's message.
+	Fix string `json:"fix"`
 }
+
+// Shapes a reflection builtin may be used in (Table.BuiltinShapes).
+const (
+	ShapeOneArgOrClassCheck = "one-argument-or-class-check"
+	ShapeLiteralAttribute   = "literal-attribute"
+)
 
 // Limits bound the checkers' own work.
 type Limits struct {
@@ -83,10 +91,21 @@ type Table struct {
 		Prefixes []string `json:"prefixes"`
 	} `json:"reserved_prefixes"`
 	ForbiddenAttributes map[string]string `json:"forbidden_attributes"`
-	StringCheckedRules  []string          `json:"string_checked_rules"`
-	FormatMethods       []string          `json:"format_methods"`
-	FormatRule          string            `json:"format_rule"`
-	ImportRules         struct {
+	// AttributeNameCalls are the callees (a name, or the last part of a
+	// dotted callee) whose string-literal arguments Python reads as
+	// attribute names: each dotted part must pass the attribute rules.
+	AttributeNameCalls []string `json:"attribute_name_calls"`
+	// BuiltinShapes lets a reflection builtin through in one shape:
+	// "one-argument-or-class-check" (type(x); type as the class argument
+	// of isinstance/issubclass) or "literal-attribute" (getattr(obj,
+	// 'name'[, default]), hasattr(obj, 'name') with a plain literal name).
+	BuiltinShapes map[string]string `json:"builtin_shapes"`
+	// GuardedBuiltins are the builtins the runner hands out as guarded
+	// versions that refuse attribute names the attribute rules forbid.
+	GuardedBuiltins []string `json:"guarded_builtins"`
+	FormatMethods   []string `json:"format_methods"`
+	FormatRule      string   `json:"format_rule"`
+	ImportRules     struct {
 		NotAllowed string `json:"not_allowed"`
 		Relative   string `json:"relative"`
 		Star       string `json:"star"`
@@ -153,6 +172,11 @@ func Decode(b []byte) (*Table, error) {
 		t.ClassRule, t.ClassPatternRule, t.AttributeWriteRule, RuleDunderSubscript, RuleForbiddenString}
 	for _, r := range t.ForbiddenNames {
 		refs = append(refs, r)
+	}
+	for name, shape := range t.BuiltinShapes {
+		if shape != ShapeOneArgOrClassCheck && shape != ShapeLiteralAttribute {
+			return nil, fmt.Errorf("rules.json: builtin_shapes: unknown shape %q for %q: %w", shape, name, ErrInvalidTable)
+		}
 	}
 	for _, r := range t.ForbiddenAttributes {
 		refs = append(refs, r)

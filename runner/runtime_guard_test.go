@@ -84,7 +84,7 @@ func TestModuleViewsDropForbiddenNames(t *testing.T) {
 		Code: "import operator, string, typing, enum, re\nd = {}\nfor m in (operator, string, typing, enum, re):\n" +
 			"    d[m.__name__] = sorted(k for k in m.__dict__ if k in ('attrgetter', 'methodcaller', 'itemgetter', 'Formatter', 'Template', 'get_type_hints', 'ForwardRef', 'NamedTupleMeta', 'global_enum', 'EnumType', 'Enum', 'sys', 'enum', 'functools', '_compiler'))\nreturn d",
 		AllowedImports: []string{"operator", "string", "typing", "enum", "re"}, Rules: rules})
-	wantOutput(t, resp, `{"operator": ["itemgetter"], "string": ["Template"], "typing": [], "enum": ["Enum"], "re": []}`)
+	wantOutput(t, resp, `{"operator": ["attrgetter", "itemgetter", "methodcaller"], "string": ["Template"], "typing": [], "enum": ["Enum"], "re": []}`)
 }
 
 func TestGuardedFunctoolsHelpers(t *testing.T) {
@@ -124,5 +124,40 @@ except ImportError:
 `)
 	if out != "None\ndenied\n" {
 		t.Fatalf("got %q", out)
+	}
+}
+
+// TestGuardedAttributeNamesWithoutStaticRules: getattr/hasattr and
+// operator.attrgetter/methodcaller with a name computed at run time (the
+// static rules see no literal) reach no attribute the static rules forbid:
+// the runner's guarded versions refuse dunders, frame, code and private
+// attributes, and pass public names.
+func TestGuardedAttributeNamesWithoutStaticRules(t *testing.T) {
+	rules := weakRules(t, nil, []string{"getattr", "hasattr"}, nil)
+	gen := "def g():\n    yield 1\n"
+	for _, c := range []struct{ code, want string }{
+		{gen + "return str(getattr(g(), ''.join(['gi', '_frame'])))", "getattr: 'gi_frame'"},
+		{gen + "return hasattr(g(), ''.join(['gi', '_code']))", "hasattr: 'gi_code'"},
+		{"return str(getattr(len, ''.join(['__', 'self', '__'])))", "getattr: '__self__'"},
+		{"import random\nreturn str(getattr(random, ''.join(['_', 'os'])))", "getattr: '_os'"},
+		{gen + "import operator\nreturn str(operator.attrgetter(''.join(['gi_frame', '.f_back']))(g()))", "operator.attrgetter"},
+		{"import operator\nreturn str(operator.methodcaller(''.join(['__reduce', '_ex__']), 2)(len))", "operator.methodcaller"},
+		{"import operator\nreturn operator.methodcaller(''.join(['for', 'mat']), len)('{0.__self__}')", "operator.methodcaller"},
+		{"return getattr(args['t'], ''.join(['for', 'mat']))(len)", "getattr: 'format'"},
+	} {
+		resp, _, _ := run(t, runner.Request{Code: c.code, Rules: rules, AllowedImports: []string{"operator", "random"}, Args: json.RawMessage(`{"t": "{0.__self__}"}`)})
+		if resp.Success || !strings.Contains(resp.Error, c.want) {
+			t.Errorf("%q: want a refusal naming %q, got success=%v %s: %s", c.code, c.want, resp.Success, resp.ErrorKind, resp.Error)
+		}
+	}
+	for _, c := range []struct{ code, want string }{
+		{"n = ''.join(['up', 'per'])\nreturn getattr('a', n)()", `"A"`},
+		{"return getattr(len, ''.join(['__', 'name', '__']))", `"len"`},
+		{"return [getattr(args, 'nope', 7), hasattr(args, ''.join(['ke', 'ys']))]", `[7,true]`},
+		{"import operator\nreturn operator.attrgetter(''.join(['real']))(3)", `3`},
+		{"e = ValueError('x')\nreturn [type(e).__name__, isinstance(int, type)]", `["ValueError",true]`},
+	} {
+		resp, _, _ := run(t, runner.Request{Code: c.code, Rules: rules, AllowedImports: []string{"operator"}})
+		wantOutput(t, resp, c.want)
 	}
 }

@@ -1,5 +1,10 @@
 package validator
 
+import (
+	"fmt"
+	"strings"
+)
+
 // tcase is one entry of the shared corpus: the rule the Go checker must
 // report ("" = the code must be accepted), and the allowlist to use.
 type tcase struct {
@@ -29,7 +34,7 @@ var attacks = []tcase{
 	{"type params 3.12", "parse-error", "def f[T](x: T) -> T:\n    return x\nreturn f(1)\n", nil},
 	{"fstring same quotes 3.12", "parse-error", "d = {'k': 1}\nreturn f\"{d[\"k\"]}\"\n", nil},
 	{"fstring backslash 3.11", "parse-error", "return f\"{'\\n'.join(['a'])}\"\n", nil},
-	{"fstring hash 3.11", "parse-error", "return f\"{'#'}\"\n", nil},
+	{"fstring hash 3.11", "parse-error", "x = 1\nreturn f\"{x # c}\"\n", nil},
 	{"statement walrus", "parse-error", "x := 1\n", nil},
 	{"async as name", "parse-error", "async = 1\n", nil},
 	{"bad hex escape", "parse-error", "return '\\x5'\n", nil},
@@ -60,6 +65,7 @@ var attacks = []tcase{
 	{"nfkc eval", "forbidden-builtin", "return \uff45val('1')", nil},
 	{"nfkc exec mathbold", "forbidden-builtin", "\U0001d41exec('x')", nil},
 	{"from import eval", "forbidden-builtin", "from functools import eval\n", stdAllow},
+	{"from import eval as", "forbidden-builtin", "from functools import eval as e\n", stdAllow},
 	{"walrus eval", "forbidden-builtin", "if (f := eval):\n    pass\n", nil},
 	{"star unpack eval", "forbidden-builtin", "a, *b = [1, eval]\n", nil},
 	{"exit", "forbidden-builtin", "exit()", nil},
@@ -67,15 +73,31 @@ var attacks = []tcase{
 	{"getattr", "reflection-builtin", "return getattr(1, '__cla' + 'ss__')", nil},
 	{"setattr", "reflection-builtin", "setattr(x, 'y', 1)", nil},
 	{"delattr", "reflection-builtin", "delattr(x, 'y')", nil},
-	{"hasattr", "reflection-builtin", "return hasattr(1, 'x')", nil},
-	{"type call", "reflection-builtin", "return type(1)", nil},
+	{"hasattr computed", "reflection-builtin", "n = 'x'\nreturn hasattr(1, n)", nil},
+	{"getattr computed", "reflection-builtin", "return getattr(1, '__cla' + args['x'])", nil},
+	{"getattr dunder literal", "forbidden-string", "return getattr(1, '__class__')", nil},
+	{"getattr private literal", "forbidden-string", "import random\nreturn getattr(random, '_os')", []string{"random"}},
+	{"getattr introspection literal", "forbidden-string", "def g():\n    yield 1\nreturn getattr(g(), 'gi_frame')", nil},
+	{"getattr dotted literal", "reflection-builtin", "return getattr(1, 'real.imag')", nil},
+	{"getattr keyword", "reflection-builtin", "return getattr(1, 'real', default=None)", nil},
+	{"type three args", "reflection-builtin", "return type('X', (), {})", nil},
+	{"type bare", "reflection-builtin", "t = type\nreturn t", nil},
+	{"type star args", "reflection-builtin", "return type(*args['a'])", nil},
+	{"type bound only in a default", "reflection-builtin", "def f(x=type):\n    return x\nreturn type('X', (), {})", nil},
+	{"eval bound only on the right", "forbidden-builtin", "x = eval\nreturn x('1')", nil},
+	{"exec as a with value", "forbidden-builtin", "with exec:\n    pass\n", nil},
+	{"exec as an except value", "forbidden-builtin", "try:\n    pass\nexcept exec:\n    pass\n", nil},
+	{"eval only declared global", "forbidden-builtin", "def f():\n    global eval\n    return eval('1')\nreturn f()", nil},
+	{"attrgetter literal", "forbidden-string", "import operator\nreturn operator.attrgetter('gi_frame.f_back')", stdAllow},
+	{"methodcaller literal", "forbidden-string", "from operator import methodcaller\nreturn methodcaller('__reduce_ex__', 2)", stdAllow},
+	{"wraps assigned list", "forbidden-string", "import functools\ndef g():\n    pass\nreturn functools.wraps(len, assigned=['__globals__'])(g)", stdAllow},
 	{"type 3-arg", "reflection-builtin", "C = type('C', (), {})", nil},
 	{"dir", "reflection-builtin", "return dir()", nil},
 	{"super", "reflection-builtin", "return super()", nil},
 	{"__build_class__", "reflection-builtin", "__build_class__", nil},
-	{"type in isinstance", "reflection-builtin", "return isinstance(x, type)", nil},
+	{"type in isinstance third place", "reflection-builtin", "return isinstance(x, int, type)", nil},
 	{"type class pattern", "reflection-builtin", "match args:\n    case type():\n        return 1\n", nil},
-	{"nfkc getattr", "reflection-builtin", "return \uff47etattr(1, 'real')", nil},
+	{"nfkc getattr", "forbidden-string", "return \uff47etattr(1, '__class__')", nil},
 	// dunder-attribute
 	{"class attr", "dunder-attribute", "return ().__class__", nil},
 	{"subclasses chain", "dunder-attribute", "return ().__class__.__base__.__subclasses__()", nil},
@@ -93,6 +115,7 @@ var attacks = []tcase{
 	{"dunder value pattern", "dunder-attribute", "match args:\n    case x.__class__:\n        return 1\n", nil},
 	{"dunder from import", "dunder-attribute", "from json import __loader__\n", stdAllow},
 	{"dunder import path", "dunder-attribute", "import json.__init__\n", stdAllow},
+	{"tabs and spaces in one block", "parse-error", "if args:\n\tx = 1\n        y = 2\nreturn 1", nil},
 	// dunder-name
 	{"__builtins__", "dunder-name", "return __builtins__", nil},
 	{"__loader__", "dunder-name", "return __loader__", nil},
@@ -117,18 +140,13 @@ var attacks = []tcase{
 	{"subscript raw", "dunder-subscript", "return d[r'__globals__']", nil},
 	{"subscript u prefix", "dunder-subscript", "return d[u'__builtins__']", nil},
 	{"subscript fstring const", "dunder-subscript", "return d[f'__builtins__']", nil},
-	{"subscript introspection", "dunder-subscript", "return d['f_globals']", nil},
 	{"subscript reserved", "dunder-subscript", "return d['_orq_execute']", nil},
 	{"subscript in target", "dunder-subscript", "d['__builtins__'] = 1", nil},
 	{"subscript triple", "dunder-subscript", "return d['''__class__''']", nil},
-	// forbidden-string
-	{"attrgetter string", "forbidden-string", "x = ['__class__']", nil},
-	{"dotted string", "forbidden-string", "x = 'a.__globals__'", nil},
-	{"fstring literal part", "forbidden-string", "return f\"{1}__class__\"", nil},
-	{"concat with fstring", "forbidden-string", "return '__cl' 'ass__' f'{1}'", nil},
-	{"gi_frame string", "forbidden-string", "k = 'gi_frame'", nil},
-	{"format spec words", "forbidden-string", "return f'{1:__class__}'", nil},
-	{"mapping pattern key", "forbidden-string", "match args:\n    case {'__class__': c}:\n        return 1\n", nil},
+	// forbidden-string: literal arguments Python reads as attribute names
+	{"attrgetter concat", "forbidden-string", "import operator\nreturn operator.attrgetter('gi_' 'frame')", stdAllow},
+	{"attrgetter plus", "forbidden-string", "import operator\nreturn operator.attrgetter('a.' + '__globals__')", stdAllow},
+	{"update_wrapper tuple", "forbidden-string", "import functools\ndef g():\n    pass\nreturn functools.update_wrapper(g, len, ('__globals__',))", stdAllow},
 	// private-attribute
 	{"private module attr", "private-attribute", "import random\nreturn random._os", []string{"random"}},
 	{"private re compiler", "private-attribute", "import re\nreturn re._compiler", stdAllow},
@@ -162,8 +180,6 @@ var attacks = []tcase{
 	{"types attr", "module-attribute", "import re\nreturn re.enum.types", stdAllow},
 	{"builtins attr", "module-attribute", "import re\nreturn re.functools.builtins", stdAllow},
 	// reflection-attribute
-	{"attrgetter", "reflection-attribute", "import operator\nreturn operator.attrgetter('x')(1)", stdAllow},
-	{"methodcaller", "reflection-attribute", "from operator import methodcaller\n", stdAllow},
 	{"string.Formatter", "reflection-attribute", "import string\nreturn string.Formatter().format('{0}', 1)", stdAllow},
 	{"get_type_hints", "reflection-attribute", "import typing\nreturn typing.get_type_hints(f)", stdAllow},
 	{"mro", "reflection-attribute", "return int.mro()", nil},
@@ -214,10 +230,11 @@ var attacks = []tcase{
 	{"singledispatchmethod", "unsafe-helper", "import functools\nm = functools.singledispatchmethod(print)\nreturn 1", stdAllow},
 	// published techniques the rules above stop (the run-time half is in
 	// plugins/subprocess/redteam_test.go)
-	{"update_wrapper updated globals", "dunder-subscript", "import functools, json\ndef g():\n    pass\nfunctools.update_wrapper(g, json.loads, (), ['__globals__'])\nreturn g.__globals__['codecs']", stdAllow},
+	{"update_wrapper updated globals", "forbidden-string", "import functools, json\ndef g():\n    pass\nfunctools.update_wrapper(g, json.loads, (), ['__globals__'])\nreturn g.__globals__['codecs']", stdAllow},
 	{"string formatter get_field", "reflection-attribute", "import string\nreturn string.Formatter().get_field('0.__class__', [1], {})", stdAllow},
-	{"attrgetter from import", "reflection-attribute", "from operator import attrgetter\nreturn attrgetter('real')(1)", stdAllow},
-	{"methodcaller format", "reflection-attribute", "import operator\nreturn operator.methodcaller('format', 1)('{0.real}')", stdAllow},
+	{"methodcaller format", "format-string", "import operator\nreturn operator.methodcaller('format', 1)('{0.real}')", stdAllow},
+	{"getattr format", "format-string", "t = args['t']\nreturn getattr(t, 'format')(1)", nil},
+	{"attrgetter format_map", "format-string", "from operator import attrgetter\nreturn attrgetter('format_map')(args['t'])({})", stdAllow},
 	{"get_type_hints", "reflection-attribute", "import typing\ndef f(x: 'int'):\n    pass\nreturn typing.get_type_hints(f)", stdAllow},
 	{"exception traceback frame", "introspection-attribute", "try:\n    1 / 0\nexcept Exception as e:\n    return e.with_traceback(None)", nil},
 	{"except star traceback", "dunder-attribute", "try:\n    1 / 0\nexcept* ZeroDivisionError as eg:\n    return eg.__traceback__\n", nil},
@@ -232,7 +249,7 @@ var attacks = []tcase{
 	{"bare CR line end", "forbidden-builtin", "x = 1\rreturn eval('x')", nil},
 	{"CR hides import", "import-not-allowed", "x = 1\rimport os", nil},
 	// limits
-	{"too deep", "nesting-too-deep", "return " + deepParens(150), nil},
+	{"too deep", "nesting-too-deep", "return " + deepParens(600), nil},
 }
 
 func deepParens(n int) string {
@@ -249,6 +266,31 @@ func deepParens(n int) string {
 
 // benign: LLM-style tool bodies that must be accepted.
 var benign = []tcase{
+	// strings and keys are data
+	{"attrgetter plain names", "", "import operator\nrows = args.get('rows', [])\nreturn [operator.attrgetter('real')(1), sorted(rows, key=operator.itemgetter('age'))]", stdAllow},
+	{"methodcaller plain name", "", "from operator import methodcaller, attrgetter\nreturn list(map(methodcaller('upper'), ['a'])) + [attrgetter('imag')(1)]", stdAllow},
+	{"data keys that are module names", "", "row = args['row']\nreturn [row['site'], row['os'], row['warnings'], row['traceback'], row['logging'], row['signal']]", nil},
+	{"data key co_name", "", "rows = args['rows']\nreturn [r['co_name'] for r in rows]", nil},
+	{"subscript introspection word", "", "d = {'f_globals': 1}\nreturn d['f_globals']", nil},
+	{"dunder words in strings", "", "return ['__main__', '__init__.py', 'a __bold__ word', \"x = ['__class__']\".upper()]", nil},
+	{"docstring mentions a dunder", "", "\"\"\"Build a Foo; see Foo.__init__ and gen.gi_frame.\"\"\"\nreturn 1", nil},
+	{"dunder words in fstrings", "", "n = 1\nreturn f'{n}__class__ {n:>4}'", nil},
+	{"mapping pattern key", "", "match args:\n    case {'__class__': c}:\n        return 1\nreturn 0", nil},
+	{"fstring hash inside a string", "", "level = 2\ntitle = 't'\nreturn f\"{'#' * level} {title}\"", nil},
+	// builtins in their allowed shapes; local names reuse builtin names
+	{"getattr with a default", "", "p = args\nreturn getattr(p, 'name', None)", nil},
+	{"hasattr plain name", "", "return hasattr(args, 'keys')", nil},
+	{"type of an exception", "", "try:\n    1 / 0\nexcept Exception as e:\n    return type(e).__name__\n", nil},
+	{"type as a class check", "", "x = args.get('x')\nreturn [isinstance(x, type), isinstance(x, (int, type)), issubclass(int, type)]", nil},
+	{"type of a generator argument", "", "return type(x for x in [1]).__name__", nil},
+	{"shadowed builtins", "", "type = args.get('type')\ninput = args.get('input', '')\ndir = 'up'\nexit = False\nproperty = {}\nreturn [type, input, dir, exit, property]", nil},
+	{"compile shadowed by re.compile", "", "import re\nfrom re import compile\nreturn compile('a+').findall('aaa')", stdAllow},
+	{"builtin names as parameters", "", "def f(type, input=None, *vars, **globals):\n    return type, input, vars, globals\nreturn f(1)", nil},
+	{"a tab-indented function next to a space-indented one", "", "def a():\n\treturn 1\n\ndef b():\n    if True:\n        return 2\n\nreturn a() + b()", nil},
+	{"tabs in one block, continuation lines aligned with spaces", "", "def a(x):\n\ty = [x,\n          x]\n\treturn y\nreturn a(1)", nil},
+	{"a 300-term sum", "", "x = 1\nreturn " + strings.Repeat("x + ", 299) + "x", nil},
+	{"a 300-branch elif chain", "", "x = args.get('x', 0)\nif x == 0:\n    y = 0\n" + elifChain(300) + "else:\n    y = -1\nreturn y", nil},
+	{"builtin names in loops and patterns", "", "for type in ['a']:\n    pass\nmatch args:\n    case {'eval': eval}:\n        return eval\nreturn [open for open in [1]]", nil},
 	{"positional patterns on builtin types", "", "def kind(v):\n    match v:\n        case bool(b):\n            return ['bool', b]\n        case int(n) | float(n):\n            return ['number', n + 1]\n        case str(s):\n            return ['text', s.upper()]\n        case [int(a), int(b)]:\n            return ['pair', a + b]\n        case {'type': str(t)}:\n            return ['typed', t]\n        case _:\n            return ['other', None]\nreturn [kind(x) for x in [True, 2, 'a', [1, 2], {'type': 'x'}, None]]", nil},
 	{"return arithmetic", "", "return 1 + 1", nil},
 	{"args access", "", "return args['a'] + args.get('b', 0)", nil},
@@ -326,4 +368,13 @@ var benign = []tcase{
 	{"enum functional api", "", "import enum\nColor = enum.Enum('Color', 'RED GREEN')\nreturn [c.name for c in Color]", []string{"enum"}},
 	{"abc collections checks", "", "from collections.abc import Mapping, Sequence\nreturn [isinstance({}, Mapping), isinstance([], Sequence)]", stdAllow},
 	{"datetime strptime strftime", "", "import datetime\nd = datetime.datetime.strptime('2024-05-01', '%Y-%m-%d')\nreturn [d.strftime('%d/%m/%Y'), d.isoformat()]", []string{"datetime"}},
+}
+
+// elifChain returns n `elif x == i:` branches.
+func elifChain(n int) string {
+	var b strings.Builder
+	for i := 1; i < n; i++ {
+		fmt.Fprintf(&b, "elif x == %d:\n    y = %d\n", i, i)
+	}
+	return b.String()
 }

@@ -63,6 +63,7 @@ const (
 	catFormatExpression
 	catComment
 	catLineContinuation
+	catCall
 	catClassPattern
 )
 
@@ -70,15 +71,19 @@ type kindTable struct {
 	cat   []category
 	names []string // kind id -> kind name, for the ids below NodeKindCount
 
-	fieldAttribute uint16
-	fieldObject    uint16
-	fieldName      uint16
-	fieldLeft      uint16
-	fieldAlias     uint16
-	fieldModule    uint16
-	fieldSubscript uint16
-	fieldOperator  uint16
-	fieldRight     uint16
+	fieldAttribute  uint16
+	fieldObject     uint16
+	fieldName       uint16
+	fieldLeft       uint16
+	fieldAlias      uint16
+	fieldModule     uint16
+	fieldSubscript  uint16
+	fieldOperator   uint16
+	fieldRight      uint16
+	fieldFunction   uint16
+	fieldArguments  uint16
+	fieldValue      uint16
+	fieldDefinition uint16
 }
 
 // name returns a kind id's name (go-tree-sitter's Node.Kind).
@@ -153,6 +158,7 @@ func buildKinds(l *ts.Language) *kindTable {
 		"format_expression":        catFormatExpression,
 		"comment":                  catComment,
 		"line_continuation":        catLineContinuation,
+		"call":                     catCall,
 	}
 	n := l.NodeKindCount()
 	k := &kindTable{cat: make([]category, 65536), names: make([]string, n)}
@@ -180,5 +186,9 @@ func buildKinds(l *ts.Language) *kindTable {
 	k.fieldSubscript = l.FieldIdForName("subscript")
 	k.fieldOperator = l.FieldIdForName("operator")
 	k.fieldRight = l.FieldIdForName("right")
+	k.fieldFunction = l.FieldIdForName("function")
+	k.fieldArguments = l.FieldIdForName("arguments")
+	k.fieldValue = l.FieldIdForName("value")
+	k.fieldDefinition = l.FieldIdForName("definition")
 	return k
 }

@@ -47,7 +47,7 @@ type table struct {
 
 	dunderAllow   map[string]bool
 	privateAllow  map[string]bool
-	stringChecked map[string]bool
+	attrNameCalls map[string]bool
 	formatMethods map[string]bool
 }
 
@@ -71,7 +71,7 @@ func newTable(rt *rules.Table) *table {
 		Table:         rt,
 		dunderAllow:   set(rt.Dunder.Allow),
 		privateAllow:  set(rt.Private.Allow),
-		stringChecked: set(rt.StringCheckedRules),
+		attrNameCalls: set(rt.AttributeNameCalls),
 		formatMethods: set(rt.FormatMethods),
 	}
 }

@@ -3,6 +3,7 @@ package validator
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -44,6 +45,12 @@ type walker struct {
 	count     int
 	lineStart []int
 	findings  []shared.Finding
+
+	// shaped holds identifier nodes of reflection builtins used in a shape
+	// the rules table allows (builtin_shapes), marked by their call.
+	shaped map[node]bool
+	// bound caches binds(name).
+	bound map[string]bool
 }
 
 func (w *walker) timeoutFinding() shared.Finding {
@@ -119,6 +126,9 @@ func (w *walker) addAt(rule string, start, end uint, detail string) {
 	if detail != "" {
 		msg += ": " + detail
 	}
+	if fix := w.t.Rules[rule].Fix; fix != "" {
+		msg += "; instead: " + fix
+	}
 	w.findings = append(w.findings, shared.Finding{Rule: rule, Message: msg,
 		Line: line, Column: col, Snippet: w.snippet(start, end)})
 }
@@ -170,8 +180,9 @@ func (w *walker) visit(n node, depth int, cx ctxKind, parent category) {
 	case catString, catConcatString:
 		w.visitString(n, depth, cat)
 		return
-	case catFormatSpecifier:
-		w.checkWordRuns(n, w.text(n))
+	case catCall:
+		w.checkCall(n)
+		cx = ctxNone
 	case catKeywordArgument:
 		w.eachChild(n, func(ch node, fid uint16, ccat category) bool {
 			if fid == kinds.fieldName && ccat == catIdentifier {
@@ -380,8 +391,15 @@ func (w *walker) checkIdent(n node, cx ctxKind) {
 	case ctxKwName:
 		w.checkNameShape(n, name)
 	case ctxImportedName:
+		// from m import NAME reads m.NAME: a forbidden builtin name is
+		// refused here even though the import binds it, unless m's
+		// reviewed surface hands out a function of that name (re.compile).
 		if !w.checkAttrName(n, name) {
-			w.checkName(n, name)
+			if r, ok := w.t.ForbiddenNames[name]; ok && !w.surfaceHas(n, name) {
+				w.add(r, n, fmt.Sprintf("%q", name))
+			} else {
+				w.checkName(n, name)
+			}
 		}
 	case ctxImportPath, ctxFromModule:
 		w.checkImportTop(n, name)
@@ -392,7 +410,7 @@ func (w *walker) checkIdent(n node, cx ctxKind) {
 
 // checkName applies the rules for a name (a reference or a binding).
 func (w *walker) checkName(n node, name string) bool {
-	if r, ok := w.t.ForbiddenNames[name]; ok {
+	if r, ok := w.t.ForbiddenNames[name]; ok && !w.shaped[n] && !w.bindsCached(name) {
 		w.add(r, n, fmt.Sprintf("%q", name))
 		return true
 	}
@@ -439,6 +457,23 @@ func (w *walker) checkAttrName(n node, name string) bool {
 		return true
 	}
 	return false
+}
+
+// surfaceHas reports whether the module of the from-import that imports
+// identifier n has a reviewed surface listing name.
+func (w *walker) surfaceHas(n node, name string) bool {
+	stmt := w.parent(n)
+	for stmt != noNode && w.cat(stmt) != catImportFrom {
+		stmt = w.parent(stmt)
+	}
+	if stmt == noNode {
+		return false
+	}
+	mod := w.childByField(stmt, kinds.fieldModule)
+	if mod == noNode || w.cat(mod) != catDottedName {
+		return false
+	}
+	return slices.Contains(w.t.ModuleSurfaces[identText(w.src[w.start(mod):w.end(mod)])], name)
 }
 
 func (w *walker) checkImportTop(n node, name string) {
@@ -529,14 +564,12 @@ func (w *walker) visitSubscript(n node, depth int) {
 	})
 }
 
-// subscriptKeyRule reports whether a string key names something the
-// attribute rules forbid (dunders, forbidden attributes, reserved names).
+// subscriptKeyRule reports whether a string key is a name only namespaces
+// are keyed by (a non-allowlisted dunder, a reserved name). Any other word
+// is data.
 func (w *walker) subscriptKeyRule(key string) string {
 	if isDunder(key) && !w.t.dunderAllow[key] {
 		return w.t.Dunder.AttributeRule
-	}
-	if r, ok := w.t.ForbiddenAttributes[key]; ok {
-		return r
 	}
 	if w.reserved(key) {
 		return w.t.ReservedPrefixes.Rule
@@ -638,8 +671,9 @@ func (w *walker) decodeStringNode(n node, b *strings.Builder, interp *bool, visi
 }
 
 // visitString checks a string or concatenated string: escapes must decode,
-// f-string interpolations must be valid Python 3.11 and are walked, and the
-// decoded text must not name a forbidden attribute.
+// and f-string interpolations must be valid Python 3.11 and are walked. The
+// text itself is data (checkCall checks strings Python reads as attribute
+// names).
 func (w *walker) visitString(n node, depth int, cat category) {
 	var b strings.Builder
 	interp := false
@@ -650,7 +684,6 @@ func (w *walker) visitString(n node, depth int, cat category) {
 	if !ok {
 		w.add(RuleParseError, n, "invalid string literal (prefix or escape sequence)")
 	}
-	w.checkWordRuns(n, b.String())
 }
 
 // checkInterpolation enforces Python 3.11's f-string rules that tree-sitter's
@@ -671,13 +704,14 @@ func (w *walker) checkInterpolation(in node) {
 		}
 	}
 	full := w.text(in)
-	expr := full
+	exprEnd := w.end(in)
 	for ch := range w.children(in) {
 		if k := w.kindName(ch); k == "type_conversion" || k == "format_specifier" {
-			expr = string(w.src[w.start(in):w.start(ch)])
+			exprEnd = w.start(ch)
 			break
 		}
 	}
+	expr := w.outsideStrings(in, w.start(in), exprEnd)
 	switch {
 	case strings.Contains(full, "\\"):
 		w.add(RuleParseError, in, "f-string expression part cannot include a backslash (Python 3.11)")
@@ -690,56 +724,25 @@ func (w *walker) checkInterpolation(in node) {
 	}
 }
 
-// checkWordRuns flags a string whose decoded text contains, as a maximal run
-// of ASCII word characters, a non-allowlisted dunder or a forbidden
-// attribute of a string-checked rule.
-func (w *walker) checkWordRuns(n node, s string) {
-	for _, run := range wordRuns(s) {
-		if w.badStringWord(run) {
-			w.add("forbidden-string", n, fmt.Sprintf("%q", run))
-			return
-		}
-	}
-}
-
-func (w *walker) badStringWord(run string) bool {
-	if isDunder(run) {
-		return !w.t.dunderAllow[run]
-	}
-	if r, ok := w.t.ForbiddenAttributes[run]; ok && w.t.stringChecked[r] {
-		return true
-	}
-	return false
-}
-
-func isWordByte(c byte) bool {
-	return c == '_' || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9')
-}
-
-// wordRuns returns the maximal runs of ASCII word characters that are at
-// least 4 bytes long (every forbidden word is longer) and contain '_'.
-func wordRuns(s string) []string {
-	var out []string
-	i := 0
-	for i < len(s) {
-		if !isWordByte(s[i]) {
-			i++
-			continue
-		}
-		j := i
-		under := false
-		for j < len(s) && isWordByte(s[j]) {
-			if s[j] == '_' {
-				under = true
+// outsideStrings returns src[start:end] with the string literals nested
+// under n blanked out: CPython 3.11 refuses a '#' in an f-string's
+// expression, but not inside a string literal there (f"{'#' * 3}").
+func (w *walker) outsideStrings(n node, start, end uint) string {
+	b := []byte(string(w.src[start:end]))
+	var blank func(m node)
+	blank = func(m node) {
+		for ch := range w.children(m) {
+			if c := w.cat(ch); c == catString || c == catConcatString {
+				for i := max(w.start(ch), start); i < min(w.end(ch), end); i++ {
+					b[i-start] = ' '
+				}
+				continue
 			}
-			j++
+			blank(ch)
 		}
-		if under && j-i >= 4 {
-			out = append(out, s[i:j])
-		}
-		i = j
 	}
-	return out
+	blank(n)
+	return string(b)
 }
 
 // formatTraversal reports whether a str.format template has a replacement
@@ -901,51 +904,98 @@ func (w *walker) validDelTarget(n node, depth int) bool {
 	return false
 }
 
-// checkIndentation rejects source that indents with tabs on some lines and
-// spaces on others (outside string literals). CPython rejects only the
-// inconsistent mixes; this is stricter and much simpler.
+// logicalStarters are the node kinds that start a logical line besides
+// the statements of a block or of the module.
+var logicalStarters = map[string]bool{
+	"elif_clause": true, "else_clause": true, "except_clause": true, "except_group_clause": true,
+	"finally_clause": true, "case_clause": true, "decorator": true,
+}
+
+// checkIndentation applies CPython's tab consistency check (TabError
+// "inconsistent use of tabs and spaces in indentation"): the indentation of
+// each logical line is measured twice, with tabs to 8 columns and to 1, and
+// both measures must order the lines' indentation levels alike. A block
+// indented with tabs next to one indented with spaces passes, as in CPython.
 func (w *walker) checkIndentation() {
 	if !hasTabs(w.src) {
-		return // no tab anywhere: nothing can be mixed
+		return // no tab anywhere: both measures agree
 	}
-	tabLine, spaceLine := -1, -1
-	start := 0
-	for i := 0; i <= len(w.src); i++ {
-		if i < len(w.src) && w.src[i] != '\n' {
+	var starts []int
+	lastLine := -1
+	for i := range w.nodes {
+		n := node(i)
+		if !w.named(n) || w.cat(n) == catComment {
 			continue
 		}
-		line := w.src[start:i]
-		j := 0
-		hasTab, hasSpace := false, false
-		for j < len(line) && (line[j] == ' ' || line[j] == '\t' || line[j] == '\f') {
-			if line[j] == '\t' {
-				hasTab = true
-			} else if line[j] == ' ' {
-				hasSpace = true
-			}
-			j++
+		p := w.parent(n)
+		if p == noNode {
+			continue
 		}
-		if j < len(line) && line[j] != '#' && (hasTab || hasSpace) && !w.insideString(start) {
-			if hasTab && tabLine < 0 {
-				tabLine = start
-			}
-			if hasSpace && spaceLine < 0 {
-				spaceLine = start
-			}
-			if hasTab && hasSpace {
-				tabLine, spaceLine = start, start
-			}
+		pk := w.kindName(p)
+		if !(w.cat(p) == catBlock || pk == "module" || logicalStarters[w.kindName(n)] ||
+			(pk == "decorated_definition" && w.nodes[n].field == kinds.fieldDefinition)) {
+			continue
 		}
-		if tabLine >= 0 && spaceLine >= 0 {
-			off := tabLine
-			if spaceLine > off {
-				off = spaceLine
+		off := int(w.start(n))
+		ls := off
+		for ls > 0 && w.src[ls-1] != '\n' {
+			ls--
+		}
+		if ls == lastLine || !onlyIndent(w.src[ls:off]) {
+			continue
+		}
+		lastLine = ls
+		starts = append(starts, ls)
+	}
+	slices.Sort(starts)
+	cols, alts := []int{0}, []int{0}
+	for _, ls := range starts {
+		col, alt := 0, 0
+		for k := ls; k < len(w.src); k++ {
+			switch w.src[k] {
+			case ' ':
+				col++
+				alt++
+				continue
+			case '\t':
+				col = (col/8 + 1) * 8
+				alt++
+				continue
+			case '\f':
+				col, alt = 0, 0
+				continue
 			}
-			w.addAt(RuleParseError, uint(off), uint(off), "mixed tabs and spaces in indentation")
+			break
+		}
+		top := len(cols) - 1
+		bad := false
+		switch {
+		case col == cols[top]:
+			bad = alt != alts[top]
+		case col > cols[top]:
+			bad = alt <= alts[top]
+			cols, alts = append(cols, col), append(alts, alt)
+		default:
+			for top > 0 && col < cols[top] {
+				top--
+			}
+			cols, alts = cols[:top+1], alts[:top+1]
+			bad = col == cols[top] && alt != alts[top]
+		}
+		if bad {
+			w.addAt(RuleParseError, uint(ls), uint(ls), "inconsistent use of tabs and spaces in indentation")
 			return
 		}
-		start = i + 1
 	}
+}
+
+func onlyIndent(b []byte) bool {
+	for _, c := range b {
+		if c != ' ' && c != '\t' && c != '\f' {
+			return false
+		}
+	}
+	return true
 }
 
 func (w *walker) insideString(off int) bool {

@@ -188,6 +188,7 @@ def _orq_safe_builtins(rules):
     for name in rules.get("safe_builtins") or ():
         if isinstance(name, str) and hasattr(builtins, name):
             base[name] = getattr(builtins, name)
+    base.update(_orq_guarded_builtins(rules))
     _orq_builtins_prepared[:] = [(rules, base)]
     return dict(base)
 

@@ -59,6 +59,65 @@ def _orq_isolate(fn):
                               fn.__defaults__, fn.__closure__)
 
 
+def _orq_attr_name_ok(rules):
+    """Return a predicate: may user code read attribute `name` by string?
+    The static attribute rules of the rules table, applied at run time to
+    every dotted part: no dunder but the allowlisted ones, no forbidden
+    attribute (frames, code objects, modules), no str.format method, no
+    private name, no reserved prefix. It uses only names from its closure."""
+    rules = rules or {}
+    dunder = rules.get("dunder") or {}
+    private = rules.get("private") or {}
+    dunder_allow = frozenset(dunder.get("allow") or ())
+    private_allow = frozenset(private.get("allow") or ())
+    # str.format/format_map walk attributes named in a template at run time
+    forbidden = frozenset((rules.get("forbidden_attributes") or {}).keys()) | frozenset(
+        rules.get("format_methods") or ())
+    reserved = tuple((rules.get("reserved_prefixes") or {}).get("prefixes") or ())
+    _type, _str, _len = type, str, len
+
+    def ok(name):
+        if _type(name) is not _str or not name:
+            return False
+        for p in name.split("."):
+            if not p or p in forbidden or (reserved and p.startswith(reserved)):
+                return False
+            if p[:1] == "_":
+                if _len(p) >= 5 and p[:2] == "__" and p[-2:] == "__":
+                    if p not in dunder_allow:
+                        return False
+                elif p not in private_allow:
+                    return False
+        return True
+    return _orq_isolate(ok)
+
+
+def _orq_guarded_builtins(rules):
+    """The guarded builtins of rules.json guarded_builtins: getattr and
+    hasattr that refuse (TypeError) a name the attribute rules forbid, so a
+    name computed at run time reaches no more than a literal one."""
+    import builtins
+
+    ok = _orq_attr_name_ok(rules)
+    real_getattr, real_hasattr = builtins.getattr, builtins.hasattr
+    _TypeError = TypeError
+
+    def getattr(obj, name, *default):
+        if not ok(name):
+            raise _TypeError("getattr: %r is not an attribute the sandbox lets code read by "
+                             "name; read public attributes (obj.name)" % (name,))
+        return real_getattr(obj, name, *default)
+
+    def hasattr(obj, name):
+        if not ok(name):
+            raise _TypeError("hasattr: %r is not an attribute the sandbox lets code test by "
+                             "name" % (name,))
+        return real_hasattr(obj, name)
+
+    out = {"getattr": _orq_isolate(getattr), "hasattr": _orq_isolate(hasattr)}
+    return {n: out[n] for n in rules.get("guarded_builtins") or () if n in out}
+
+
 def _orq_make_import(allowed_imports, rules=None, user_builtins=None):
     """Return the `__import__` shim handed to user code.
 
@@ -91,7 +150,7 @@ def _orq_make_import(allowed_imports, rules=None, user_builtins=None):
     hidden_attrs = frozenset((rules.get("forbidden_attributes") or {}).keys())
     surfaces = {m: frozenset(ns) for m, ns in (rules.get("module_surfaces") or {}).items()
                 if isinstance(m, str) and isinstance(ns, list)}
-    guards = _orq_guards(user_builtins)
+    guards = _orq_guards(user_builtins, rules)
     _isinstance, _str, _sorted, _vars, _list, _setattr, _type, _tuple = (
         isinstance, str, sorted, vars, list, setattr, type, tuple)
     _ImportError = ImportError
@@ -149,7 +208,7 @@ def _orq_make_import(allowed_imports, rules=None, user_builtins=None):
     return _orq_isolate(shim), real_import, allowed
 
 
-def _orq_guards(user_builtins):
+def _orq_guards(user_builtins, rules=None):
     """Guarded replacements for public stdlib helpers that turn strings into
     attribute access or code, keyed by (module, name). They are handed out
     in module views instead of the real ones.
@@ -157,9 +216,9 @@ def _orq_guards(user_builtins):
     - functools.update_wrapper / wraps: the real ones getattr/setattr any
       names passed as `assigned`/`updated` (`updated=['__globals__']` copies
       a module's globals, builtins included, into the caller's globals).
-  - operator.attrgetter / methodcaller: they turn strings into attribute
-    reads and method calls. Only plain names (no leading underscore in any
-    dotted part) are accepted.
+    - operator.attrgetter / methodcaller: they turn strings into attribute
+      reads and method calls. Only names the attribute rules allow (every
+      dotted part: no dunder, private, frame or code attribute) pass.
       Only the default names (or a subset) are accepted, and only a function
       the tool body defined may be the wrapper.
     - functools.singledispatch: `register(func)` without a class reads the
@@ -240,10 +299,13 @@ def _orq_guards(user_builtins):
 
     real_attrgetter, real_methodcaller = operator.attrgetter, operator.methodcaller
 
+    name_ok = _orq_attr_name_ok(rules)
+
     def plain(name, what):
-        if _type(name) is not _str or not name or _any(p[:1] == "_" or not p for p in name.split(".")):
-            raise _TypeError("operator.%s: only plain attribute names are allowed in the "
-                             "sandbox (no leading underscore), not %r" % (what, name))
+        if not name_ok(name):
+            raise _TypeError("operator.%s: only public attribute names are allowed in the "
+                             "sandbox (no dunder, private, frame or code attribute), not %r"
+                             % (what, name))
 
     def attrgetter(attr, *attrs):
         for a in (attr,) + attrs:

@@ -218,7 +218,8 @@ func caseForbiddenBuiltin(t *testing.T, h *harness) {
 		{"eval", "return eval('1')"},
 		{"exec_reference", "f = exec\nreturn 1"},
 		{"open", "return open('/etc/passwd').read()"},
-		{"getattr", "return getattr(args, 'keys')"},
+		{"getattr_dunder", "return getattr(args, '__class__')"},
+		{"getattr_computed", "return getattr(args, str(args))"},
 		{"dunder_attribute", "return ().__class__.__bases__"},
 		{"dunder_import", "return __import__('os')"},
 	} {
