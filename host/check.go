@@ -24,5 +24,5 @@ func CheckCode(ctx context.Context, checker StaticChecker, p Policy, code string
 	if checker == nil {
 		checker = validator.New()
 	}
-	return checker.Check(ctx, code, p.Allowed(extra...))
+	return checker.CheckWith(ctx, code, p.Allowed(extra...), validator.Features{Classes: p.Classes})
 }

@@ -71,6 +71,7 @@ var defaultHCL []byte
 //	  policy = "default"          # optional; else policy "default" or built-in defaults
 //	  unsafe = false              # required true by tier-0 backends
 //	  unsafe_shared = false       # required true to serve tier 0 to many callers (mcp serve)
+//	  classes = true              # class statements; default true, false when unsafe
 //	  config { mode = "spawn" }   # backend-specific; checked against the plugin's schema
 //	}
 //
@@ -182,6 +183,10 @@ type SandboxConfig struct {
 	Plugin string `hcl:"plugin"`
 	Policy string `hcl:"policy,optional"`
 	Unsafe bool   `hcl:"unsafe,optional"`
+	// Classes turns class statements (dataclasses, user exception classes)
+	// on or off for the sandbox. Unset, they are on unless the sandbox is
+	// `unsafe` (tier 0, where the Python layers are the only wall).
+	Classes *bool `hcl:"classes,optional"`
 	// UnsafeShared lets a long-lived server with many callers (`mcp serve`)
 	// use a backend that does not give each execution a fresh process
 	// (tier 0): there, code that escapes the Python layers in one call can
@@ -232,6 +237,10 @@ type Policy struct {
 	// MaxQueue how many callers may wait for a slot.
 	MaxConcurrency int
 	MaxQueue       int
+
+	// Classes is the sandbox's `classes` (SandboxPolicy fills it in): the
+	// validator accepts class statements.
+	Classes bool
 }
 
 // checkCeilings refuses a request that asks for more than the policy's
@@ -582,10 +591,15 @@ func (c *Config) SandboxPolicy(s *SandboxConfig) Policy {
 	if name == "" {
 		name = "default"
 	}
-	if p, ok := c.policies[name]; ok {
-		return p
+	p, ok := c.policies[name]
+	if !ok {
+		p = BuiltinPolicy()
 	}
-	return BuiltinPolicy()
+	p.Classes = !s.Unsafe
+	if s.Classes != nil {
+		p.Classes = *s.Classes
+	}
+	return p
 }
 
 // DefaultSandboxName returns default_sandbox, or the only (first) sandbox.

@@ -38,8 +38,9 @@ import (
 )
 
 // StaticChecker is the host-side validator; validator.New() by default.
+// The host checks with the features of the sandbox's policy (classes).
 type StaticChecker interface {
-	Check(ctx context.Context, code string, allowedImports []string) []shared.Finding
+	CheckWith(ctx context.Context, code string, allowedImports []string, f validator.Features) []shared.Finding
 }
 
 // Option adjusts Load and LoadFile.

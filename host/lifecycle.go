@@ -187,7 +187,7 @@ func (in *instance) get(ctx context.Context) (*launched, error) {
 	// The policy's allowed_packages go to the plugin once, at Configure (not
 	// per call): a backend installs only those, whatever a request says.
 	pol := in.host.cfg.SandboxPolicy(in.sb)
-	if _, err := l.impl.Configure(ctx, shared.ConfigureRequest{Config: cfgJSON, Unsafe: in.sb.Unsafe, AllowedPackages: pol.AllowedPackages}); err != nil {
+	if _, err := l.impl.Configure(ctx, shared.ConfigureRequest{Config: cfgJSON, Unsafe: in.sb.Unsafe, AllowedPackages: pol.AllowedPackages, Classes: pol.Classes}); err != nil {
 		l.kill()
 		r := in.sb.DefRange
 		return nil, fmt.Errorf("%s:%d:%d: sandbox %q: plugin %q refused its configuration: %w",

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/orqest/sandbox/shared"
+	"github.com/orqest/sandbox/validator"
 )
 
 // Sandbox is one configured sandbox of a Host: a plugin, its configuration
@@ -146,7 +147,7 @@ func (s *Sandbox) Execute(ctx context.Context, req shared.ExecuteRequest) (share
 		return shared.ExecutionResult{}, err
 	}
 	limits := shared.Limits{TimeoutMS: req.Timeout.Milliseconds(), MemoryMB: req.MemoryMB, MaxOutputBytes: req.MaxOutputBytes}
-	if fs := s.host.opts.checker.Check(ctx, req.Code, req.AllowedImports); len(fs) > 0 {
+	if fs := s.host.opts.checker.CheckWith(ctx, req.Code, req.AllowedImports, validator.Features{Classes: s.policy.Classes}); len(fs) > 0 {
 		return shared.Rejected(fs, limits), nil
 	}
 	if len(req.Dependencies) > 0 {

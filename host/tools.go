@@ -256,7 +256,7 @@ func (f *ToolFactory) build(ctx context.Context, spec GeneratedToolSpec) (*Tool,
 
 	// The implementation must pass under exactly the spec's imports (the
 	// host's validator), then under policy ∪ spec in the plugin.
-	if fs := CheckCode(ctx, f.sb.host.opts.checker, Policy{Name: pol.Name, MaxCodeBytes: pol.MaxCodeBytes}, spec.Implementation, imports...); len(fs) > 0 {
+	if fs := CheckCode(ctx, f.sb.host.opts.checker, Policy{Name: pol.Name, MaxCodeBytes: pol.MaxCodeBytes, Classes: pol.Classes}, spec.Implementation, imports...); len(fs) > 0 {
 		ve := &shared.ValidationError{Findings: fs}
 		return reject(ve, "implementation rejected: %s", ve.Error())
 	}
@@ -736,7 +736,7 @@ func (f *ToolFactory) RunPython(ctx context.Context, req RunPythonRequest) (shar
 	}
 	var res shared.ExecutionResult
 	var err error
-	if fs := CheckCode(ctx, sb.host.opts.checker, Policy{Name: pol.Name, MaxCodeBytes: pol.MaxCodeBytes}, req.Code, imports...); len(fs) > 0 {
+	if fs := CheckCode(ctx, sb.host.opts.checker, Policy{Name: pol.Name, MaxCodeBytes: pol.MaxCodeBytes, Classes: pol.Classes}, req.Code, imports...); len(fs) > 0 {
 		res = shared.Rejected(fs, shared.Limits{TimeoutMS: timeout.Milliseconds(), MemoryMB: pol.MemoryMB, MaxOutputBytes: pol.MaxOutputBytes})
 	} else {
 		res, err = sb.Execute(ctx, shared.ExecuteRequest{Code: req.Code, Args: req.Args, AllowedImports: imports, Timeout: timeout})

@@ -65,6 +65,9 @@ def _orq_check_prepare(rules):
         "class_pattern_rule": rules.get("class_pattern_rule") or "positional-class-pattern",
         "match_self": frozenset(rules.get("match_self_types") or ()),
         "write_rule": rules.get("attribute_write_rule") or "attribute-write",
+        "class_keyword_rule": (rules.get("classes") or {}).get("keyword_rule") or "class-keyword",
+        "class_builtins": frozenset((rules.get("classes") or {}).get("builtins") or ()),
+        "class_methods": frozenset((rules.get("classes") or {}).get("methods") or ()),
         "max_bytes": int(limits.get("max_code_bytes") or 0),
         "max_depth": int(limits.get("max_depth") or 0),
         # node type -> branch of the walk (exact types: ast.parse builds
@@ -82,10 +85,11 @@ def _orq_check_prepare(rules):
     return prep
 
 
-def _orq_check(code, allowed_imports, rules):
+def _orq_check(code, allowed_imports, rules, classes=False):
     """Return a list of findings (dicts: rule, message, line, column, snippet)
-    for `code`, the body of a function, under `allowed_imports`. An empty
-    list means the code is accepted."""
+    for `code`, the body of a function, under `allowed_imports`, with class
+    statements allowed when `classes` is true. An empty list means the code
+    is accepted."""
     import ast
     import string as _string
 
@@ -113,6 +117,10 @@ def _orq_check(code, allowed_imports, rules):
     rule_class_pattern = P["class_pattern_rule"]
     match_self = P["match_self"]
     write_rule = P["write_rule"]
+    class_keyword_rule = P["class_keyword_rule"]
+    class_builtins = P["class_builtins"] if classes else frozenset()
+    class_methods = P["class_methods"] if classes else frozenset()
+    members = set()  # ids of defs/targets bound directly in a class body
     allowed = frozenset(m for m in (allowed_imports or ()) if isinstance(m, str))
     max_bytes = P["max_bytes"]
     max_depth = P["max_depth"]
@@ -218,8 +226,20 @@ def _orq_check(code, allowed_imports, rules):
             return private_rule
         return ""
 
+    imported = []
+
+    def import_bound():
+        """The names the body's import statements bind."""
+        if not imported:
+            imported.append(frozenset(
+                al.asname or al.name.partition(".")[0]
+                for n in ast.walk(tree) if type(n) in (ast.Import, ast.ImportFrom)
+                for al in n.names))
+        return imported[0]
+
     def check_name_shape(name, node):
-        if is_dunder(name) and name not in dunder_allow:
+        if is_dunder(name) and name not in dunder_allow and not (
+                name in class_methods and id(node) in members):
             add(dunder_name_rule, node, repr(name))
             return True
         if is_reserved(name):
@@ -231,7 +251,7 @@ def _orq_check(code, allowed_imports, rules):
 
     def check_name(name, node):
         r = forbidden_names.get(name)
-        if r and id(node) not in shaped and name not in bound_names():
+        if r and id(node) not in shaped and name not in class_builtins and name not in bound_names():
             add(r, node, repr(name))
             return True
         return check_name_shape(name, node)
@@ -286,6 +306,8 @@ def _orq_check(code, allowed_imports, rules):
                     shaped.add(id(el))
 
     def check_attr(name, node):
+        if name in class_methods:
+            return False
         r = attr_rule(name)
         if r:
             add(r, node, repr(name))
@@ -384,7 +406,10 @@ def _orq_check(code, allowed_imports, rules):
                     bad = format_traversal(val)
                     if bad is not None:
                         add(format_rule, node, "field %r traverses attributes or items" % bad)
-            if _isinstance(node.ctx, (Store, Del)):
+            # A write to an attribute of an imported module is refused
+            # here; any other write is checked at run time (_orq_w).
+            if (_isinstance(node.ctx, (Store, Del)) and _isinstance(node.value, ast.Name)
+                    and node.value.id in import_bound()):
                 add(write_rule, node)
         elif k == 3:  # Subscript
             key = fold(node.slice)
@@ -396,7 +421,18 @@ def _orq_check(code, allowed_imports, rules):
         elif k == 5:  # FunctionDef, AsyncFunctionDef
             check_name(node.name, node)
         elif k == 6:  # ClassDef
-            add(class_rule, node)
+            if not classes:
+                add(class_rule, node)
+            else:
+                for kw in node.keywords:
+                    add(class_keyword_rule, kw)
+                for st in node.body:
+                    if _isinstance(st, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                        members.add(id(st))
+                    elif _isinstance(st, ast.Assign):
+                        members.update(id(t) for t in st.targets if _isinstance(t, ast.Name))
+                    elif _isinstance(st, ast.AnnAssign) and _isinstance(st.target, ast.Name):
+                        members.add(id(st.target))
             check_name(node.name, node)
         elif k == 7:  # arg
             check_name(node.arg, node)

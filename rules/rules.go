@@ -118,6 +118,15 @@ type Table struct {
 	ClassPatternRule   string   `json:"class_pattern_rule"`
 	MatchSelfTypes     []string `json:"match_self_types"`
 	AttributeWriteRule string   `json:"attribute_write_rule"`
+	// Classes is what a sandbox with classes on allows beyond the default
+	// rules: class statements (without keywords: KeywordRule), the
+	// Builtins classes need, and the ordinary dunder Methods a class body
+	// may define and code may read as attributes (super().__init__).
+	Classes struct {
+		KeywordRule string   `json:"keyword_rule"`
+		Builtins    []string `json:"builtins"`
+		Methods     []string `json:"methods"`
+	} `json:"classes"`
 	// Runtime lists what the runner's audit hook refuses.
 	Runtime struct {
 		AuditBlock   []string `json:"audit_block"`
@@ -169,7 +178,7 @@ func Decode(b []byte) (*Table, error) {
 	refs := []string{RuleParseError, RuleCodeTooLarge, RuleNestingTooDeep, RuleValidationTimeout,
 		t.Dunder.AttributeRule, t.Dunder.NameRule, t.Private.Rule, t.ReservedPrefixes.Rule,
 		t.FormatRule, t.ImportRules.NotAllowed, t.ImportRules.Relative, t.ImportRules.Star,
-		t.ClassRule, t.ClassPatternRule, t.AttributeWriteRule, RuleDunderSubscript, RuleForbiddenString}
+		t.ClassRule, t.ClassPatternRule, t.AttributeWriteRule, t.Classes.KeywordRule, RuleDunderSubscript, RuleForbiddenString}
 	for _, r := range t.ForbiddenNames {
 		refs = append(refs, r)
 	}

@@ -197,6 +197,10 @@ type Request struct {
 	// Seal, when set, makes the spawn-mode runner seal itself before it
 	// runs the code (a fork-server child is sealed by its zygote's config).
 	Seal *Seal `json:"seal,omitempty"`
+	// Classes allows class statements (validator.Features.Classes): the
+	// in-child checker accepts them and the runner hands out
+	// __build_class__ and the class builtins.
+	Classes bool `json:"classes,omitempty"`
 	// ExtraSysPath lists directories appended to sys.path (after the
 	// stdlib) before the allowed imports are loaded: a tier-2 agent's venv
 	// site-packages, which -S keeps site.py from adding.

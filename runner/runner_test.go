@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -392,8 +393,14 @@ func runDriver(t *testing.T, driver string) string {
 // the same allowlist and the same rules table, never a verdict given under
 // a more generous one. Several executions in one interpreter.
 func TestAcceptedBodiesKeyedByAllowlistAndRules(t *testing.T) {
-	rulesLit, _ := json.Marshal(string(validator.RulesJSON()))
-	out := runDriver(t, "\nRULES = "+string(rulesLit)+"\n"+`
+	// The table goes in a file: with it inline the program would pass
+	// the kernel's 128 KB limit on one argument.
+	path := filepath.Join(t.TempDir(), "rules.json")
+	if err := os.WriteFile(path, validator.RulesJSON(), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	pathLit, _ := json.Marshal(path)
+	out := runDriver(t, "\nRULES = open("+string(pathLit)+").read()\n"+`
 import json as _j
 R = _j.loads(RULES)
 LAX = {"safe_builtins": ["len", "True", "False", "None"]}
@@ -425,7 +432,7 @@ func TestBuiltinsFreshPerExecutionInOneProcess(t *testing.T) {
 	got := runDriver(t, `
 import json as _j
 LAX = {"safe_builtins": ["True", "False", "None"]}
-def _orq_check(code, allowed_imports, rules):  # the validator out of the way
+def _orq_check(code, allowed_imports, rules, classes=False):  # the validator out of the way
     return []
 _orq_env([], LAX, keep=True)
 def ex(code):
@@ -438,5 +445,15 @@ print(_j.dumps([
 `)
 	if got != "[true, false]" {
 		t.Errorf("got %s, want [true, false] (the second execution must not see the first one's builtins)", got)
+	}
+}
+
+// TestProgramFitsOneArgument: the program travels as one argv string, and
+// Linux refuses a single argument longer than MAX_ARG_STRLEN (32 pages,
+// 128 KB) with E2BIG; every tier would fail to start.
+func TestProgramFitsOneArgument(t *testing.T) {
+	const maxArgStrlen = 32 * 4096
+	if n := len(runner.Program()); n > maxArgStrlen*7/8 {
+		t.Fatalf("runner.Program() is %d bytes: within 1/8 of the kernel's %d-byte limit on one argument; pass it another way (a sealed memfd) before it grows more", n, maxArgStrlen)
 	}
 }

@@ -70,6 +70,9 @@ const (
 	// (from the policy's allowed_packages only). The host refuses
 	// dependencies on a backend without it (ErrNotSupported).
 	CapDependencies Capability = "dependencies"
+	// CapClasses: the backend accepts and runs class statements
+	// (ConfigureRequest.Classes is on and the backend honours it).
+	CapClasses Capability = "classes"
 )
 
 // InfoRequest asks a backend to describe itself.
@@ -119,6 +122,12 @@ type ConfigureRequest struct {
 	// dependencies must refuse any other (fail closed); one that does not
 	// install dependencies refuses every non-empty Dependencies.
 	AllowedPackages []string
+	// Classes is the policy's `classes`: the body may define classes
+	// (class statements, dataclasses, user exception classes). The host
+	// sends true by default for tiers with a kernel wall and false for an
+	// `unsafe` (tier-0) sandbox unless its block says classes = true. A
+	// backend that honours it declares CapClasses while it is on.
+	Classes bool
 }
 
 // ConfigureResponse is returned by Configure.

@@ -49,7 +49,7 @@ type cacheEntry struct {
 	findings []shared.Finding // nil: accepted
 }
 
-func cacheKey(code string, allowed []string) [32]byte {
+func cacheKey(code string, allowed []string, f Features) [32]byte {
 	imps := slices.Clone(allowed)
 	slices.Sort(imps)
 	imps = slices.Compact(imps)
@@ -67,6 +67,13 @@ func cacheKey(code string, allowed []string) [32]byte {
 	for _, m := range imps {
 		putLen(len(m))
 		h.Write([]byte(m))
+	}
+	// The features after every import name: a length of 1<<62 no name has.
+	putLen(1 << 62)
+	if f.Classes {
+		h.Write([]byte{1})
+	} else {
+		h.Write([]byte{0})
 	}
 	var k [32]byte
 	h.Sum(k[:0])

@@ -14,6 +14,12 @@ type tcase struct {
 	allow []string
 }
 
+// features is the language a case is checked with: a name starting
+// "class: " is checked with classes on (Features.Classes).
+func (c tcase) features() Features {
+	return Features{Classes: strings.HasPrefix(c.name, "class: ")}
+}
+
 var stdAllow = []string{"re", "json", "math", "collections", "itertools", "datetime", "functools", "string", "operator", "statistics", "typing"}
 
 // attacks: every entry must be rejected with the named rule.
@@ -220,7 +226,18 @@ var attacks = []tcase{
 	{"with target attr", "attribute-write", "import math\nwith x as math.pi:\n    pass\n", stdAllow},
 	{"star target attr", "attribute-write", "import math\n*math.pi, = [1]\n", stdAllow},
 	{"chained target attr", "attribute-write", "import math\na = math.e = 1\n", stdAllow},
-	{"func attr write", "attribute-write", "def f():\n    pass\nf.x = 1\n", nil},
+	{"from-import module attr write", "attribute-write", "from collections import abc\nabc.Callable = 1\n", stdAllow},
+	// class-keyword (classes on)
+	{"class: metaclass keyword", "class-keyword", "class A(metaclass=M):\n    pass\n", nil},
+	{"class: init_subclass keyword", "class-keyword", "class A(Base, flag=1):\n    pass\n", nil},
+	{"class: splat keywords", "class-keyword", "kw = {}\nclass A(**kw):\n    pass\n", nil},
+	// with classes on, the dunder rules still hold outside the ordinary methods
+	{"class: getattr hook", "dunder-name", "class A:\n    def __getattr__(self, name):\n        return 1\n", nil},
+	{"class: del hook", "dunder-name", "class A:\n    def __del__(self):\n        pass\n", nil},
+	{"class: match_args", "dunder-name", "class A:\n    __match_args__ = ('__globals__',)\n", nil},
+	{"class: init outside a class", "dunder-name", "def __init__(self):\n    pass\n", nil},
+	{"class: method dunder read of globals", "dunder-attribute", "class A:\n    def __init__(self):\n        pass\nreturn A.__init__.__globals__", nil},
+	{"class: module attr write", "attribute-write", "import json\nclass A:\n    pass\njson.A = A\n", stdAllow},
 	// unsafe-helper (class creation by metaclass call, writes into sys.modules)
 	{"abc metaclass call", "unsafe-helper", "import abc\nX = abc.ABCMeta('X', (), {'_' * 2 + 'del' + '_' * 2: print})\nreturn 1", []string{"abc"}},
 	{"numbers ABCMeta", "unsafe-helper", "from numbers import ABCMeta\nreturn 1", []string{"numbers"}},
@@ -367,6 +384,12 @@ var benign = []tcase{
 	{"singledispatch by annotation", "", "from functools import singledispatch\n@singledispatch\ndef show(x):\n    return 'obj'\n@show.register\ndef _(x: int):\n    return 'int'\n@show.register(str)\ndef _(x):\n    return 'str'\nreturn [show(1), show('a'), show(1.5)]", stdAllow},
 	{"enum functional api", "", "import enum\nColor = enum.Enum('Color', 'RED GREEN')\nreturn [c.name for c in Color]", []string{"enum"}},
 	{"abc collections checks", "", "from collections.abc import Mapping, Sequence\nreturn [isinstance({}, Mapping), isinstance([], Sequence)]", stdAllow},
+	{"function attribute", "", "def fib(n):\n    if n in fib.cache:\n        return fib.cache[n]\n    r = n if n < 2 else fib(n - 1) + fib(n - 2)\n    fib.cache[n] = r\n    return r\nfib.cache = {}\nreturn fib(30)", nil},
+	{"class: custom exception", "", "class ToolError(Exception):\n    def __init__(self, msg, code=1):\n        super().__init__(msg)\n        self.code = code\ntry:\n    raise ToolError('bad', 2)\nexcept ToolError as e:\n    return [str(e), e.code, type(e).__name__]", nil},
+	{"class: dataclass records", "", "from dataclasses import dataclass, field, asdict\n@dataclass(order=True)\nclass Item:\n    name: str\n    qty: int = 0\n    tags: list = field(default_factory=list)\nitems = sorted([Item('b', 2), Item('a', 1)])\nreturn [asdict(i) for i in items]", []string{"dataclasses"}},
+	{"class: ordinary methods", "", "class Stack:\n    def __init__(self):\n        self.items = []\n    def __len__(self):\n        return len(self.items)\n    def __repr__(self):\n        return f'Stack({self.items!r})'\n    def __eq__(self, other):\n        return isinstance(other, Stack) and self.items == other.items\n    __hash__ = None\n    def push(self, x):\n        self.items.append(x)\n        return self\n    @property\n    def top(self):\n        return self.items[-1]\n    @staticmethod\n    def make():\n        return Stack()\n    @classmethod\n    def of(cls, *xs):\n        s = cls()\n        for x in xs:\n            s.push(x)\n        return s\ns = Stack.of(1, 2)\nreturn [len(s), s.top, repr(s), s == Stack.make().push(1).push(2)]", nil},
+	{"class: inheritance", "", "class Shape:\n    def area(self):\n        raise NotImplementedError\nclass Sq(Shape):\n    def __init__(self, s):\n        Shape.__init__(self)\n        self.s = s\n    def area(self):\n        return self.s ** 2\nreturn [Sq(3).area(), isinstance(Sq(1), Shape)]", nil},
+	{"class: enum and namedtuple", "", "import enum, typing\nclass Color(enum.Enum):\n    RED = 1\n    GREEN = 2\nclass P(typing.NamedTuple):\n    x: int\n    y: int = 0\nreturn [Color.RED.name, P(1)._asdict()]", []string{"enum", "typing"}},
 	{"datetime strptime strftime", "", "import datetime\nd = datetime.datetime.strptime('2024-05-01', '%Y-%m-%d')\nreturn [d.strftime('%d/%m/%Y'), d.isoformat()]", []string{"datetime"}},
 }
 

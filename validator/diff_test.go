@@ -22,7 +22,7 @@ ns = {}
 exec(compile(req["checker"], "checker.py", "exec"), ns)
 out = []
 for c in req["cases"]:
-    out.append(ns["_orq_check"](c["code"], c["allow"], req["rules"]))
+    out.append(ns["_orq_check"](c["code"], c["allow"], req["rules"], c["classes"]))
 json.dump(out, sys.stdout)
 `
 
@@ -49,8 +49,9 @@ func runPython(t testing.TB, cases []tcase) [][]pyFinding {
 		t.Skipf("%s not available", systemPython)
 	}
 	type pc struct {
-		Code  string   `json:"code"`
-		Allow []string `json:"allow"`
+		Code    string   `json:"code"`
+		Allow   []string `json:"allow"`
+		Classes bool     `json:"classes"`
 	}
 	req := struct {
 		Checker string          `json:"checker"`
@@ -62,7 +63,7 @@ func runPython(t testing.TB, cases []tcase) [][]pyFinding {
 		if allow == nil {
 			allow = []string{}
 		}
-		req.Cases = append(req.Cases, pc{c.code, allow})
+		req.Cases = append(req.Cases, pc{c.code, allow, c.features().Classes})
 	}
 	in, _ := json.Marshal(req)
 	cmd := exec.Command(systemPython, "-I", "-S", "-c", pyDriver)
@@ -179,7 +180,7 @@ func TestDifferential(t *testing.T) {
 	v := New()
 	agree, stricter := 0, 0
 	for i, c := range all {
-		g := v.Check(context.Background(), c.code, c.allow)
+		g := v.CheckWith(context.Background(), c.code, c.allow, c.features())
 		p := py[i]
 		switch {
 		case len(p) > 0 && len(g) == 0:

@@ -71,19 +71,20 @@ type kindTable struct {
 	cat   []category
 	names []string // kind id -> kind name, for the ids below NodeKindCount
 
-	fieldAttribute  uint16
-	fieldObject     uint16
-	fieldName       uint16
-	fieldLeft       uint16
-	fieldAlias      uint16
-	fieldModule     uint16
-	fieldSubscript  uint16
-	fieldOperator   uint16
-	fieldRight      uint16
-	fieldFunction   uint16
-	fieldArguments  uint16
-	fieldValue      uint16
-	fieldDefinition uint16
+	fieldAttribute    uint16
+	fieldObject       uint16
+	fieldName         uint16
+	fieldSuperclasses uint16
+	fieldLeft         uint16
+	fieldAlias        uint16
+	fieldModule       uint16
+	fieldSubscript    uint16
+	fieldOperator     uint16
+	fieldRight        uint16
+	fieldFunction     uint16
+	fieldArguments    uint16
+	fieldValue        uint16
+	fieldDefinition   uint16
 }
 
 // name returns a kind id's name (go-tree-sitter's Node.Kind).
@@ -180,6 +181,7 @@ func buildKinds(l *ts.Language) *kindTable {
 	k.fieldAttribute = l.FieldIdForName("attribute")
 	k.fieldObject = l.FieldIdForName("object")
 	k.fieldName = l.FieldIdForName("name")
+	k.fieldSuperclasses = l.FieldIdForName("superclasses")
 	k.fieldLeft = l.FieldIdForName("left")
 	k.fieldAlias = l.FieldIdForName("alias")
 	k.fieldModule = l.FieldIdForName("module_name")

@@ -49,6 +49,8 @@ type table struct {
 	privateAllow  map[string]bool
 	attrNameCalls map[string]bool
 	formatMethods map[string]bool
+	classMethods  map[string]bool
+	classBuiltins map[string]bool
 }
 
 func loadTable(b []byte) (*table, error) {
@@ -73,6 +75,8 @@ func newTable(rt *rules.Table) *table {
 		privateAllow:  set(rt.Private.Allow),
 		attrNameCalls: set(rt.AttributeNameCalls),
 		formatMethods: set(rt.FormatMethods),
+		classMethods:  set(rt.Classes.Methods),
+		classBuiltins: set(rt.Classes.Builtins),
 	}
 }
 
@@ -102,6 +106,17 @@ func WithMaxCodeBytes(n int) Option { return func(v *Validator) { v.maxBytes = n
 // WithTimeout overrides the validator's own time limit (a context deadline
 // that is sooner still wins).
 func WithTimeout(d time.Duration) Option { return func(v *Validator) { v.timeout = d } }
+
+// Features widens what a body may use beyond the default rules. The zero
+// value is the strictest language.
+type Features struct {
+	// Classes allows class statements (with bases, without keywords), the
+	// ordinary dunder methods of the rules table's classes.methods in a
+	// class body and as attributes (super().__init__(msg)), and so
+	// dataclasses and user exception classes. A backend turns it on where
+	// its kernel layers are the wall and declares shared.CapClasses.
+	Classes bool
+}
 
 // Validator checks Python function bodies. It is safe for concurrent use:
 // tree-sitter parsers are not, so each Check borrows one from a small pool.
@@ -153,27 +168,33 @@ func (v *Validator) putParser(p *parser) {
 	}
 }
 
-// Check returns every finding for code under the given import allowlist. An
-// empty result means the code is accepted. Findings are ordered by position.
+// Check returns every finding for code under the given import allowlist,
+// with the default Features. An empty result means the code is accepted.
+// Findings are ordered by position.
 func (v *Validator) Check(ctx context.Context, code string, allowedImports []string) []shared.Finding {
+	return v.CheckWith(ctx, code, allowedImports, Features{})
+}
+
+// CheckWith is Check with the language widened by f.
+func (v *Validator) CheckWith(ctx context.Context, code string, allowedImports []string, f Features) []shared.Finding {
 	if ctx == nil {
 		ctx = context.Background()
 	}
 	if v.cache == nil {
-		return v.check(ctx, code, allowedImports)
+		return v.check(ctx, code, allowedImports, f)
 	}
-	k := cacheKey(code, allowedImports)
-	if f, ok := v.cache.get(k); ok {
-		return f
+	k := cacheKey(code, allowedImports, f)
+	if found, ok := v.cache.get(k); ok {
+		return found
 	}
-	f := v.check(ctx, code, allowedImports)
-	if ctx.Err() == nil && cacheable(f) {
-		v.cache.put(k, f)
+	found := v.check(ctx, code, allowedImports, f)
+	if ctx.Err() == nil && cacheable(found) {
+		v.cache.put(k, found)
 	}
-	return f
+	return found
 }
 
-func (v *Validator) check(ctx context.Context, code string, allowedImports []string) []shared.Finding {
+func (v *Validator) check(ctx context.Context, code string, allowedImports []string, features Features) []shared.Finding {
 	if v.maxBytes > 0 && len(code) > v.maxBytes {
 		return []shared.Finding{{Rule: RuleCodeTooLarge, Line: 1, Column: 1,
 			Message: fmt.Sprintf("%s: %d bytes, the limit is %d", v.t.Rules[RuleCodeTooLarge].Message, len(code), v.maxBytes)}}
@@ -212,6 +233,7 @@ func (v *Validator) check(ctx context.Context, code string, allowedImports []str
 		ctx:      ctx,
 		deadline: deadline,
 		maxDepth: v.maxDepth,
+		classes:  features.Classes,
 	}
 
 	p := v.getParser()

@@ -34,7 +34,7 @@ func TestAttacksRejected(t *testing.T) {
 	v := New()
 	for _, tc := range attacks {
 		t.Run(tc.name, func(t *testing.T) {
-			fs := v.Check(context.Background(), tc.code, tc.allow)
+			fs := v.CheckWith(context.Background(), tc.code, tc.allow, tc.features())
 			if !hasRule(fs, tc.rule) {
 				t.Errorf("want rule %s, got %v\ncode:\n%s", tc.rule, fs, tc.code)
 			}
@@ -54,7 +54,7 @@ func TestBenignAccepted(t *testing.T) {
 	v := New()
 	for _, tc := range benign {
 		t.Run(tc.name, func(t *testing.T) {
-			if fs := v.Check(context.Background(), tc.code, tc.allow); len(fs) != 0 {
+			if fs := v.CheckWith(context.Background(), tc.code, tc.allow, tc.features()); len(fs) != 0 {
 				t.Errorf("benign code rejected: %v\ncode:\n%s", fs, tc.code)
 			}
 		})
@@ -87,7 +87,8 @@ var neighbours = map[string][]string{
 	"relative-import":          {"collections"},
 	"star-import":              {"collections"},
 	"class-definition":         {"dataclass-free record", "nested functions closures"},
-	"attribute-write":          {"subscript writes", "attribute reads"},
+	"attribute-write":          {"subscript writes", "attribute reads", "function attribute"},
+	"class-keyword":            {"class: dataclass records", "class: custom exception"},
 }
 
 func TestEveryRuleHasAttacksAndNeighbours(t *testing.T) {
@@ -210,11 +211,11 @@ func TestConcurrentUse(t *testing.T) {
 			defer wg.Done()
 			for i := 0; i < 50; i++ {
 				a := attacks[(g*50+i)%len(attacks)]
-				if fs := v.Check(context.Background(), a.code, a.allow); !hasRule(fs, a.rule) {
+				if fs := v.CheckWith(context.Background(), a.code, a.allow, a.features()); !hasRule(fs, a.rule) {
 					t.Errorf("%s: got %v", a.name, rulesOf(fs))
 				}
 				b := benign[(g*50+i)%len(benign)]
-				if fs := v.Check(context.Background(), b.code, b.allow); len(fs) != 0 {
+				if fs := v.CheckWith(context.Background(), b.code, b.allow, b.features()); len(fs) != 0 {
 					t.Errorf("%s: got %v", b.name, fs)
 				}
 			}

@@ -34,6 +34,7 @@ type walker struct {
 	ctx      context.Context
 	deadline time.Time
 	maxDepth int
+	classes  bool // Features.Classes
 
 	tree   cTree      // the parsed tree (for insideString's C lookup)
 	nodes  []flatNode // the same tree, flattened: what the walk reads
@@ -206,7 +207,15 @@ func (w *walker) visit(n node, depth int, cx ctxKind, parent category) {
 		})
 		return
 	case catClassDef:
-		w.add(w.t.ClassRule, n, "")
+		if !w.classes {
+			w.add(w.t.ClassRule, n, "")
+		} else if sc := w.childByField(n, kinds.fieldSuperclasses); sc != noNode {
+			for a := range w.namedChildren(sc) {
+				if c := w.cat(a); c == catKeywordArgument || c == catDictionarySplat {
+					w.add(w.t.Classes.KeywordRule, a, "")
+				}
+			}
+		}
 	case catClassPattern:
 		w.checkClassPattern(n)
 	case catImport:
@@ -410,7 +419,7 @@ func (w *walker) checkIdent(n node, cx ctxKind) {
 
 // checkName applies the rules for a name (a reference or a binding).
 func (w *walker) checkName(n node, name string) bool {
-	if r, ok := w.t.ForbiddenNames[name]; ok && !w.shaped[n] && !w.bindsCached(name) {
+	if r, ok := w.t.ForbiddenNames[name]; ok && !w.shaped[n] && !(w.classes && w.t.classBuiltins[name]) && !w.bindsCached(name) {
 		w.add(r, n, fmt.Sprintf("%q", name))
 		return true
 	}
@@ -423,7 +432,7 @@ func (w *walker) checkName(n node, name string) bool {
 
 // checkNameShape applies the dunder and reserved-prefix rules to a name.
 func (w *walker) checkNameShape(n node, name string) bool {
-	if isDunder(name) && !w.t.dunderAllow[name] {
+	if isDunder(name) && !w.t.dunderAllow[name] && !(w.classes && w.t.classMethods[name] && w.classMember(n)) {
 		w.add(w.t.Dunder.NameRule, n, fmt.Sprintf("%q", name))
 		return true
 	}
@@ -452,6 +461,9 @@ func (t *table) attrRule(name string) string {
 }
 
 func (w *walker) checkAttrName(n node, name string) bool {
+	if w.classes && w.t.classMethods[name] {
+		return false
+	}
 	if r := w.t.attrRule(name); r != "" {
 		w.add(r, n, fmt.Sprintf("%q", name))
 		return true
@@ -529,9 +541,73 @@ func (w *walker) visitAttribute(n node, depth int, cx ctxKind) {
 		}
 		return true
 	})
-	if cx == ctxTarget {
+	// A write to an attribute of an imported module is refused here; any
+	// other write is checked at run time (the runner allows functions and
+	// classes the body defines and their instances).
+	if cx != ctxTarget || object == noNode {
+		return
+	}
+	// tree-sitter reads *m.x as (*m).x: the object is the splat's operand.
+	for c := w.cat(object); c == catListSplat || c == catListSplatPattern || c == catParenthesized; c = w.cat(object) {
+		inner := noNode
+		for ch := range w.namedChildren(object) {
+			inner = ch
+			break
+		}
+		if inner == noNode {
+			return
+		}
+		object = inner
+	}
+	if w.cat(object) == catIdentifier && w.bindsImport(identText(w.src[w.start(object):w.end(object)])) {
 		w.add(w.t.AttributeWriteRule, n, "")
 	}
+}
+
+// classMember reports whether identifier n is the name a def or an
+// assignment binds directly in a class body (def __init__, __hash__ = None).
+func (w *walker) classMember(n node) bool {
+	if !w.isBinding(n) {
+		return false
+	}
+	p := w.parent(n)
+	switch w.cat(p) {
+	case catFunctionDef:
+		if q := w.parent(p); q != noNode && w.kindName(q) == "decorated_definition" {
+			p = q
+		}
+	case catAssignment:
+		if q := w.parent(p); q != noNode && w.cat(q) == catExpressionStatement {
+			p = q
+		} else {
+			return false
+		}
+	default:
+		return false
+	}
+	b := w.parent(p)
+	if b == noNode || w.cat(b) != catBlock {
+		return false
+	}
+	c := w.parent(b)
+	return c != noNode && w.cat(c) == catClassDef
+}
+
+// bindsImport reports whether an import statement of the body binds name.
+func (w *walker) bindsImport(name string) bool {
+	for i := range w.nodes {
+		n := node(i)
+		if w.cat(n) != catIdentifier || identText(w.src[w.start(n):w.end(n)]) != name || !w.isBinding(n) {
+			continue
+		}
+		// identifier < dotted_name / aliased_import < import statement
+		for p, i := w.parent(n), 0; p != noNode && i < 3; p, i = w.parent(p), i+1 {
+			if c := w.cat(p); c == catImport || c == catImportFrom || c == catFutureImport {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 func (w *walker) checkFormatCall(attr, object node, method string) {

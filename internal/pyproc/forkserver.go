@@ -389,7 +389,7 @@ const warmControlMax = 1 << 17
 // one-off body costs the zygote nothing, a tool body called again is warm
 // from then on. Best effort: a child that does not find the body warm
 // checks and compiles it itself, as before.
-func (fs *ForkServer) warm(code string, allowed []string) {
+func (fs *ForkServer) warm(code string, allowed []string, classes bool) {
 	if fs.noWarm || len(code) > WarmMaxBytes {
 		return
 	}
@@ -401,6 +401,10 @@ func (fs *ForkServer) warm(code string, allowed []string) {
 	for _, m := range allowed {
 		key.WriteString(m)
 		key.WriteByte(0)
+	}
+	key.WriteByte(0)
+	if classes {
+		key.WriteByte('c')
 	}
 	key.WriteByte(0)
 	key.WriteString(code)
@@ -428,7 +432,8 @@ func (fs *ForkServer) warm(code string, allowed []string) {
 		T       string   `json:"t"`
 		Code    string   `json:"code"`
 		Allowed []string `json:"allowed_imports"`
-	}{"warm", code, allowed})
+		Classes bool     `json:"classes,omitempty"`
+	}{"warm", code, allowed, classes})
 	if err != nil || len(msg) > warmControlMax {
 		return
 	}
@@ -674,7 +679,7 @@ wait:
 			drain(pipesDone, mine)
 			res, err := conclude(ctx, fs.logger, &job, o)
 			if err == nil && warmable(res) {
-				fs.warm(req.Code, req.AllowedImports)
+				fs.warm(req.Code, req.AllowedImports, req.Classes)
 			}
 			return res, err
 		case ex = <-c.exited:

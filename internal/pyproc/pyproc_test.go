@@ -105,7 +105,7 @@ func noCheckerArgv() []string {
 	prog := runner.Program()
 	i := strings.Index(prog, "\ndef _orq_main(")
 	prog = prog[:i] + `
-def _orq_check(code, allowed_imports, rules):
+def _orq_check(code, allowed_imports, rules, classes=False):
     return []
 
 

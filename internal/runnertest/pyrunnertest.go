@@ -24,8 +24,8 @@ _orq_check_real = _orq_check
 __import__("sys").orq_checked_in = []
 
 
-def _orq_check(code, allowed_imports, rules):
+def _orq_check(code, allowed_imports, rules, classes=False):
     __import__("sys").orq_checked_in.append(__import__("os").getpid())
-    return _orq_check_real(code, allowed_imports, rules)
+    return _orq_check_real(code, allowed_imports, rules, classes)
 ` + prog[i:]
 }

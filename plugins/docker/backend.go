@@ -85,6 +85,9 @@ type Config struct {
 	openTimeout time.Duration
 	// allowedPackages is the policy's allowed_packages (ConfigureRequest).
 	allowedPackages []string
+	// classes is ConfigureRequest.Classes: bodies may define classes (the
+	// runtime is started with -classes).
+	classes bool
 }
 
 // DefaultImage is the runtime image of this plugin's version.
@@ -149,6 +152,9 @@ func (b *Backend) Info(context.Context, shared.InfoRequest) (shared.InfoResponse
 		shared.CapOutputLimit,
 		shared.CapDependencies,
 		shared.CapToolLibrary,
+	}
+	if b.config().classes {
+		caps = append(caps, shared.CapClasses)
 	}
 	if b.config().Network != NetworkNone {
 		caps = slices.DeleteFunc(caps, func(c shared.Capability) bool { return c == shared.CapNetworkIsolation })
@@ -232,6 +238,7 @@ func (b *Backend) Configure(ctx context.Context, req shared.ConfigureRequest) (s
 		}
 	}
 	cfg.allowedPackages = append([]string(nil), req.AllowedPackages...)
+	cfg.classes = req.Classes
 	switch cfg.Network {
 	case NetworkNone, NetworkBridge:
 	default:
@@ -287,7 +294,7 @@ func (b *Backend) Validate(ctx context.Context, req shared.ValidateRequest) (sha
 	if err := b.checkCode(req.Code); err != nil {
 		return shared.ValidateResponse{}, err
 	}
-	return shared.ValidateResponse{Findings: b.validator.Check(ctx, req.Code, req.AllowedImports)}, nil
+	return shared.ValidateResponse{Findings: b.validator.CheckWith(ctx, req.Code, req.AllowedImports, validator.Features{Classes: b.config().classes})}, nil
 }
 
 // Open starts a session: a hardened container for req.UserID. The ids are
@@ -394,7 +401,7 @@ func (b *Backend) Execute(ctx context.Context, req shared.ExecuteRequest) (share
 	if _, err := shared.CheckDependencies(req.Dependencies, b.config().allowedPackages); err != nil {
 		return shared.ExecuteResponse{}, fmt.Errorf("execute: %w", err)
 	}
-	if findings := b.validator.Check(ctx, req.Code, req.AllowedImports); len(findings) > 0 {
+	if findings := b.validator.CheckWith(ctx, req.Code, req.AllowedImports, validator.Features{Classes: b.config().classes}); len(findings) > 0 {
 		timeout, memMB, maxOut := req.Timeout, req.MemoryMB, req.MaxOutputBytes
 		if timeout == 0 {
 			timeout = 5 * time.Second

@@ -39,7 +39,7 @@ func TestConformance(t *testing.T) {
 		return b
 	},
 		conformance.WithSession(user),
-		conformance.WithConfigure(shared.ConfigureRequest{Config: cfg}),
+		conformance.WithConfigure(shared.ConfigureRequest{Config: cfg, Classes: true}),
 		conformance.WithTimeoutScale(3),
 	)
 }

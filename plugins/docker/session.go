@@ -92,6 +92,9 @@ func hardenedConfig(cfg Config, owner ownerInfo, user, sessionID string) (*conta
 		Labels:       labels,
 		WorkingDir:   "/workspace",
 	}
+	if cfg.classes {
+		cc.Cmd = append(cc.Cmd, "-classes")
+	}
 	if cfg.Network == NetworkBridge {
 		cc.Cmd = []string{"--listen", ":" + runtimePort}
 		cc.ExposedPorts = network.PortSet{network.MustParsePort(runtimePort + "/tcp"): {}}

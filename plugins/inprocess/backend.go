@@ -65,6 +65,9 @@ type Backend struct {
 	mu         sync.RWMutex
 	cfg        Config
 	configured bool // Configure succeeded with unsafe = true
+	// classes is ConfigureRequest.Classes: the host sends true for tier 0
+	// only when the sandbox block says classes = true.
+	classes bool
 
 	// onWedged is called once when a call could not be stopped within the
 	// grace period. The plugin binary exits the process (the host sees the
@@ -118,6 +121,9 @@ func (b *Backend) Info(context.Context, shared.InfoRequest) (shared.InfoResponse
 	if processMemoryLimitMB() > 0 {
 		caps = append(caps, shared.CapMemoryLimit)
 	}
+	if b.features().Classes {
+		caps = append(caps, shared.CapClasses)
+	}
 	return shared.InfoResponse{
 		Name:         "inprocess",
 		Tier:         0,
@@ -135,6 +141,13 @@ func (b *Backend) Info(context.Context, shared.InfoRequest) (shared.InfoResponse
 // errNotOptedIn is the refusal of a sandbox that did not set unsafe = true.
 var errNotOptedIn = fmt.Errorf("the inprocess backend (tier 0) runs code inside the plugin process with no isolation "+
 	"and refuses to start unless its sandbox block sets `unsafe = true`: %w", shared.ErrFailedPrecondition)
+
+// features is the language the sandbox's policy allows (classes).
+func (b *Backend) features() validator.Features {
+	b.mu.RLock()
+	defer b.mu.RUnlock()
+	return validator.Features{Classes: b.classes}
+}
 
 // Configure applies the `config {}` block. Unless req.Unsafe is set it
 // refuses with shared.ErrFailedPrecondition, and the backend then runs
@@ -180,7 +193,7 @@ func (b *Backend) Configure(ctx context.Context, req shared.ConfigureRequest) (s
 	}
 
 	b.mu.Lock()
-	b.cfg, b.configured = cfg, true
+	b.cfg, b.configured, b.classes = cfg, true, req.Classes
 	b.mu.Unlock()
 	b.logger.Info("tier 0 (inprocess) enabled: user code runs inside this process without isolation", "memory_limit_mb", cfg.MemoryLimitMB)
 	return shared.ConfigureResponse{}, nil
@@ -240,7 +253,7 @@ func (b *Backend) Validate(ctx context.Context, req shared.ValidateRequest) (sha
 	if err := b.checkCode(req.Code); err != nil {
 		return shared.ValidateResponse{}, err
 	}
-	return shared.ValidateResponse{Findings: b.validator.Check(ctx, req.Code, req.AllowedImports)}, nil
+	return shared.ValidateResponse{Findings: b.validator.CheckWith(ctx, req.Code, req.AllowedImports, b.features())}, nil
 }
 
 // Execute validates req.Code and runs it on the embedded interpreter.
@@ -263,7 +276,8 @@ func (b *Backend) Execute(ctx context.Context, req shared.ExecuteRequest) (share
 	// inside one process.
 	limits := shared.Limits{TimeoutMS: timeout.Milliseconds(), MemoryMB: cfg.MemoryLimitMB, MaxOutputBytes: maxOut}
 
-	if findings := b.validator.Check(ctx, req.Code, req.AllowedImports); len(findings) > 0 {
+	features := b.features()
+	if findings := b.validator.CheckWith(ctx, req.Code, req.AllowedImports, features); len(findings) > 0 {
 		res := shared.Rejected(findings, limits)
 		res.DurationMS = msSince(start)
 		return shared.ExecuteResponse{Result: res}, nil
@@ -278,6 +292,7 @@ func (b *Backend) Execute(ctx context.Context, req shared.ExecuteRequest) (share
 		Args:           args,
 		AllowedImports: req.AllowedImports,
 		MemoryMB:       limits.MemoryMB, // only named in a MemoryError message
+		Classes:        features.Classes,
 	}, timeout, maxOut)
 	if err != nil {
 		return shared.ExecuteResponse{}, err

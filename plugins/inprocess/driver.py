@@ -34,17 +34,17 @@ def _orq_t0_setup(rules_json, signum):
 def _orq_t0_memo_check(check, size):
     """Wrap the runner's checker so a body it accepted before (same code,
     same allowlist) is not walked again. The checker is a pure function of
-    (code, allowed_imports, rules) and the rules table is fixed for the life
+    (code, allowed_imports, rules, classes) and the rules table is fixed for the life
     of the process, so a hit is the verdict a fresh check would give. Only
     clean verdicts are kept."""
     clean = {}
     _len, _tuple, _sorted = len, tuple, sorted
 
-    def memo_check(code, allowed_imports, rules):
-        key = (code, _tuple(_sorted(allowed_imports)))
+    def memo_check(code, allowed_imports, rules, classes=False):
+        key = (code, _tuple(_sorted(allowed_imports)), classes is True)
         if key in clean:
             return []
-        findings = check(code, allowed_imports, rules)
+        findings = check(code, allowed_imports, rules, classes)
         if not findings:
             if _len(clean) >= size:
                 del clean[next(iter(clean))]

@@ -107,6 +107,8 @@ type Backend struct {
 	mu   sync.RWMutex
 	cfg  Config
 	seal *sealInfo // layers in force for cfg; nil until probed
+	// classes is ConfigureRequest.Classes: bodies may define classes.
+	classes bool
 
 	fsMu    sync.Mutex
 	core    []byte // forkcore bytes for the zygote (nil: loop in Python)
@@ -161,6 +163,13 @@ func NewBackend(logger hclog.Logger) *Backend {
 	return b
 }
 
+// features is the language the backend's policy allows (classes).
+func (b *Backend) features() validator.Features {
+	b.mu.RLock()
+	defer b.mu.RUnlock()
+	return validator.Features{Classes: b.classes}
+}
+
 func (b *Backend) config() Config {
 	b.mu.RLock()
 	defer b.mu.RUnlock()
@@ -198,6 +207,9 @@ func (b *Backend) Info(ctx context.Context, _ shared.InfoRequest) (shared.InfoRe
 	} else {
 		b.logger.Warn("cannot probe the sealing layers; declaring none", "error", err)
 		caps = (*sealInfo)(nil).caps()
+	}
+	if b.features().Classes {
+		caps = append(caps, shared.CapClasses)
 	}
 	return shared.InfoResponse{
 		Name:         "subprocess",
@@ -312,6 +324,7 @@ func (b *Backend) Configure(ctx context.Context, req shared.ConfigureRequest) (s
 	b.mu.Lock()
 	b.cfg = cfg
 	b.seal = seal
+	b.classes = req.Classes
 	b.mu.Unlock()
 	if cfg.Mode != ModeForkServer {
 		b.Shutdown() // a zygote of an earlier configuration is not needed
@@ -378,7 +391,7 @@ func (b *Backend) Validate(ctx context.Context, req shared.ValidateRequest) (sha
 	if err := b.checkCode(req.Code); err != nil {
 		return shared.ValidateResponse{}, err
 	}
-	return shared.ValidateResponse{Findings: b.validator.Check(ctx, req.Code, req.AllowedImports)}, nil
+	return shared.ValidateResponse{Findings: b.validator.CheckWith(ctx, req.Code, req.AllowedImports, b.features())}, nil
 }
 
 // Execute validates req.Code and runs it in a fresh interpreter.
@@ -397,7 +410,7 @@ func (b *Backend) Execute(ctx context.Context, req shared.ExecuteRequest) (share
 	rules := b.rules
 	if b.test.skipValidation {
 		rules = b.test.rules
-	} else if findings := b.validator.Check(ctx, req.Code, req.AllowedImports); len(findings) > 0 {
+	} else if findings := b.validator.CheckWith(ctx, req.Code, req.AllowedImports, b.features()); len(findings) > 0 {
 		res := shared.Rejected(findings, limits)
 		res.DurationMS = msSince(start)
 		return shared.ExecuteResponse{Result: res}, nil
@@ -413,6 +426,7 @@ func (b *Backend) Execute(ctx context.Context, req shared.ExecuteRequest) (share
 		Args:           args,
 		AllowedImports: req.AllowedImports,
 		MemoryMB:       memMB,
+		Classes:        b.features().Classes,
 	}
 	var res shared.ExecutionResult
 	if cfg.Mode == ModeForkServer {

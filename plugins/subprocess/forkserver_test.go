@@ -95,10 +95,12 @@ func TestForkServerNothingLeaksBetweenExecutions(t *testing.T) {
 	b := newTestBackend(t)
 	// Hostile mutations need the validator out of the way.
 	b.test = bypassValidation()
+	// (setattr, not o.a = v: the runner's write guard would refuse those.)
 	mutate := `import sys, builtins, json
-json.LEAK = 1
-sys.modules['string'].ascii_letters = 'MUTATED'
-builtins.LEAK = 2
+S = builtins.setattr
+S(json, 'LEAK', 1)
+S(sys.modules['string'], 'ascii_letters', 'MUTATED')
+S(sys.modules['builtins'], 'LEAK', 2)
 sys.modules['__main__'].__dict__['LEAK'] = 3
 sys.setrecursionlimit(50)
 def f(): pass
@@ -314,7 +316,7 @@ func bypassValidation() testHooks {
 		panic("runner layout changed: no _orq_main")
 	}
 	prog = prog[:i] + `
-def _orq_check(code, allowed_imports, rules):
+def _orq_check(code, allowed_imports, rules, classes=False):
     return []
 
 

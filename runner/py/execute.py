@@ -39,15 +39,17 @@ _orq_accepted_max = 128
 _orq_accepted_max_bytes = 16 << 10
 
 
-def _orq_accept(code, allowed_imports, rules):
-    """Check `code` under `allowed_imports` and `rules` with the
-    in-interpreter checker and compile its wrapper. Returns (code object,
-    None) when accepted, else (None, (error kind, message, findings))."""
+def _orq_accept(code, allowed_imports, rules, classes=False):
+    """Check `code` under `allowed_imports` and `rules` (class statements
+    allowed when `classes`) with the in-interpreter checker and compile its
+    wrapper. Returns (code object, None) when accepted, else (None, (error
+    kind, message, findings))."""
     import ast
 
     allowed = frozenset(m for m in allowed_imports if isinstance(m, str))
+    classes = classes is True
     if _orq_accepted[0] is rules:
-        hit = _orq_accepted[1].get((code, allowed))
+        hit = _orq_accepted[1].get((code, allowed, classes))
         if hit is not None:
             return hit, None
 
@@ -55,7 +57,7 @@ def _orq_accept(code, allowed_imports, rules):
     #    validator/rules.json). Fail closed if the checker itself breaks.
     _orq_check_accepted.clear()
     try:
-        findings = _orq_check(code, allowed_imports, rules)
+        findings = _orq_check(code, allowed_imports, rules, classes)
     except Exception as e:  # noqa: BLE001
         return None, ("internal", "in-sandbox validator failed: %s: %s"
                       % (type(e).__name__, e), None)
@@ -84,6 +86,7 @@ def _orq_accept(code, allowed_imports, rules):
     # ast.fix_missing_locations would give them (1, 0, 1, 0), without a
     # walk over the whole tree.
     loc = {"lineno": 1, "col_offset": 0, "end_lineno": 1, "end_col_offset": 0}
+    _orq_guard_writes(body)
     fn_def = ast.FunctionDef(
         name="__orq_user",
         args=ast.arguments(posonlyargs=[], args=[ast.arg(arg="args", **loc)],
@@ -102,8 +105,27 @@ def _orq_accept(code, allowed_imports, rules):
         cache = _orq_accepted[1]
         if len(cache) >= _orq_accepted_max:
             del cache[next(iter(cache))]
-        cache[(code, allowed)] = compiled
+        cache[(code, allowed, classes)] = compiled
     return compiled, None
+
+
+def _orq_guard_writes(tree):
+    """Route every attribute write and delete of the body through the
+    run-time guard: `o.a = v` becomes `_orq_w(o).a = v` (in every target
+    position: assignment, augmented, for, with, del, comprehension). The
+    static rules already refused dunder, private and module-attribute
+    targets; _orq_w refuses objects the body did not make."""
+    import ast
+
+    Attribute, Load, Store, Del, Name, Call = (ast.Attribute, ast.Load, ast.Store,
+                                               ast.Del, ast.Name, ast.Call)
+    for node in ast.walk(tree):
+        if type(node) is Attribute and type(node.ctx) in (Store, Del):
+            v = node.value
+            loc = {"lineno": v.lineno, "col_offset": v.col_offset,
+                   "end_lineno": v.end_lineno, "end_col_offset": v.end_col_offset}
+            node.value = Call(func=Name(id="_orq_w", ctx=Load(), **loc),
+                              args=[v], keywords=[], **loc)
 
 
 # Set in a process that runs exactly one execution (a fork-server child):
@@ -118,17 +140,22 @@ _orq_envs = [None, {}]
 _orq_envs_max = 32
 
 
-def _orq_env(allowed_imports, rules, keep=False):
-    """The builtins dict (curated, with the import shim as __import__) and
-    the allowed module names of one execution, the allowed modules imported.
-    A fresh one per call, but in a one-shot process that finds one its
-    zygote kept (keep=True: the zygote's warm-up and warm messages)."""
-    key = frozenset(m for m in allowed_imports if isinstance(m, str) and m)
+def _orq_env(allowed_imports, rules, keep=False, classes=False):
+    """The builtins dict (curated, with the import shim as __import__, the
+    attribute-write guard _orq_w and, with `classes`, __build_class__ and
+    the class builtins) and the allowed module names of one execution, the
+    allowed modules imported. A fresh one per call, but in a one-shot
+    process that finds one its zygote kept (keep=True: the zygote's warm-up
+    and warm messages)."""
+    classes = classes is True
+    key = (frozenset(m for m in allowed_imports if isinstance(m, str) and m), classes)
     if _orq_one_shot[0] and _orq_envs[0] is rules:
         env = _orq_envs[1].get(key)
         if env is not None:
             return env
     safe = _orq_safe_builtins(rules)
+    extra, made = _orq_class_builtins(rules, safe, classes)
+    safe.update(extra)
     shim, real_import, allowed = _orq_make_import(allowed_imports, rules, safe)
     safe["__import__"] = shim
     for m in sorted(allowed):
@@ -136,7 +163,7 @@ def _orq_env(allowed_imports, rules, keep=False):
             real_import(m)
         except Exception:  # noqa: BLE001 - the user's import reports it
             pass
-    env = (safe, allowed)
+    env = (safe, allowed, made)
     if keep:
         if _orq_envs[0] is not rules:
             _orq_envs[:] = [rules, {}]
@@ -165,8 +192,9 @@ def _orq_warm(msg, rules):
         allowed = doc.get("allowed_imports") or []
         if (isinstance(code, str) and len(code) <= _orq_accepted_max_bytes
                 and isinstance(allowed, list)):
-            if _orq_accept(code, allowed, rules)[0] is not None:
-                _orq_env(allowed, rules, keep=True)
+            classes = doc.get("classes") is True
+            if _orq_accept(code, allowed, rules, classes)[0] is not None:
+                _orq_env(allowed, rules, keep=True, classes=classes)
         import gc
         gc.freeze()  # as before forking: a child's collection skips them
     except Exception:  # noqa: BLE001 - best effort; a child checks anyway
@@ -232,15 +260,16 @@ def _orq_execute_body(req, hold):
                 sys.path.append(p)
         rules = req.get("rules") or {}
         max_out = int(req.get("max_output_bytes") or 0)
+        classes = req.get("classes") is True
 
         # 1-2. The in-interpreter checker and the compiled wrapper.
-        compiled, failed = _orq_accept(code, allowed_imports, rules)
+        compiled, failed = _orq_accept(code, allowed_imports, rules, classes)
         if failed is not None:
             return respond(*failed)
 
         # 3. Curated builtins (the one list in the rules table) + import shim;
         #    the allowed modules imported.
-        safe, allowed = _orq_env(allowed_imports, rules)
+        safe, allowed, made = _orq_env(allowed_imports, rules, classes=classes)
 
         # 4. Run.
         user_globals = {"__builtins__": safe, "__name__": "__sandbox__"}
@@ -264,11 +293,19 @@ def _orq_execute_body(req, hold):
             return respond("memory", "MemoryError: the code exceeded the "
                            "memory limit of %s MB" % (req.get("memory_mb") or "?"))
         except BaseException as e:  # noqa: BLE001 - user code, incl. SystemExit
+            # A user exception class may define __str__: its texts are
+            # taken while armed, the traceback is formatted without it.
+            texts = _orq_exc_texts(e) if made else None
             _orq_audit_state["armed"] = False
-            return respond("runtime", _orq_user_traceback(e, code))
+            return respond("runtime", _orq_user_traceback(e, code, texts))
 
-        # 5. Encode the result.
+        # 5. Encode the result (still armed).
         try:
+            if made:
+                # Objects of user classes may run user code when touched
+                # (a dict subclass's items()): copy the result to exact
+                # JSON types with the builtin types' own methods first.
+                result = _orq_plain(result)
             try:
                 out = json.dumps(result, allow_nan=False,
                                  ensure_ascii=False).encode("utf-8")

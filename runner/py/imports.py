@@ -151,6 +151,10 @@ def _orq_make_import(allowed_imports, rules=None, user_builtins=None):
     surfaces = {m: frozenset(ns) for m, ns in (rules.get("module_surfaces") or {}).items()
                 if isinstance(m, str) and isinstance(ns, list)}
     guards = _orq_guards(user_builtins, rules)
+    # guards of names that exist only once their module is imported: built
+    # now (a function built while the audit hook is armed is refused), given
+    # the real one when a view first hands it out
+    wrappers = {("dataclasses", "dataclass"): _orq_dataclass_guard()}
     _isinstance, _str, _sorted, _vars, _list, _setattr, _type, _tuple = (
         isinstance, str, sorted, vars, list, setattr, type, tuple)
     _ImportError = ImportError
@@ -180,6 +184,12 @@ def _orq_make_import(allowed_imports, rules=None, user_builtins=None):
             g = guards.get((key, k))
             if g is not None:
                 x = g
+            wrap = wrappers.get((key, k))
+            if wrap is not None:
+                guard, real = wrap
+                if not real:
+                    real.append(x)
+                x = guard
             _setattr(v, k, x)
         return v
 
@@ -206,6 +216,48 @@ def _orq_make_import(allowed_imports, rules=None, user_builtins=None):
     view = _orq_isolate(view)
     permitted = _orq_isolate(permitted)
     return _orq_isolate(shim), real_import, allowed
+
+
+def _orq_dataclass_guard():
+    """dataclasses.dataclass as handed to user code. The real one builds
+    the source of __init__, __repr__, ... from the class's annotation names
+    and exec()s it with the real builtins: a class whose annotations are
+    not identifiers (typing.TypedDict('T', {'a=__import__("os")...': int}))
+    would inject code. The guard takes only classes whose own annotations
+    are a plain dict of identifiers (no keyword, no dunder). Returns
+    (guard, box): the caller puts the real dataclass into box."""
+    import keyword
+
+    box = []
+
+    iskeyword = keyword.iskeyword
+    _type, _isinstance, _dict, _str, _TypeError, _cls, _len = (
+        type, isinstance, dict, str, TypeError, type, len)
+
+    def check(c):
+        if not _isinstance(c, _cls):
+            raise _TypeError("dataclass() takes a class")
+        ann = _cls.__getattribute__(c, "__dict__").get("__annotations__", {})
+        if _type(ann) is not _dict:
+            raise _TypeError("dataclass(): the class's annotations must be a plain dict")
+        for k in ann:
+            if (_type(k) is not _str or not k.isidentifier() or iskeyword(k)
+                    or (_len(k) >= 5 and k[:2] == "__" and k[-2:] == "__")):
+                raise _TypeError("dataclass(): field names must be plain identifiers, "
+                                 "not %r" % (k,))
+
+    def dataclass(cls=None, /, **kw):
+        def wrap(c):
+            check(c)
+            return box[0](c, **kw)
+        if cls is None:
+            return wrap
+        return wrap(cls)
+
+    check = _orq_isolate(check)
+    dataclass = _orq_isolate(dataclass)
+    dataclass.__module__ = "dataclasses"
+    return dataclass, box
 
 
 def _orq_guards(user_builtins, rules=None):
@@ -427,30 +479,159 @@ def _orq_audit_arm(rules, allowed):
     return st
 
 
-def _orq_user_traceback(exc, code):
+def _orq_user_traceback(exc, code, texts=None):
     """Format exc with only the user's frames (filename "<sandbox>"), showing
-    the user's source lines."""
+    the user's source lines. With `texts` (from _orq_exc_texts: id of each
+    exception of the chain -> its str()), no method of the exceptions runs:
+    the traceback module formats stand-ins that carry those texts, the
+    frames and the chain, and the real class names are put back."""
     import linecache
     import traceback
 
     linecache.cache["<sandbox>"] = (len(code), None, code.splitlines(True),
                                     "<sandbox>")
+    shown = exc
+    if texts is not None:
+        memo = {}
+
+        def stand_in(e):
+            s = memo.get(id(e))
+            if s is None:
+                s = memo[id(e)] = BaseException(texts.get(id(e), "<exception str() failed>"))
+                s.__traceback__ = e.__traceback__
+                s.__suppress_context__ = e.__suppress_context__
+                for attr in ("__cause__", "__context__"):
+                    c = getattr(e, attr)
+                    if isinstance(c, BaseException) and len(memo) < 64:
+                        setattr(s, attr, stand_in(c))
+            return s
+        shown = stand_in(exc)
     try:
-        te = traceback.TracebackException(type(exc), exc, exc.__traceback__,
+        te = traceback.TracebackException(type(exc), shown, exc.__traceback__,
                                           compact=True)
     except TypeError:  # Python < 3.10
-        te = traceback.TracebackException(type(exc), exc, exc.__traceback__)
+        te = traceback.TracebackException(type(exc), shown, exc.__traceback__)
     seen = set()
-    todo = [te]
+    todo = [(te, exc)]
     while todo:
-        t = todo.pop()
+        t, orig = todo.pop()
         if id(t) in seen:
             continue
         seen.add(id(t))
+        if texts is not None and orig is not None:
+            t.exc_type = type(orig)
         if t.stack is not None:
             t.stack = traceback.StackSummary.from_list(
                 [f for f in t.stack if f.filename == "<sandbox>"])
-        for c in (t.__cause__, t.__context__):
+        for c, o in ((t.__cause__, getattr(orig, "__cause__", None)),
+                     (t.__context__, getattr(orig, "__context__", None))):
             if c is not None:
-                todo.append(c)
+                todo.append((c, o))
     return "".join(te.format())
+
+
+def _orq_exc_texts(exc):
+    """str() of exc and of the exceptions chained to it (at most 64), taken
+    while the call's limits and audit hook are in force: a user exception
+    class may define __str__. Returns {id(exception): text}."""
+    texts = {}
+    todo = [exc]
+    while todo and len(texts) < 64:
+        e = todo.pop()
+        if id(e) in texts:
+            continue
+        try:
+            t = str(e)
+            t = str.__getitem__(t, slice(None))  # a str subclass: an exact copy
+        except Exception:  # noqa: BLE001 - a broken __str__
+            t = "<exception str() failed>"
+        texts[id(e)] = t
+        for c in (e.__cause__, e.__context__):
+            if isinstance(c, BaseException):
+                todo.append(c)
+    return texts
+
+
+def _orq_plain(x, depth=0):
+    """x as exact JSON types (dict, list, str, int, float, bool, None),
+    reading subclasses of the builtin types through the builtin types' own
+    methods, so no method a user class defines runs (a dict subclass's
+    items(), a list subclass's __iter__). Anything else is a TypeError."""
+    t = type(x)
+    if x is None or t is str or t is int or t is float or t is bool:
+        return x
+    if depth > 200:
+        raise RecursionError("the result is nested more than 200 levels deep")
+    d = depth + 1
+    if t is list or t is tuple:
+        return [_orq_plain(v, d) for v in x]
+    if t is dict:
+        return {_orq_plain_key(k): _orq_plain(v, d) for k, v in x.items()}
+    if issubclass(t, str):
+        return str.__getitem__(x, slice(None))
+    if issubclass(t, int):
+        return int.__int__(x)
+    if issubclass(t, float):
+        return float.__float__(x)
+    if issubclass(t, dict):
+        return {_orq_plain_key(k): _orq_plain(v, d) for k, v in dict.items(x)}
+    if issubclass(t, list):
+        return [_orq_plain(v, d) for v in list.__iter__(x)]
+    if issubclass(t, tuple):
+        return [_orq_plain(v, d) for v in tuple.__iter__(x)]
+    raise TypeError("Object of type %s is not JSON serializable: return dicts, lists, "
+                    "strings, numbers, booleans or None (dataclasses.asdict(x) for a "
+                    "dataclass)" % t.__name__)
+
+
+def _orq_plain_key(k):
+    t = type(k)
+    if k is None or t is str or t is int or t is float or t is bool:
+        return k
+    if issubclass(t, (str, int, float)):
+        return _orq_plain(k)
+    raise TypeError("keys must be str, int, float, bool or None, not %s" % t.__name__)
+
+
+def _orq_class_builtins(rules, ub, classes):
+    """The builtins an execution adds to its curated builtins dict `ub`:
+    always _orq_w, the run-time guard of attribute writes (see
+    _orq_guard_writes); with `classes` also __build_class__ (without class
+    keywords: no metaclass) and rules.json classes.builtins (super,
+    property, ...). Returns (dict, made): made maps id -> class for every
+    class the execution's class statements built."""
+    import builtins
+    import types
+
+    made = {}
+    FunctionType = types.FunctionType
+    _type, _id, _TypeError = type, id, TypeError
+
+    def w(obj):
+        t = _type(obj)
+        if t is FunctionType:
+            if obj.__builtins__ is ub:
+                return obj
+        elif made.get(_id(obj)) is obj or made.get(_id(t)) is t:
+            return obj
+        raise _TypeError("cannot set or delete attributes of %s objects in the sandbox: only "
+                         "of functions and classes the code defines and their instances; keep "
+                         "the value in a dict or a local variable" % t.__name__)
+
+    out = {"_orq_w": _orq_isolate(w)}
+    if not classes:
+        return out, made
+    real_build_class = builtins.__build_class__
+
+    def build_class(func, name, *bases, **kw):
+        if kw:
+            raise _TypeError("class keywords (metaclass=...) are not allowed in the sandbox")
+        cls = real_build_class(func, name, *bases)
+        made[_id(cls)] = cls
+        return cls
+
+    out["__build_class__"] = _orq_isolate(build_class)
+    for name in (rules.get("classes") or {}).get("builtins") or ():
+        if isinstance(name, str) and hasattr(builtins, name):
+            out[name] = getattr(builtins, name)
+    return out, made

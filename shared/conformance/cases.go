@@ -38,6 +38,7 @@ var allCases = []testCase{
 	{name: "ForbiddenBuiltin", run: caseForbiddenBuiltin},
 	{name: "SyntaxError", run: caseSyntaxError},
 	{name: "ValidateBenign", run: caseValidateBenign},
+	{name: "Classes", run: caseClasses},
 	{name: "RuntimeError", run: caseRuntimeError},
 	{name: "NotSerializable", run: caseNotSerializable},
 	{name: "Stdout", run: caseStdout},
@@ -265,6 +266,61 @@ return [describe(0), describe(5)]`, `["zero", "many"]`},
 			expectSuccess(t, tc.code, res, tc.want)
 		})
 	}
+}
+
+// caseClasses: a backend that declares the classes capability runs class
+// statements (a custom exception, methods, properties, super()), encodes a
+// result of a dict subclass without calling its methods, and still refuses
+// attribute writes to objects the body did not make; one that does not
+// declare it rejects class statements in Validate and Execute.
+func caseClasses(t *testing.T, h *harness) {
+	if !h.info.Has(shared.CapClasses) {
+		t.Run("refused", func(t *testing.T) { rejectBoth(t, h, "class A:\n    pass\nreturn 1", nil, 1) })
+		return
+	}
+	for _, tc := range []struct{ name, code, want string }{
+		{"custom_exception", `class ToolError(Exception):
+    def __init__(self, msg, code=1):
+        super().__init__(msg)
+        self.code = code
+try:
+    raise ToolError('bad input', 2)
+except ToolError as e:
+    return [str(e), e.code, type(e).__name__]`, `["bad input", 2, "ToolError"]`},
+		{"methods", `class Stack:
+    def __init__(self):
+        self.items = []
+    def __len__(self):
+        return len(self.items)
+    @property
+    def top(self):
+        return self.items[-1]
+    def push(self, x):
+        self.items.append(x)
+        return self
+return [len(Stack().push(1).push(2)), Stack().push(3).top]`, `[2, 3]`},
+		{"dict_subclass_result", `class D(dict):
+    def items(self):
+        raise RuntimeError('ran user code while encoding')
+return D(a=1)`, `{"a": 1}`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if f := h.validate(t, tc.code, nil); len(f) != 0 {
+				t.Errorf("Validate rejected class code: %v\ncode:\n%s", f, tc.code)
+			}
+			res := h.execute(t, shared.ExecuteRequest{Code: tc.code})
+			expectSuccess(t, tc.code, res, tc.want)
+		})
+	}
+	t.Run("metaclass_refused", func(t *testing.T) { rejectBoth(t, h, "class A(metaclass=type):\n    pass\nreturn 1", nil, 1) })
+	t.Run("foreign_write_refused", func(t *testing.T) {
+		code := "import json\nE = json.JSONEncoder\nE.encode = len\nreturn 1"
+		res := h.execute(t, shared.ExecuteRequest{Code: code, AllowedImports: []string{"json"}})
+		expectFailure(t, code, res, shared.KindRuntime)
+		if !strings.Contains(res.Error, "cannot set or delete attributes") {
+			t.Errorf("want the write guard's message, got %q", res.Error)
+		}
+	})
 }
 
 // caseRuntimeError: an exception is error_kind runtime with traceback text

@@ -189,6 +189,13 @@ func newHarness(t *testing.T, factory Factory, mode string, cfg *config, c testC
 		t.Fatalf("Configure(%s, unsafe=%v): %v (pass conformance.WithConfigure to send the request this backend needs)",
 			string(cfg.configure.Config), cfg.configure.Unsafe, err)
 	}
+	// Capabilities may depend on the configuration (classes): as the host
+	// does, ask again once it is applied.
+	after, err := h.sb.Info(h.ctx(t), shared.InfoRequest{})
+	if err != nil {
+		t.Fatalf("Info after Configure: %v", err)
+	}
+	h.info = after
 	if cfg.sessionFor != "" && !c.noSession {
 		resp, err := h.sb.Open(h.ctx(t), shared.OpenRequest{UserID: cfg.sessionFor})
 		if err != nil {

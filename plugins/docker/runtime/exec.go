@@ -59,6 +59,8 @@ type executor struct {
 	log     *slog.Logger
 	// mode is modeForkServer ("" too) or modeSpawn.
 	mode string
+	// classes: bodies may define classes (runner.Request.Classes).
+	classes bool
 	// disable lists sealing layers not to attempt: a seam for tests only
 	// (no flag or hello field reaches it), see asContainerUID.
 	disable []string
@@ -305,6 +307,7 @@ func (e *executor) run(ctx context.Context, a rtproto.ExecuteArgs) (shared.Execu
 			Rules:          e.rules,
 			MemoryMB:       memMB,
 			ExtraSysPath:   extraPath,
+			Classes:        e.classes,
 		},
 		Timeout:   timeout,
 		MaxOutput: maxOut,

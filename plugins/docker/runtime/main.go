@@ -49,6 +49,8 @@ import (
 // execMode is how the runtime runs Python (exec.go).
 var execMode = flag.String("exec-mode", modeForkServer, `how Python runs: "forkserver" (a warm, sealed zygote per agent) or "spawn" (one interpreter per call)`)
 
+var classesFlag = flag.Bool("classes", false, "bodies may define classes (the sandbox's policy `classes`)")
+
 // version is set with -ldflags "-X main.version=...".
 var version = "0.1.0"
 
@@ -89,7 +91,7 @@ func run(log *slog.Logger, python, workdir, listen string) error {
 	rt := &runtime{
 		hello:   hello,
 		started: time.Now(),
-		exec:    &executor{python: py, rules: table, workdir: workdir, envs: newEnvManager(py, workdir, hello, log), log: log, mode: *execMode}, // envs: per-agent venvs (venv.go)
+		exec:    &executor{python: py, rules: table, workdir: workdir, envs: newEnvManager(py, workdir, hello, log), log: log, mode: *execMode, classes: *classesFlag}, // envs: per-agent venvs (venv.go)
 		rulesSum: func() string {
 			s := sha256.Sum256(table)
 			return hex.EncodeToString(s[:])

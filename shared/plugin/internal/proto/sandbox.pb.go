@@ -229,8 +229,10 @@ type ConfigureRequest struct {
 	// Policy allowed_packages: the only packages an Execute may name in
 	// dependencies.
 	AllowedPackages []string `protobuf:"bytes,3,rep,name=allowed_packages,json=allowedPackages,proto3" json:"allowed_packages,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// The body may define classes (policy `classes`).
+	Classes       bool `protobuf:"varint,4,opt,name=classes,proto3" json:"classes,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ConfigureRequest) Reset() {
@@ -282,6 +284,13 @@ func (x *ConfigureRequest) GetAllowedPackages() []string {
 		return x.AllowedPackages
 	}
 	return nil
+}
+
+func (x *ConfigureRequest) GetClasses() bool {
+	if x != nil {
+		return x.Classes
+	}
+	return false
 }
 
 type ConfigureResponse struct {
@@ -1393,12 +1402,13 @@ const file_sandbox_proto_rawDesc = "" +
 	"\fapi_versions\x18\x04 \x03(\x05R\vapiVersions\x12\"\n" +
 	"\fcapabilities\x18\x05 \x03(\tR\fcapabilities\x12G\n" +
 	"\rconfig_schema\x18\x06 \x03(\v2\".orqest.sandbox.v1.ConfigAttributeR\fconfigSchema\x12 \n" +
-	"\vdescription\x18\a \x01(\tR\vdescription\"v\n" +
+	"\vdescription\x18\a \x01(\tR\vdescription\"\x90\x01\n" +
 	"\x10ConfigureRequest\x12\x1f\n" +
 	"\vconfig_json\x18\x01 \x01(\fR\n" +
 	"configJson\x12\x16\n" +
 	"\x06unsafe\x18\x02 \x01(\bR\x06unsafe\x12)\n" +
-	"\x10allowed_packages\x18\x03 \x03(\tR\x0fallowedPackages\"\x13\n" +
+	"\x10allowed_packages\x18\x03 \x03(\tR\x0fallowedPackages\x12\x18\n" +
+	"\aclasses\x18\x04 \x01(\bR\aclasses\"\x13\n" +
 	"\x11ConfigureResponse\"}\n" +
 	"\aFinding\x12\x12\n" +
 	"\x04rule\x18\x01 \x01(\tR\x04rule\x12\x18\n" +
