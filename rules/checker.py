@@ -68,6 +68,7 @@ def _orq_check_prepare(rules):
         "class_keyword_rule": (rules.get("classes") or {}).get("keyword_rule") or "class-keyword",
         "class_builtins": frozenset((rules.get("classes") or {}).get("builtins") or ()),
         "class_methods": frozenset((rules.get("classes") or {}).get("methods") or ()),
+        "safe_builtins": frozenset(rules.get("safe_builtins") or ()),
         "max_bytes": int(limits.get("max_code_bytes") or 0),
         "max_depth": int(limits.get("max_depth") or 0),
         # node type -> branch of the walk (exact types: ast.parse builds
@@ -305,9 +306,42 @@ def _orq_check(code, allowed_imports, rules, classes=False):
                 if _isinstance(el, ast.Name) and shapes.get(el.id) == "one-argument-or-class-check":
                     shaped.add(id(el))
 
-    def check_attr(name, node):
-        if name in class_methods:
+    class_only = []
+
+    def method_receiver(v):
+        """May code read an ordinary dunder method (__init__) of v? Only
+        of super() (no arguments), of a class the body defines (a name bound only by class
+        statements) or of a builtin type it does not rebind."""
+        if _isinstance(v, ast.Call):
+            # zero-argument super() only: super(T, obj) binds T's parent's
+            # methods to any obj
+            return (_isinstance(v.func, ast.Name) and v.func.id == "super" and not v.args
+                    and not v.keywords and "super" not in bound_names())
+        if not _isinstance(v, ast.Name):
             return False
+        if not class_only:
+            classes_ = set()
+            other = set()
+            for n in ast.walk(tree):
+                t = type(n)
+                if t is ast.ClassDef:
+                    classes_.add(n.name)
+                elif t is ast.Name and _isinstance(n.ctx, ast.Store):
+                    other.add(n.id)
+                elif t is ast.arg:
+                    other.add(n.arg)
+                elif t is ast.alias:
+                    other.add(n.asname or n.name.partition(".")[0])
+                elif t in (ast.FunctionDef, ast.AsyncFunctionDef):
+                    other.add(n.name)
+                elif t in (ast.MatchAs, ast.MatchStar, ast.ExceptHandler) and n.name:
+                    other.add(n.name)
+                elif t is ast.MatchMapping and n.rest:
+                    other.add(n.rest)
+            class_only.append(frozenset(classes_ - other))
+        return v.id in class_only[0] or (v.id in P["safe_builtins"] and v.id not in bound_names())
+
+    def check_attr(name, node):
         r = attr_rule(name)
         if r:
             add(r, node, repr(name))
@@ -396,7 +430,8 @@ def _orq_check(code, allowed_imports, rules, classes=False):
         elif k == 1:  # Name
             check_name(node.id, node)
         elif k == 2:  # Attribute
-            check_attr(node.attr, node)
+            if not (node.attr in class_methods and method_receiver(node.value)):
+                check_attr(node.attr, node)
             if node.attr in format_methods:
                 val = fold(node.value)
                 if val is None:

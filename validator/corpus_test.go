@@ -237,6 +237,11 @@ var attacks = []tcase{
 	{"class: match_args", "dunder-name", "class A:\n    __match_args__ = ('__globals__',)\n", nil},
 	{"class: init outside a class", "dunder-name", "def __init__(self):\n    pass\n", nil},
 	{"class: method dunder read of globals", "dunder-attribute", "class A:\n    def __init__(self):\n        pass\nreturn A.__init__.__globals__", nil},
+	{"class: init of a stdlib class", "dunder-attribute", "import json\nclass A:\n    pass\njson.JSONEncoder.__init__(A, skipkeys=True)\n", stdAllow},
+	{"class: init of a rebound builtin", "dunder-attribute", "import json\nclass A:\n    pass\nException = json.JSONEncoder\nException.__init__(A)\n", stdAllow},
+	{"class: init through two-argument super", "dunder-attribute", "import json\nclass A(json.JSONEncoder):\n    pass\nreturn super(A, A).__init__", stdAllow},
+	{"class: init of an instance", "dunder-attribute", "class A:\n    pass\na = A()\nreturn a.__init__", nil},
+	{"class: init of a rebound class name", "dunder-attribute", "import json\nclass A:\n    pass\nA = json.JSONEncoder\nreturn A.__init__", stdAllow},
 	{"class: module attr write", "attribute-write", "import json\nclass A:\n    pass\njson.A = A\n", stdAllow},
 	// unsafe-helper (class creation by metaclass call, writes into sys.modules)
 	{"abc metaclass call", "unsafe-helper", "import abc\nX = abc.ABCMeta('X', (), {'_' * 2 + 'del' + '_' * 2: print})\nreturn 1", []string{"abc"}},
@@ -389,6 +394,7 @@ var benign = []tcase{
 	{"class: dataclass records", "", "from dataclasses import dataclass, field, asdict\n@dataclass(order=True)\nclass Item:\n    name: str\n    qty: int = 0\n    tags: list = field(default_factory=list)\nitems = sorted([Item('b', 2), Item('a', 1)])\nreturn [asdict(i) for i in items]", []string{"dataclasses"}},
 	{"class: ordinary methods", "", "class Stack:\n    def __init__(self):\n        self.items = []\n    def __len__(self):\n        return len(self.items)\n    def __repr__(self):\n        return f'Stack({self.items!r})'\n    def __eq__(self, other):\n        return isinstance(other, Stack) and self.items == other.items\n    __hash__ = None\n    def push(self, x):\n        self.items.append(x)\n        return self\n    @property\n    def top(self):\n        return self.items[-1]\n    @staticmethod\n    def make():\n        return Stack()\n    @classmethod\n    def of(cls, *xs):\n        s = cls()\n        for x in xs:\n            s.push(x)\n        return s\ns = Stack.of(1, 2)\nreturn [len(s), s.top, repr(s), s == Stack.make().push(1).push(2)]", nil},
 	{"class: inheritance", "", "class Shape:\n    def area(self):\n        raise NotImplementedError\nclass Sq(Shape):\n    def __init__(self, s):\n        Shape.__init__(self)\n        self.s = s\n    def area(self):\n        return self.s ** 2\nreturn [Sq(3).area(), isinstance(Sq(1), Shape)]", nil},
+	{"class: builtin base init", "", "class E(Exception):\n    def __init__(self, msg):\n        Exception.__init__(self, msg)\n        self.msg = msg\nreturn str(E('x'))", nil},
 	{"class: enum and namedtuple", "", "import enum, typing\nclass Color(enum.Enum):\n    RED = 1\n    GREEN = 2\nclass P(typing.NamedTuple):\n    x: int\n    y: int = 0\nreturn [Color.RED.name, P(1)._asdict()]", []string{"enum", "typing"}},
 	{"datetime strptime strftime", "", "import datetime\nd = datetime.datetime.strptime('2024-05-01', '%Y-%m-%d')\nreturn [d.strftime('%d/%m/%Y'), d.isoformat()]", []string{"datetime"}},
 }

@@ -51,6 +51,7 @@ type table struct {
 	formatMethods map[string]bool
 	classMethods  map[string]bool
 	classBuiltins map[string]bool
+	safeBuiltins  map[string]bool
 }
 
 func loadTable(b []byte) (*table, error) {
@@ -77,6 +78,7 @@ func newTable(rt *rules.Table) *table {
 		formatMethods: set(rt.FormatMethods),
 		classMethods:  set(rt.Classes.Methods),
 		classBuiltins: set(rt.Classes.Builtins),
+		safeBuiltins:  set(rt.SafeBuiltins),
 	}
 }
 

@@ -461,9 +461,6 @@ func (t *table) attrRule(name string) string {
 }
 
 func (w *walker) checkAttrName(n node, name string) bool {
-	if w.classes && w.t.classMethods[name] {
-		return false
-	}
 	if r := w.t.attrRule(name); r != "" {
 		w.add(r, n, fmt.Sprintf("%q", name))
 		return true
@@ -532,7 +529,9 @@ func (w *walker) visitAttribute(n node, depth int, cx ctxKind) {
 		case fid == kinds.fieldAttribute && ccat == catIdentifier:
 			an := ch
 			name := identText(w.src[w.start(an):w.end(an)])
-			w.checkAttrName(an, name)
+			if !(w.classes && w.t.classMethods[name] && w.methodReceiver(object)) {
+				w.checkAttrName(an, name)
+			}
 			if w.t.formatMethods[name] {
 				w.checkFormatCall(n, object, name)
 			}
@@ -591,6 +590,52 @@ func (w *walker) classMember(n node) bool {
 	}
 	c := w.parent(b)
 	return c != noNode && w.cat(c) == catClassDef
+}
+
+// methodReceiver reports whether code may read an ordinary dunder method
+// (__init__) of the expression n: super() without arguments, a class the body defines (a name
+// bound only by class statements) or a builtin type the body does not
+// rebind. Of any other object such a read would hand out a stdlib
+// __init__ that sets attributes on whatever it is given.
+func (w *walker) methodReceiver(n node) bool {
+	if n == noNode {
+		return false
+	}
+	switch w.cat(n) {
+	case catCall:
+		// zero-argument super() only: super(T, obj) binds T's parent's
+		// methods to any obj
+		f := w.childByField(n, kinds.fieldFunction)
+		a := w.childByField(n, kinds.fieldArguments)
+		if f == noNode || w.cat(f) != catIdentifier || w.text(f) != "super" || w.bindsCached("super") {
+			return false
+		}
+		return a != noNode && w.namedCount(a) == 0
+	case catIdentifier:
+		name := w.text(n)
+		if w.t.safeBuiltins[name] && !w.bindsCached(name) {
+			return true
+		}
+		return w.boundOnlyByClass(name)
+	}
+	return false
+}
+
+// boundOnlyByClass reports whether the body binds name and every binding
+// is a class statement.
+func (w *walker) boundOnlyByClass(name string) bool {
+	found := false
+	for i := range w.nodes {
+		n := node(i)
+		if w.cat(n) != catIdentifier || identText(w.src[w.start(n):w.end(n)]) != name || !w.isBinding(n) {
+			continue
+		}
+		if p := w.parent(n); p == noNode || w.cat(p) != catClassDef {
+			return false
+		}
+		found = true
+	}
+	return found
 }
 
 // bindsImport reports whether an import statement of the body binds name.
