@@ -392,10 +392,18 @@ def _orq_check(code, allowed_imports, rules, classes=False):
             parsed = list(formatter.parse(s))
         except (ValueError, TypeError):
             return None  # fails at run time too
+        import _string as _cstring
         for _lit, field, spec, _conv in parsed:
             if field is None:
                 continue
-            if "." in field or "[" in field:
+            # attribute fields ({0.name}) and private index keys ({0[_x]})
+            # are refused; index keys into data ({row[name]}) are not
+            try:
+                _first, rest = _cstring.formatter_field_name_split(field)
+                for is_attr, key in rest:
+                    if is_attr or (_isinstance(key, str) and key[:1] == "_"):
+                        return field
+            except ValueError:
                 return field
             if spec:
                 bad = format_traversal(spec, depth + 1)
@@ -433,14 +441,13 @@ def _orq_check(code, allowed_imports, rules, classes=False):
             if not (node.attr in class_methods and method_receiver(node.value)):
                 check_attr(node.attr, node)
             if node.attr in format_methods:
+                # A literal template is checked here; any other is formatted
+                # at run time by a formatter with the same rule (_orq_fmt).
                 val = fold(node.value)
-                if val is None:
-                    add(format_rule, node, ".%s on something other than a string literal"
-                        % node.attr)
-                else:
+                if val is not None:
                     bad = format_traversal(val)
                     if bad is not None:
-                        add(format_rule, node, "field %r traverses attributes or items" % bad)
+                        add(format_rule, node, "field %r reads an attribute or a private key" % bad)
             # A write to an attribute of an imported module is refused
             # here; any other write is checked at run time (_orq_w).
             if (_isinstance(node.ctx, (Store, Del)) and _isinstance(node.value, ast.Name)

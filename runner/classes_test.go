@@ -90,3 +90,43 @@ func TestDataclassGuard(t *testing.T) {
 		t.Fatalf("want the dataclass guard to refuse, got success=%v %s: %s", resp.Success, resp.ErrorKind, resp.Error)
 	}
 }
+
+// TestFormatGuard: str.format and str.format_map on templates the static
+// rules cannot read (variables, str.format unbound, through map) format
+// names and index keys into data, and refuse attribute fields and private
+// keys at run time.
+func TestFormatGuard(t *testing.T) {
+	for _, c := range []struct{ name, code, want string }{
+		{"template variable", "template = args['t']\nreturn template.format(**args['row'])", `"Hello Ann, 3"`},
+		{"format_map", "fmt = args['t']\nreturn fmt.format_map(args['row'])", `"Hello Ann, 3"`},
+		{"index into data", "t = '{u[name]}/{u[tags][0]}/{0[1]}'\nreturn t.format([5, 6], u={'name': 'Ann', 'tags': ['x']})", `"Ann/x/6"`},
+		{"unbound and map", "t = '{0}-{1:>3}'\nreturn [str.format(t, 1, 2), list(map(t.format, [1], [2]))]", `["1-  2", ["1-  2"]]`},
+		{"specs and conversions", "t = '{0!r:>6}|{x:.2f}|{{}}|{1}'\nreturn t.format('a', 7, x=3.14159)", `"   'a'|3.14|{}|7"`},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			resp, _, _ := run(t, runner.Request{Code: c.code, Args: json.RawMessage(`{"t": "Hello {name}, {age}", "row": {"name": "Ann", "age": 3}}`)})
+			if !resp.Success || string(resp.Output) != c.want {
+				t.Fatalf("got success=%v %s (%s: %s), want %s", resp.Success, resp.Output, resp.ErrorKind, resp.Error, c.want)
+			}
+		})
+	}
+	for _, c := range []struct{ name, code, want string }{
+		{"attribute field", "t = args['t']\ndef f():\n    pass\nreturn t.format(f)", "reads the attribute"},
+		{"private key", "t = '{0[' + '_x]}'\nreturn t.format({'_x': 1})", "may not start with '_'"},
+		{"unbound str.format", "return str.format(args['t'], len)", "reads the attribute"},
+		{"format_map attribute", "t = args['t']\nreturn t.format_map({'a': len})", "reads the attribute"},
+		{"through type()", "t = args['t']\nreturn type(t).format(t, len)", "reads the attribute"},
+		{"nested spec", "t = '{0:{1.__class__}}'\nreturn t.format(1, 2)", "reads the attribute"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			args := `{"t": "{0.__globals__}"}`
+			if c.name == "format_map attribute" {
+				args = `{"t": "{a.__self__}"}`
+			}
+			resp, _, _ := run(t, runner.Request{Code: c.code, Args: json.RawMessage(args)})
+			if resp.Success || !strings.Contains(resp.Error, c.want) {
+				t.Fatalf("want the format guard to refuse (%q), got success=%v %s: %s", c.want, resp.Success, resp.ErrorKind, resp.Error)
+			}
+		})
+	}
+}

@@ -659,13 +659,14 @@ func (w *walker) checkFormatCall(attr, object node, method string) {
 	if object == noNode {
 		return
 	}
+	// A literal template is checked here; any other is formatted at run
+	// time by a formatter with the same rule (the runner's _orq_fmt).
 	val, ok := w.literalValue(object, 0)
 	if !ok {
-		w.add(w.t.FormatRule, attr, fmt.Sprintf(".%s on something other than a string literal", method))
 		return
 	}
 	if bad, field := formatTraversal(val, 0); bad {
-		w.add(w.t.FormatRule, attr, fmt.Sprintf("field %q traverses attributes or items", field))
+		w.add(w.t.FormatRule, attr, fmt.Sprintf("field %q reads an attribute or a private key", field))
 	}
 }
 
@@ -867,8 +868,9 @@ func (w *walker) outsideStrings(n node, start, end uint) string {
 }
 
 // formatTraversal reports whether a str.format template has a replacement
-// field whose name goes through '.' or '[' (at any nesting level of format
-// specs). Malformed templates count as traversal (fail closed).
+// field whose name reads an attribute ('.') or an index key starting with
+// '_' ([_x]), at any nesting level of format specs; index keys into data
+// ({row[name]}) pass. Malformed templates count as traversal (fail closed).
 func formatTraversal(s string, depth int) (bool, string) {
 	if depth > 4 {
 		return true, s
@@ -907,10 +909,27 @@ func formatTraversal(s string, depth int) (bool, string) {
 			return true, s[i:]
 		}
 		field := s[i+1 : j-1]
-		// field name: up to the first ':' or '!'
-		k := strings.IndexAny(field, ".[:!{")
-		if k >= 0 && (field[k] == '.' || field[k] == '[' || field[k] == '{') {
-			return true, field
+		// field name: up to the first ':' or '!' outside brackets, as
+		// CPython's parse_field reads it
+		k := -1
+	name:
+		for p := 0; p < len(field); p++ {
+			switch field[p] {
+			case '.', '{':
+				return true, field
+			case '[':
+				q := strings.IndexByte(field[p:], ']')
+				if q < 0 {
+					return true, field
+				}
+				if key := field[p+1 : p+q]; strings.HasPrefix(key, "_") {
+					return true, field
+				}
+				p += q
+			case ':', '!':
+				k = p
+				break name
+			}
 		}
 		if k >= 0 {
 			rest := field[k:]

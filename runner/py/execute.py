@@ -110,22 +110,61 @@ def _orq_accept(code, allowed_imports, rules, classes=False):
 
 
 def _orq_guard_writes(tree):
-    """Route every attribute write and delete of the body through the
-    run-time guard: `o.a = v` becomes `_orq_w(o).a = v` (in every target
-    position: assignment, augmented, for, with, del, comprehension). The
-    static rules already refused dunder, private and module-attribute
-    targets; _orq_w refuses objects the body did not make."""
+    """Route what the static rules leave to run time through the run-time
+    guards:
+      - every attribute write and delete: `o.a = v` becomes
+        `_orq_w(o).a = v` (in every target position: assignment, augmented,
+        for, with, del, comprehension). The static rules already refused
+        dunder, private and module-attribute targets; _orq_w refuses
+        objects the body did not make;
+      - every `o.format` / `o.format_map` read whose o is not a string
+        literal (the static rules checked those): `_orq_fmt(o, 'format')`
+        (see _orq_format_guard)."""
     import ast
 
-    Attribute, Load, Store, Del, Name, Call = (ast.Attribute, ast.Load, ast.Store,
-                                               ast.Del, ast.Name, ast.Call)
-    for node in ast.walk(tree):
-        if type(node) is Attribute and type(node.ctx) in (Store, Del):
-            v = node.value
+    Attribute, Load, Store, Del, Name, Call, Constant = (
+        ast.Attribute, ast.Load, ast.Store, ast.Del, ast.Name, ast.Call, ast.Constant)
+    kinds = (Attribute, Load, Constant, Name, Call)
+    fr = _orq_format_read
+    for parent in ast.walk(tree):
+        if type(parent) is Attribute and type(parent.ctx) in (Store, Del):
+            v = parent.value
+            v = fr(v, kinds) or v
             loc = {"lineno": v.lineno, "col_offset": v.col_offset,
                    "end_lineno": v.end_lineno, "end_col_offset": v.end_col_offset}
-            node.value = Call(func=Name(id="_orq_w", ctx=Load(), **loc),
-                              args=[v], keywords=[], **loc)
+            parent.value = Call(func=Name(id="_orq_w", ctx=Load(), **loc),
+                                args=[v], keywords=[], **loc)
+            continue
+        # o.format reads are replaced where they stand: in their parent's
+        # field (the walk has queued the old node; it is detached, harmless).
+        for field in parent._fields:
+            val = getattr(parent, field, None)
+            if type(val) is list:
+                for i, item in enumerate(val):
+                    r = fr(item, kinds)
+                    if r is not None:
+                        val[i] = r
+            else:
+                r = fr(val, kinds)
+                if r is not None:
+                    setattr(parent, field, r)
+
+
+def _orq_format_read(node, kinds):
+    """_orq_fmt(o, 'format') for a node `o.format` / `o.format_map` (o not
+    a str literal; o itself rewritten when it is such a read), else None."""
+    Attribute, Load, Constant, Name, Call = kinds
+    if (type(node) is not Attribute or node.attr not in ("format", "format_map")
+            or type(node.ctx) is not Load):
+        return None
+    v = node.value
+    if type(v) is Constant and type(v.value) is str:
+        return None
+    v = _orq_format_read(v, kinds) or v
+    loc = {"lineno": node.lineno, "col_offset": node.col_offset,
+           "end_lineno": node.end_lineno, "end_col_offset": node.end_col_offset}
+    return Call(func=Name(id="_orq_fmt", ctx=Load(), **loc),
+                args=[v, Constant(value=node.attr, **loc)], keywords=[], **loc)
 
 
 # Set in a process that runs exactly one execution (a fork-server child):

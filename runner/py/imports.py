@@ -593,10 +593,90 @@ def _orq_plain_key(k):
     raise TypeError("keys must be str, int, float, bool or None, not %s" % t.__name__)
 
 
+# The safe str.format of this process (built once): [_orq_fmt].
+_orq_format_guards = []
+
+
+def _orq_format_guard():
+    """Return _orq_fmt(obj, name), what `obj.format` / `obj.format_map`
+    compile to (see _orq_guard_writes): obj's attribute, except that
+    str.format and str.format_map (bound to any string, or unbound) come
+    back as versions whose formatter refuses attribute fields ({0.name})
+    and index keys that start with '_' ({0[_x]}) at run time, the rule the
+    static checkers apply to literal templates. Index keys into data
+    ({row[name]}) work as in str.format."""
+    if _orq_format_guards:
+        return _orq_format_guards[0]
+    import _string
+    import string
+    import types
+
+    split = _string.formatter_field_name_split
+    _type, _str, _ValueError, _isinstance, _TypeError = type, str, ValueError, isinstance, TypeError
+    real_getattr = getattr
+    BuiltinMethod = types.BuiltinMethodType
+    str_format, str_format_map = str.format, str.format_map
+
+    class _OrqFormatter(string.Formatter):
+        def get_field(self, field_name, args, kwargs):
+            first, rest = split(field_name)
+            obj = self.get_value(first, args, kwargs)
+            for is_attr, key in rest:
+                if is_attr:
+                    raise _ValueError(
+                        "format field %r reads the attribute %r: the sandbox formats only "
+                        "names and index keys; pass the value itself ('{x}'.format(x=obj.%s))"
+                        % (field_name, key, key))
+                if _isinstance(key, _str) and key[:1] == "_":
+                    raise _ValueError("format field %r: index keys may not start with '_'"
+                                      % (field_name,))
+                obj = obj[key]
+            return obj, first
+
+    vformat = _OrqFormatter().vformat
+
+    def template_of(t, what):
+        if not _isinstance(t, _str):
+            raise _TypeError("descriptor '%s' for 'str' objects doesn't apply to a '%s' object"
+                             % (what, _type(t).__name__))
+        return t
+
+    def format(template, *args, **kwargs):
+        return vformat(template_of(template, "format"), args, kwargs)
+
+    def format_map(template, mapping):
+        return vformat(template_of(template, "format_map"), (), mapping)
+
+    def fmt(obj, name):
+        r = real_getattr(obj, name)
+        if r is str_format:
+            return format
+        if r is str_format_map:
+            return format_map
+        if _type(r) is BuiltinMethod and _isinstance(r.__self__, _str) and r.__name__ == name:
+            s = r.__self__
+            if name == "format":
+                def bound(*args, **kwargs):
+                    return vformat(s, args, kwargs)
+            else:
+                def bound(mapping):
+                    return vformat(s, (), mapping)
+            return bound
+        return r
+
+    template_of = _orq_isolate(template_of)
+    format = _orq_isolate(format)
+    format_map = _orq_isolate(format_map)
+    fmt = _orq_isolate(fmt)
+    _orq_format_guards.append(fmt)
+    return fmt
+
+
 def _orq_class_builtins(rules, ub, classes):
     """The builtins an execution adds to its curated builtins dict `ub`:
     always _orq_w, the run-time guard of attribute writes (see
-    _orq_guard_writes); with `classes` also __build_class__ (without class
+    _orq_guard_writes), and _orq_fmt, that of str.format (see
+    _orq_format_guard); with `classes` also __build_class__ (without class
     keywords: no metaclass) and rules.json classes.builtins (super,
     property, ...). Returns (dict, made): made maps id -> class for every
     class the execution's class statements built."""
@@ -618,7 +698,7 @@ def _orq_class_builtins(rules, ub, classes):
                          "of functions and classes the code defines and their instances; keep "
                          "the value in a dict or a local variable" % t.__name__)
 
-    out = {"_orq_w": _orq_isolate(w)}
+    out = {"_orq_w": _orq_isolate(w), "_orq_fmt": _orq_format_guard()}
     if not classes:
         return out, made
     real_build_class = builtins.__build_class__
