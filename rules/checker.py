@@ -319,6 +319,10 @@ def _orq_check(code, allowed_imports, rules, classes=False):
                     and not v.keywords and "super" not in bound_names())
         if not _isinstance(v, ast.Name):
             return False
+        return v.id in class_only_names() or (v.id in P["safe_builtins"] and v.id not in bound_names())
+
+    def class_only_names():
+        """The names the body binds only by class statements."""
         if not class_only:
             classes_ = set()
             other = set()
@@ -339,7 +343,7 @@ def _orq_check(code, allowed_imports, rules, classes=False):
                 elif t is ast.MatchMapping and n.rest:
                     other.add(n.rest)
             class_only.append(frozenset(classes_ - other))
-        return v.id in class_only[0] or (v.id in P["safe_builtins"] and v.id not in bound_names())
+        return class_only[0]
 
     def check_attr(name, node):
         r = attr_rule(name)
@@ -493,9 +497,9 @@ def _orq_check(code, allowed_imports, rules, classes=False):
         elif k == 12:  # MatchClass
             for a in node.kwd_attrs:
                 check_attr(a, node)
-            if node.patterns and not (isinstance(node.cls, ast.Name)
-                                      and node.cls.id in match_self
-                                      and node.cls.id not in bound_names()):
+            if node.patterns and not (isinstance(node.cls, ast.Name) and (
+                    (node.cls.id in match_self and node.cls.id not in bound_names())
+                    or (classes and node.cls.id in class_only_names()))):
                 add(rule_class_pattern, node, "case %s(...)" % (
                     node.cls.id if isinstance(node.cls, ast.Name) else "<dotted>"))
         elif k == 13:  # Import

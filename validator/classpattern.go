@@ -4,7 +4,8 @@ import "slices"
 
 // checkClassPattern refuses a class pattern with positional sub-patterns
 // (case C(a)) unless C is a builtin type that matches the subject itself
-// (rules.json match_self_types) and the body never rebinds that name:
+// (rules.json match_self_types) and the body never rebinds that name, or,
+// with classes on, a class the body defines and binds no other way:
 // positional patterns read the attributes named by C.__match_args__, which
 // whoever can set an attribute on C controls.
 func (w *walker) checkClassPattern(n node) {
@@ -23,6 +24,11 @@ func (w *walker) checkClassPattern(n node) {
 	}
 	name := w.text(cls)
 	if slices.Contains(w.t.MatchSelfTypes, name) && !w.binds(name) {
+		return
+	}
+	// A class the body defines: its __match_args__ comes from its own
+	// body (a dunder name nobody may bind) or from dataclass's field names.
+	if w.classes && w.boundOnlyByClass(name) {
 		return
 	}
 	w.add(w.t.ClassPatternRule, n, "case "+name+"(...)")

@@ -225,6 +225,8 @@ var attacks = []tcase{
 	{"star target attr", "attribute-write", "import math\n*math.pi, = [1]\n", stdAllow},
 	{"chained target attr", "attribute-write", "import math\na = math.e = 1\n", stdAllow},
 	{"from-import module attr write", "attribute-write", "from collections import abc\nabc.Callable = 1\n", stdAllow},
+	{"class: positional pattern on a rebound class name", "positional-class-pattern", "import collections.abc\nclass P:\n    pass\nP = collections.abc.Callable\nmatch len:\n    case P(g):\n        return g", stdAllow},
+	{"class: positional pattern on a stdlib class", "positional-class-pattern", "import collections.abc\nmatch len:\n    case collections.abc.Callable(g):\n        return g", stdAllow},
 	// class-keyword (classes on)
 	{"class: metaclass keyword", "class-keyword", "class A(metaclass=M):\n    pass\n", nil},
 	{"class: init_subclass keyword", "class-keyword", "class A(Base, flag=1):\n    pass\n", nil},
@@ -395,6 +397,7 @@ var benign = []tcase{
 	{"class: ordinary methods", "", "class Stack:\n    def __init__(self):\n        self.items = []\n    def __len__(self):\n        return len(self.items)\n    def __repr__(self):\n        return f'Stack({self.items!r})'\n    def __eq__(self, other):\n        return isinstance(other, Stack) and self.items == other.items\n    __hash__ = None\n    def push(self, x):\n        self.items.append(x)\n        return self\n    @property\n    def top(self):\n        return self.items[-1]\n    @staticmethod\n    def make():\n        return Stack()\n    @classmethod\n    def of(cls, *xs):\n        s = cls()\n        for x in xs:\n            s.push(x)\n        return s\ns = Stack.of(1, 2)\nreturn [len(s), s.top, repr(s), s == Stack.make().push(1).push(2)]", nil},
 	{"class: inheritance", "", "class Shape:\n    def area(self):\n        raise NotImplementedError\nclass Sq(Shape):\n    def __init__(self, s):\n        Shape.__init__(self)\n        self.s = s\n    def area(self):\n        return self.s ** 2\nreturn [Sq(3).area(), isinstance(Sq(1), Shape)]", nil},
 	{"class: builtin base init", "", "class E(Exception):\n    def __init__(self, msg):\n        Exception.__init__(self, msg)\n        self.msg = msg\nreturn str(E('x'))", nil},
+	{"class: positional pattern on a dataclass", "", "from dataclasses import dataclass\n@dataclass\nclass Point:\n    x: int\n    y: int\nmatch Point(1, 2):\n    case Point(0, y):\n        return y\n    case Point(x, y):\n        return x + y", []string{"dataclasses"}},
 	{"class: enum and namedtuple", "", "import enum, typing\nclass Color(enum.Enum):\n    RED = 1\n    GREEN = 2\nclass P(typing.NamedTuple):\n    x: int\n    y: int = 0\nreturn [Color.RED.name, P(1)._asdict()]", []string{"enum", "typing"}},
 	{"datetime strptime strftime", "", "import datetime\nd = datetime.datetime.strptime('2024-05-01', '%Y-%m-%d')\nreturn [d.strftime('%d/%m/%Y'), d.isoformat()]", []string{"datetime"}},
 }
