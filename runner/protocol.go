@@ -35,6 +35,8 @@ import (
 
 // The runner, split by job; Program joins the parts in this order.
 var (
+	//go:embed py/protocol.py
+	protocolPy string
 	//go:embed py/imports.py
 	importsPy string
 	//go:embed py/execute.py
@@ -45,11 +47,12 @@ var (
 	zygotePy string
 )
 
-// Program returns the Python program the child runs with -c: the in-child
-// checker followed by the runner. Every name it defines at module level is
+// Program returns the Python program the child runs with -c: the
+// protocol's constants (generated from childproto.go), the in-child checker,
+// then the runner. Every name it defines at module level is
 // prefixed `_orq_`.
 func Program() string {
-	return rules.CheckerPy() + "\n" + importsPy + "\n\n" + executePy + "\n\n" + sealPy + "\n\n" + zygotePy
+	return protocolPy + "\n\n" + rules.CheckerPy() + "\n" + importsPy + "\n\n" + executePy + "\n\n" + sealPy + "\n\n" + zygotePy
 }
 
 // PythonFlags are the interpreter flags every tier runs the program with:

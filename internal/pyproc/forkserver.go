@@ -204,10 +204,10 @@ func StartForkServer(argv []string, cfg runner.ForkServerConfig, opts ForkServer
 	case json.Unmarshal(buf[:n], &m) != nil:
 		fs.Kill()
 		return nil, fmt.Errorf("fork-server: malformed ready message %q: %w", buf[:n], shared.ErrInternal)
-	case m.T == "fatal":
+	case m.T == runner.MsgFatal:
 		fs.Kill()
 		return nil, fmt.Errorf("fork-server: %s failed to start: %s: %w", python, m.Error, shared.ErrUnavailable)
-	case m.T != "ready":
+	case m.T != runner.MsgReady:
 		fs.Kill()
 		return nil, fmt.Errorf("fork-server: unexpected first message %q: %w", buf[:n], shared.ErrInternal)
 	}
@@ -303,7 +303,7 @@ func (fs *ForkServer) read() {
 			continue
 		}
 		switch m.T {
-		case "idle":
+		case runner.MsgIdle:
 			if len(fds) != 2 {
 				closeFDs(fds)
 				fs.logger.Warn("fork-server: idle child without its socket and pidfd", "pid", m.PID)
@@ -318,7 +318,7 @@ func (fs *ForkServer) read() {
 			default: // more than the pool can hold: let it go
 				c.closeFDs()
 			}
-		case "exit":
+		case runner.MsgExit:
 			closeFDs(fds)
 			fs.mu.Lock()
 			c := fs.kids[m.PID]
@@ -358,7 +358,7 @@ func (fs *ForkServer) take(ctx context.Context) (*fsChild, error) {
 
 // took tells the zygote that c was taken, so it forks a replacement.
 func (fs *ForkServer) took(c *fsChild) error {
-	msg := fmt.Appendf(nil, `{"t":"took","pid":%d}`, c.pid)
+	msg := fmt.Appendf(nil, runner.TookFormat, c.pid)
 	fs.wmu.Lock()
 	_, err := fs.conn.Write(msg)
 	fs.wmu.Unlock()
@@ -368,19 +368,10 @@ func (fs *ForkServer) took(c *fsChild) error {
 	return err
 }
 
-// WarmMaxBytes is the longest body a zygote is asked to warm: the runner
-// keeps bodies up to this size accepted and compiled (runner.py,
-// _orq_accepted_max_bytes).
-const WarmMaxBytes = 16 << 10
-
 // warmMax is how many bodies Go remembers having seen or warmed; below
 // the runner's 128 (_orq_accepted_max), so the zygote never drops a body Go
 // still counts as warm (its own warm-up body takes one entry).
 const warmMax = 96
-
-// warmControlMax is the largest control message the zygote reads
-// (runner.py's _orq_control_max, forkcore.c's ORQ_CONTROL_MAX).
-const warmControlMax = 1 << 17
 
 // warm asks the zygote to check and compile a body a child just accepted
 // (it runs nothing of it), so that the children it forks from then on skip
@@ -390,7 +381,7 @@ const warmControlMax = 1 << 17
 // from then on. Best effort: a child that does not find the body warm
 // checks and compiles it itself, as before.
 func (fs *ForkServer) warm(code string, allowed []string, classes bool) {
-	if fs.noWarm || len(code) > WarmMaxBytes {
+	if fs.noWarm || len(code) > runner.WarmMaxBytes {
 		return
 	}
 	allowed = slices.Clone(allowed)
@@ -433,8 +424,8 @@ func (fs *ForkServer) warm(code string, allowed []string, classes bool) {
 		Code    string   `json:"code"`
 		Allowed []string `json:"allowed_imports"`
 		Classes bool     `json:"classes,omitempty"`
-	}{"warm", code, allowed, classes})
-	if err != nil || len(msg) > warmControlMax {
+	}{runner.MsgWarm, code, allowed, classes})
+	if err != nil || len(msg) > runner.ControlMax {
 		return
 	}
 	fs.wmu.Lock()
@@ -591,7 +582,7 @@ func (fs *ForkServer) Run(ctx context.Context, job Job) (shared.ExecutionResult,
 			c.closeFDs()
 			return res, err
 		}
-		msg := fmt.Appendf(nil, "r %d %d", req.MemoryMB, req.CPUSeconds)
+		msg := fmt.Appendf(nil, runner.ExecFormat, req.MemoryMB, req.CPUSeconds)
 		err = unix.Sendmsg(c.sock, msg, unix.UnixRights(theirs[:]...), nil, unix.MSG_NOSIGNAL)
 		unix.Close(c.sock)
 		c.sock = -1

@@ -190,6 +190,9 @@ func ClassifyDeath(ws syscall.WaitStatus, cpu time.Duration, memMB, cpuSeconds i
 		return shared.KindMemory, fmt.Sprintf("sandbox process ran out of memory (limit %d MB)", memMB)
 	}
 	msg := fmt.Sprintf("sandbox process exited with status %d without a result", ws.ExitStatus())
+	if c := runner.ExitCode(ws.ExitStatus()); c.Known() {
+		msg = fmt.Sprintf("sandbox process exited with status %d (%s) without a result", int(c), c)
+	}
 	if tail := lastLines(stderr, 5); tail != "" {
 		msg += ": " + tail
 	}

@@ -1,12 +1,12 @@
 /*
  * forkcore: the fork-server zygote's loop in C.
  *
- * The zygote (shared/pyrunner/runner.py, _orq_forkserver_main) imports and
+ * The zygote (runner/py/zygote.py, _orq_forkserver_main) imports and
  * seals itself in Python, then hands its control socket to
  * orq_zygote_loop, loaded with ctypes.PyDLL (the GIL stays held: no other
  * Python thread exists, and no Python code runs in the zygote again). The
- * loop speaks the same protocol as the Python loop it replaces (see
- * runner.py and internal/pyproc/forkserver.go):
+ * loop speaks the same protocol as the Python loop it replaces
+ * (runner/childproto.go states it; protocol.h is generated from it):
  *
  *   zygote -> Go  {"t":"idle","pid":N} with SCM_RIGHTS [child socket, pidfd]
  *   Go -> zygote  {"t":"took","pid":N}
@@ -49,6 +49,8 @@
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
+
+#include "protocol.h"
 
 #ifndef SYS_pidfd_open
 #define SYS_pidfd_open 434
@@ -119,26 +121,26 @@ static void orq_close_from(int lo, int keep1, int keep2)
 static int orq_child(int sock, pid_t zygote, int ruleset_fd, const void *bpf)
 {
     if (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) != 0 || getppid() != zygote)
-        _exit(75);
+        _exit(ORQ_EXIT_PARENT_GONE);
     /* Its own process group (the zygote does the same from its side). */
     setpgid(0, 0);
     orq_close_from(3, sock, ruleset_fd);
     /* A nested Landlock domain per child. */
     if (ruleset_fd >= 0) {
         if (syscall(SYS_landlock_restrict_self, ruleset_fd, 0) != 0)
-            _exit(76);
+            _exit(ORQ_EXIT_LANDLOCK);
         close(ruleset_fd);
     }
     struct rlimit nofile = {64, 64}, zero = {0, 0};
     if (setrlimit(RLIMIT_NOFILE, &nofile) != 0 || setrlimit(RLIMIT_FSIZE, &zero) != 0 ||
         setrlimit(RLIMIT_CORE, &zero) != 0)
-        _exit(76);
+        _exit(ORQ_EXIT_RLIMITS);
     /* Last: the child filter forbids new processes and signals. */
     if (bpf != NULL && prctl(PR_SET_SECCOMP, ORQ_SECCOMP_MODE_FILTER, bpf, 0, 0) != 0)
-        _exit(77);
+        _exit(ORQ_EXIT_SECCOMP);
 
-    /* Wait for the execution: "r <memory MB> <CPU seconds>" and its four
-     * descriptors. */
+    /* Wait for the execution: ORQ_EXEC_FORMAT (memory MB, CPU seconds) and
+     * its four descriptors. */
     char b[64];
     struct iovec iov;
     union orq_cmsg u;
@@ -155,16 +157,16 @@ static int orq_child(int sock, pid_t zygote, int ruleset_fd, const void *bpf)
     /* The limits before a byte of the request is read (soft CPU limit:
      * SIGXCPU; one second later the hard one: SIGKILL). Lowering them is
      * always allowed; a failure would leave them unset: exit instead. */
-    long mem = 0, cpu = 0;
-    if (sscanf(b, "r %ld %ld", &mem, &cpu) != 2 || mem < 0 || cpu < 0)
-        _exit(79);
+    int mem = 0, cpu = 0;
+    if (sscanf(b, ORQ_EXEC_FORMAT, &mem, &cpu) != 2 || mem < 0 || cpu < 0)
+        _exit(ORQ_EXIT_LIMITS);
     if (mem > 0) {
         struct rlimit as = {(rlim_t)mem << 20, (rlim_t)mem << 20};
         struct rlimit cur;
         if (getrlimit(RLIMIT_AS, &cur) == 0 && cur.rlim_max != RLIM_INFINITY && cur.rlim_max < as.rlim_max)
             as.rlim_cur = as.rlim_max = cur.rlim_max;
         if (setrlimit(RLIMIT_AS, &as) != 0)
-            _exit(79);
+            _exit(ORQ_EXIT_LIMITS);
     }
     if (cpu > 0) {
         struct rlimit c = {(rlim_t)cpu, (rlim_t)cpu + 1};
@@ -176,18 +178,18 @@ static int orq_child(int sock, pid_t zygote, int ruleset_fd, const void *bpf)
                 c.rlim_cur = c.rlim_max;
         }
         if (setrlimit(RLIMIT_CPU, &c) != 0)
-            _exit(79);
+            _exit(ORQ_EXIT_LIMITS);
     }
     int fds[4], high[4];
     memcpy(fds, CMSG_DATA(c), sizeof(fds));
     for (int i = 0; i < 4; i++) {
         high[i] = fcntl(fds[i], F_DUPFD_CLOEXEC, 10);
         if (high[i] < 0)
-            _exit(78);
+            _exit(ORQ_EXIT_DESCRIPTORS);
     }
     for (int i = 0; i < 4; i++)
         if (dup2(high[i], i) != i) /* dup2 clears close-on-exec */
-            _exit(78);
+            _exit(ORQ_EXIT_DESCRIPTORS);
     orq_close_from(4, -1, -1);
     return 0;
 }
@@ -249,7 +251,7 @@ static int orq_spawn(int ctl, pid_t me, int ruleset_fd, const void *bpf, struct 
         if (s < 10) {
             s = fcntl(sp[1], F_DUPFD_CLOEXEC, 10);
             if (s < 0)
-                _exit(78);
+                _exit(ORQ_EXIT_DESCRIPTORS);
             close(sp[1]);
         }
         orq_child(s, me, ruleset_fd, bpf);
@@ -279,10 +281,6 @@ static int orq_spawn(int ctl, pid_t me, int ruleset_fd, const void *bpf, struct 
         orq_shutdown(kids, *nkids);
     return 0;
 }
-
-/* The largest control message (runner.py's _orq_control_max): a warm
- * message carries a body of at most 16 KB, JSON-escaped. */
-#define ORQ_CONTROL_MAX (1 << 17)
 
 /* Read one control message: "took" marks a child as no longer idle, "warm"
  * goes to the Python callable warm (bytes -> ignored); EOF or an error
@@ -319,14 +317,12 @@ static void orq_control(int ctl, struct orq_kid *kids, int *nkids, int *nidle, P
         }
         return;
     }
-    if (strstr(buf, "\"took\"") == NULL)
+    /* Anything else must be exactly the took message Go writes. */
+    int pid = 0, end = 0;
+    if (sscanf(buf, ORQ_TOOK_FORMAT "%n", &pid, &end) != 1 || end != (int)n || pid <= 0)
         return;
-    const char *p = strstr(buf, "\"pid\":");
-    if (p == NULL)
-        return;
-    pid_t pid = (pid_t)strtol(p + 6, NULL, 10);
     for (int i = 0; i < *nkids; i++) {
-        if (kids[i].pid == pid && kids[i].idle) {
+        if (kids[i].pid == (pid_t)pid && kids[i].idle) {
             kids[i].idle = 0;
             (*nidle)--;
             return;
@@ -394,7 +390,7 @@ int orq_zygote_loop(int ctl, int pool, int ruleset_fd, const void *bpf, PyObject
                 PyObject *r = PyObject_CallNoArgs(serve);
                 if (r == NULL)
                     PyErr_Print();
-                _exit(70);
+                _exit(ORQ_EXIT_CANNOT_SERVE);
             }
             if (s < 0) {
                 fprintf(stderr, "orqest fork-server: pre-fork failed: %s\n", strerror(errno));

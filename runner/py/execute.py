@@ -36,7 +36,7 @@ def _orq_ballast_ready():
 # runs. Bounded, oldest out first; sources longer than 16 KB are not kept.
 _orq_accepted = [None, {}]
 _orq_accepted_max = 128
-_orq_accepted_max_bytes = 16 << 10
+_orq_accepted_max_bytes = _orq_warm_max_bytes
 
 
 def _orq_accept(code, allowed_imports, rules, classes=False):
@@ -386,7 +386,7 @@ def _orq_main():
         out = os.fdopen(3, "wb", buffering=0)
     except OSError:
         sys.stderr.write("orqest runner: fd 3 (response channel) is not open\n")
-        os._exit(70)
+        os._exit(_orq_exit_cannot_serve)
     try:
         sys.stdout.reconfigure(line_buffering=True)
         sys.stderr.reconfigure(line_buffering=True)
@@ -422,6 +422,6 @@ def _orq_main():
             view = view[n:]
         out.close()
     except OSError:
-        os._exit(71)
+        os._exit(_orq_exit_response_lost)
     # Skip interpreter finalisation (and any user objects' finalisers).
     os._exit(0)

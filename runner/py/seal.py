@@ -118,7 +118,7 @@ def _orq_seal_prepare(cfg):
             layers.append("unprivileged_uid")
     pdeathsig()
     if os.getppid() != parent:
-        os._exit(75)  # the parent died meanwhile
+        os._exit(_orq_exit_parent_gone)  # the parent died meanwhile
 
     # 3. A user namespace (no uid map is written: nothing inside maps to any
     #    host uid, least of all root) owning a fresh network namespace with

@@ -13,7 +13,7 @@ def _orq_child_fail(e):
                                 "error": "fork-server child: %s: %s"
                                 % (type(e).__name__, e)}).encode("utf-8"))
     finally:
-        os._exit(70)
+        os._exit(_orq_exit_cannot_serve)
 
 
 def _orq_forkserver_child(sock_fd, st, zygote_pid, rules):
@@ -30,7 +30,7 @@ def _orq_forkserver_child(sock_fd, st, zygote_pid, rules):
     try:
         st["pdeathsig"]()
         if os.getppid() != zygote_pid:
-            os._exit(75)
+            os._exit(_orq_exit_parent_gone)
         # Its own process group: should a layer that forbids fork not be in
         # force, whatever it forks is killed with the group (Go repeats the
         # kill until the group is empty), never the zygote.
@@ -106,13 +106,10 @@ def _orq_forkserver_serve(rules, max_procs=0):
         for fd in (3, 1, 2, 0):
             os.close(fd)
     except OSError:
-        os._exit(71)
+        os._exit(_orq_exit_response_lost)
     os._exit(0)
 
 
-# The largest control message Go sends a zygote (a warm message carries a
-# body of at most 16 KB, JSON-escaped); forkcore.c has the same bound.
-_orq_control_max = 1 << 17
 
 
 def _orq_forkserver_main():
@@ -124,11 +121,12 @@ def _orq_forkserver_main():
     while it waits on a private socketpair, and hands each one's end of that
     socketpair and a pidfd to Go at once: Go sends an execution's four
     descriptors straight to a ready child, without a hop through here. The
-    zygote only refills the pool, reaps, and reports every exit:
+    zygote only refills the pool, reaps, and reports every exit (the
+    messages and their constants are runner/childproto.go's):
 
       zygote -> Go  {"t":"ready","pid","layers","missing"} | {"t":"fatal","error"}
       zygote -> Go  {"t":"idle","pid"} with SCM_RIGHTS [child socket, pidfd]
-      Go -> child   "r" with SCM_RIGHTS [stdin, stdout, stderr, response]
+      Go -> child   "r MB S" with SCM_RIGHTS [stdin, stdout, stderr, response]
       Go -> zygote  {"t":"took","pid"}  (refill the pool)
       zygote -> Go  {"t":"exit","pid","status","utime","stime"} (every
                     child, reaped, whether it ran an execution or died idle)
@@ -215,9 +213,9 @@ def _orq_forkserver_main():
         sys.stderr.flush()
     except BaseException as e:  # noqa: BLE001
         try:
-            send({"t": "fatal", "error": "%s: %s" % (type(e).__name__, e)})
+            send({"t": _orq_msg_fatal, "error": "%s: %s" % (type(e).__name__, e)})
         finally:
-            os._exit(1)
+            os._exit(_orq_exit_zygote_failed)
 
     me = os.getpid()
     gc.collect()
@@ -230,7 +228,7 @@ def _orq_forkserver_main():
     except Exception:  # noqa: BLE001 - not glibc: keep them
         pass
     gc.freeze()  # keep the heap shared copy-on-write with the children
-    send({"t": "ready", "pid": me, "layers": st["layers"], "missing": st["missing"],
+    send({"t": _orq_msg_ready, "pid": me, "layers": st["layers"], "missing": st["missing"],
           "core": core is not None, "core_error": core_error})
     pool = max(1, min(int(cfg.get("pool") or 2), 8))
 
@@ -247,7 +245,7 @@ def _orq_forkserver_main():
                              ctypes.addressof(bpf[1]) if bpf else None,
                              lambda msg: _orq_warm(msg, rules),
                              lambda: _orq_forkserver_serve(rules, st["max_procs"]))
-        os._exit(1)
+        os._exit(_orq_exit_zygote_failed)
 
     poller = select.poll()
     poller.register(ctl.fileno(), select.POLLIN)
@@ -278,7 +276,7 @@ def _orq_forkserver_main():
         poller.register(pfd, select.POLLIN)
         idle.add(pid)
         try:
-            send({"t": "idle", "pid": pid}, [a.fileno(), pfd])
+            send({"t": _orq_msg_idle, "pid": pid}, [a.fileno(), pfd])
         except OSError:
             shutdown()
         finally:
@@ -322,7 +320,7 @@ def _orq_forkserver_main():
                 os.close(fd)
                 idle.discard(pid)
                 try:
-                    send({"t": "exit", "pid": pid, "status": status,
+                    send({"t": _orq_msg_exit, "pid": pid, "status": status,
                           "utime": ru.ru_utime if ru else 0.0,
                           "stime": ru.ru_stime if ru else 0.0})
                 except OSError:
@@ -345,9 +343,9 @@ def _orq_forkserver_main():
                 shutdown()
             try:
                 doc = json.loads(msg)
-                if doc.get("t") == "took":
+                if doc.get("t") == _orq_msg_took:
                     idle.discard(doc.get("pid"))
-                elif doc.get("t") == "warm":
+                elif doc.get("t") == _orq_msg_warm:
                     _orq_warm(msg, rules)
             except Exception as e:  # noqa: BLE001
                 sys.stderr.write("orqest fork-server: bad control message: %s\n" % e)
