@@ -67,7 +67,9 @@ def _orq_check_prepare(rules):
         "write_rule": rules.get("attribute_write_rule") or "attribute-write",
         "class_keyword_rule": (rules.get("classes") or {}).get("keyword_rule") or "class-keyword",
         "class_builtins": frozenset((rules.get("classes") or {}).get("builtins") or ()),
-        "class_methods": frozenset((rules.get("classes") or {}).get("methods") or ()),
+        "class_methods": frozenset(list((rules.get("classes") or {}).get("methods") or ())
+                                   + list((rules.get("classes") or {}).get("hooks") or ())),
+        "class_hooks": frozenset((rules.get("classes") or {}).get("hooks") or ()),
         "safe_builtins": frozenset(rules.get("safe_builtins") or ()),
         "max_bytes": int(limits.get("max_code_bytes") or 0),
         "max_depth": int(limits.get("max_depth") or 0),
@@ -121,7 +123,8 @@ def _orq_check(code, allowed_imports, rules, classes=False):
     class_keyword_rule = P["class_keyword_rule"]
     class_builtins = P["class_builtins"] if classes else frozenset()
     class_methods = P["class_methods"] if classes else frozenset()
-    members = set()  # ids of defs/targets bound directly in a class body
+    class_hooks = P["class_hooks"] if classes else frozenset()
+    type_name_reads = set()  # ids of x.__class__ nodes read as x.__class__.__name__
     allowed = frozenset(m for m in (allowed_imports or ()) if isinstance(m, str))
     max_bytes = P["max_bytes"]
     max_depth = P["max_depth"]
@@ -239,8 +242,7 @@ def _orq_check(code, allowed_imports, rules, classes=False):
         return imported[0]
 
     def check_name_shape(name, node):
-        if is_dunder(name) and name not in dunder_allow and not (
-                name in class_methods and id(node) in members):
+        if is_dunder(name) and name not in dunder_allow and name not in class_methods:
             add(dunder_name_rule, node, repr(name))
             return True
         if is_reserved(name):
@@ -300,6 +302,8 @@ def _orq_check(code, allowed_imports, rules, classes=False):
         elif shape == "one-argument-or-class-check":
             if len(pos) == 1:
                 shaped.add(id(f))
+        elif shape == "guarded-call":
+            shaped.add(id(f))
         if name in ("isinstance", "issubclass") and len(pos) == 2:
             cls = pos[1]
             for el in (cls.elts if _isinstance(cls, ast.Tuple) else (cls,)):
@@ -344,6 +348,28 @@ def _orq_check(code, allowed_imports, rules, classes=False):
                     other.add(n.rest)
             class_only.append(frozenset(classes_ - other))
         return class_only[0]
+
+    def import_rooted(v):
+        """Is v a name an import binds, or an attribute chain from one?"""
+        while _isinstance(v, ast.Attribute):
+            v = v.value
+        return _isinstance(v, ast.Name) and v.id in import_bound()
+
+    def attr_allowed(node):
+        """Does the attribute read node pass although the attribute rules
+        name it? (validator/walk.go attrAllowed says why.)"""
+        name = node.attr
+        if classes:
+            if name in class_methods and (name not in class_hooks or method_receiver(node.value)):
+                return True
+            if (name[:1] == "_" and not is_dunder(name) and not is_reserved(name)
+                    and not import_rooted(node.value)):
+                return True
+        if name == "__class__" and id(node) in type_name_reads:
+            return True
+        if forbidden_attrs.get(name) == "module-attribute" and not import_rooted(node.value):
+            return True
+        return False
 
     def check_attr(name, node):
         r = attr_rule(name)
@@ -442,7 +468,9 @@ def _orq_check(code, allowed_imports, rules, classes=False):
         elif k == 1:  # Name
             check_name(node.id, node)
         elif k == 2:  # Attribute
-            if not (node.attr in class_methods and method_receiver(node.value)):
+            if node.attr in ("__name__", "__qualname__") and _isinstance(node.value, ast.Attribute):
+                type_name_reads.add(id(node.value))
+            if not attr_allowed(node):
                 check_attr(node.attr, node)
             if node.attr in format_methods:
                 # A literal template is checked here; any other is formatted
@@ -471,14 +499,8 @@ def _orq_check(code, allowed_imports, rules, classes=False):
                 add(class_rule, node)
             else:
                 for kw in node.keywords:
-                    add(class_keyword_rule, kw)
-                for st in node.body:
-                    if _isinstance(st, (ast.FunctionDef, ast.AsyncFunctionDef)):
-                        members.add(id(st))
-                    elif _isinstance(st, ast.Assign):
-                        members.update(id(t) for t in st.targets if _isinstance(t, ast.Name))
-                    elif _isinstance(st, ast.AnnAssign) and _isinstance(st.target, ast.Name):
-                        members.add(id(st.target))
+                    if kw.arg is None or kw.arg == "metaclass":
+                        add(class_keyword_rule, kw)
             check_name(node.name, node)
         elif k == 7:  # arg
             check_name(node.arg, node)

@@ -43,6 +43,11 @@ const (
 	RuleValidationTimeout = "validation-timeout"
 	RuleDunderSubscript   = "dunder-subscript"
 	RuleForbiddenString   = "forbidden-string"
+	// RuleModuleAttribute is the forbidden_attributes rule of attribute
+	// names that are modules (sys, os, codecs, ...): it applies to
+	// attributes read of an imported module or a chain from one; the
+	// module views stop the rest.
+	RuleModuleAttribute = "module-attribute"
 )
 
 // ErrInvalidTable is wrapped by every error Decode returns.
@@ -60,6 +65,9 @@ type Text struct {
 const (
 	ShapeOneArgOrClassCheck = "one-argument-or-class-check"
 	ShapeLiteralAttribute   = "literal-attribute"
+	// ShapeGuardedCall: any plain call (the runner's guarded version
+	// checks its arguments at run time); a bare reference is refused.
+	ShapeGuardedCall = "guarded-call"
 )
 
 // Limits bound the checkers' own work.
@@ -123,9 +131,17 @@ type Table struct {
 	// Builtins classes need, and the ordinary dunder Methods a class body
 	// may define and code may read as attributes (super().__init__).
 	Classes struct {
-		KeywordRule string   `json:"keyword_rule"`
-		Builtins    []string `json:"builtins"`
-		Methods     []string `json:"methods"`
+		KeywordRule string `json:"keyword_rule"`
+		Builtins []string `json:"builtins"`
+		// Methods are dunder methods a class body may define, any code may
+		// name, and code may read of any object (d.__getitem__: the
+		// operator's method).
+		Methods []string `json:"methods"`
+		// Hooks a class body may define too, but code may read only of
+		// super(), a class it defines or a builtin type (a stdlib
+		// __init__ or descriptor run on a foreign object writes or reads
+		// what it likes).
+		Hooks []string `json:"hooks"`
 	} `json:"classes"`
 	// Runtime lists what the runner's audit hook refuses.
 	Runtime struct {
@@ -183,7 +199,7 @@ func Decode(b []byte) (*Table, error) {
 		refs = append(refs, r)
 	}
 	for name, shape := range t.BuiltinShapes {
-		if shape != ShapeOneArgOrClassCheck && shape != ShapeLiteralAttribute {
+		if shape != ShapeOneArgOrClassCheck && shape != ShapeLiteralAttribute && shape != ShapeGuardedCall {
 			return nil, fmt.Errorf("rules.json: builtin_shapes: unknown shape %q for %q: %w", shape, name, ErrInvalidTable)
 		}
 	}

@@ -131,3 +131,35 @@ func TestFormatGuard(t *testing.T) {
 		})
 	}
 }
+
+// TestPrivateAttributesGuarded: with classes on the static rules let
+// private attributes through (self._x); the runner allows them only on
+// what the body made, never inherited from a stdlib class.
+func TestPrivateAttributesGuarded(t *testing.T) {
+	resp, _, _ := run(t, runner.Request{Code: "class A:\n    _n = 1\n    def __init__(self):\n        self._x = A._n\n    def _get(self):\n        return self._x\ndef f():\n    pass\nf._memo = 2\nreturn [A()._get(), A._n, f._memo]", Classes: true})
+	if !resp.Success || string(resp.Output) != "[1, 1, 2]" {
+		t.Fatalf("own private attributes: %s %s: %s", resp.Output, resp.ErrorKind, resp.Error)
+	}
+	for _, c := range []struct{ name, code string }{
+		{"inherited stdlib private", "import enum\nclass E(enum.Enum):\n    A = 1\nreturn E._convert_"},
+		{"stdlib module view", "import random\nm = random\nreturn m._inst"},
+		{"stdlib instance", "import random\nr = random.Random(1)\nreturn r._randbelow(3)"},
+		{"unbound method on a foreign object", "import random\nclass A:\n    def peek(self):\n        return self._inst\nreturn A.peek(random)"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			resp, _, _ := run(t, runner.Request{Code: c.code, Classes: true, AllowedImports: []string{"enum", "random"}})
+			if resp.Success || !strings.Contains(resp.Error, "private attributes") {
+				t.Fatalf("want the private-read guard to refuse, got success=%v %s: %s", resp.Success, resp.ErrorKind, resp.Error)
+			}
+		})
+	}
+	// setattr is guarded the same way as o.a = v.
+	resp, _, _ = run(t, runner.Request{Code: "import json\nsetattr(json.JSONEncoder, 'encode', len)\nreturn 1", Classes: true, AllowedImports: []string{"json"}})
+	if resp.Success || !strings.Contains(resp.Error, "cannot set or delete attributes") {
+		t.Fatalf("setattr on a stdlib class: %s: %s", resp.ErrorKind, resp.Error)
+	}
+	resp, _, _ = run(t, runner.Request{Code: "class A:\n    pass\na = A()\nsetattr(a, 'x', 1)\nreturn a.x", Classes: true})
+	if !resp.Success || string(resp.Output) != "1" {
+		t.Fatalf("setattr on an own object: %s %s: %s", resp.Output, resp.ErrorKind, resp.Error)
+	}
+}

@@ -73,6 +73,8 @@ func (w *walker) checkCall(n node) {
 		if len(pos) == 1 {
 			w.mark(fn)
 		}
+	case rules.ShapeGuardedCall:
+		w.mark(fn)
 	}
 	if classCheckCalls[name] && len(pos) == 2 {
 		cls := pos[1]

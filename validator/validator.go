@@ -15,6 +15,7 @@ import (
 	"context"
 	"fmt"
 	"runtime"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -49,7 +50,8 @@ type table struct {
 	privateAllow  map[string]bool
 	attrNameCalls map[string]bool
 	formatMethods map[string]bool
-	classMethods  map[string]bool
+	classMethods  map[string]bool // definable in a class body: methods and hooks
+	classHooks    map[string]bool // readable only of methodReceiver objects
 	classBuiltins map[string]bool
 	safeBuiltins  map[string]bool
 }
@@ -76,7 +78,8 @@ func newTable(rt *rules.Table) *table {
 		privateAllow:  set(rt.Private.Allow),
 		attrNameCalls: set(rt.AttributeNameCalls),
 		formatMethods: set(rt.FormatMethods),
-		classMethods:  set(rt.Classes.Methods),
+		classMethods:  set(append(slices.Clone(rt.Classes.Methods), rt.Classes.Hooks...)),
+		classHooks:    set(rt.Classes.Hooks),
 		classBuiltins: set(rt.Classes.Builtins),
 		safeBuiltins:  set(rt.SafeBuiltins),
 	}

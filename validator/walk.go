@@ -10,6 +10,7 @@ import (
 
 	"golang.org/x/text/unicode/norm"
 
+	"github.com/orqest/sandbox/rules"
 	"github.com/orqest/sandbox/shared"
 )
 
@@ -211,8 +212,13 @@ func (w *walker) visit(n node, depth int, cx ctxKind, parent category) {
 			w.add(w.t.ClassRule, n, "")
 		} else if sc := w.childByField(n, kinds.fieldSuperclasses); sc != noNode {
 			for a := range w.namedChildren(sc) {
-				if c := w.cat(a); c == catKeywordArgument || c == catDictionarySplat {
+				switch w.cat(a) {
+				case catDictionarySplat:
 					w.add(w.t.Classes.KeywordRule, a, "")
+				case catKeywordArgument:
+					if k := w.childByField(a, kinds.fieldName); k == noNode || w.text(k) == "metaclass" {
+						w.add(w.t.Classes.KeywordRule, a, "")
+					}
 				}
 			}
 		}
@@ -432,7 +438,7 @@ func (w *walker) checkName(n node, name string) bool {
 
 // checkNameShape applies the dunder and reserved-prefix rules to a name.
 func (w *walker) checkNameShape(n node, name string) bool {
-	if isDunder(name) && !w.t.dunderAllow[name] && !(w.classes && w.t.classMethods[name] && w.classMember(n)) {
+	if isDunder(name) && !w.t.dunderAllow[name] && !(w.classes && w.t.classMethods[name]) {
 		w.add(w.t.Dunder.NameRule, n, fmt.Sprintf("%q", name))
 		return true
 	}
@@ -529,7 +535,7 @@ func (w *walker) visitAttribute(n node, depth int, cx ctxKind) {
 		case fid == kinds.fieldAttribute && ccat == catIdentifier:
 			an := ch
 			name := identText(w.src[w.start(an):w.end(an)])
-			if !(w.classes && w.t.classMethods[name] && w.methodReceiver(object)) {
+			if !w.attrAllowed(n, object, name) {
 				w.checkAttrName(an, name)
 			}
 			if w.t.formatMethods[name] {
@@ -563,33 +569,62 @@ func (w *walker) visitAttribute(n node, depth int, cx ctxKind) {
 	}
 }
 
-// classMember reports whether identifier n is the name a def or an
-// assignment binds directly in a class body (def __init__, __hash__ = None).
-func (w *walker) classMember(n node) bool {
-	if !w.isBinding(n) {
-		return false
-	}
-	p := w.parent(n)
-	switch w.cat(p) {
-	case catFunctionDef:
-		if q := w.parent(p); q != noNode && w.kindName(q) == "decorated_definition" {
-			p = q
+// attrAllowed reports whether the attribute read n (object.name) passes
+// although the attribute rules name it:
+//   - with classes, an ordinary dunder method of anything (d.__getitem__),
+//     a hook (__init__) of a methodReceiver, and a private name (self._x)
+//     of anything but an imported module or a chain from one:
+//     the runner checks at run time that a private name is read of an
+//     object the body made (_orq_own);
+//   - x.__class__.__name__ (and __qualname__): type(x).__name__;
+//   - a module-attribute name (.os, .warnings, .types) of anything but an
+//     imported module or a chain from one: module views hold no module the
+//     policy does not allow, and a record's field may be called os.
+func (w *walker) attrAllowed(n, object node, name string) bool {
+	if w.classes {
+		if w.t.classMethods[name] && (!w.t.classHooks[name] || w.methodReceiver(object)) {
+			return true
 		}
-	case catAssignment:
-		if q := w.parent(p); q != noNode && w.cat(q) == catExpressionStatement {
-			p = q
-		} else {
+		if !isDunder(name) && strings.HasPrefix(name, "_") && !w.reserved(name) && !w.importRooted(object) {
+			return true
+		}
+	}
+	if name == "__class__" {
+		if p := w.parent(n); p != noNode && w.cat(p) == catAttribute && w.childByField(p, kinds.fieldObject) == n {
+			if a := w.childByField(p, kinds.fieldAttribute); a != noNode {
+				if an := w.text(a); an == "__name__" || an == "__qualname__" {
+					return true
+				}
+			}
+		}
+	}
+	if w.t.ForbiddenAttributes[name] == rules.RuleModuleAttribute && !w.importRooted(object) {
+		return true
+	}
+	return false
+}
+
+// importRooted reports whether n is a name an import binds, or an
+// attribute chain starting at one (json.codecs, re.enum).
+func (w *walker) importRooted(n node) bool {
+	for n != noNode {
+		switch w.cat(n) {
+		case catIdentifier:
+			return w.bindsImport(w.text(n))
+		case catAttribute:
+			n = w.childByField(n, kinds.fieldObject)
+		case catParenthesized:
+			inner := noNode
+			for ch := range w.namedChildren(n) {
+				inner = ch
+				break
+			}
+			n = inner
+		default:
 			return false
 		}
-	default:
-		return false
 	}
-	b := w.parent(p)
-	if b == noNode || w.cat(b) != catBlock {
-		return false
-	}
-	c := w.parent(b)
-	return c != noNode && w.cat(c) == catClassDef
+	return false
 }
 
 // methodReceiver reports whether code may read an ordinary dunder method

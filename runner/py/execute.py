@@ -86,7 +86,7 @@ def _orq_accept(code, allowed_imports, rules, classes=False):
     # ast.fix_missing_locations would give them (1, 0, 1, 0), without a
     # walk over the whole tree.
     loc = {"lineno": 1, "col_offset": 0, "end_lineno": 1, "end_col_offset": 0}
-    _orq_guard_writes(body)
+    _orq_guard_writes(body, (rules.get("private") or {}).get("allow") or ())
     fn_def = ast.FunctionDef(
         name="__orq_user",
         args=ast.arguments(posonlyargs=[], args=[ast.arg(arg="args", **loc)],
@@ -109,14 +109,17 @@ def _orq_accept(code, allowed_imports, rules, classes=False):
     return compiled, None
 
 
-def _orq_guard_writes(tree):
+def _orq_guard_writes(tree, private_allow=()):
     """Route what the static rules leave to run time through the run-time
     guards:
       - every attribute write and delete: `o.a = v` becomes
         `_orq_w(o).a = v` (in every target position: assignment, augmented,
         for, with, del, comprehension). The static rules already refused
-        dunder, private and module-attribute targets; _orq_w refuses
-        objects the body did not make;
+        dunder and module-attribute targets; _orq_w refuses objects the
+        body did not make;
+      - every private attribute read (a leading '_', not dunder, not
+        rules.json private.allow): `o._x` becomes `_orq_own(o, '_x')._x`,
+        which refuses what the body did not define;
       - every `o.format` / `o.format_map` read whose o is not a string
         literal (the static rules checked those): `_orq_fmt(o, 'format')`
         (see _orq_format_guard)."""
@@ -126,15 +129,25 @@ def _orq_guard_writes(tree):
         ast.Attribute, ast.Load, ast.Store, ast.Del, ast.Name, ast.Call, ast.Constant)
     kinds = (Attribute, Load, Constant, Name, Call)
     fr = _orq_format_read
+    private_allow = frozenset(private_allow)
     for parent in ast.walk(tree):
-        if type(parent) is Attribute and type(parent.ctx) in (Store, Del):
-            v = parent.value
-            v = fr(v, kinds) or v
-            loc = {"lineno": v.lineno, "col_offset": v.col_offset,
-                   "end_lineno": v.end_lineno, "end_col_offset": v.end_col_offset}
-            parent.value = Call(func=Name(id="_orq_w", ctx=Load(), **loc),
-                                args=[v], keywords=[], **loc)
-            continue
+        if type(parent) is Attribute:
+            a = parent.attr
+            write = type(parent.ctx) in (Store, Del)
+            private = (a[:1] == "_" and a not in private_allow
+                       and not (a[:2] == "__" and a[-2:] == "__"))
+            if write or private:
+                v = parent.value
+                v = fr(v, kinds) or v
+                loc = {"lineno": v.lineno, "col_offset": v.col_offset,
+                       "end_lineno": v.end_lineno, "end_col_offset": v.end_col_offset}
+                if write:
+                    parent.value = Call(func=Name(id="_orq_w", ctx=Load(), **loc),
+                                        args=[v], keywords=[], **loc)
+                else:
+                    parent.value = Call(func=Name(id="_orq_own", ctx=Load(), **loc),
+                                        args=[v, Constant(value=a, **loc)], keywords=[], **loc)
+                continue
         # o.format reads are replaced where they stand: in their parent's
         # field (the walk has queued the old node; it is detached, harmless).
         for field in parent._fields:

@@ -674,9 +674,9 @@ def _orq_format_guard():
 
 def _orq_class_builtins(rules, ub, classes):
     """The builtins an execution adds to its curated builtins dict `ub`:
-    always _orq_w, the run-time guard of attribute writes (see
-    _orq_guard_writes), and _orq_fmt, that of str.format (see
-    _orq_format_guard); with `classes` also __build_class__ (without class
+    always _orq_w, the run-time guard of attribute writes, _orq_own, that of
+    private attribute reads (see _orq_guard_writes), _orq_fmt, that of
+    str.format (see _orq_format_guard), and the guarded setattr; with `classes` also __build_class__ (without class
     keywords: no metaclass) and rules.json classes.builtins (super,
     property, ...). Returns (dict, made): made maps id -> class for every
     class the execution's class statements built."""
@@ -698,15 +698,61 @@ def _orq_class_builtins(rules, ub, classes):
                          "of functions and classes the code defines and their instances; keep "
                          "the value in a dict or a local variable" % t.__name__)
 
-    out = {"_orq_w": _orq_isolate(w), "_orq_fmt": _orq_format_guard()}
+    type_getattribute = type.__getattribute__
+
+    def own(obj, name):
+        # A private attribute (a leading '_') of a function the body
+        # defined, or found on a class the body made (or in an instance's
+        # own dict) before any class the body did not make: never an
+        # inherited stdlib internal, nor one of a class's metaclass
+        # (Enum._convert_ is EnumType's).
+        t = _type(obj)
+        if t is FunctionType:
+            if obj.__builtins__ is ub:
+                return obj
+        else:
+            cls = None
+            if made.get(_id(obj)) is obj:
+                cls = obj
+                for k in type_getattribute(t, "__mro__"):
+                    if name in type_getattribute(k, "__dict__"):
+                        cls = None
+                        break
+            elif made.get(_id(t)) is t:
+                cls = t
+            if cls is not None:
+                for k in type_getattribute(cls, "__mro__"):
+                    if name in type_getattribute(k, "__dict__"):
+                        if made.get(_id(k)) is k:
+                            return obj
+                        break
+                else:
+                    return obj
+        raise _TypeError("%s: private attributes (a leading '_') are readable only of functions "
+                         "and classes the code defines and their instances, not of %s objects"
+                         % (name, t.__name__))
+
+    real_setattr = builtins.setattr
+    name_ok = _orq_attr_name_ok(rules)
+
+    def setattr(obj, name, value):
+        if not name_ok(name):
+            raise _TypeError("setattr: %r is not an attribute the sandbox lets code set by name"
+                             % (name,))
+        real_setattr(w(obj), name, value)
+
+    w = _orq_isolate(w)  # setattr calls it through its closure
+    out = {"_orq_w": w, "_orq_own": _orq_isolate(own), "_orq_fmt": _orq_format_guard()}
+    if "setattr" in (rules.get("guarded_builtins") or ()):
+        out["setattr"] = _orq_isolate(setattr)
     if not classes:
         return out, made
     real_build_class = builtins.__build_class__
 
     def build_class(func, name, *bases, **kw):
-        if kw:
-            raise _TypeError("class keywords (metaclass=...) are not allowed in the sandbox")
-        cls = real_build_class(func, name, *bases)
+        if "metaclass" in kw:
+            raise _TypeError("a class may not choose its metaclass in the sandbox")
+        cls = real_build_class(func, name, *bases, **kw)
         made[_id(cls)] = cls
         return cls
 
