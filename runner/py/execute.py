@@ -205,6 +205,14 @@ def _orq_env(allowed_imports, rules, keep=False, classes=False):
         env = _orq_envs[1].get(key)
         if env is not None:
             return env
+    if classes:
+        # The user's classes say __module__ = "__sandbox__"; dataclasses
+        # (string annotations) and enum look that module up in sys.modules.
+        # An empty one: nothing of the body's is in it.
+        import sys
+        import types
+        if not isinstance(sys.modules.get("__sandbox__"), types.ModuleType):
+            sys.modules["__sandbox__"] = types.ModuleType("__sandbox__")
     safe = _orq_safe_builtins(rules)
     extra, made = _orq_class_builtins(rules, safe, classes)
     safe.update(extra)

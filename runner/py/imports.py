@@ -625,8 +625,8 @@ def _orq_format_guard():
                 if is_attr:
                     raise _ValueError(
                         "format field %r reads the attribute %r: the sandbox formats only "
-                        "names and index keys; pass the value itself ('{x}'.format(x=obj.%s))"
-                        % (field_name, key, key))
+                        "names and index keys; pass the value itself ('{x}'.format(x=value))"
+                        % (field_name, key))
                 if _isinstance(key, _str) and key[:1] == "_":
                     raise _ValueError("format field %r: index keys may not start with '_'"
                                       % (field_name,))
@@ -749,7 +749,7 @@ def _orq_class_builtins(rules, ub, classes):
         return out, made
     real_build_class = builtins.__build_class__
 
-    def build_class(func, name, *bases, **kw):
+    def build_class(func, name, /, *bases, **kw):
         if "metaclass" in kw:
             raise _TypeError("a class may not choose its metaclass in the sandbox")
         cls = real_build_class(func, name, *bases, **kw)
