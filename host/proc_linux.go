@@ -1,11 +1,12 @@
 package host
 
 import (
-	"bytes"
-	"os"
+	"errors"
+	"io/fs"
 	"os/exec"
-	"strconv"
 	"syscall"
+
+	"github.com/orqest/sandbox/internal/procfs"
 )
 
 // setProcAttrs puts the plugin in its own process group (a terminal's ^C
@@ -33,14 +34,9 @@ func processGone(pid int) bool {
 	if pid <= 0 {
 		return false
 	}
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	st, err := procfs.ReadStat(pid)
 	if err != nil {
-		return os.IsNotExist(err)
+		return errors.Is(err, fs.ErrNotExist)
 	}
-	i := bytes.LastIndexByte(b, ')')
-	if i < 0 || i+2 >= len(b) {
-		return false
-	}
-	st := b[i+2]
-	return st == 'Z' || st == 'X'
+	return st.Gone()
 }

@@ -31,6 +31,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/orqest/sandbox/internal/procfs"
 	"github.com/orqest/sandbox/runner"
 	"github.com/orqest/sandbox/shared"
 )
@@ -236,26 +237,12 @@ func groupAlive(pgid int) bool {
 	if err != nil {
 		return true
 	}
-	want := strconv.Itoa(pgid)
-	buf := make([]byte, 512)
 	for _, e := range ents {
-		name := e.Name()
-		if name[0] < '0' || name[0] > '9' {
-			continue
-		}
-		f, err := os.Open("/proc/" + name + "/stat")
+		pid, err := strconv.Atoi(e.Name())
 		if err != nil {
 			continue
 		}
-		n, _ := f.Read(buf)
-		f.Close()
-		s := string(buf[:n])
-		i := strings.LastIndexByte(s, ')')
-		if i < 0 {
-			continue
-		}
-		fl := strings.Fields(s[i+1:]) // state ppid pgrp ...
-		if len(fl) > 2 && fl[2] == want && fl[0] != "Z" && fl[0] != "X" {
+		if st, err := procfs.ReadStat(pid); err == nil && st.PGRP == pgid && !st.Gone() {
 			return true
 		}
 	}

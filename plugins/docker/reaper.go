@@ -4,10 +4,10 @@ import (
 	"context"
 	"os"
 	"strconv"
-	"strings"
 	"syscall"
 
 	"github.com/moby/moby/client"
+	"github.com/orqest/sandbox/internal/procfs"
 )
 
 // ownerInfo identifies this plugin process on the container labels: pid,
@@ -26,20 +26,11 @@ func currentOwner() ownerInfo {
 // procStart returns field 22 of /proc/<pid>/stat (start time in clock ticks
 // since boot), or "" if the process does not exist.
 func procStart(pid int) string {
-	data, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	st, err := procfs.ReadStat(pid)
 	if err != nil {
 		return ""
 	}
-	s := string(data)
-	i := strings.LastIndexByte(s, ')') // comm may contain spaces
-	if i < 0 {
-		return ""
-	}
-	f := strings.Fields(s[i+1:])
-	if len(f) < 20 {
-		return ""
-	}
-	return f[19] // fields after comm start at field 3
+	return strconv.FormatUint(st.StartTime, 10)
 }
 
 // ownerAlive reports whether the owner recorded on a container still runs.
