@@ -25,11 +25,11 @@ import (
 // Default limits, used when a policy leaves a limit out and when a sandbox
 // names no policy and no policy "default" exists.
 const (
-	DefaultTimeout        = 5 * time.Second
-	DefaultMemoryMB       = 128
-	DefaultMaxOutputBytes = 1 << 20
+	DefaultTimeout        = shared.DefaultTimeout
+	DefaultMemoryMB       = shared.DefaultMemoryMB
+	DefaultMaxOutputBytes = shared.DefaultMaxOutputBytes
 	DefaultMaxCodeBytes   = 64 << 10
-	DefaultMaxArgsBytes   = 1 << 20
+	DefaultMaxArgsBytes   = shared.DefaultMaxArgsBytes
 )
 
 // DefaultConfigFile is the file LoadFile and the CLI read when no path is

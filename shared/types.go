@@ -279,6 +279,16 @@ const (
 	KindKilled          ErrorKind = "killed"
 )
 
+// The default limits of one execution: what the host's built-in policy
+// and every backend apply when neither the policy nor the request sets a
+// limit (a five-second wall clock, 128 MB, 1 MiB of output, 1 MiB of args).
+const (
+	DefaultTimeout        = 5 * time.Second
+	DefaultMemoryMB       = 128
+	DefaultMaxOutputBytes = 1 << 20
+	DefaultMaxArgsBytes   = 1 << 20
+)
+
 // Limits records the limits that applied to an execution.
 type Limits struct {
 	TimeoutMS      int64 `json:"timeout_ms"`

@@ -33,9 +33,9 @@ const (
 // Defaults for limits a request leaves at zero, and for the config block.
 const (
 	DefaultPython         = "/usr/bin/python3"
-	DefaultTimeout        = 5 * time.Second
-	DefaultMemoryMB       = 128
-	DefaultMaxOutputBytes = 1 << 20
+	DefaultTimeout        = shared.DefaultTimeout
+	DefaultMemoryMB       = shared.DefaultMemoryMB
+	DefaultMaxOutputBytes = shared.DefaultMaxOutputBytes
 	DefaultMaxParallel    = 8
 	// MaxCodeBytes caps the code of one request.
 	MaxCodeBytes = 64 << 10

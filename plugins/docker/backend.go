@@ -44,7 +44,7 @@ const (
 	DefaultOpenTimeout = 30 * time.Second
 
 	// MaxArgsBytes caps the JSON args of one execution.
-	MaxArgsBytes = 1 << 20
+	MaxArgsBytes = shared.DefaultMaxArgsBytes
 	// tokenSlack is added to an execution's timeout for its token's expiry.
 	tokenSlack = 30 * time.Second
 	// callSlack is how long past the execution timeout the plugin waits for
@@ -404,13 +404,13 @@ func (b *Backend) Execute(ctx context.Context, req shared.ExecuteRequest) (share
 	if findings := b.validator.CheckWith(ctx, req.Code, req.AllowedImports, validator.Features{Classes: b.config().classes}); len(findings) > 0 {
 		timeout, memMB, maxOut := req.Timeout, req.MemoryMB, req.MaxOutputBytes
 		if timeout == 0 {
-			timeout = 5 * time.Second
+			timeout = shared.DefaultTimeout
 		}
 		if memMB == 0 {
-			memMB = 128
+			memMB = shared.DefaultMemoryMB
 		}
 		if maxOut == 0 {
-			maxOut = 1 << 20
+			maxOut = shared.DefaultMaxOutputBytes
 		}
 		res := shared.Rejected(findings, shared.Limits{TimeoutMS: timeout.Milliseconds(), MemoryMB: memMB, MaxOutputBytes: maxOut})
 		res.DurationMS = float64(time.Since(start).Microseconds()) / 1000

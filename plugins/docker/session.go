@@ -335,7 +335,7 @@ func shortID(id string) string {
 func (b *Backend) call(ctx context.Context, s *session, events *[]shared.Event, args rtproto.ExecuteArgs, timeout time.Duration) (shared.ExecutionResult, error) {
 	var res shared.ExecutionResult
 	if timeout <= 0 {
-		timeout = 5 * time.Second
+		timeout = shared.DefaultTimeout
 	}
 	ttl := min(timeout+tokenSlack, rtproto.MaxTokenTTL)
 	tok, err := rtproto.Mint(s.secret, s.user, s.id, rtproto.ScopeAgent, ttl)

@@ -22,15 +22,15 @@ const Version = "0.1.0"
 
 // Defaults.
 const (
-	DefaultTimeout        = 5 * time.Second
-	DefaultMaxOutputBytes = 1 << 20
+	DefaultTimeout        = shared.DefaultTimeout
+	DefaultMaxOutputBytes = shared.DefaultMaxOutputBytes
 	// DefaultGrace is how long after the deadline the watchdog keeps
 	// interrupting a call before it declares the interpreter wedged in
 	// code that cannot be interrupted (a C-level loop) and ends the
 	// plugin process so the host relaunches it.
 	DefaultGrace = time.Second
 	// MaxArgsBytes caps the JSON args of one execution.
-	MaxArgsBytes = 1 << 20
+	MaxArgsBytes = shared.DefaultMaxArgsBytes
 	// refireEvery is how often the watchdog repeats its interrupt after
 	// the deadline (user code may catch the first one).
 	refireEvery = 20 * time.Millisecond

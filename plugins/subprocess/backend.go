@@ -25,15 +25,15 @@ import (
 // Version is the backend's version, reported by Info.
 const Version = "0.1.0"
 
-// Defaults applied when a request leaves a limit at zero (ORIGINAL.md:
-// timeout_s=5.0, memory_mb=128).
+// Defaults applied when a request leaves a limit at zero (the contract's,
+// shared.DefaultTimeout and the rest).
 const (
 	DefaultPython         = "/usr/bin/python3"
-	DefaultTimeout        = 5 * time.Second
-	DefaultMemoryMB       = 128
-	DefaultMaxOutputBytes = 1 << 20
+	DefaultTimeout        = shared.DefaultTimeout
+	DefaultMemoryMB       = shared.DefaultMemoryMB
+	DefaultMaxOutputBytes = shared.DefaultMaxOutputBytes
 	// MaxArgsBytes caps the JSON args of one execution.
-	MaxArgsBytes = 1 << 20
+	MaxArgsBytes = shared.DefaultMaxArgsBytes
 )
 
 // ModeSpawn runs one fresh interpreter per execution.

@@ -18,15 +18,15 @@ import (
 	"github.com/orqest/sandbox/shared"
 )
 
-// Limits and defaults of one execution inside the container (ORIGINAL.md:
-// timeout_s=5.0, memory_mb=128). The container's own cgroup limits (memory,
-// pids, cpus) bound everything the runtime and its children do together.
+// Limits and defaults of one execution inside the container (the
+// contract's defaults). The container's own cgroup limits (memory, pids,
+// cpus) bound everything the runtime and its children do together.
 const (
-	defaultTimeout  = 5 * time.Second
+	defaultTimeout  = shared.DefaultTimeout
 	maxTimeout      = 10 * time.Minute
-	defaultMemoryMB = 128
+	defaultMemoryMB = shared.DefaultMemoryMB
 	maxMemoryMB     = 16 << 10
-	defaultMaxOut   = 1 << 20
+	defaultMaxOut   = shared.DefaultMaxOutputBytes
 	maxMaxOut       = 16 << 20
 	maxArgsBytes    = 1 << 20
 	maxCodeBytes    = 256 << 10
