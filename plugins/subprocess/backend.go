@@ -110,14 +110,14 @@ type Backend struct {
 	// classes is ConfigureRequest.Classes: bodies may define classes.
 	classes bool
 
-	fsMu    sync.Mutex
-	core    []byte // forkcore bytes for the zygote (nil: loop in Python)
-	coreID  string // coreID(core)
-	coreWhy string // why there are none
+	fsMu    sync.Mutex // guards core, coreID, coreWhy
+	core    []byte     // forkcore bytes for the zygote (nil: loop in Python)
+	coreID  string     // coreID(core)
+	coreWhy string     // why there are none
 	coreMsg sync.Once
-	fs      *pyproc.ForkServer
-	fsKey   string
-	fsRules json.RawMessage // the rules table the zygote was given
+	// zygotes holds the one warm fork-server (name ""), for the key of the
+	// configuration it serves.
+	zygotes pyproc.Pool
 
 	// onSpawn, when set (tests), is told the pid and working directory of
 	// every child right after it starts ("" in fork-server mode).
@@ -154,6 +154,9 @@ func NewBackend(logger hclog.Logger) *Backend {
 		rules:        json.RawMessage(rules),
 		maxCodeBytes: validator.MaxCodeBytes(),
 		cfg:          Config{Python: DefaultPython, Mode: DefaultMode},
+	}
+	b.zygotes.OnRestart = func(_ string, old *pyproc.ForkServer) {
+		b.logger.Warn("fork-server died; restarting", "pid", old.PID(), "error", old.Err())
 	}
 	if core, why, err := loadForkCore(""); err != nil {
 		b.coreWhy = err.Error()
@@ -231,13 +234,7 @@ func (b *Backend) Info(ctx context.Context, _ shared.InfoRequest) (shared.InfoRe
 
 // Shutdown stops the fork-server, if one runs, and every child it has.
 func (b *Backend) Shutdown() {
-	b.fsMu.Lock()
-	fs := b.fs
-	b.fs, b.fsKey, b.fsRules = nil, "", nil
-	b.fsMu.Unlock()
-	if fs != nil {
-		fs.Close()
-	}
+	b.zygotes.Close()
 }
 
 // Configure applies the `config {}` block and checks the interpreter works.

@@ -1,12 +1,12 @@
 package subprocess
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"strconv"
 	"time"
+	"unsafe"
 
 	"github.com/hashicorp/go-hclog"
 
@@ -43,49 +43,40 @@ func (b *Backend) runFork(ctx context.Context, cfg Config, seal *sealInfo, req r
 // died or the configuration changed.
 func (b *Backend) forkServer(cfg Config, s *sealInfo, rules json.RawMessage) (*pyproc.ForkServer, error) {
 	// The zygote serves one configuration: python, preload, the layers in
-	// force (s is probed once per interpreter) and the rules table. The key
-	// leaves the rules out (a 19 KB marshal per call cost more than the
-	// comparison below).
+	// force (s is probed once per interpreter), the C loop and the rules
+	// table. The key names the table by identity (it is b.rules, or a
+	// test's): a 19 KB marshal or comparison per call costs more.
 	fcfg := runner.ForkServerConfig{Preload: cfg.Preload, Seal: s.seal(b.test.disable), Pool: forkServerPool}
 	keyJSON, _ := json.Marshal(fcfg)
 	b.fsMu.Lock()
-	defer b.fsMu.Unlock()
+	core, coreID, coreWhy := b.core, b.coreID, b.coreWhy
+	b.fsMu.Unlock()
 	warm := cfg.Warm == nil || *cfg.Warm
-	key := cfg.Python + "\x00" + string(keyJSON) + "\x00" + b.test.program + "\x00" + b.coreID + "\x00" + strconv.FormatBool(warm)
-	if b.fs != nil && b.fsKey == key && bytes.Equal(b.fsRules, rules) && b.fs.Alive() {
-		return b.fs, nil
-	}
-	fcfg.Rules = rules
-	if old := b.fs; old != nil {
-		if old.Alive() {
-			b.logger.Debug("fork-server configuration changed; restarting", "pid", old.PID())
-		} else {
-			b.logger.Warn("fork-server died; restarting", "pid", old.PID(), "error", old.Err())
+	key := cfg.Python + "\x00" + string(keyJSON) + "\x00" + b.test.program + "\x00" + coreID + "\x00" +
+		strconv.FormatBool(warm) + "\x00" + fmt.Sprintf("%p/%d", unsafe.SliceData(rules), len(rules))
+	return b.zygotes.Get("", key, func() (*pyproc.ForkServer, error) {
+		fcfg.Rules = rules
+		fs, err := pyproc.StartForkServer(b.argv(cfg.Python, runner.ForkServerArg), fcfg, pyproc.ForkServerOptions{
+			Logger: b.logger,
+			Stderr: b.logger.StandardWriter(&hclog.StandardLoggerOptions{ForceLevel: hclog.Warn}),
+			Core:   core,
+			NoWarm: !warm,
+		})
+		if err != nil {
+			return nil, err
 		}
-		b.fs = nil
-		go old.Close()
-	}
-	fs, err := pyproc.StartForkServer(b.argv(cfg.Python, runner.ForkServerArg), fcfg, pyproc.ForkServerOptions{
-		Logger: b.logger,
-		Stderr: b.logger.StandardWriter(&hclog.StandardLoggerOptions{ForceLevel: hclog.Warn}),
-		Core:   b.core,
-		NoWarm: !warm,
+		if inC, why := fs.Core(); !inC {
+			if why == "" {
+				why = coreWhy
+			}
+			if len(core) > 0 {
+				b.logger.Warn("fork-server: the C loop did not load; the zygote loops in Python (slower)", "reason", why)
+			} else {
+				b.coreMsg.Do(func() {
+					b.logger.Info("fork-server: the zygote loops in Python (slower)", "reason", why)
+				})
+			}
+		}
+		return fs, nil
 	})
-	if err != nil {
-		return nil, err
-	}
-	if inC, why := fs.Core(); !inC {
-		if why == "" {
-			why = b.coreWhy
-		}
-		if len(b.core) > 0 {
-			b.logger.Warn("fork-server: the C loop did not load; the zygote loops in Python (slower)", "reason", why)
-		} else {
-			b.coreMsg.Do(func() {
-				b.logger.Info("fork-server: the zygote loops in Python (slower)", "reason", why)
-			})
-		}
-	}
-	b.fs, b.fsKey, b.fsRules = fs, key, rules
-	return fs, nil
 }

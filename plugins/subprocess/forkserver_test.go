@@ -58,9 +58,7 @@ func requireCore(t *testing.T, b *Backend) {
 	if _, err := b.Execute(context.Background(), shared.ExecuteRequest{Code: "return 1"}); err != nil {
 		t.Fatal(err)
 	}
-	b.fsMu.Lock()
-	inC, coreErr := b.fs.Core()
-	b.fsMu.Unlock()
+	inC, coreErr := b.zygotes.Peek("").Core()
 	if !inC {
 		t.Fatalf("the zygote was offered the C loop but loops in Python: %s", coreErr)
 	}
@@ -75,12 +73,11 @@ func configure(t *testing.T, b *Backend, cfg string) {
 
 func zygotePID(t *testing.T, b *Backend) int {
 	t.Helper()
-	b.fsMu.Lock()
-	defer b.fsMu.Unlock()
-	if b.fs == nil {
+	fs := b.zygotes.Peek("")
+	if fs == nil {
 		t.Fatal("no fork-server running")
 	}
-	return b.fs.PID()
+	return fs.PID()
 }
 
 func TestForkServerIsDefault(t *testing.T) {
@@ -472,9 +469,7 @@ func TestForkCoreLoadedOrNot(t *testing.T) {
 	wantSuccess(t, execute(t, b, shared.ExecuteRequest{Code: "return 6*7"}), "42")
 	configure(t, b, `{"forkcore":"none"}`)
 	wantSuccess(t, execute(t, b, shared.ExecuteRequest{Code: "return 6*7"}), "42")
-	b.fsMu.Lock()
-	inC, _ := b.fs.Core()
-	b.fsMu.Unlock()
+	inC, _ := b.zygotes.Peek("").Core()
 	if inC {
 		t.Fatal(`forkcore = "none" still runs the C loop`)
 	}
@@ -523,9 +518,7 @@ func TestForkCoreUnloadableFallsBack(t *testing.T) {
 	b := newTestBackend(t)
 	configure(t, b, `{"forkcore":"`+junk+`"}`)
 	wantSuccess(t, execute(t, b, shared.ExecuteRequest{Code: "return 'served'"}), `"served"`)
-	b.fsMu.Lock()
-	inC, why := b.fs.Core()
-	b.fsMu.Unlock()
+	inC, why := b.zygotes.Peek("").Core()
 	if inC || why == "" {
 		t.Fatalf("junk core: in C = %v, reason %q; want the Python loop and a reason", inC, why)
 	}

@@ -283,9 +283,7 @@ func TestNoLeaksMixedLoad(t *testing.T) {
 // children, so that descriptor counts compare like with like.
 func poolFull(t *testing.T, b *Backend) {
 	t.Helper()
-	b.fsMu.Lock()
-	fs := b.fs
-	b.fsMu.Unlock()
+	fs := b.zygotes.Peek("")
 	if fs == nil {
 		return
 	}

@@ -75,17 +75,10 @@ type executor struct {
 	sealMu sync.Mutex
 	seal   map[string]*pyproc.SealInfo // probed once per interpreter
 
-	zmu     sync.Mutex
-	zygotes map[string]*zygote // by agent
-	tick    uint64
-}
-
-// zygote is one agent's warm fork-server.
-type zygote struct {
-	key  string // interpreter + extra sys.path
-	fs   *pyproc.ForkServer
-	used uint64
-	mu   sync.Mutex // serialises the start
+	// zygotes holds the warm fork-servers, one per agent (at most
+	// maxZygotes), for the interpreter and extra sys.path they serve.
+	zygotes   pyproc.Pool
+	zygoteSet sync.Once // sets the pool's bound and restart log
 }
 
 func (e *executor) logger() *slog.Logger {
@@ -156,66 +149,25 @@ func (e *executor) sealLayers() ([]string, map[string]string) {
 // agent) when needed.
 func (e *executor) forkServer(agent, dir, python string, extraPath []string, seal *pyproc.SealInfo) (*pyproc.ForkServer, error) {
 	key := python + "\x00" + strings.Join(extraPath, "\x00")
-	e.zmu.Lock()
-	if e.zygotes == nil {
-		e.zygotes = map[string]*zygote{}
-	}
-	z := e.zygotes[agent]
-	if z == nil || z.key != key {
-		if z != nil && z.fs != nil {
-			go z.fs.Close()
+	e.zygoteSet.Do(func() {
+		e.zygotes.Max = maxZygotes
+		e.zygotes.OnRestart = func(agent string, old *pyproc.ForkServer) {
+			e.logger().Warn("fork-server died; restarting", "agent", agent, "pid", old.PID(), "error", old.Err())
 		}
-		z = &zygote{key: key}
-		e.zygotes[agent] = z
-		e.evictLocked(agent)
-	}
-	e.tick++
-	z.used = e.tick
-	e.zmu.Unlock()
-
-	z.mu.Lock()
-	defer z.mu.Unlock()
-	if z.fs != nil && z.fs.Alive() {
-		return z.fs, nil
-	}
-	if z.fs != nil {
-		e.logger().Warn("fork-server died; restarting", "agent", agent, "pid", z.fs.PID(), "error", z.fs.Err())
-		go z.fs.Close()
-		z.fs = nil
-	}
-	fs, err := pyproc.StartForkServer(runner.ForkServerArgv(python), runner.ForkServerConfig{
-		Seal:  seal.Seal(e.disable, extraPath...),
-		Rules: e.rules,
-		Pool:  zygotePool,
-	}, pyproc.ForkServerOptions{Logger: e.logger(), Stderr: logWriter{e.logger()}, Dir: dir})
-	if err != nil {
-		return nil, err
-	}
-	z.fs = fs
-	e.forked.Store(true)
-	e.logger().Debug("fork-server started", "agent", agent, "pid", fs.PID(), "layers", fs.Layers())
-	return fs, nil
-}
-
-// evictLocked closes the least recently used zygotes beyond maxZygotes
-// (never keep's). e.zmu is held.
-func (e *executor) evictLocked(keep string) {
-	for len(e.zygotes) > maxZygotes {
-		var oldest string
-		var ot uint64
-		for a, z := range e.zygotes {
-			if a != keep && (oldest == "" || z.used < ot) {
-				oldest, ot = a, z.used
-			}
+	})
+	return e.zygotes.Get(agent, key, func() (*pyproc.ForkServer, error) {
+		fs, err := pyproc.StartForkServer(runner.ForkServerArgv(python), runner.ForkServerConfig{
+			Seal:  seal.Seal(e.disable, extraPath...),
+			Rules: e.rules,
+			Pool:  zygotePool,
+		}, pyproc.ForkServerOptions{Logger: e.logger(), Stderr: logWriter{e.logger()}, Dir: dir})
+		if err != nil {
+			return nil, err
 		}
-		if oldest == "" {
-			return
-		}
-		if z := e.zygotes[oldest]; z.fs != nil {
-			go z.fs.Close()
-		}
-		delete(e.zygotes, oldest)
-	}
+		e.forked.Store(true)
+		e.logger().Debug("fork-server started", "agent", agent, "pid", fs.PID(), "layers", fs.Layers())
+		return fs, nil
+	})
 }
 
 // warm probes the sealing layers and starts the default agent's zygote,
@@ -240,17 +192,7 @@ func (e *executor) warm(ctx context.Context) {
 
 // shutdown stops every zygote and its children.
 func (e *executor) shutdown() {
-	e.zmu.Lock()
-	zs := e.zygotes
-	e.zygotes = nil
-	e.zmu.Unlock()
-	for _, z := range zs {
-		z.mu.Lock()
-		if z.fs != nil {
-			z.fs.Close()
-		}
-		z.mu.Unlock()
-	}
+	e.zygotes.Close()
 }
 
 // run executes one call. A Go error is an infrastructure failure; everything

@@ -1,0 +1,67 @@
+package pyproc_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/orqest/sandbox/internal/pyproc"
+	"github.com/orqest/sandbox/runner"
+	"github.com/orqest/sandbox/validator"
+)
+
+// TestPoolKeysAndBound: Get starts a fork-server once per (name, key),
+// starts a new one when the key changes or the old one died, reports a
+// failed start, and closes the least recently used beyond Max.
+func TestPoolKeysAndBound(t *testing.T) {
+	if _, err := os.Stat(python); err != nil {
+		t.Skip(err)
+	}
+	s, err := pyproc.Probe(context.Background(), runner.Argv(python), nil, "", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rules := json.RawMessage(validator.RulesJSON())
+	starts := 0
+	start := func() (*pyproc.ForkServer, error) {
+		starts++
+		return pyproc.StartForkServer(runner.ForkServerArgv(python), runner.ForkServerConfig{Seal: s.Seal(nil), Rules: rules, Pool: 1}, pyproc.ForkServerOptions{})
+	}
+	restarted := 0
+	p := &pyproc.Pool{Max: 2, OnRestart: func(string, *pyproc.ForkServer) { restarted++ }}
+	defer p.Close()
+	a1, err := p.Get("a", "k1", start)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a2, _ := p.Get("a", "k1", start); a2 != a1 || starts != 1 {
+		t.Fatalf("same name and key: %d starts", starts)
+	}
+	a3, _ := p.Get("a", "k2", start)
+	if a3 == a1 || starts != 2 {
+		t.Fatalf("a new key did not start a new fork-server (%d starts)", starts)
+	}
+	a3.Kill()
+	deadline := time.Now().Add(5 * time.Second)
+	for a3.Alive() && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if a4, _ := p.Get("a", "k2", start); a4 == a3 || restarted != 1 {
+		t.Fatalf("a dead fork-server was not replaced (restarts %d)", restarted)
+	}
+	if _, err := p.Get("b", "k", func() (*pyproc.ForkServer, error) { return nil, errors.New("boom") }); err == nil {
+		t.Fatal("a failed start was not reported")
+	}
+	if _, err := p.Get("b", "k", start); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.Get("c", "k", start); err != nil { // evicts a
+		t.Fatal(err)
+	}
+	if p.Peek("a") != nil || p.Peek("b") == nil || p.Peek("c") == nil {
+		t.Error("eviction beyond Max did not drop the least recently used name")
+	}
+}
