@@ -131,8 +131,8 @@ type Table struct {
 	// Builtins classes need, and the ordinary dunder Methods a class body
 	// may define and code may read as attributes (super().__init__).
 	Classes struct {
-		KeywordRule string `json:"keyword_rule"`
-		Builtins []string `json:"builtins"`
+		KeywordRule string   `json:"keyword_rule"`
+		Builtins    []string `json:"builtins"`
 		// Methods are dunder methods a class body may define, any code may
 		// name, and code may read of any object (d.__getitem__: the
 		// operator's method).
