@@ -457,3 +457,16 @@ func TestProgramFitsOneArgument(t *testing.T) {
 		t.Fatalf("runner.Program() is %d bytes: within 1/8 of the kernel's %d-byte limit on one argument; pass it another way (a sealed memfd) before it grows more", n, maxArgStrlen)
 	}
 }
+
+// TestAuditStateNotAModuleGlobal: after an execution, no module global of
+// the runner holds the audit hook's state (a dict with "armed"): code that
+// reaches the runner's globals cannot switch the hook off by writing one.
+func TestAuditStateNotAModuleGlobal(t *testing.T) {
+	out := runDriver(t, `
+_orq_execute({"code": "return 1", "args": {}, "allowed_imports": [], "rules": {}})
+print(sorted(k for k, v in list(globals().items()) if isinstance(v, dict) and "armed" in v))
+`)
+	if out != "[]" {
+		t.Fatalf("module globals holding the audit state: %s", out)
+	}
+}

@@ -10,7 +10,7 @@ def _orq_execute(req):
     try:
         return _orq_execute_one(req)
     finally:
-        _orq_audit_state["armed"] = False
+        _orq_audit_disarm()
 
 
 # A little ballast released on MemoryError so the runner can still build
@@ -348,7 +348,7 @@ def _orq_execute_body(req, hold):
             _orq_audit_arm(rules, allowed)
             result = fn(args)
         except MemoryError:
-            _orq_audit_state["armed"] = False
+            _orq_audit_disarm()
             hold.clear()
             return respond("memory", "MemoryError: the code exceeded the "
                            "memory limit of %s MB" % (req.get("memory_mb") or "?"))
@@ -356,7 +356,7 @@ def _orq_execute_body(req, hold):
             # A user exception class may define __str__: its texts are
             # taken while armed, the traceback is formatted without it.
             texts = _orq_exc_texts(e) if made else None
-            _orq_audit_state["armed"] = False
+            _orq_audit_disarm()
             return respond("runtime", _orq_user_traceback(e, code, texts))
 
         # 5. Encode the result (still armed).

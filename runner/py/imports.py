@@ -388,10 +388,21 @@ def _orq_guards(user_builtins, rules=None):
             ("operator", "methodcaller"): methodcaller}
 
 
-_orq_audit_state = {}
+def _orq_audit_make():
+    """Return (arm, disarm) over the audit hook's state, which lives in
+    this closure only (no module global holds it)."""
+    st = {}
+
+    def arm(rules, allowed):
+        return _orq_audit_arm_in(st, rules, allowed)
+
+    def disarm():
+        st["armed"] = False
+
+    return arm, disarm
 
 
-def _orq_audit_arm(rules, allowed):
+def _orq_audit_arm_in(st, rules, allowed):
     """Defence in depth below the static rules and the module views: a
     CPython audit hook (PEP 578), installed once per process, that refuses
     while armed
@@ -407,11 +418,11 @@ def _orq_audit_arm(rules, allowed):
         runtime.audit_block_os (processes, sockets, file changes) and every
         `open` except reading files below the interpreter's library
         directories (imports) and the zoneinfo database.
-    Returns the state dict; set state["armed"] = False to disarm (the runner
-    does, before it formats a traceback with the traceback module)."""
+    st is the state (_orq_audit_make's closure); _orq_audit_disarm() disarms
+    (the runner does, before it formats a traceback with the traceback
+    module). Returns st."""
     import sys
 
-    st = _orq_audit_state
     rules = rules or {}
     prep = st.get("prepared")
     if prep is None or prep[0] is not rules:
@@ -477,6 +488,9 @@ def _orq_audit_arm(rules, allowed):
     sys.addaudithook(hook)
     st["installed"] = True
     return st
+
+
+_orq_audit_arm, _orq_audit_disarm = _orq_audit_make()
 
 
 def _orq_user_traceback(exc, code, texts=None):
