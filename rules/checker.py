@@ -140,23 +140,32 @@ def _orq_check(code, allowed_imports, rules, classes=False):
         """Every name the body binds anywhere (assignment, loop, import,
         def, parameter, pattern capture, except/with alias; not global,
         nonlocal or del)."""
+        return bindings()[0]
+
+    def bindings():
+        """(every bound name, the names only class statements bind, the
+        names import statements bind): one walk, on first use."""
         if not bound:
-            names = set()
+            other, classes_, imported_ = set(), set(), set()
             for n in ast.walk(tree):
                 t = type(n)
                 if t is ast.Name and isinstance(n.ctx, ast.Store):
-                    names.add(n.id)
+                    other.add(n.id)
                 elif t is ast.arg:
-                    names.add(n.arg)
-                elif t is ast.alias:
-                    names.add(n.asname or n.name.partition(".")[0])
-                elif t in (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef):
-                    names.add(n.name)
+                    other.add(n.arg)
+                elif t is ast.alias:  # only import statements have aliases
+                    imported_.add(n.asname or n.name.partition(".")[0])
+                elif t is ast.ClassDef:
+                    classes_.add(n.name)
+                elif t in (ast.FunctionDef, ast.AsyncFunctionDef):
+                    other.add(n.name)
                 elif t in (ast.MatchAs, ast.MatchStar, ast.ExceptHandler) and n.name:
-                    names.add(n.name)
+                    other.add(n.name)
                 elif t is ast.MatchMapping and n.rest:
-                    names.add(n.rest)
-            bound.append(frozenset(names))
+                    other.add(n.rest)
+            other |= imported_
+            bound.append((frozenset(other | classes_), frozenset(classes_ - other),
+                          frozenset(imported_)))
         return bound[0]
 
     def add(rule, node, detail=""):
@@ -230,16 +239,9 @@ def _orq_check(code, allowed_imports, rules, classes=False):
             return private_rule
         return ""
 
-    imported = []
-
     def import_bound():
         """The names the body's import statements bind."""
-        if not imported:
-            imported.append(frozenset(
-                al.asname or al.name.partition(".")[0]
-                for n in ast.walk(tree) if type(n) in (ast.Import, ast.ImportFrom)
-                for al in n.names))
-        return imported[0]
+        return bindings()[2]
 
     def check_name_shape(name, node):
         if is_dunder(name) and name not in dunder_allow and name not in class_methods:
@@ -310,8 +312,6 @@ def _orq_check(code, allowed_imports, rules, classes=False):
                 if _isinstance(el, ast.Name) and shapes.get(el.id) == "one-argument-or-class-check":
                     shaped.add(id(el))
 
-    class_only = []
-
     def method_receiver(v):
         """May code read an ordinary dunder method (__init__) of v? Only
         of super() (no arguments), of a class the body defines (a name bound only by class
@@ -327,27 +327,7 @@ def _orq_check(code, allowed_imports, rules, classes=False):
 
     def class_only_names():
         """The names the body binds only by class statements."""
-        if not class_only:
-            classes_ = set()
-            other = set()
-            for n in ast.walk(tree):
-                t = type(n)
-                if t is ast.ClassDef:
-                    classes_.add(n.name)
-                elif t is ast.Name and _isinstance(n.ctx, ast.Store):
-                    other.add(n.id)
-                elif t is ast.arg:
-                    other.add(n.arg)
-                elif t is ast.alias:
-                    other.add(n.asname or n.name.partition(".")[0])
-                elif t in (ast.FunctionDef, ast.AsyncFunctionDef):
-                    other.add(n.name)
-                elif t in (ast.MatchAs, ast.MatchStar, ast.ExceptHandler) and n.name:
-                    other.add(n.name)
-                elif t is ast.MatchMapping and n.rest:
-                    other.add(n.rest)
-            class_only.append(frozenset(classes_ - other))
-        return class_only[0]
+        return bindings()[1]
 
     def import_rooted(v):
         """Is v a name an import binds, or an attribute chain from one?"""

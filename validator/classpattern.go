@@ -120,14 +120,4 @@ func (w *walker) binds(name string) bool {
 }
 
 // bindsCached is binds, remembered per walk.
-func (w *walker) bindsCached(name string) bool {
-	if b, ok := w.bound[name]; ok {
-		return b
-	}
-	if w.bound == nil {
-		w.bound = map[string]bool{}
-	}
-	b := w.binds(name)
-	w.bound[name] = b
-	return b
-}
+func (w *walker) bindsCached(name string) bool { return memo(&w.bound, name, w.binds) }

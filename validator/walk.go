@@ -51,8 +51,11 @@ type walker struct {
 	// shaped holds identifier nodes of reflection builtins used in a shape
 	// the rules table allows (builtin_shapes), marked by their call.
 	shaped map[node]bool
-	// bound caches binds(name).
-	bound map[string]bool
+	// bound caches binds(name); importBound and classBound cache
+	// bindsImport and boundOnlyByClass (each scans the whole tree).
+	bound       map[string]bool
+	importBound map[string]bool
+	classBound  map[string]bool
 }
 
 func (w *walker) timeoutFinding() shared.Finding {
@@ -659,6 +662,10 @@ func (w *walker) methodReceiver(n node) bool {
 // boundOnlyByClass reports whether the body binds name and every binding
 // is a class statement.
 func (w *walker) boundOnlyByClass(name string) bool {
+	return memo(&w.classBound, name, w.scanBoundOnlyByClass)
+}
+
+func (w *walker) scanBoundOnlyByClass(name string) bool {
 	found := false
 	for i := range w.nodes {
 		n := node(i)
@@ -675,6 +682,23 @@ func (w *walker) boundOnlyByClass(name string) bool {
 
 // bindsImport reports whether an import statement of the body binds name.
 func (w *walker) bindsImport(name string) bool {
+	return memo(&w.importBound, name, w.scanBindsImport)
+}
+
+// memo returns f(name), remembered in *m for the walk.
+func memo(m *map[string]bool, name string, f func(string) bool) bool {
+	if v, ok := (*m)[name]; ok {
+		return v
+	}
+	if *m == nil {
+		*m = map[string]bool{}
+	}
+	v := f(name)
+	(*m)[name] = v
+	return v
+}
+
+func (w *walker) scanBindsImport(name string) bool {
 	for i := range w.nodes {
 		n := node(i)
 		if w.cat(n) != catIdentifier || identText(w.src[w.start(n):w.end(n)]) != name || !w.isBinding(n) {

@@ -2,15 +2,12 @@ package inprocess
 
 import (
 	"context"
-	"os"
-	"path/filepath"
-	"sort"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
 
+	"github.com/orqest/sandbox/internal/heldout"
 	"github.com/orqest/sandbox/shared"
 )
 
@@ -24,20 +21,14 @@ func TestHeldOutAttacksTier0(t *testing.T) {
 	if _, err := b.Configure(context.Background(), shared.ConfigureRequest{Unsafe: true, Classes: true}); err != nil {
 		t.Fatalf("Configure: %v", err)
 	}
-	allow := strings.Fields("re json math collections itertools datetime functools string operator statistics typing dataclasses enum heapq bisect textwrap decimal fractions random hashlib base64 uuid difflib csv html unicodedata zoneinfo copy")
-	paths, err := filepath.Glob(filepath.Join("..", "..", "validator", "testdata", "heldout", "attacks", "*.py"))
-	if err != nil || len(paths) == 0 {
-		t.Fatalf("no held-out attack corpus: %v", err)
+	attacks, allow, err := heldout.Load("attacks")
+	if err != nil {
+		t.Fatalf("held-out corpus: %v", err)
 	}
-	sort.Strings(paths)
-	for _, p := range paths {
-		code, err := os.ReadFile(p)
-		if err != nil {
-			t.Fatal(err)
-		}
-		res := execute(t, b, shared.ExecuteRequest{Code: string(code), AllowedImports: allow, Timeout: 5 * time.Second})
+	for _, a := range attacks {
+		res := execute(t, b, shared.ExecuteRequest{Code: a.Code, AllowedImports: allow, Timeout: 5 * time.Second})
 		if res.Success {
-			t.Errorf("attack %s succeeded on tier 0: %s", filepath.Base(p), res.Output)
+			t.Errorf("attack %s succeeded on tier 0: %s", a.Name, res.Output)
 		}
 	}
 	if res := execute(t, b, shared.ExecuteRequest{Code: "import json\nreturn json.dumps({'a': 1})", AllowedImports: []string{"json"}}); !res.Success || string(res.Output) != `"{\"a\": 1}"` {
