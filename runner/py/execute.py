@@ -194,9 +194,10 @@ _orq_envs_max = 32
 
 def _orq_env(allowed_imports, rules, keep=False, classes=False):
     """The builtins dict (curated, with the import shim as __import__, the
-    attribute-write guard _orq_w and, with `classes`, __build_class__ and
-    the class builtins) and the allowed module names of one execution, the
-    allowed modules imported. A fresh one per call, but in a one-shot
+    run-time guards of _orq_env_builtins and, with `classes`,
+    __build_class__ and the class builtins), the allowed module names and
+    the classes the execution builds (filled as it runs), the allowed
+    modules imported. A fresh one per call, but in a one-shot
     process that finds one its zygote kept (keep=True: the zygote's warm-up
     and warm messages)."""
     classes = classes is True
@@ -214,7 +215,7 @@ def _orq_env(allowed_imports, rules, keep=False, classes=False):
         if not isinstance(sys.modules.get("__sandbox__"), types.ModuleType):
             sys.modules["__sandbox__"] = types.ModuleType("__sandbox__")
     safe = _orq_safe_builtins(rules)
-    extra, made = _orq_class_builtins(rules, safe, classes)
+    extra, made = _orq_env_builtins(rules, safe, classes)
     safe.update(extra)
     shim, real_import, allowed = _orq_make_import(allowed_imports, rules, safe)
     safe["__import__"] = shim

@@ -686,7 +686,7 @@ def _orq_format_guard():
     return fmt
 
 
-def _orq_class_builtins(rules, ub, classes):
+def _orq_env_builtins(rules, ub, classes):
     """The builtins an execution adds to its curated builtins dict `ub`:
     always _orq_w, the run-time guard of attribute writes, _orq_own, that of
     private attribute reads (see _orq_guard_writes), _orq_fmt, that of
