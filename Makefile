@@ -22,11 +22,17 @@ CC       ?= gcc
 # the subprocess plugin, which refuses any other bytes.
 FORKCORE := $(BIN)/orqest-forkcore.so
 
-.PHONY: all build forkcore example demo test test-go test-example vet bench bench-go bench-system proto fuzz clean runtime image
+.PHONY: setup setup-image all build forkcore example demo test test-go test-example vet bench bench-go bench-system proto fuzz clean runtime image
 
 all: build
 
-build: forkcore
+# Install the Debian packages this machine lacks (scripts/setup.sh says which).
+setup:
+	@bash scripts/setup.sh
+setup-image:
+	@SETUP_IMAGE=1 bash scripts/setup.sh
+
+build: setup forkcore
 	@mkdir -p $(BIN)
 	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN)/orqest-sandbox ./cmd/orqest-sandbox
 	@for p in $(PLUGINS); do \
@@ -53,7 +59,7 @@ runtime:
 
 # Tier-2 image. The default base is assembled locally from Debian packages (no
 # registry needed). Elsewhere: make image BASE_IMAGE=python:3.11-slim
-image: runtime
+image: setup-image runtime
 	@if [ "$(BASE_IMAGE)" = "orqest/python-base:bookworm" ]; then ORQEST_BASE_IMAGE=$(BASE_IMAGE) bash scripts/build-base-image.sh; fi
 	docker build -q --build-arg BASE_IMAGE=$(BASE_IMAGE) --build-arg ORQEST_VERSION=$(VERSION) -t $(IMAGE) .
 
