@@ -6,10 +6,13 @@ package host
 // calls list_tools / promote_tool / forget_tool.
 //
 // The promotion block is decoded by the host (typed, with source ranges)
-// rather than by the plugin's config schema: it is one block for every
-// backend that keeps a library, not a backend option. A plugin takes it only
-// if it declares the tool_library capability; the host then hands it to the
-// plugin inside its config JSON under the key "promotion":
+// rather than by a plugin's config schema: a tool library is a capability
+// of the contract (shared/toollib), not an option of one backend, so every
+// backend that keeps one (tier 2 today, any later session tier through the
+// same runtime) takes the same block, as Terraform's `lifecycle` block is
+// the same for every resource. A plugin takes it only if it declares the
+// tool_library capability; the host then hands it to the plugin as a
+// toollib.Promotion inside its config JSON under the key "promotion":
 //
 //	sandbox "docker" {
 //	  plugin = "docker"
@@ -30,31 +33,12 @@ import (
 	"github.com/hashicorp/hcl/v2"
 
 	"github.com/orqest/sandbox/shared"
+	"github.com/orqest/sandbox/shared/toollib"
 )
 
-// Event types of a per-user tool library, reported by the backend (in
-// ExecuteResponse.Events and CallToolResponse.Events) and published on the
-// host's bus with the sandbox's name:
-//
-//	tool.promotion_pending    {tool_name, code_hash, user, status, successes, failures, policy}   operator_approval: waiting for promote_tool
-//	tool.promoted             {tool_name, code_hash, user, promoted_by, policy, successes, ...}   by policy or by an operator
-//	tool.forgotten            {tool_name, user, removed[, code_hash]}                              forget_tool
-//	tool.demoted              {tool_name, code_hash, user, consecutive_failures, error, ...}        demote_after_failures reached
-//	tool.library_unavailable  {tool_name, user, error}                                             the library could not be opened or written; the code still ran
-const (
-	EventPromotionPending   = "tool.promotion_pending"
-	EventPromoted           = "tool.promoted"
-	EventForgotten          = "tool.forgotten"
-	EventDemoted            = "tool.demoted"
-	EventLibraryUnavailable = "tool.library_unavailable"
-)
-
-// Promotion policies of a promotion block.
-const (
-	PromotionThreshold        = "threshold"
-	PromotionEager            = "eager"
-	PromotionOperatorApproval = "operator_approval"
-)
+// A per-user tool library's events (toollib.Event*), reported by the
+// backend in ExecuteResponse.Events and CallToolResponse.Events, are
+// published on the host's bus with the sandbox's name.
 
 // PromotionConfig is a sandbox's `promotion {}` block.
 type PromotionConfig struct {
@@ -75,18 +59,18 @@ func (p *PromotionConfig) check() hcl.Diagnostics {
 	var diags hcl.Diagnostics
 	if p.Policy != nil {
 		switch *p.Policy {
-		case PromotionThreshold, PromotionEager, PromotionOperatorApproval:
+		case toollib.PolicyThreshold, toollib.PolicyEager, toollib.PolicyOperatorApproval:
 		default:
 			diags = append(diags, errDiag(p.PolicyRange, "Unknown promotion policy",
 				fmt.Sprintf("Promotion policy %q: want %q (promote after `threshold` successes, default 3), %q (every success) or %q (a tool.promotion_pending event; an operator promotes).",
-					*p.Policy, PromotionThreshold, PromotionEager, PromotionOperatorApproval)))
+					*p.Policy, toollib.PolicyThreshold, toollib.PolicyEager, toollib.PolicyOperatorApproval)))
 		}
 	}
 	if p.Threshold != nil {
 		if *p.Threshold < 1 || *p.Threshold > 1_000_000 {
 			diags = append(diags, errDiag(p.ThresholdRange, "Invalid promotion threshold",
 				fmt.Sprintf("threshold = %d: want a count of successful invocations from 1 to 1000000.", *p.Threshold)))
-		} else if p.Policy != nil && *p.Policy == PromotionEager && *p.Threshold != 1 {
+		} else if p.Policy != nil && *p.Policy == toollib.PolicyEager && *p.Threshold != 1 {
 			diags = append(diags, errDiag(p.ThresholdRange, "Threshold with the eager policy",
 				"The eager policy promotes on every success; remove threshold or use policy = \"threshold\"."))
 		}
@@ -115,15 +99,15 @@ func addPromotion(sb *SandboxConfig, pluginName string, info shared.InfoResponse
 			return nil, append(diags, errDiag(p.DefRange, "Cannot encode config block", err.Error()))
 		}
 	}
-	m := map[string]any{}
+	var m toollib.Promotion
 	if p.Policy != nil {
-		m["policy"] = *p.Policy
+		m.Policy = *p.Policy
 	}
 	if p.Threshold != nil {
-		m["threshold"] = *p.Threshold
+		m.Threshold = *p.Threshold
 	}
 	if p.DemoteAfterFailures != nil {
-		m["demote_after_failures"] = *p.DemoteAfterFailures
+		m.DemoteAfterFailures = *p.DemoteAfterFailures
 	}
 	b, _ := json.Marshal(m)
 	obj["promotion"] = b
@@ -204,61 +188,14 @@ func (s *Sandbox) CallSessionTool(ctx context.Context, sessionID, tool string, a
 	return resp.Result, nil
 }
 
-// LibraryEntry is one (name, code hash) of a user's tool library.
-type LibraryEntry struct {
-	Name                string   `json:"name"`
-	CodeHash            string   `json:"code_hash"`
-	Status              string   `json:"status"` // candidate | pending | promoted | demoted
-	Code                string   `json:"code,omitempty"`
-	AllowedImports      []string `json:"allowed_imports"`
-	Successes           int64    `json:"successes"`
-	Failures            int64    `json:"failures"`
-	ConsecutiveFailures int64    `json:"consecutive_failures"`
-	MeanMS              float64  `json:"mean_ms"`
-	LastMS              float64  `json:"last_ms"`
-	FirstSeen           string   `json:"first_seen"`
-	LastUsed            string   `json:"last_used"`
-	PromotedBy          string   `json:"promoted_by,omitempty"`
-	PromotedAt          string   `json:"promoted_at,omitempty"`
-	DemotedAt           string   `json:"demoted_at,omitempty"`
-	LastError           string   `json:"last_error,omitempty"`
-}
-
-// Library is a user's tool library as list_tools reports it.
-type Library struct {
-	User   string `json:"user"`
-	Path   string `json:"path"`
-	Policy struct {
-		Policy              string `json:"policy"`
-		Threshold           int    `json:"threshold"`
-		DemoteAfterFailures int    `json:"demote_after_failures,omitempty"`
-	} `json:"policy"`
-	Tools []LibraryEntry `json:"tools"`
-}
-
-// LibraryChange is the result of PromoteTool and ForgetTool.
-type LibraryChange struct {
-	Name    string        `json:"name"`
-	Changed int           `json:"changed"`
-	Entry   *LibraryEntry `json:"entry,omitempty"`
-	Message string        `json:"message,omitempty"`
-}
-
-// Library tool names (operator scope).
-const (
-	ToolListTools   = "list_tools"
-	ToolPromoteTool = "promote_tool"
-	ToolForgetTool  = "forget_tool"
-)
-
 // ListLibrary returns the tool library of the session's user (operator token).
-func (s *Sandbox) ListLibrary(ctx context.Context, sessionID, operatorToken string, includeCode bool) (Library, error) {
-	var lib Library
+func (s *Sandbox) ListLibrary(ctx context.Context, sessionID, operatorToken string, includeCode bool) (toollib.ListResult, error) {
+	var lib toollib.ListResult
 	args := map[string]any{}
 	if includeCode {
 		args["include_code"] = true
 	}
-	raw, err := s.CallSessionTool(ctx, sessionID, ToolListTools, args, operatorToken)
+	raw, err := s.CallSessionTool(ctx, sessionID, toollib.ToolListTools, args, operatorToken)
 	if err != nil {
 		return lib, err
 	}
@@ -270,23 +207,23 @@ func (s *Sandbox) ListLibrary(ctx context.Context, sessionID, operatorToken stri
 
 // PromoteTool promotes name (codeHash "" picks the pending or most recently
 // used hash) in the session user's library; by is recorded as promoted_by.
-func (s *Sandbox) PromoteTool(ctx context.Context, sessionID, operatorToken, name, codeHash, by string) (LibraryChange, error) {
-	return s.libraryChange(ctx, sessionID, operatorToken, ToolPromoteTool, map[string]any{"name": name, "code_hash": codeHash, "by": by})
+func (s *Sandbox) PromoteTool(ctx context.Context, sessionID, operatorToken, name, codeHash, by string) (toollib.ChangeResult, error) {
+	return s.libraryChange(ctx, sessionID, operatorToken, toollib.ToolPromote, map[string]any{"name": name, "code_hash": codeHash, "by": by})
 }
 
 // ForgetTool deletes name (every hash, or only codeHash) from the session
 // user's library and unregisters it.
-func (s *Sandbox) ForgetTool(ctx context.Context, sessionID, operatorToken, name, codeHash string) (LibraryChange, error) {
-	return s.libraryChange(ctx, sessionID, operatorToken, ToolForgetTool, map[string]any{"name": name, "code_hash": codeHash})
+func (s *Sandbox) ForgetTool(ctx context.Context, sessionID, operatorToken, name, codeHash string) (toollib.ChangeResult, error) {
+	return s.libraryChange(ctx, sessionID, operatorToken, toollib.ToolForget, map[string]any{"name": name, "code_hash": codeHash})
 }
 
-func (s *Sandbox) libraryChange(ctx context.Context, sessionID, tok, tool string, args map[string]any) (LibraryChange, error) {
+func (s *Sandbox) libraryChange(ctx context.Context, sessionID, tok, tool string, args map[string]any) (toollib.ChangeResult, error) {
 	for k, v := range args {
 		if v == "" {
 			delete(args, k)
 		}
 	}
-	var ch LibraryChange
+	var ch toollib.ChangeResult
 	raw, err := s.CallSessionTool(ctx, sessionID, tool, args, tok)
 	if err != nil {
 		return ch, err

@@ -30,7 +30,7 @@ func TestPromotionBlockDiagnostics(t *testing.T) {
 	sb := cfg.Sandboxes[0]
 	// A plugin with a tool library gets the block in its config JSON.
 	out, d := addPromotion(sb, "docker", shared.InfoResponse{Capabilities: []shared.Capability{shared.CapToolLibrary}}, json.RawMessage(`{"image":"i"}`), nil)
-	if d.HasErrors() || string(out) != `{"image":"i","promotion":{"demote_after_failures":2,"policy":"threshold","threshold":5}}` {
+	if d.HasErrors() || string(out) != `{"image":"i","promotion":{"policy":"threshold","threshold":5,"demote_after_failures":2}}` {
 		t.Fatalf("addPromotion: %s %v", out, d)
 	}
 	// One without is told so, at the block.

@@ -16,6 +16,7 @@ import (
 
 	"github.com/orqest/sandbox/host"
 	"github.com/orqest/sandbox/shared"
+	"github.com/orqest/sandbox/shared/toollib"
 )
 
 // executeInSession runs req on sb. When the sandbox declares sessions, it
@@ -35,7 +36,7 @@ func executeInSession(ctx context.Context, e *env, h *host.Host, sb *host.Sandbo
 	if user == "" {
 		user = "anonymous"
 	}
-	sub := h.Bus().Subscribe(64, host.EventPromotionPending, host.EventPromoted, host.EventDemoted, host.EventLibraryUnavailable)
+	sub := h.Bus().Subscribe(64, toollib.EventPromotionPending, toollib.EventPromoted, toollib.EventDemoted, toollib.EventLibraryUnavailable)
 	defer sub.Close()
 	open, err := sb.Open(ctx, shared.OpenRequest{UserID: user, SessionID: req.SessionID})
 	if err != nil {
@@ -69,13 +70,13 @@ func describeEvent(ev host.Event) string {
 		hash = hash[:12]
 	}
 	switch ev.Type {
-	case host.EventPromoted:
+	case toollib.EventPromoted:
 		return fmt.Sprintf("%s: tool %q (code %s) promoted by %v for user %v", ev.Type, ev.ToolName(), hash, p["promoted_by"], p["user"])
-	case host.EventPromotionPending:
+	case toollib.EventPromotionPending:
 		return fmt.Sprintf("%s: tool %q (code %s) awaits an operator: orqest-sandbox tools promote --user %v %s", ev.Type, ev.ToolName(), hash, p["user"], ev.ToolName())
-	case host.EventDemoted:
+	case toollib.EventDemoted:
 		return fmt.Sprintf("%s: tool %q (code %s) demoted after %v consecutive failures", ev.Type, ev.ToolName(), hash, p["consecutive_failures"])
-	case host.EventLibraryUnavailable:
+	case toollib.EventLibraryUnavailable:
 		return fmt.Sprintf("%s: the invocation of %q was not counted: %v", ev.Type, ev.ToolName(), p["error"])
 	}
 	b, _ := json.Marshal(p)
@@ -207,7 +208,7 @@ func cmdTools(ctx context.Context, e *env, args []string) int {
 	return exitOK
 }
 
-func printLibrary(e *env, lib host.Library) {
+func printLibrary(e *env, lib toollib.ListResult) {
 	fmt.Fprintf(e.stdout, "user %s — %s — policy %s (threshold %d", lib.User, lib.Path, lib.Policy.Policy, lib.Policy.Threshold)
 	if lib.Policy.DemoteAfterFailures > 0 {
 		fmt.Fprintf(e.stdout, ", demote after %d failures", lib.Policy.DemoteAfterFailures)

@@ -12,6 +12,7 @@ import (
 
 	"github.com/orqest/sandbox/host"
 	"github.com/orqest/sandbox/shared/plugin"
+	"github.com/orqest/sandbox/shared/toollib"
 )
 
 // TestToolsCLIOperatorApproval drives the per-user tool library through the
@@ -63,7 +64,7 @@ sandbox "docker" {
 		t.Fatalf("run did not report the pending promotion:\n%s", r.stderr)
 	}
 	r = runCLI(t, dir, "", "tools", "list", "--user", user, "--json")
-	var lib host.Library
+	var lib toollib.ListResult
 	if r.code != 0 || json.Unmarshal([]byte(r.stdout), &lib) != nil || len(lib.Tools) != 1 || lib.Tools[0].Status != "pending" || lib.Tools[0].Successes != 1 || lib.Policy.Policy != "operator_approval" {
 		t.Fatalf("tools list: code %d %+v\n%s\n%s", r.code, lib, r.stdout, r.stderr)
 	}
@@ -100,7 +101,7 @@ sandbox "docker" {
 			}
 		}
 	}
-	want := []string{host.EventPromotionPending, host.EventPromoted, host.EventForgotten}
+	want := []string{toollib.EventPromotionPending, toollib.EventPromoted, toollib.EventForgotten}
 	if strings.Join(seen, ",") != strings.Join(want, ",") {
 		t.Fatalf("audit log events: %v, want %v", seen, want)
 	}

@@ -21,6 +21,7 @@ import (
 	"github.com/orqest/sandbox/plugins/docker/internal/rtproto"
 	"github.com/orqest/sandbox/runner"
 	"github.com/orqest/sandbox/shared"
+	"github.com/orqest/sandbox/shared/toollib"
 	"github.com/orqest/sandbox/validator"
 )
 
@@ -80,7 +81,7 @@ type Config struct {
 	WheelDir string `json:"wheel_dir"`
 	// Promotion is the tool library's policy: the sandbox's `promotion {}`
 	// block, which the host adds to this JSON (library.go).
-	Promotion *rtproto.Promotion `json:"promotion"`
+	Promotion *toollib.Promotion `json:"promotion"`
 
 	openTimeout time.Duration
 	// allowedPackages is the policy's allowed_packages (ConfigureRequest).

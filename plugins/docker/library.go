@@ -17,6 +17,7 @@ import (
 
 	"github.com/orqest/sandbox/plugins/docker/internal/rtproto"
 	"github.com/orqest/sandbox/shared"
+	"github.com/orqest/sandbox/shared/toollib"
 )
 
 var _ shared.SessionTools = (*Backend)(nil)
@@ -26,7 +27,7 @@ const DefaultOperatorTokenTTL = 5 * time.Minute
 
 // normalizePromotion fills the policy's defaults and checks it.
 func (c *Config) normalizePromotion() error {
-	p := rtproto.Promotion{}
+	p := toollib.Promotion{}
 	if c.Promotion != nil {
 		p = *c.Promotion
 	}
@@ -136,7 +137,7 @@ func (b *Backend) CallTool(ctx context.Context, req shared.CallToolRequest) (sha
 	if req.Tool == rtproto.ToolExecute {
 		return shared.CallToolResponse{}, fmt.Errorf("call tool: use Execute for %s: %w", rtproto.ToolExecute, shared.ErrInvalidArgument)
 	}
-	if req.Tool != rtproto.ToolInfo && req.Tool != rtproto.ToolListTools && req.Tool != rtproto.ToolPromote && req.Tool != rtproto.ToolForget {
+	if req.Tool != rtproto.ToolInfo && req.Tool != toollib.ToolListTools && req.Tool != toollib.ToolPromote && req.Tool != toollib.ToolForget {
 		if err := rtproto.CheckToolName(req.Tool); err != nil {
 			return shared.CallToolResponse{}, fmt.Errorf("call tool: %v: %w", err, shared.ErrInvalidArgument)
 		}

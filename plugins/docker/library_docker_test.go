@@ -17,6 +17,7 @@ import (
 
 	"github.com/orqest/sandbox/plugins/docker/internal/rtproto"
 	"github.com/orqest/sandbox/shared"
+	"github.com/orqest/sandbox/shared/toollib"
 
 	_ "modernc.org/sqlite"
 )
@@ -92,13 +93,13 @@ func token(t *testing.T, b *Backend, sid, scope string) string {
 	return r.Token
 }
 
-func listLib(t *testing.T, b *Backend, sid string) rtproto.ListResult {
+func listLib(t *testing.T, b *Backend, sid string) toollib.ListResult {
 	t.Helper()
-	r, err := b.CallTool(context.Background(), shared.CallToolRequest{SessionID: sid, Tool: rtproto.ToolListTools, Token: token(t, b, sid, shared.ScopeOperator)})
+	r, err := b.CallTool(context.Background(), shared.CallToolRequest{SessionID: sid, Tool: toollib.ToolListTools, Token: token(t, b, sid, shared.ScopeOperator)})
 	if err != nil {
 		t.Fatalf("list_tools: %v", err)
 	}
-	var l rtproto.ListResult
+	var l toollib.ListResult
 	if err := json.Unmarshal(r.Result, &l); err != nil {
 		t.Fatal(err)
 	}
@@ -131,14 +132,14 @@ func TestLibraryPolicies(t *testing.T) {
 			t.Fatal("listed before the threshold")
 		}
 		resp := runTool(t, b, sid, "add", libAdd, `{"a":1,"b":2}`)
-		if !slices.Equal(types(resp.Events), []string{rtproto.EventPromoted}) {
+		if !slices.Equal(types(resp.Events), []string{toollib.EventPromoted}) {
 			t.Fatalf("3rd run: %+v", resp.Events)
 		}
 		if !slices.Contains(sessionTools(t, b, sid), "add") {
 			t.Fatal("promoted tool not in tools/list")
 		}
 		l := listLib(t, b, sid)
-		if l.Path != rtproto.LibraryPath || l.User != user || len(l.Tools) != 1 || l.Tools[0].Successes != 3 || l.Tools[0].PromotedBy != "policy:threshold" || l.Tools[0].CodeHash != rtproto.CodeHash(libAdd) {
+		if l.Path != rtproto.LibraryPath || l.User != user || len(l.Tools) != 1 || l.Tools[0].Successes != 3 || l.Tools[0].PromotedBy != "policy:threshold" || l.Tools[0].CodeHash != toollib.CodeHash(libAdd) {
 			t.Fatalf("library: %+v", l)
 		}
 		// A promoted tool is called by name through SessionTools with an agent token.
@@ -152,7 +153,7 @@ func TestLibraryPolicies(t *testing.T) {
 		user := testUser(t)
 		sid := openSession(t, b, user)
 		defer closeSession(t, b, sid)
-		if evs := runTool(t, b, sid, "upper", "return args['s'].upper()", `{"s":"x"}`).Events; !slices.Equal(types(evs), []string{rtproto.EventPromoted}) {
+		if evs := runTool(t, b, sid, "upper", "return args['s'].upper()", `{"s":"x"}`).Events; !slices.Equal(types(evs), []string{toollib.EventPromoted}) {
 			t.Fatalf("eager: %+v", evs)
 		}
 		if !slices.Contains(sessionTools(t, b, sid), "upper") {
@@ -165,17 +166,17 @@ func TestLibraryPolicies(t *testing.T) {
 		sid := openSession(t, b, user)
 		defer closeSession(t, b, sid)
 		resp := runTool(t, b, sid, "add", libAdd, `{"a":1,"b":2}`)
-		if !slices.Equal(types(resp.Events), []string{rtproto.EventPromotionPending}) {
+		if !slices.Equal(types(resp.Events), []string{toollib.EventPromotionPending}) {
 			t.Fatalf("pending: %+v", resp.Events)
 		}
 		var p map[string]any
 		_ = json.Unmarshal(resp.Events[0].Payload, &p)
-		if p["tool_name"] != "add" || p["user"] != user || p["code_hash"] != rtproto.CodeHash(libAdd) {
+		if p["tool_name"] != "add" || p["user"] != user || p["code_hash"] != toollib.CodeHash(libAdd) {
 			t.Fatalf("pending payload: %v", p)
 		}
 		ctx := context.Background()
 		agent := token(t, b, sid, shared.ScopeAgent)
-		for _, tool := range []string{rtproto.ToolPromote, rtproto.ToolForget} {
+		for _, tool := range []string{toollib.ToolPromote, toollib.ToolForget} {
 			_, err := b.CallTool(ctx, shared.CallToolRequest{SessionID: sid, Tool: tool, Arguments: json.RawMessage(`{"name":"add"}`), Token: agent})
 			if !errors.Is(err, shared.ErrPermissionDenied) || !strings.Contains(err.Error(), "operator scope") {
 				t.Fatalf("%s with an agent token: %v", tool, err)
@@ -185,15 +186,15 @@ func TestLibraryPolicies(t *testing.T) {
 			t.Fatal("pending tool listed")
 		}
 		op := token(t, b, sid, shared.ScopeOperator)
-		r, err := b.CallTool(ctx, shared.CallToolRequest{SessionID: sid, Tool: rtproto.ToolPromote, Arguments: json.RawMessage(`{"name":"add","by":"ops"}`), Token: op})
-		if err != nil || !slices.Equal(types(r.Events), []string{rtproto.EventPromoted}) {
+		r, err := b.CallTool(ctx, shared.CallToolRequest{SessionID: sid, Tool: toollib.ToolPromote, Arguments: json.RawMessage(`{"name":"add","by":"ops"}`), Token: op})
+		if err != nil || !slices.Equal(types(r.Events), []string{toollib.EventPromoted}) {
 			t.Fatalf("operator promote: %v %+v", err, r)
 		}
 		if !slices.Contains(sessionTools(t, b, sid), "add") {
 			t.Fatal("promoted tool not listed")
 		}
-		r, err = b.CallTool(ctx, shared.CallToolRequest{SessionID: sid, Tool: rtproto.ToolForget, Arguments: json.RawMessage(`{"name":"add"}`), Token: op})
-		if err != nil || !slices.Equal(types(r.Events), []string{rtproto.EventForgotten}) {
+		r, err = b.CallTool(ctx, shared.CallToolRequest{SessionID: sid, Tool: toollib.ToolForget, Arguments: json.RawMessage(`{"name":"add"}`), Token: op})
+		if err != nil || !slices.Equal(types(r.Events), []string{toollib.EventForgotten}) {
 			t.Fatalf("operator forget: %v %+v", err, r)
 		}
 		if slices.Contains(sessionTools(t, b, sid), "add") || len(listLib(t, b, sid).Tools) != 0 {
@@ -270,10 +271,10 @@ func TestLibraryCorruptedAndLockedVolume(t *testing.T) {
 		if string(resp.Result.Output) != "3" {
 			t.Fatalf("code did not run: %+v", resp.Result)
 		}
-		if len(resp.Events) != 1 || resp.Events[0].Type != rtproto.EventLibraryUnavailable || !strings.Contains(string(resp.Events[0].Payload), "not a database") {
+		if len(resp.Events) != 1 || resp.Events[0].Type != toollib.EventLibraryUnavailable || !strings.Contains(string(resp.Events[0].Payload), "not a database") {
 			t.Fatalf("want a clear library_unavailable event: %+v", resp.Events)
 		}
-		_, err := b.CallTool(ctx, shared.CallToolRequest{SessionID: sid, Tool: rtproto.ToolListTools, Token: token(t, b, sid, shared.ScopeOperator)})
+		_, err := b.CallTool(ctx, shared.CallToolRequest{SessionID: sid, Tool: toollib.ToolListTools, Token: token(t, b, sid, shared.ScopeOperator)})
 		if !errors.Is(err, shared.ErrUnavailable) || !strings.Contains(err.Error(), rtproto.LibraryPath) || !strings.Contains(err.Error(), "not a database") {
 			t.Fatalf("list_tools on a corrupted library: %v", err)
 		}
@@ -304,7 +305,7 @@ func TestLibraryCorruptedAndLockedVolume(t *testing.T) {
 		if string(resp.Result.Output) != "3" {
 			t.Fatalf("code did not run: %+v", resp.Result)
 		}
-		if len(resp.Events) != 1 || resp.Events[0].Type != rtproto.EventLibraryUnavailable || !strings.Contains(string(resp.Events[0].Payload), "locked") {
+		if len(resp.Events) != 1 || resp.Events[0].Type != toollib.EventLibraryUnavailable || !strings.Contains(string(resp.Events[0].Payload), "locked") {
 			t.Fatalf("want a clear 'locked' event: %+v", resp.Events)
 		}
 		if _, err := conn.ExecContext(ctx, "ROLLBACK"); err != nil {
@@ -313,7 +314,7 @@ func TestLibraryCorruptedAndLockedVolume(t *testing.T) {
 		conn.Close()
 		db.Close()
 		time.Sleep(1100 * time.Millisecond) // the runtime retries once a second
-		if evs := runTool(t, b, sid, "add", libAdd, `{"a":1,"b":2}`).Events; !slices.Equal(types(evs), []string{rtproto.EventPromoted}) {
+		if evs := runTool(t, b, sid, "add", libAdd, `{"a":1,"b":2}`).Events; !slices.Equal(types(evs), []string{toollib.EventPromoted}) {
 			t.Fatalf("after the lock was released: %+v", evs)
 		}
 	})

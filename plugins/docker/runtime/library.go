@@ -35,6 +35,7 @@ import (
 
 	"github.com/orqest/sandbox/plugins/docker/internal/rtproto"
 	"github.com/orqest/sandbox/shared"
+	"github.com/orqest/sandbox/shared/toollib"
 )
 
 var libraryFlag = flag.String("library", rtproto.LibraryPath, "the per-user tool library (SQLite); \"\" disables it")
@@ -74,7 +75,7 @@ const entryColumns = `name, code_hash, status, code, allowed_imports, successes,
 // library is the runtime's handle on the user's tool library.
 type library struct {
 	path   string
-	policy rtproto.Promotion
+	policy toollib.Promotion
 	user   string
 	log    *slog.Logger
 
@@ -94,7 +95,7 @@ func (rt *runtime) attachLibrary(path string) error {
 	if path == "" {
 		return nil
 	}
-	p := rtproto.Promotion{}
+	p := toollib.Promotion{}
 	if rt.hello.Promotion != nil {
 		p = *rt.hello.Promotion
 	}
@@ -169,17 +170,17 @@ func (rt *runtime) libraryTools(s *mcp.Server) {
 		return
 	}
 	s.AddTool(&mcp.Tool{
-		Name:        rtproto.ToolListTools,
+		Name:        toollib.ToolListTools,
 		Description: "List the user's tool library: every (name, code hash) with its status, counts and latency (operator scope).",
 		InputSchema: rtproto.ListSchema,
 	}, rt.listTools)
 	s.AddTool(&mcp.Tool{
-		Name:        rtproto.ToolPromote,
+		Name:        toollib.ToolPromote,
 		Description: "Promote a library tool to a first-class MCP tool (operator scope).",
 		InputSchema: rtproto.PromoteSchema,
 	}, rt.promoteTool)
 	s.AddTool(&mcp.Tool{
-		Name:        rtproto.ToolForget,
+		Name:        toollib.ToolForget,
 		Description: "Forget a library tool: delete its entries and unregister it (operator scope).",
 		InputSchema: rtproto.ForgetSchema,
 	}, rt.forgetTool)
@@ -197,7 +198,7 @@ func (rt *runtime) libraryTools(s *mcp.Server) {
 func (l *library) replayLocked() {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	entries, err := queryEntries(ctx, l.db, `WHERE status = ? ORDER BY name`, rtproto.StatusPromoted)
+	entries, err := queryEntries(ctx, l.db, `WHERE status = ? ORDER BY name`, toollib.StatusPromoted)
 	if err != nil {
 		l.log.Error("tool library: replay failed", "error", err)
 		return
@@ -210,7 +211,7 @@ func (l *library) replayLocked() {
 	}
 }
 
-func (l *library) registerLocked(e rtproto.Entry) {
+func (l *library) registerLocked(e toollib.Entry) {
 	if l.srv == nil {
 		return
 	}
@@ -228,15 +229,15 @@ func (l *library) unregisterLocked(name string) {
 
 func queryEntries(ctx context.Context, db interface {
 	QueryContext(context.Context, string, ...any) (*sql.Rows, error)
-}, where string, args ...any) ([]rtproto.Entry, error) {
+}, where string, args ...any) ([]toollib.Entry, error) {
 	rows, err := db.QueryContext(ctx, `SELECT `+entryColumns+` FROM tools `+where, args...)
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
-	var out []rtproto.Entry
+	var out []toollib.Entry
 	for rows.Next() {
-		var e rtproto.Entry
+		var e toollib.Entry
 		var imports string
 		var total float64
 		if err := rows.Scan(&e.Name, &e.CodeHash, &e.Status, &e.Code, &imports, &e.Successes, &e.Failures, &e.ConsecutiveFailures,
@@ -259,24 +260,24 @@ func nowString() string { return time.Now().UTC().Format(time.RFC3339Nano) }
 
 // record counts one invocation of (name, hash(code)) and applies the
 // promotion policy. It returns the events for the host's bus.
-func (l *library) record(ctx context.Context, name, code string, imports []string, res shared.ExecutionResult) []rtproto.Event {
+func (l *library) record(ctx context.Context, name, code string, imports []string, res shared.ExecutionResult) []toollib.Event {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	db, err := l.handleLocked()
 	if err != nil {
-		return []rtproto.Event{{Type: rtproto.EventLibraryUnavailable, Payload: map[string]any{"tool_name": name, "user": l.user, "error": err.Error()}}}
+		return []toollib.Event{{Type: toollib.EventLibraryUnavailable, Payload: map[string]any{"tool_name": name, "user": l.user, "error": err.Error()}}}
 	}
 	evs, err := l.recordLocked(ctx, db, name, code, imports, res)
 	if err != nil {
 		err = fmt.Errorf("tool library %s: recording %q: %v", l.path, name, err)
 		l.log.Error("tool library", "error", err)
-		return []rtproto.Event{{Type: rtproto.EventLibraryUnavailable, Payload: map[string]any{"tool_name": name, "user": l.user, "error": err.Error()}}}
+		return []toollib.Event{{Type: toollib.EventLibraryUnavailable, Payload: map[string]any{"tool_name": name, "user": l.user, "error": err.Error()}}}
 	}
 	return evs
 }
 
-func (l *library) recordLocked(ctx context.Context, db *sql.DB, name, code string, imports []string, res shared.ExecutionResult) ([]rtproto.Event, error) {
-	hash := rtproto.CodeHash(code)
+func (l *library) recordLocked(ctx context.Context, db *sql.DB, name, code string, imports []string, res shared.ExecutionResult) ([]toollib.Event, error) {
+	hash := toollib.CodeHash(code)
 	if imports == nil {
 		imports = []string{}
 	}
@@ -320,17 +321,17 @@ ON CONFLICT (name, code_hash) DO UPDATE SET
 	}
 	e := es[0]
 	p := l.policy
-	var evs []rtproto.Event
-	var toRegister *rtproto.Entry
+	var evs []toollib.Event
+	var toRegister *toollib.Entry
 	var toUnregister string
 	switch {
-	case res.Success && e.Status == rtproto.StatusCandidate && e.Successes >= int64(p.Threshold):
-		if p.Policy == rtproto.PolicyOperatorApproval {
+	case res.Success && e.Status == toollib.StatusCandidate && e.Successes >= int64(p.Threshold):
+		if p.Policy == toollib.PolicyOperatorApproval {
 			if _, err := tx.ExecContext(ctx, `UPDATE tools SET status = 'pending' WHERE name = ? AND code_hash = ?`, name, hash); err != nil {
 				return nil, err
 			}
-			e.Status = rtproto.StatusPending
-			evs = append(evs, rtproto.Event{Type: rtproto.EventPromotionPending, Payload: l.payload(e, map[string]any{"policy": p.Policy})})
+			e.Status = toollib.StatusPending
+			evs = append(evs, toollib.Event{Type: toollib.EventPromotionPending, Payload: l.payload(e, map[string]any{"policy": p.Policy})})
 		} else {
 			pe, ev, err := l.promoteTx(ctx, tx, e, "policy:"+p.Policy)
 			if err != nil {
@@ -338,15 +339,15 @@ ON CONFLICT (name, code_hash) DO UPDATE SET
 			}
 			toRegister, evs = &pe, append(evs, ev)
 		}
-	case !res.Success && e.Status == rtproto.StatusPromoted && p.DemoteAfterFailures > 0 && e.ConsecutiveFailures >= int64(p.DemoteAfterFailures):
+	case !res.Success && e.Status == toollib.StatusPromoted && p.DemoteAfterFailures > 0 && e.ConsecutiveFailures >= int64(p.DemoteAfterFailures):
 		if _, err := tx.ExecContext(ctx, `UPDATE tools SET status = 'demoted', demoted_at = ? WHERE name = ? AND code_hash = ?`, now, name, hash); err != nil {
 			return nil, err
 		}
-		e.Status, e.DemotedAt = rtproto.StatusDemoted, now
+		e.Status, e.DemotedAt = toollib.StatusDemoted, now
 		if l.registered[name] == hash {
 			toUnregister = name
 		}
-		evs = append(evs, rtproto.Event{Type: rtproto.EventDemoted, Payload: l.payload(e, map[string]any{
+		evs = append(evs, toollib.Event{Type: toollib.EventDemoted, Payload: l.payload(e, map[string]any{
 			"consecutive_failures": e.ConsecutiveFailures, "demote_after_failures": p.DemoteAfterFailures, "error": e.LastError,
 		})})
 	}
@@ -363,7 +364,7 @@ ON CONFLICT (name, code_hash) DO UPDATE SET
 }
 
 // payload is the common payload of library events.
-func (l *library) payload(e rtproto.Entry, extra map[string]any) map[string]any {
+func (l *library) payload(e toollib.Entry, extra map[string]any) map[string]any {
 	m := map[string]any{
 		"tool_name": e.Name, "code_hash": e.CodeHash, "user": l.user, "status": e.Status,
 		"successes": e.Successes, "failures": e.Failures,
@@ -376,23 +377,23 @@ func (l *library) payload(e rtproto.Entry, extra map[string]any) map[string]any 
 
 // promoteTx marks e promoted (any other promoted hash of the same name goes
 // back to candidate) and returns the updated entry and its event.
-func (l *library) promoteTx(ctx context.Context, tx *sql.Tx, e rtproto.Entry, by string) (rtproto.Entry, rtproto.Event, error) {
+func (l *library) promoteTx(ctx context.Context, tx *sql.Tx, e toollib.Entry, by string) (toollib.Entry, toollib.Event, error) {
 	now := nowString()
 	r, err := tx.ExecContext(ctx, `UPDATE tools SET status = 'candidate' WHERE name = ? AND code_hash <> ? AND status = 'promoted'`, e.Name, e.CodeHash)
 	if err != nil {
-		return e, rtproto.Event{}, err
+		return e, toollib.Event{}, err
 	}
 	replaced, _ := r.RowsAffected()
 	if _, err := tx.ExecContext(ctx, `UPDATE tools SET status = 'promoted', promoted_by = ?, promoted_at = ?, consecutive_failures = 0, demoted_at = '' WHERE name = ? AND code_hash = ?`,
 		by, now, e.Name, e.CodeHash); err != nil {
-		return e, rtproto.Event{}, err
+		return e, toollib.Event{}, err
 	}
-	e.Status, e.PromotedBy, e.PromotedAt, e.ConsecutiveFailures, e.DemotedAt = rtproto.StatusPromoted, by, now, 0, ""
+	e.Status, e.PromotedBy, e.PromotedAt, e.ConsecutiveFailures, e.DemotedAt = toollib.StatusPromoted, by, now, 0, ""
 	extra := map[string]any{"promoted_by": by, "policy": l.policy.Policy}
 	if replaced > 0 {
 		extra["replaced"] = replaced
 	}
-	return e, rtproto.Event{Type: rtproto.EventPromoted, Payload: l.payload(e, extra)}, nil
+	return e, toollib.Event{Type: toollib.EventPromoted, Payload: l.payload(e, extra)}, nil
 }
 
 // libraryRecord is the hook of execute_python and of promoted tools: it
@@ -406,7 +407,7 @@ func (rt *runtime) libraryRecord(ctx context.Context, a rtproto.ExecuteArgs, res
 	setEvents(out, evs)
 }
 
-func setEvents(out *mcp.CallToolResult, evs []rtproto.Event) {
+func setEvents(out *mcp.CallToolResult, evs []toollib.Event) {
 	if len(evs) == 0 {
 		return
 	}
@@ -426,7 +427,7 @@ func checkToolName(name string) error {
 
 // promotedHandler serves a promoted tool: agent scope, its arguments are
 // the `args` of the stored code, run with the stored imports.
-func (rt *runtime) promotedHandler(e rtproto.Entry) mcp.ToolHandler {
+func (rt *runtime) promotedHandler(e toollib.Entry) mcp.ToolHandler {
 	return func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 		if err := rt.authorize(req, rtproto.ScopeAgent); err != nil {
 			rt.log.Warn("call refused", "tool", e.Name, "error", err)
@@ -462,7 +463,7 @@ func decodeStrict(raw json.RawMessage, v any) error {
 	return dec.Decode(v)
 }
 
-func jsonResult(v any, evs []rtproto.Event) *mcp.CallToolResult {
+func jsonResult(v any, evs []toollib.Event) *mcp.CallToolResult {
 	text, _ := json.Marshal(v)
 	out := &mcp.CallToolResult{StructuredContent: v, Content: []mcp.Content{&mcp.TextContent{Text: string(text)}}}
 	setEvents(out, evs)
@@ -471,10 +472,10 @@ func jsonResult(v any, evs []rtproto.Event) *mcp.CallToolResult {
 
 func (rt *runtime) listTools(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 	if err := rt.authorize(req, rtproto.ScopeOperator); err != nil {
-		rt.log.Warn("call refused", "tool", rtproto.ToolListTools, "error", err)
+		rt.log.Warn("call refused", "tool", toollib.ToolListTools, "error", err)
 		return toolError(ClassUnauthorized, "%v", err), nil
 	}
-	var a rtproto.ListArgs
+	var a toollib.ListArgs
 	if err := decodeStrict(req.Params.Arguments, &a); err != nil {
 		return toolError(ClassInvalidArgument, "arguments: %v", err), nil
 	}
@@ -490,22 +491,22 @@ func (rt *runtime) listTools(ctx context.Context, req *mcp.CallToolRequest) (*mc
 		return toolError(ClassUnavailable, "tool library %s: %v", l.path, err), nil
 	}
 	if entries == nil {
-		entries = []rtproto.Entry{}
+		entries = []toollib.Entry{}
 	}
 	if !a.IncludeCode {
 		for i := range entries {
 			entries[i].Code = ""
 		}
 	}
-	return jsonResult(rtproto.ListResult{User: l.user, Path: l.path, Policy: l.policy, Tools: entries}, nil), nil
+	return jsonResult(toollib.ListResult{User: l.user, Path: l.path, Policy: l.policy, Tools: entries}, nil), nil
 }
 
 func (rt *runtime) promoteTool(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 	if err := rt.authorize(req, rtproto.ScopeOperator); err != nil {
-		rt.log.Warn("call refused", "tool", rtproto.ToolPromote, "error", err)
+		rt.log.Warn("call refused", "tool", toollib.ToolPromote, "error", err)
 		return toolError(ClassUnauthorized, "%v", err), nil
 	}
-	var a rtproto.PromoteArgs
+	var a toollib.PromoteArgs
 	if err := decodeStrict(req.Params.Arguments, &a); err != nil {
 		return toolError(ClassInvalidArgument, "arguments: %v", err), nil
 	}
@@ -543,8 +544,8 @@ func (rt *runtime) promoteTool(ctx context.Context, req *mcp.CallToolRequest) (*
 		return toolError(ClassNotFound, "no library entry %q%s for user %q (run it with tool_name first)", a.Name, hashSuffix(a.CodeHash), l.user), nil
 	}
 	e := es[0]
-	if e.Status == rtproto.StatusPromoted {
-		return jsonResult(rtproto.ChangeResult{Name: e.Name, Entry: &e, Message: "already promoted"}, nil), nil
+	if e.Status == toollib.StatusPromoted {
+		return jsonResult(toollib.ChangeResult{Name: e.Name, Entry: &e, Message: "already promoted"}, nil), nil
 	}
 	pe, ev, err := l.promoteTx(ctx, tx, e, by)
 	if err != nil {
@@ -555,17 +556,17 @@ func (rt *runtime) promoteTool(ctx context.Context, req *mcp.CallToolRequest) (*
 	}
 	l.registerLocked(pe)
 	pe.Code = ""
-	evs := []rtproto.Event{ev}
+	evs := []toollib.Event{ev}
 	rt.log.Info("tool promoted", "tool", pe.Name, "code_hash", pe.CodeHash, "by", by)
-	return jsonResult(rtproto.ChangeResult{Name: pe.Name, Changed: 1, Entry: &pe, Events: evs}, evs), nil
+	return jsonResult(toollib.ChangeResult{Name: pe.Name, Changed: 1, Entry: &pe, Events: evs}, evs), nil
 }
 
 func (rt *runtime) forgetTool(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 	if err := rt.authorize(req, rtproto.ScopeOperator); err != nil {
-		rt.log.Warn("call refused", "tool", rtproto.ToolForget, "error", err)
+		rt.log.Warn("call refused", "tool", toollib.ToolForget, "error", err)
 		return toolError(ClassUnauthorized, "%v", err), nil
 	}
-	var a rtproto.ForgetArgs
+	var a toollib.ForgetArgs
 	if err := decodeStrict(req.Params.Arguments, &a); err != nil {
 		return toolError(ClassInvalidArgument, "arguments: %v", err), nil
 	}
@@ -598,9 +599,9 @@ func (rt *runtime) forgetTool(ctx context.Context, req *mcp.CallToolRequest) (*m
 	if a.CodeHash != "" {
 		payload["code_hash"] = a.CodeHash
 	}
-	evs := []rtproto.Event{{Type: rtproto.EventForgotten, Payload: payload}}
+	evs := []toollib.Event{{Type: toollib.EventForgotten, Payload: payload}}
 	rt.log.Info("tool forgotten", "tool", a.Name, "removed", n)
-	return jsonResult(rtproto.ChangeResult{Name: a.Name, Changed: int(n), Events: evs}, evs), nil
+	return jsonResult(toollib.ChangeResult{Name: a.Name, Changed: int(n), Events: evs}, evs), nil
 }
 
 func hashSuffix(h string) string {

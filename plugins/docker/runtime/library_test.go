@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/orqest/sandbox/rules"
+	"github.com/orqest/sandbox/shared/toollib"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -32,7 +33,7 @@ type libRuntime struct {
 	changed chan struct{} // one value per notifications/tools/list_changed
 }
 
-func startLibRuntime(t *testing.T, dbPath, user string, p *rtproto.Promotion) *libRuntime {
+func startLibRuntime(t *testing.T, dbPath, user string, p *toollib.Promotion) *libRuntime {
 	t.Helper()
 	py, err := findPython("")
 	if err != nil {
@@ -84,7 +85,7 @@ func (lr *libRuntime) token(t *testing.T, user, scope string) string {
 }
 
 // run calls execute_python with tool_name and returns the result and events.
-func (lr *libRuntime) run(t *testing.T, user, tool, code string, args map[string]any) (map[string]any, []rtproto.Event) {
+func (lr *libRuntime) run(t *testing.T, user, tool, code string, args map[string]any) (map[string]any, []toollib.Event) {
 	t.Helper()
 	a := map[string]any{"code": code, "tool_name": tool}
 	if args != nil {
@@ -106,21 +107,21 @@ func resultMap(t *testing.T, out *mcp.CallToolResult) map[string]any {
 	return m
 }
 
-func metaEvents(t *testing.T, out *mcp.CallToolResult) []rtproto.Event {
+func metaEvents(t *testing.T, out *mcp.CallToolResult) []toollib.Event {
 	t.Helper()
 	raw, ok := out.Meta[rtproto.MetaEvents]
 	if !ok {
 		return nil
 	}
 	b, _ := json.Marshal(raw)
-	var evs []rtproto.Event
+	var evs []toollib.Event
 	if err := json.Unmarshal(b, &evs); err != nil {
 		t.Fatal(err)
 	}
 	return evs
 }
 
-func eventTypes(evs []rtproto.Event) []string {
+func eventTypes(evs []toollib.Event) []string {
 	var out []string
 	for _, e := range evs {
 		out = append(out, e.Type)
@@ -141,13 +142,13 @@ func (lr *libRuntime) toolNames(t *testing.T) []string {
 	return names
 }
 
-func (lr *libRuntime) list(t *testing.T, user string) rtproto.ListResult {
+func (lr *libRuntime) list(t *testing.T, user string) toollib.ListResult {
 	t.Helper()
-	out := callTool(t, lr.cs, rtproto.ToolListTools, lr.token(t, user, rtproto.ScopeOperator), map[string]any{})
+	out := callTool(t, lr.cs, toollib.ToolListTools, lr.token(t, user, rtproto.ScopeOperator), map[string]any{})
 	if out.IsError {
 		t.Fatalf("list_tools: %v", out.Content[0].(*mcp.TextContent).Text)
 	}
-	var lres rtproto.ListResult
+	var lres toollib.ListResult
 	if err := json.Unmarshal([]byte(out.Content[0].(*mcp.TextContent).Text), &lres); err != nil {
 		t.Fatal(err)
 	}
@@ -167,7 +168,7 @@ const addCode = "return args['a'] + args['b']"
 
 func TestLibraryThresholdPromotesAndNotifies(t *testing.T) {
 	db := filepath.Join(t.TempDir(), "orqest-tools.sqlite")
-	lr := startLibRuntime(t, db, testUser, &rtproto.Promotion{Policy: rtproto.PolicyThreshold, Threshold: 3})
+	lr := startLibRuntime(t, db, testUser, &toollib.Promotion{Policy: toollib.PolicyThreshold, Threshold: 3})
 	for i := 1; i <= 2; i++ {
 		res, evs := lr.run(t, testUser, "add", addCode, map[string]any{"a": i, "b": 1})
 		if res["success"] != true || len(evs) != 0 {
@@ -175,14 +176,14 @@ func TestLibraryThresholdPromotesAndNotifies(t *testing.T) {
 		}
 	}
 	l := lr.list(t, testUser)
-	if len(l.Tools) != 1 || l.Tools[0].Status != rtproto.StatusCandidate || l.Tools[0].Successes != 2 || l.Tools[0].CodeHash != rtproto.CodeHash(addCode) {
+	if len(l.Tools) != 1 || l.Tools[0].Status != toollib.StatusCandidate || l.Tools[0].Successes != 2 || l.Tools[0].CodeHash != toollib.CodeHash(addCode) {
 		t.Fatalf("after 2 runs: %+v", l.Tools)
 	}
 	if slices.Contains(lr.toolNames(t), "add") {
 		t.Fatal("add listed before promotion")
 	}
 	_, evs := lr.run(t, testUser, "add", addCode, map[string]any{"a": 1, "b": 1})
-	if !slices.Equal(eventTypes(evs), []string{rtproto.EventPromoted}) || evs[0].Payload["promoted_by"] != "policy:threshold" {
+	if !slices.Equal(eventTypes(evs), []string{toollib.EventPromoted}) || evs[0].Payload["promoted_by"] != "policy:threshold" {
 		t.Fatalf("3rd run events: %+v", evs)
 	}
 	waitChanged(t, lr)
@@ -200,7 +201,7 @@ func TestLibraryThresholdPromotesAndNotifies(t *testing.T) {
 	}
 	l = lr.list(t, testUser)
 	e := l.Tools[0]
-	if e.Status != rtproto.StatusPromoted || e.Successes != 4 || e.PromotedBy != "policy:threshold" || e.PromotedAt == "" || e.MeanMS <= 0 {
+	if e.Status != toollib.StatusPromoted || e.Successes != 4 || e.PromotedBy != "policy:threshold" || e.PromotedAt == "" || e.MeanMS <= 0 {
 		t.Fatalf("governance fields: %+v", e)
 	}
 	// Another code under the same name is another (name, hash): counted apart.
@@ -212,14 +213,14 @@ func TestLibraryThresholdPromotesAndNotifies(t *testing.T) {
 
 func TestLibraryEager(t *testing.T) {
 	db := filepath.Join(t.TempDir(), "orqest-tools.sqlite")
-	lr := startLibRuntime(t, db, testUser, &rtproto.Promotion{Policy: rtproto.PolicyEager})
+	lr := startLibRuntime(t, db, testUser, &toollib.Promotion{Policy: toollib.PolicyEager})
 	// A failed invocation is counted but never promotes.
 	_, evs := lr.run(t, testUser, "shout", "raise ValueError('no')", nil)
 	if len(evs) != 0 {
 		t.Fatalf("failure promoted: %+v", evs)
 	}
 	_, evs = lr.run(t, testUser, "shout", "return args['s'].upper()", map[string]any{"s": "hi"})
-	if !slices.Equal(eventTypes(evs), []string{rtproto.EventPromoted}) {
+	if !slices.Equal(eventTypes(evs), []string{toollib.EventPromoted}) {
 		t.Fatalf("eager: %+v", evs)
 	}
 	waitChanged(t, lr)
@@ -230,9 +231,9 @@ func TestLibraryEager(t *testing.T) {
 
 func TestLibraryOperatorApprovalAndScopes(t *testing.T) {
 	db := filepath.Join(t.TempDir(), "orqest-tools.sqlite")
-	lr := startLibRuntime(t, db, testUser, &rtproto.Promotion{Policy: rtproto.PolicyOperatorApproval})
+	lr := startLibRuntime(t, db, testUser, &toollib.Promotion{Policy: toollib.PolicyOperatorApproval})
 	_, evs := lr.run(t, testUser, "add", addCode, map[string]any{"a": 1, "b": 2})
-	if !slices.Equal(eventTypes(evs), []string{rtproto.EventPromotionPending}) || evs[0].Payload["code_hash"] != rtproto.CodeHash(addCode) {
+	if !slices.Equal(eventTypes(evs), []string{toollib.EventPromotionPending}) || evs[0].Payload["code_hash"] != toollib.CodeHash(addCode) {
 		t.Fatalf("pending: %+v", evs)
 	}
 	_, evs = lr.run(t, testUser, "add", addCode, map[string]any{"a": 1, "b": 2})
@@ -243,9 +244,9 @@ func TestLibraryOperatorApprovalAndScopes(t *testing.T) {
 		t.Fatal("pending tool listed")
 	}
 	agent := lr.token(t, testUser, rtproto.ScopeAgent)
-	for _, tool := range []string{rtproto.ToolPromote, rtproto.ToolForget, rtproto.ToolListTools} {
+	for _, tool := range []string{toollib.ToolPromote, toollib.ToolForget, toollib.ToolListTools} {
 		out := callTool(t, lr.cs, tool, agent, map[string]any{"name": "add"})
-		if tool == rtproto.ToolListTools {
+		if tool == toollib.ToolListTools {
 			out = callTool(t, lr.cs, tool, agent, map[string]any{})
 		}
 		if !out.IsError || errClass(out) != ClassUnauthorized || !strings.Contains(out.Content[0].(*mcp.TextContent).Text, "operator scope") {
@@ -254,29 +255,29 @@ func TestLibraryOperatorApprovalAndScopes(t *testing.T) {
 	}
 	// A token without a scope is agent scope.
 	noScope := mintRaw(t, lr.secret, testUser, "")
-	if out := callTool(t, lr.cs, rtproto.ToolPromote, noScope, map[string]any{"name": "add"}); errClass(out) != ClassUnauthorized {
+	if out := callTool(t, lr.cs, toollib.ToolPromote, noScope, map[string]any{"name": "add"}); errClass(out) != ClassUnauthorized {
 		t.Fatalf("scope-less token promoted: %+v", out.Content)
 	}
-	if st := lr.list(t, testUser).Tools[0].Status; st != rtproto.StatusPending {
+	if st := lr.list(t, testUser).Tools[0].Status; st != toollib.StatusPending {
 		t.Fatalf("status after refused calls: %s", st)
 	}
 	op := lr.token(t, testUser, rtproto.ScopeOperator)
-	out := callTool(t, lr.cs, rtproto.ToolPromote, op, map[string]any{"name": "add", "by": "alice-admin"})
-	if out.IsError || !slices.Equal(eventTypes(metaEvents(t, out)), []string{rtproto.EventPromoted}) {
+	out := callTool(t, lr.cs, toollib.ToolPromote, op, map[string]any{"name": "add", "by": "alice-admin"})
+	if out.IsError || !slices.Equal(eventTypes(metaEvents(t, out)), []string{toollib.EventPromoted}) {
 		t.Fatalf("operator promote: %+v", out.Content)
 	}
 	waitChanged(t, lr)
-	if e := lr.list(t, testUser).Tools[0]; e.Status != rtproto.StatusPromoted || e.PromotedBy != "alice-admin" {
+	if e := lr.list(t, testUser).Tools[0]; e.Status != toollib.StatusPromoted || e.PromotedBy != "alice-admin" {
 		t.Fatalf("after promote: %+v", e)
 	}
 	if !slices.Contains(lr.toolNames(t), "add") {
 		t.Fatal("promoted tool not listed")
 	}
-	if out := callTool(t, lr.cs, rtproto.ToolPromote, op, map[string]any{"name": "nope"}); errClass(out) != ClassNotFound {
+	if out := callTool(t, lr.cs, toollib.ToolPromote, op, map[string]any{"name": "nope"}); errClass(out) != ClassNotFound {
 		t.Fatalf("promote unknown: %+v", out.Content)
 	}
-	out = callTool(t, lr.cs, rtproto.ToolForget, op, map[string]any{"name": "add"})
-	if out.IsError || !slices.Equal(eventTypes(metaEvents(t, out)), []string{rtproto.EventForgotten}) {
+	out = callTool(t, lr.cs, toollib.ToolForget, op, map[string]any{"name": "add"})
+	if out.IsError || !slices.Equal(eventTypes(metaEvents(t, out)), []string{toollib.EventForgotten}) {
 		t.Fatalf("forget: %+v", out.Content)
 	}
 	waitChanged(t, lr)
@@ -304,7 +305,7 @@ func mintRaw(t *testing.T, secret []byte, user, scope string) string {
 func TestLibraryReplayAcrossSessionsAndUsers(t *testing.T) {
 	dir := t.TempDir()
 	alice := filepath.Join(dir, "alice.sqlite")
-	lr := startLibRuntime(t, alice, "alice", &rtproto.Promotion{Policy: rtproto.PolicyEager})
+	lr := startLibRuntime(t, alice, "alice", &toollib.Promotion{Policy: toollib.PolicyEager})
 	lr.run(t, "alice", "add", addCode, map[string]any{"a": 1, "b": 2})
 	lr.cs.Close()
 
@@ -327,7 +328,7 @@ func TestLibraryReplayAcrossSessionsAndUsers(t *testing.T) {
 
 func TestLibraryDemotion(t *testing.T) {
 	db := filepath.Join(t.TempDir(), "orqest-tools.sqlite")
-	lr := startLibRuntime(t, db, testUser, &rtproto.Promotion{Policy: rtproto.PolicyEager, DemoteAfterFailures: 2})
+	lr := startLibRuntime(t, db, testUser, &toollib.Promotion{Policy: toollib.PolicyEager, DemoteAfterFailures: 2})
 	code := "if args.get('fail'):\n    raise ValueError('bad input')\nreturn 'ok'"
 	lr.run(t, testUser, "flaky", code, nil)
 	waitChanged(t, lr)
@@ -335,17 +336,17 @@ func TestLibraryDemotion(t *testing.T) {
 	// One failure, then a success: the consecutive count resets.
 	callTool(t, lr.cs, "flaky", agent, map[string]any{"fail": true})
 	callTool(t, lr.cs, "flaky", agent, map[string]any{})
-	if e := lr.list(t, testUser).Tools[0]; e.Status != rtproto.StatusPromoted || e.Failures != 1 || e.ConsecutiveFailures != 0 {
+	if e := lr.list(t, testUser).Tools[0]; e.Status != toollib.StatusPromoted || e.Failures != 1 || e.ConsecutiveFailures != 0 {
 		t.Fatalf("after fail+ok: %+v", e)
 	}
 	callTool(t, lr.cs, "flaky", agent, map[string]any{"fail": true})
 	out := callTool(t, lr.cs, "flaky", agent, map[string]any{"fail": true})
-	if !slices.Equal(eventTypes(metaEvents(t, out)), []string{rtproto.EventDemoted}) {
+	if !slices.Equal(eventTypes(metaEvents(t, out)), []string{toollib.EventDemoted}) {
 		t.Fatalf("demotion event: %+v", metaEvents(t, out))
 	}
 	waitChanged(t, lr)
 	e := lr.list(t, testUser).Tools[0]
-	if e.Status != rtproto.StatusDemoted || e.DemotedAt == "" || !strings.Contains(e.LastError, "bad input") || e.Failures != 3 {
+	if e.Status != toollib.StatusDemoted || e.DemotedAt == "" || !strings.Contains(e.LastError, "bad input") || e.Failures != 3 {
 		t.Fatalf("after demotion: %+v", e)
 	}
 	if slices.Contains(lr.toolNames(t), "flaky") {
@@ -355,7 +356,7 @@ func TestLibraryDemotion(t *testing.T) {
 	if _, evs := lr.run(t, testUser, "flaky", code, nil); len(evs) != 0 {
 		t.Fatalf("demoted tool re-promoted by policy: %+v", evs)
 	}
-	out = callTool(t, lr.cs, rtproto.ToolPromote, lr.token(t, testUser, rtproto.ScopeOperator), map[string]any{"name": "flaky"})
+	out = callTool(t, lr.cs, toollib.ToolPromote, lr.token(t, testUser, rtproto.ScopeOperator), map[string]any{"name": "flaky"})
 	if out.IsError {
 		t.Fatalf("operator re-promote: %+v", out.Content)
 	}
@@ -371,10 +372,10 @@ func TestLibraryCorruptedFileStillRunsCode(t *testing.T) {
 	if res["success"] != true || res["output"] != float64(3) {
 		t.Fatalf("code did not run: %v", res)
 	}
-	if len(evs) != 1 || evs[0].Type != rtproto.EventLibraryUnavailable || !strings.Contains(evs[0].Payload["error"].(string), "not a database") {
+	if len(evs) != 1 || evs[0].Type != toollib.EventLibraryUnavailable || !strings.Contains(evs[0].Payload["error"].(string), "not a database") {
 		t.Fatalf("want a clear library_unavailable event, got %+v", evs)
 	}
-	out := callTool(t, lr.cs, rtproto.ToolListTools, lr.token(t, testUser, rtproto.ScopeOperator), map[string]any{})
+	out := callTool(t, lr.cs, toollib.ToolListTools, lr.token(t, testUser, rtproto.ScopeOperator), map[string]any{})
 	text := out.Content[0].(*mcp.TextContent).Text
 	if errClass(out) != ClassUnavailable || !strings.Contains(text, db) || !strings.Contains(text, "not a database") {
 		t.Fatalf("list_tools on a corrupted library: %s", text)
@@ -398,7 +399,7 @@ func TestLibraryLockedFileStillRunsCodeAndRecovers(t *testing.T) {
 		t.Fatal(err)
 	}
 	start := time.Now()
-	lr := startLibRuntime(t, db, testUser, &rtproto.Promotion{Policy: rtproto.PolicyEager})
+	lr := startLibRuntime(t, db, testUser, &toollib.Promotion{Policy: toollib.PolicyEager})
 	if d := time.Since(start); d > 5*time.Second {
 		t.Fatalf("a locked library delayed the start by %v", d)
 	}
@@ -406,7 +407,7 @@ func TestLibraryLockedFileStillRunsCodeAndRecovers(t *testing.T) {
 	if res["success"] != true {
 		t.Fatalf("code did not run: %v", res)
 	}
-	if len(evs) != 1 || evs[0].Type != rtproto.EventLibraryUnavailable || !strings.Contains(evs[0].Payload["error"].(string), "locked") {
+	if len(evs) != 1 || evs[0].Type != toollib.EventLibraryUnavailable || !strings.Contains(evs[0].Payload["error"].(string), "locked") {
 		t.Fatalf("want a clear 'locked' event, got %+v", evs)
 	}
 	if _, err := conn.ExecContext(ctx, "COMMIT"); err != nil {
@@ -415,7 +416,7 @@ func TestLibraryLockedFileStillRunsCodeAndRecovers(t *testing.T) {
 	conn.Close()
 	time.Sleep(1100 * time.Millisecond) // the runtime retries at most once a second
 	_, evs = lr.run(t, testUser, "add", addCode, map[string]any{"a": 1, "b": 2})
-	if !slices.Equal(eventTypes(evs), []string{rtproto.EventPromoted}) {
+	if !slices.Equal(eventTypes(evs), []string{toollib.EventPromoted}) {
 		t.Fatalf("after the lock was released: %+v", evs)
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/golang-jwt/jwt/v5"
+	"github.com/orqest/sandbox/shared/toollib"
 )
 
 // Tool names served by the runtime.
@@ -55,7 +56,7 @@ type Hello struct {
 	Session string `json:"session"`
 	User    string `json:"user"`
 	// Promotion is the tool library's policy (nil: the defaults).
-	Promotion *Promotion `json:"promotion,omitempty"`
+	Promotion *toollib.Promotion `json:"promotion,omitempty"`
 	// AllowedPackages is the policy's allowed_packages: the only
 	// distributions execute_python installs (dependencies); empty refuses
 	// every dependency. WheelDir is where their wheels are (WheelMount when

@@ -1,0 +1,163 @@
+// Package toollib is the contract of a per-user tool library, the
+// capability a session backend declares as shared.CapToolLibrary: the
+// library's operator tools and their arguments and results, its entries,
+// its promotion policy and the events it reports. The host (which decodes a
+// sandbox's promotion block and calls the operator tools) and every backend
+// that keeps a library (the tier-2 runtime) share these types, so the two
+// sides cannot drift.
+//
+// A backend counts successful invocations per (tool name, code hash) and
+// promotes a tool by policy; a promoted tool is a first-class MCP tool of
+// the user's sessions.
+package toollib
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+)
+
+// Library tools a backend serves. All three need operator scope.
+const (
+	ToolListTools = "list_tools"
+	ToolPromote   = "promote_tool"
+	ToolForget    = "forget_tool"
+)
+
+// Event types the library reports.
+const (
+	EventPromotionPending   = "tool.promotion_pending"
+	EventPromoted           = "tool.promoted"
+	EventForgotten          = "tool.forgotten"
+	EventDemoted            = "tool.demoted"
+	EventLibraryUnavailable = "tool.library_unavailable"
+)
+
+// Event is one library event, as carried in _meta[MetaEvents].
+type Event struct {
+	Type    string         `json:"type"`
+	Payload map[string]any `json:"payload"`
+}
+
+// Promotion policies.
+const (
+	PolicyThreshold        = "threshold"
+	PolicyEager            = "eager"
+	PolicyOperatorApproval = "operator_approval"
+	DefaultThreshold       = 3
+)
+
+// Promotion is the sandbox's `promotion {}` block: when an invocation of a
+// (name, code hash) promotes it.
+type Promotion struct {
+	// Policy is "threshold" (default), "eager" or "operator_approval".
+	Policy string `json:"policy,omitempty"`
+	// Threshold is the number of successful invocations of the same name
+	// and hash that promote it ("threshold", default 3) or make it pending
+	// ("operator_approval", default 1).
+	Threshold int `json:"threshold,omitempty"`
+	// DemoteAfterFailures demotes a promoted tool after this many
+	// consecutive failed invocations (0: never).
+	DemoteAfterFailures int `json:"demote_after_failures,omitempty"`
+}
+
+// Normalize fills defaults and checks the values.
+func (p Promotion) Normalize() (Promotion, error) {
+	if p.Policy == "" {
+		p.Policy = PolicyThreshold
+	}
+	switch p.Policy {
+	case PolicyThreshold:
+		if p.Threshold == 0 {
+			p.Threshold = DefaultThreshold
+		}
+	case PolicyOperatorApproval:
+		if p.Threshold == 0 {
+			p.Threshold = 1
+		}
+	case PolicyEager:
+		p.Threshold = 1
+	default:
+		return p, fmt.Errorf("promotion policy %q: want %q, %q or %q", p.Policy, PolicyThreshold, PolicyEager, PolicyOperatorApproval)
+	}
+	if p.Threshold < 1 || p.Threshold > 1_000_000 {
+		return p, fmt.Errorf("promotion threshold %d: want 1..1000000", p.Threshold)
+	}
+	if p.DemoteAfterFailures < 0 || p.DemoteAfterFailures > 1_000_000 {
+		return p, fmt.Errorf("promotion demote_after_failures %d: want 0 (never) or a positive count", p.DemoteAfterFailures)
+	}
+	return p, nil
+}
+
+// Statuses of a library entry.
+const (
+	StatusCandidate = "candidate" // counted, not promoted
+	StatusPending   = "pending"   // operator_approval: waiting for promote_tool
+	StatusPromoted  = "promoted"  // a first-class MCP tool
+	StatusDemoted   = "demoted"   // was promoted; failed too often (promote_tool re-promotes)
+)
+
+// Entry is one (name, code hash) of the library, as list_tools returns it.
+type Entry struct {
+	Name                string   `json:"name"`
+	CodeHash            string   `json:"code_hash"`
+	Status              string   `json:"status"`
+	Code                string   `json:"code,omitempty"`
+	AllowedImports      []string `json:"allowed_imports"`
+	Successes           int64    `json:"successes"`
+	Failures            int64    `json:"failures"`
+	ConsecutiveFailures int64    `json:"consecutive_failures"`
+	MeanMS              float64  `json:"mean_ms"`
+	LastMS              float64  `json:"last_ms"`
+	FirstSeen           string   `json:"first_seen"`
+	LastUsed            string   `json:"last_used"`
+	PromotedBy          string   `json:"promoted_by,omitempty"`
+	PromotedAt          string   `json:"promoted_at,omitempty"`
+	DemotedAt           string   `json:"demoted_at,omitempty"`
+	LastError           string   `json:"last_error,omitempty"`
+}
+
+// ListArgs are the arguments of list_tools.
+type ListArgs struct {
+	IncludeCode bool `json:"include_code,omitempty"`
+}
+
+// ListResult is the result of list_tools.
+type ListResult struct {
+	User   string    `json:"user"`
+	Path   string    `json:"path"`
+	Policy Promotion `json:"policy"`
+	Tools  []Entry   `json:"tools"`
+}
+
+// PromoteArgs are the arguments of promote_tool. CodeHash may be omitted
+// when the name has one candidate (or to take the most recently used one).
+type PromoteArgs struct {
+	Name     string `json:"name"`
+	CodeHash string `json:"code_hash,omitempty"`
+	By       string `json:"by,omitempty"` // who approves; recorded as promoted_by ("operator" when empty)
+}
+
+// ForgetArgs are the arguments of forget_tool: every hash of Name, or only
+// CodeHash.
+type ForgetArgs struct {
+	Name     string `json:"name"`
+	CodeHash string `json:"code_hash,omitempty"`
+}
+
+// ChangeResult is the result of promote_tool and forget_tool.
+type ChangeResult struct {
+	Name    string  `json:"name"`
+	Changed int     `json:"changed"`
+	Entry   *Entry  `json:"entry,omitempty"`
+	Events  []Event `json:"events,omitempty"`
+	Message string  `json:"message,omitempty"`
+}
+
+// CodeHash is the hash that, with the name, identifies a tool: the
+// SHA-256 of its code.
+func CodeHash(code string) string {
+	s := sha256.Sum256([]byte(code))
+	return hex.EncodeToString(s[:])
+}
+
