@@ -62,6 +62,7 @@ const (
 	ExitZygoteFailed ExitCode = 69 // the fork-server could not start or its loop ended (it reported why as "fatal" first)
 	ExitCannotServe  ExitCode = 70 // no response channel, or the child could not start its execution
 	ExitResponseLost ExitCode = 71 // the response could not be written to fd 3
+	ExitMemory       ExitCode = 72 // the child ran out of memory outside user code (no memory left to build a response)
 	ExitRlimits      ExitCode = 74 // the child's descriptor, file-size or core rlimits could not be set
 	ExitParentGone   ExitCode = 75 // the parent (zygote) died before the child was sealed
 	ExitLandlock     ExitCode = 76 // the child's Landlock domain could not be applied
@@ -74,6 +75,7 @@ var exitNames = map[ExitCode]struct{ ident, text string }{
 	ExitZygoteFailed: {"ZYGOTE_FAILED", "the fork-server could not start or its loop ended"},
 	ExitCannotServe:  {"CANNOT_SERVE", "the sandbox child could not start its execution"},
 	ExitResponseLost: {"RESPONSE_LOST", "the sandbox child could not write its response"},
+	ExitMemory:       {"MEMORY", "the sandbox child ran out of memory"},
 	ExitRlimits:      {"RLIMITS", "the sandbox child's rlimits could not be set"},
 	ExitParentGone:   {"PARENT_GONE", "the sandbox child's parent died before it was sealed"},
 	ExitLandlock:     {"LANDLOCK", "Landlock could not be applied to the sandbox child"},

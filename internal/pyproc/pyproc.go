@@ -187,7 +187,7 @@ func ClassifyDeath(ws syscall.WaitStatus, cpu time.Duration, memMB, cpuSeconds i
 		}
 		return shared.KindKilled, fmt.Sprintf("sandbox process killed by %v", sig)
 	}
-	if strings.Contains(stderr, "MemoryError") {
+	if runner.ExitCode(ws.ExitStatus()) == runner.ExitMemory {
 		return shared.KindMemory, fmt.Sprintf("sandbox process ran out of memory (limit %d MB)", memMB)
 	}
 	msg := fmt.Sprintf("sandbox process exited with status %d without a result", ws.ExitStatus())

@@ -11,6 +11,7 @@
 #define ORQ_EXIT_ZYGOTE_FAILED 69 /* the fork-server could not start or its loop ended */
 #define ORQ_EXIT_CANNOT_SERVE 70 /* the sandbox child could not start its execution */
 #define ORQ_EXIT_RESPONSE_LOST 71 /* the sandbox child could not write its response */
+#define ORQ_EXIT_MEMORY 72 /* the sandbox child ran out of memory */
 #define ORQ_EXIT_RLIMITS 74 /* the sandbox child's rlimits could not be set */
 #define ORQ_EXIT_PARENT_GONE 75 /* the sandbox child's parent died before it was sealed */
 #define ORQ_EXIT_LANDLOCK 76 /* Landlock could not be applied to the sandbox child */

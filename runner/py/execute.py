@@ -13,6 +13,18 @@ def _orq_execute(req):
         _orq_audit_disarm()
 
 
+def _orq_execute_child(req):
+    """_orq_execute in a process of its own (a subprocess or fork-server
+    child): a MemoryError that escapes the runner's own handlers (no memory
+    left even to build the response) ends the process with
+    _orq_exit_memory, which Go reports as a memory kill."""
+    try:
+        return _orq_execute(req)
+    except MemoryError:
+        import os
+        os._exit(_orq_exit_memory)
+
+
 # A little ballast released on MemoryError so the runner can still build
 # its response after user code exhausted the address space. Allocated once
 # and reused (a fork-server zygote allocates it before it forks, so a child
@@ -431,7 +443,7 @@ def _orq_main():
         resp = _orq_spawn_seal(req)
         if resp is None:
             _orq_apply_limits(req)
-            resp = _orq_execute(req)
+            resp = _orq_execute_child(req)
     try:
         sys.stdout.flush()
         sys.stderr.flush()

@@ -17,6 +17,9 @@
 #   _orq_apply_limits(req)   set RLIMIT_AS / RLIMIT_CPU from the request
 #   _orq_execute(req)        validate + run one request, return the response
 #                            as UTF-8 JSON bytes (never raises)   [execute.py]
+#   _orq_execute_child(req)  the same in a process of its own: exits with
+#                            _orq_exit_memory if no memory is left for a
+#                            response                              [execute.py]
 #   _orq_main()              the spawn-mode driver: stdin -> _orq_execute -> fd 3
 #   _orq_forkserver_main()   the fork-server (zygote) driver      [zygote.py]
 

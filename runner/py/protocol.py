@@ -15,6 +15,7 @@ _orq_warm_max_bytes = 16384
 _orq_exit_zygote_failed = 69  # the fork-server could not start or its loop ended
 _orq_exit_cannot_serve = 70  # the sandbox child could not start its execution
 _orq_exit_response_lost = 71  # the sandbox child could not write its response
+_orq_exit_memory = 72  # the sandbox child ran out of memory
 _orq_exit_rlimits = 74  # the sandbox child's rlimits could not be set
 _orq_exit_parent_gone = 75  # the sandbox child's parent died before it was sealed
 _orq_exit_landlock = 76  # Landlock could not be applied to the sandbox child

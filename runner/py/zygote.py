@@ -91,7 +91,7 @@ def _orq_forkserver_serve(rules, max_procs=0):
         _orq_child_fail(e)
     if not req.get("limits_applied"):  # else Go set them with prlimit
         _orq_apply_limits(req)
-    resp = _orq_execute(req)
+    resp = _orq_execute_child(req)
     try:
         sys.stdout.flush()
         sys.stderr.flush()
