@@ -84,6 +84,10 @@ type ForkServer struct {
 	done chan struct{}    // closed when the control socket failed (zygote gone)
 
 	waited chan struct{} // closed when the zygote process was reaped
+
+	runMu    sync.Mutex
+	inflight int  // Runs in progress
+	draining bool // Drain was called: close when inflight reaches 0
 }
 
 // fsChild is one pre-forked child the zygote handed over.
@@ -469,6 +473,43 @@ func (fs *ForkServer) Kill() {
 	fs.fail(errors.New("fork-server stopped"))
 }
 
+// acquire counts a Run in progress; it fails once Drain was called.
+func (fs *ForkServer) acquire() bool {
+	fs.runMu.Lock()
+	defer fs.runMu.Unlock()
+	if fs.draining {
+		return false
+	}
+	fs.inflight++
+	return true
+}
+
+// release ends a Run counted by acquire; the last one of a draining
+// fork-server closes it.
+func (fs *ForkServer) release() {
+	fs.runMu.Lock()
+	fs.inflight--
+	last := fs.draining && fs.inflight == 0
+	fs.runMu.Unlock()
+	if last {
+		go fs.Close()
+	}
+}
+
+// Drain closes the fork-server once the Runs in progress have ended (at
+// once when there are none) and refuses new ones: a Pool evicts a
+// fork-server this way, so a call already running on it is not killed.
+func (fs *ForkServer) Drain() {
+	fs.runMu.Lock()
+	already := fs.draining
+	fs.draining = true
+	idle := fs.inflight == 0
+	fs.runMu.Unlock()
+	if !already && idle {
+		go fs.Close()
+	}
+}
+
 // Close asks the zygote to stop (EOF on its control socket: it kills its
 // children and exits), then makes sure of it.
 func (fs *ForkServer) Close() {
@@ -530,6 +571,15 @@ func childPipe(childReads bool) (mine *os.File, theirs int, err error) {
 // by the zygote; a child that made itself a process group leader has its
 // group killed until empty.
 func (fs *ForkServer) Run(ctx context.Context, job Job) (shared.ExecutionResult, error) {
+	if !fs.acquire() {
+		return shared.ExecutionResult{}, fmt.Errorf("execute: fork-server (pid %d) is closing: %w: %w", fs.pid, shared.ErrUnavailable, shared.ErrNotRun)
+	}
+	defer fs.release()
+	return fs.run(ctx, job)
+}
+
+// run is Run once acquire counted it.
+func (fs *ForkServer) run(ctx context.Context, job Job) (shared.ExecutionResult, error) {
 	var res shared.ExecutionResult
 	req := job.Request
 	req.Rules = runner.RulesFromServer

@@ -1,14 +1,19 @@
 package pyproc
 
 import (
+	"context"
 	"sync"
+
+	"github.com/orqest/sandbox/shared"
 )
 
 // Pool keeps warm fork-servers by name (the tier-1 backend has one, the
 // tier-2 runtime one per agent), each for a configuration key: Get returns
 // the running one, or starts it when there is none, it died, or the key
 // changed (closing the old one). At most Max names are kept; the least
-// recently used beyond that are closed. The zero value is ready (Max 0:
+// recently used beyond that are closed. A fork-server the pool closes
+// (evicted, or its key changed) is drained: calls already running on it
+// through Run finish first. The zero value is ready (Max 0:
 // no bound). Safe for concurrent use; starts of different names run in
 // parallel, of one name one at a time.
 type Pool struct {
@@ -24,16 +29,70 @@ type Pool struct {
 }
 
 type poolSlot struct {
-	mu   sync.Mutex // serialises the start
-	key  string
-	fs   *ForkServer
-	used uint64
+	mu     sync.Mutex // serialises the start
+	key    string
+	fs     *ForkServer
+	used   uint64
+	closed bool // evicted or replaced: a caller holding it looks again
 }
 
 // Get returns the fork-server of name for key, starting one with start
-// when needed.
+// when needed. A caller that runs an execution should use Run instead,
+// which keeps the fork-server from being closed under the call.
 func (p *Pool) Get(name, key string, start func() (*ForkServer, error)) (*ForkServer, error) {
+	for {
+		s := p.slot(name, key)
+		s.mu.Lock()
+		fs, err := p.startLocked(name, s, start)
+		s.mu.Unlock()
+		if fs == nil && err == nil {
+			continue // the slot was closed meanwhile
+		}
+		return fs, err
+	}
+}
+
+// Run runs job on the fork-server of name for key (started with start
+// when needed, as Get). The fork-server is not closed while the call runs,
+// even when the pool evicts it meanwhile.
+func (p *Pool) Run(ctx context.Context, name, key string, start func() (*ForkServer, error), job Job) (shared.ExecutionResult, error) {
+	for {
+		s := p.slot(name, key)
+		s.mu.Lock()
+		fs, err := p.startLocked(name, s, start)
+		if err != nil {
+			s.mu.Unlock()
+			return shared.ExecutionResult{}, err
+		}
+		if fs == nil {
+			s.mu.Unlock()
+			continue // the slot was closed meanwhile
+		}
+		if !fs.acquire() { // drained by someone else: it closes itself
+			s.fs = nil
+			s.mu.Unlock()
+			continue
+		}
+		s.mu.Unlock()
+		defer fs.release()
+		return fs.run(ctx, job)
+	}
+}
+
+// SetMax changes Max, closing the least recently used fork-servers beyond
+// it (once their calls end).
+func (p *Pool) SetMax(n int) {
 	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.Max = n
+	p.evictLocked("\x00") // no name is kept: none is "\x00"
+}
+
+// slot returns name's slot for key, replacing one of another key and
+// evicting beyond Max, and marks it used.
+func (p *Pool) slot(name, key string) *poolSlot {
+	p.mu.Lock()
+	defer p.mu.Unlock()
 	if p.slots == nil {
 		p.slots = map[string]*poolSlot{}
 	}
@@ -48,10 +107,15 @@ func (p *Pool) Get(name, key string, start func() (*ForkServer, error)) (*ForkSe
 	}
 	p.tick++
 	s.used = p.tick
-	p.mu.Unlock()
+	return s
+}
 
-	s.mu.Lock()
-	defer s.mu.Unlock()
+// startLocked returns s's running fork-server, starting one when there is
+// none or it died; nil and no error when s was closed. s.mu is held.
+func (p *Pool) startLocked(name string, s *poolSlot, start func() (*ForkServer, error)) (*ForkServer, error) {
+	if s.closed {
+		return nil, nil
+	}
 	if s.fs != nil && s.fs.Alive() {
 		return s.fs, nil
 	}
@@ -93,6 +157,7 @@ func (p *Pool) Close() {
 	p.mu.Unlock()
 	for _, s := range slots {
 		s.mu.Lock()
+		s.closed = true
 		if s.fs != nil {
 			s.fs.Close()
 			s.fs = nil
@@ -101,16 +166,18 @@ func (p *Pool) Close() {
 	}
 }
 
-// closeSlot closes a slot's fork-server in the background (its key
-// changed or it was evicted: nothing waits for it).
+// closeSlot drains a slot's fork-server in the background (its key
+// changed or it was evicted: nothing waits for it); the calls running on
+// it finish first.
 func closeSlot(s *poolSlot) {
 	go func() {
 		s.mu.Lock()
+		s.closed = true
 		fs := s.fs
 		s.fs = nil
 		s.mu.Unlock()
 		if fs != nil {
-			fs.Close()
+			fs.Drain()
 		}
 	}()
 }

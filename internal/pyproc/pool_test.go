@@ -65,3 +65,57 @@ func TestPoolKeysAndBound(t *testing.T) {
 		t.Error("eviction beyond Max did not drop the least recently used name")
 	}
 }
+
+// TestPoolEvictionDrains: a fork-server the pool evicts while a call runs
+// on it is closed only after that call ended, and the call succeeds.
+func TestPoolEvictionDrains(t *testing.T) {
+	if _, err := os.Stat(python); err != nil {
+		t.Skip(err)
+	}
+	s, err := pyproc.Probe(context.Background(), runner.Argv(python), nil, "", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rules := json.RawMessage(validator.RulesJSON())
+	start := func() (*pyproc.ForkServer, error) {
+		return pyproc.StartForkServer(runner.ForkServerArgv(python), runner.ForkServerConfig{Seal: s.Seal(nil), Rules: rules, Pool: 1}, pyproc.ForkServerOptions{})
+	}
+	p := &pyproc.Pool{Max: 1}
+	defer p.Close()
+	job := func(code string) pyproc.Job {
+		return pyproc.Job{Request: runner.Request{Code: code, AllowedImports: []string{"time"}, MemoryMB: 256}, Timeout: 20 * time.Second, MaxOutput: 1 << 20}
+	}
+	a, err := p.Get("a", "k", start)
+	if err != nil {
+		t.Fatal(err)
+	}
+	slow := make(chan error, 1)
+	go func() {
+		res, err := p.Run(context.Background(), "a", "k", start, job("import time\ntime.sleep(1.5)\nreturn 'slow'"))
+		if err == nil && (!res.Success || string(res.Output) != `"slow"`) {
+			err = errors.New(string(res.ErrorKind) + ": " + res.Error)
+		}
+		slow <- err
+	}()
+	time.Sleep(500 * time.Millisecond) // the slow call is running on a
+	res, err := p.Run(context.Background(), "b", "k", start, job("return 2"))
+	if err != nil || !res.Success {
+		t.Fatalf("b: %+v %v", res, err)
+	}
+	if p.Peek("a") != nil {
+		t.Error("a was not evicted beyond Max = 1")
+	}
+	if !a.Alive() {
+		t.Error("the evicted fork-server was closed while a call ran on it")
+	}
+	if err := <-slow; err != nil {
+		t.Errorf("the call on the evicted fork-server: %v", err)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for a.Alive() && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	if a.Alive() {
+		t.Error("the evicted fork-server outlived its last call")
+	}
+}

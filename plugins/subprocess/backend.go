@@ -67,7 +67,18 @@ type Config struct {
 	// docs/threat-model.md: a child that escaped the Python-level layers
 	// can read what its zygote warmed).
 	Warm *bool `json:"warm"`
+	// Tenants bounds how many tenants' zygotes are kept (default
+	// DefaultTenants); the least recently used beyond it is closed once its
+	// calls end. A tenant is the request's UserID: each one's calls fork from
+	// a zygote of its own, so no body one tenant's calls warmed is in
+	// another tenant's children's memory. Requests naming no user are one
+	// tenant.
+	Tenants int `json:"tenants"`
 }
+
+// DefaultTenants is how many tenants' zygotes a backend keeps when the
+// config does not say.
+const DefaultTenants = 8
 
 // testHooks are seams for this package's tests only. They are unexported
 // fields of Backend: nothing in a `config {}` block (decoded with
@@ -153,7 +164,7 @@ func NewBackend(logger hclog.Logger) *Backend {
 		validator:    validator.New(validator.WithCache(validator.DefaultCacheSize)),
 		rules:        json.RawMessage(rules),
 		maxCodeBytes: validator.MaxCodeBytes(),
-		cfg:          Config{Python: DefaultPython, Mode: DefaultMode},
+		cfg:          Config{Python: DefaultPython, Mode: DefaultMode, Tenants: DefaultTenants},
 	}
 	b.zygotes.OnRestart = func(_ string, old *pyproc.ForkServer) {
 		b.logger.Warn("fork-server died; restarting", "pid", old.PID(), "error", old.Err())
@@ -225,6 +236,7 @@ func (b *Backend) Info(ctx context.Context, _ shared.InfoRequest) (shared.InfoRe
 			{Name: "mode", Type: "string", Description: `"forkserver" (default): a warm, sealed zygote forks a fresh child per execution; "spawn": a fresh interpreter per execution`},
 			{Name: "preload", Type: "list(string)", Description: "modules the fork-server imports once so children start with them (allowed_imports still governs what user code may import)"},
 			{Name: "warm", Type: "bool", Description: "true (default): the fork-server's zygote checks and compiles a body children accepted twice, so later children skip that; false keeps bodies out of the zygote (see docs/threat-model.md)"},
+			{Name: "tenants", Type: "number", Description: fmt.Sprintf("how many tenants' zygotes are kept (default %d): each user (ExecuteRequest.UserID) forks from a zygote of its own, holding only what its own calls warmed; the least recently used beyond this is closed once its calls end", DefaultTenants)},
 			{Name: "forkcore", Type: "string", Description: `the fork-server's C loop: "" (default) uses ` + ForkCoreName + ` beside the plugin, checked against the sha256 built in; "none" keeps the zygote's loop in Python (slower); or a path`},
 			{Name: "require", Type: "list(string)", Description: `capabilities that must be in force, e.g. ["network_isolation", "filesystem_isolation", "seccomp"]; a missing one fails startup`},
 		},
@@ -264,6 +276,12 @@ func (b *Backend) Configure(ctx context.Context, req shared.ConfigureRequest) (s
 			return shared.ConfigureResponse{}, fmt.Errorf("subprocess config: require: unknown capability %q (known: %s): %w",
 				r, strings.Join(known, ", "), shared.ErrInvalidArgument)
 		}
+	}
+	if cfg.Tenants == 0 {
+		cfg.Tenants = DefaultTenants
+	}
+	if cfg.Tenants < 1 || cfg.Tenants > 1024 {
+		return shared.ConfigureResponse{}, fmt.Errorf("subprocess config: tenants = %d: want 1 to 1024 zygotes: %w", cfg.Tenants, shared.ErrInvalidArgument)
 	}
 	for _, m := range cfg.Preload {
 		if !validModuleName(m) {
@@ -306,7 +324,7 @@ func (b *Backend) Configure(ctx context.Context, req shared.ConfigureRequest) (s
 	// the configured mode (this starts the fork-server).
 	var res shared.ExecutionResult
 	if cfg.Mode == ModeForkServer {
-		res, err = b.runFork(ctx, cfg, seal, runner.Request{Code: "return 1+1", MemoryMB: DefaultMemoryMB}, 10*time.Second, DefaultMaxOutputBytes, b.rules)
+		res, err = b.runFork(ctx, cfg, seal, "", runner.Request{Code: "return 1+1", MemoryMB: DefaultMemoryMB}, 10*time.Second, DefaultMaxOutputBytes, b.rules)
 	} else {
 		res, err = b.runSpawn(ctx, cfg, runner.Request{Code: "return 1+1", MemoryMB: DefaultMemoryMB, Seal: seal.seal(b.test.disable)}, 10*time.Second, DefaultMaxOutputBytes)
 	}
@@ -320,6 +338,7 @@ func (b *Backend) Configure(ctx context.Context, req shared.ConfigureRequest) (s
 
 	b.mu.Lock()
 	b.cfg = cfg
+	b.zygotes.SetMax(cfg.Tenants)
 	b.seal = seal
 	b.classes = req.Classes
 	b.mu.Unlock()
@@ -427,7 +446,7 @@ func (b *Backend) Execute(ctx context.Context, req shared.ExecuteRequest) (share
 	}
 	var res shared.ExecutionResult
 	if cfg.Mode == ModeForkServer {
-		res, err = b.runFork(ctx, cfg, seal, preq, timeout, maxOut, rules)
+		res, err = b.runFork(ctx, cfg, seal, req.UserID, preq, timeout, maxOut, rules)
 	} else {
 		preq.Rules = rules
 		preq.Seal = seal.seal(b.test.disable)

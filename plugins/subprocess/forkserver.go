@@ -15,9 +15,10 @@ import (
 	"github.com/orqest/sandbox/shared"
 )
 
-// ModeForkServer keeps one warm, sealed zygote per plugin that forks a
-// fresh child for every execution (the default). The zygote and its client
-// are internal/pyproc.ForkServer.
+// ModeForkServer keeps a warm, sealed zygote per tenant (the request's
+// UserID) that forks a fresh child for every execution (the default). The
+// zygote and its client are internal/pyproc.ForkServer; a tenant's zygote
+// holds only what that tenant's calls warmed.
 const ModeForkServer = "forkserver"
 
 // forkServerPool is how many pre-forked, sealed children the zygote keeps
@@ -25,23 +26,21 @@ const ModeForkServer = "forkserver"
 // zygote refills behind them.
 const forkServerPool = 4
 
-// runFork runs req in a child forked by the zygote and classifies the
+// runFork runs req in a child forked by tenant's zygote and classifies the
 // outcome, like runSpawn. rules is the rules table for the in-child
 // checker and the builtins.
-func (b *Backend) runFork(ctx context.Context, cfg Config, seal *sealInfo, req runner.Request, timeout time.Duration, maxOut int, rules json.RawMessage) (shared.ExecutionResult, error) {
+func (b *Backend) runFork(ctx context.Context, cfg Config, seal *sealInfo, tenant string, req runner.Request, timeout time.Duration, maxOut int, rules json.RawMessage) (shared.ExecutionResult, error) {
 	if err := ctx.Err(); err != nil {
 		return shared.ExecutionResult{}, fmt.Errorf("execute: %w", err)
 	}
-	fs, err := b.forkServer(cfg, seal, rules)
-	if err != nil {
-		return shared.ExecutionResult{}, err
-	}
-	return fs.Run(ctx, pyproc.Job{Request: req, Timeout: timeout, MaxOutput: maxOut, OnStart: b.onSpawn})
+	key, start := b.forkServer(cfg, seal, rules)
+	return b.zygotes.Run(ctx, tenant, key, start, pyproc.Job{Request: req, Timeout: timeout, MaxOutput: maxOut, OnStart: b.onSpawn})
 }
 
-// forkServer returns the running zygote for cfg, (re)starting it when it
-// died or the configuration changed.
-func (b *Backend) forkServer(cfg Config, s *sealInfo, rules json.RawMessage) (*pyproc.ForkServer, error) {
+// forkServer returns the key of the zygote configuration cfg asks for and
+// the function that starts one; the pool (re)starts a tenant's zygote
+// when it died or the configuration changed.
+func (b *Backend) forkServer(cfg Config, s *sealInfo, rules json.RawMessage) (string, func() (*pyproc.ForkServer, error)) {
 	// The zygote serves one configuration: python, preload, the layers in
 	// force (s is probed once per interpreter), the C loop and the rules
 	// table. The key names the table by identity (it is b.rules, or a
@@ -54,7 +53,7 @@ func (b *Backend) forkServer(cfg Config, s *sealInfo, rules json.RawMessage) (*p
 	warm := cfg.Warm == nil || *cfg.Warm
 	key := cfg.Python + "\x00" + string(keyJSON) + "\x00" + b.test.program + "\x00" + coreID + "\x00" +
 		strconv.FormatBool(warm) + "\x00" + fmt.Sprintf("%p/%d", unsafe.SliceData(rules), len(rules))
-	return b.zygotes.Get("", key, func() (*pyproc.ForkServer, error) {
+	return key, func() (*pyproc.ForkServer, error) {
 		fcfg.Rules = rules
 		fs, err := pyproc.StartForkServer(b.argv(cfg.Python, runner.ForkServerArg), fcfg, pyproc.ForkServerOptions{
 			Logger: b.logger,
@@ -78,5 +77,5 @@ func (b *Backend) forkServer(cfg Config, s *sealInfo, rules json.RawMessage) (*p
 			}
 		}
 		return fs, nil
-	})
+	}
 }
