@@ -88,6 +88,7 @@ BENCH_SANDBOXES ?= inprocess,forkserver,spawn,docker
 bench-system:
 	$(BIN)/orqest-sandbox bench --config bench.hcl --sandbox $(BENCH_SANDBOXES) -n 300 --concurrency 1
 	$(BIN)/orqest-sandbox bench --config bench.hcl --sandbox $(BENCH_SANDBOXES) -n 300 --concurrency 2
+	bash scripts/bench-batch.sh $(BIN)/orqest-sandbox
 
 fuzz:
 	$(GO) test -run '^$$' -fuzz FuzzCheck -fuzztime 60s ./validator/

@@ -6,6 +6,8 @@
 //	orqest-sandbox run      [--config F] [--sandbox NAME] [--allow m1,m2] [--args JSON]
 //	                        [--timeout DUR] [--memory MB] [--json] (-e CODE | FILE | -)
 //	                        [--user U] [--session S] [--tool NAME]
+//	orqest-sandbox run      --batch FILE|- [--concurrency N] [--config F] [--sandbox NAME]
+//	                        [--allow …] [--timeout DUR] [--memory MB] [--user U] [--session S]
 //	orqest-sandbox validate [--config F] [--allow m1,m2] [--json] (-e CODE | FILE | -)
 //	orqest-sandbox call     [--config F] [--sandbox NAME] [--allow …] [--args JSON] --return EXPR (-e CODE | FILE)
 //	orqest-sandbox plugins  list|check

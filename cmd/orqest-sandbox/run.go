@@ -71,10 +71,13 @@ func loadSandbox(ctx context.Context, config, name string) (*host.Host, *host.Sa
 }
 
 func cmdRun(ctx context.Context, e *env, args []string) int {
-	fs := newFlagSet(e, "run", "run [--config F] [--sandbox NAME] [--allow m1,m2] [--args JSON] [--timeout DUR] [--memory MB] [--json] (-e CODE | FILE | -) [--user U] [--session S] [--tool NAME]")
+	fs := newFlagSet(e, "run", "run [--config F] [--sandbox NAME] [--allow m1,m2] [--args JSON] [--timeout DUR] [--memory MB] [--json] (-e CODE | FILE | - | --batch FILE|-) [--concurrency N] [--user U] [--session S] [--tool NAME]")
 	var f execFlags
-	var user, session, tool string
+	var user, session, tool, batch string
+	var concurrency int
 	f.register(fs)
+	fs.StringVar(&batch, "batch", "", "run many requests: a file (or - for stdin) of JSON lines {\"code\", \"args\", \"allowed_imports\", \"timeout\", \"memory_mb\", \"id\"}; prints one result line per request as each finishes")
+	fs.IntVar(&concurrency, "concurrency", 0, "with --batch: executions in flight at once (default: the sandbox's max_concurrency)")
 	fs.StringVar(&f.expr, "e", "", "the code (a function body) to run")
 	fs.StringVar(&user, "user", "", "user id, for session tiers")
 	fs.StringVar(&session, "session", "", "session id, for session tiers")
@@ -82,6 +85,17 @@ func cmdRun(ctx context.Context, e *env, args []string) int {
 	pos, err := parseFlags(fs, args)
 	if err != nil {
 		return flagErr(err)
+	}
+	if isFlagSet(fs, "batch") {
+		if isFlagSet(fs, "e") || len(pos) > 0 || f.args != "" || tool != "" {
+			fmt.Fprintln(e.stderr, "orqest-sandbox run: --batch takes the code and args from its lines: no -e, FILE, --args or --tool")
+			return exitError
+		}
+		if batch == "" || concurrency < 0 {
+			fmt.Fprintln(e.stderr, "orqest-sandbox run: --batch needs a FILE or - and --concurrency a count ≥ 0")
+			return exitError
+		}
+		return runBatch(ctx, e, f, batch, concurrency, user, session)
 	}
 	code, err := readCode(e, f.expr, isFlagSet(fs, "e"), pos, true)
 	if err != nil {

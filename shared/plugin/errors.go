@@ -37,6 +37,19 @@ var classes = []struct {
 	{context.Canceled, "canceled", codes.Canceled},
 }
 
+// ErrorClasses returns the names of the classes err matches, as they
+// travel on the wire ("invalid_argument", "unavailable", ...): for output a
+// program reads (the CLI's JSON lines) without matching message text.
+func ErrorClasses(err error) []string {
+	var names []string
+	for _, c := range classes {
+		if errors.Is(err, c.class) {
+			names = append(names, c.name)
+		}
+	}
+	return names
+}
+
 // ToGRPC converts err into a gRPC status error whose ErrorDetail names every
 // class err matches (and, for a *shared.ValidationError, its findings). The
 // server adapters use it; plugin authors need not call it.
@@ -44,14 +57,12 @@ func ToGRPC(err error) error {
 	if err == nil {
 		return nil
 	}
-	detail := &proto.ErrorDetail{}
+	detail := &proto.ErrorDetail{Classes: ErrorClasses(err)}
 	code := codes.Unknown
 	for _, c := range classes {
 		if errors.Is(err, c.class) {
-			if code == codes.Unknown {
-				code = c.code
-			}
-			detail.Classes = append(detail.Classes, c.name)
+			code = c.code
+			break
 		}
 	}
 	if _, ok := status.FromError(err); ok && len(detail.Classes) == 0 {

@@ -160,4 +160,3 @@ func CodeHash(code string) string {
 	s := sha256.Sum256([]byte(code))
 	return hex.EncodeToString(s[:])
 }
-
