@@ -21,7 +21,7 @@ import (
 //	zygote -> Go  {"t":"idle","pid"} with SCM_RIGHTS [child socket, pidfd]
 //	Go -> zygote  {"t":"took","pid"}  (exactly TookFormat: the C loop matches it whole)
 //	zygote -> Go  {"t":"exit","pid","status","utime","stime"}
-//	Go -> zygote  {"t":"warm","code","allowed_imports","classes"}
+//	Go -> zygote  {"t":"warm","code","allowed_imports","classes"}  (code "": prepare the allowlist's environment only)
 //
 // and Go hands a pre-forked child its execution on the child's own socket:
 // ExecFormat (its RLIMIT_AS in MB and RLIMIT_CPU in seconds) with the

@@ -74,6 +74,7 @@ type ForkServer struct {
 
 	warmMu sync.Mutex
 	warmed map[string]bool // body+allowlist keys seen once (false) or warmed (true)
+	envWarmed map[string]bool // allowlist keys whose environment the zygote prepared
 	warmFO []string        // the same keys, oldest first
 
 	idle chan *fsChild // ready children, oldest first
@@ -187,7 +188,7 @@ func StartForkServer(argv []string, cfg runner.ForkServerConfig, opts ForkServer
 	zEnd.Close()
 	fs := &ForkServer{
 		logger: logger, cmd: cmd, conn: conn, pid: cmd.Process.Pid, noWarm: opts.NoWarm,
-		idle: make(chan *fsChild, 16), kids: map[int]*fsChild{}, warmed: map[string]bool{},
+		idle: make(chan *fsChild, 16), kids: map[int]*fsChild{}, warmed: map[string]bool{}, envWarmed: map[string]bool{},
 		done: make(chan struct{}), waited: make(chan struct{}),
 	}
 	go func() {
@@ -377,17 +378,22 @@ func (fs *ForkServer) took(c *fsChild) error {
 // still counts as warm (its own warm-up body takes one entry).
 const warmMax = 96
 
-// warm asks the zygote to check and compile a body a child just accepted
-// (it runs nothing of it), so that the children it forks from then on skip
-// the in-child parse, check and compile of that body. It does so the
-// second time a body (with the same allowlist) was accepted, once: a
-// one-off body costs the zygote nothing, a tool body called again is warm
-// from then on. Best effort: a child that does not find the body warm
-// checks and compiles it itself, as before.
+// warm asks the zygote to prepare for bodies like one a child just
+// accepted (it runs nothing of them), so the children it forks from then on
+// do less:
+//
+//   - the first time an allowlist (with the classes switch) is accepted, the
+//     zygote prepares its environment: the curated builtins, the import
+//     shim, and the allowed modules imported. A new body under that
+//     allowlist then imports nothing in its child. No body is sent: this
+//     holds nothing of any caller's code, so it happens with NoWarm too.
+//   - the second time a body (with the same allowlist) was accepted, once,
+//     the zygote checks and compiles it: a one-off body costs the zygote
+//     nothing, a tool body called again is warm from then on.
+//
+// Best effort: a child that does not find the body warm checks and
+// compiles it itself, as before.
 func (fs *ForkServer) warm(code string, allowed []string, classes bool) {
-	if fs.noWarm || len(code) > runner.WarmMaxBytes {
-		return
-	}
 	allowed = slices.Clone(allowed)
 	slices.Sort(allowed)
 	allowed = slices.Compact(allowed)
@@ -402,6 +408,20 @@ func (fs *ForkServer) warm(code string, allowed []string, classes bool) {
 		key.WriteByte('c')
 	}
 	key.WriteByte(0)
+	envKey := key.String()
+	fs.warmMu.Lock()
+	envDone := fs.envWarmed[envKey]
+	if !envDone && len(fs.envWarmed) < envWarmMax {
+		fs.envWarmed[envKey] = true
+	}
+	fs.warmMu.Unlock()
+	if !envDone {
+		fs.sendWarm("", allowed, classes)
+	}
+
+	if fs.noWarm || len(code) > runner.WarmMaxBytes {
+		return
+	}
 	key.WriteString(code)
 	k := key.String()
 	fs.warmMu.Lock()
@@ -423,6 +443,16 @@ func (fs *ForkServer) warm(code string, allowed []string, classes bool) {
 		fs.warmMu.Unlock()
 		return
 	}
+	fs.sendWarm(code, allowed, classes)
+}
+
+// envWarmMax bounds the allowlists a zygote prepares an environment for
+// (the runner keeps at most _orq_envs_max of them).
+const envWarmMax = 16
+
+// sendWarm sends the zygote a warm message: code "" prepares the
+// allowlist's environment only.
+func (fs *ForkServer) sendWarm(code string, allowed []string, classes bool) {
 	msg, err := json.Marshal(struct {
 		T       string   `json:"t"`
 		Code    string   `json:"code"`

@@ -151,3 +151,45 @@ func TestWarmedRejectedBodyStaysRejected(t *testing.T) {
 		}
 	})
 }
+
+// The first body children accept under an allowlist makes the zygote
+// prepare that allowlist's environment (its modules imported), so children
+// forked afterwards run a body never seen before without importing them;
+// no body is sent, so it happens with NoWarm too. The body reads the
+// runner's table of prepared environments, which a child fills only from
+// its zygote.
+func TestAllowlistEnvironmentPrepared(t *testing.T) {
+	prog := runnertest.CheckRecordingProgram()
+	rules := json.RawMessage(`{"safe_builtins":["len","list","set","True","False","None","sorted","str","vars"]}`)
+	allowed := []string{"sys", "statistics"}
+	zygoteLoops(t, prog, rules, func(t *testing.T, fs *pyproc.ForkServer) {
+		prepared := -1
+		for n := 0; n < 30; n++ {
+			// A new body each time: only the allowlist repeats.
+			body := "import sys\nenvs = vars(sys.modules['_' * 2 + 'main' + '_' * 2])['_orq_envs'][1]\n" +
+				"return [sorted(k[0]) for k in envs if 'statistics' in k[0]]  # " + strconv.Itoa(n)
+			res, err := fs.Run(context.Background(), pyproc.Job{
+				Request: runner.Request{Code: body, AllowedImports: allowed, Rules: rules, MemoryMB: 256},
+				Timeout: 10 * time.Second, MaxOutput: 1 << 16,
+			})
+			if err != nil || !res.Success {
+				t.Fatalf("run %d: %v %s %s", n, err, res.ErrorKind, res.Error)
+			}
+			switch out := strings.ReplaceAll(string(res.Output), " ", ""); out {
+			case "[]":
+				if prepared >= 0 {
+					t.Fatalf("run %d found no prepared environment after run %d did", n, prepared)
+				}
+			case `[["statistics","sys"]]`:
+				if prepared < 0 {
+					prepared = n
+				}
+			default:
+				t.Fatalf("run %d: %s", n, out)
+			}
+		}
+		if prepared < 1 {
+			t.Fatalf("prepared at run %d: want a later child (not the first) to find the allowlist prepared", prepared)
+		}
+	})
+}

@@ -256,16 +256,20 @@ def _orq_warm(msg, rules):
     """A fork-server zygote's handler of Go's {"t":"warm","code",
     "allowed_imports"}: check and compile a body a child just ran, so the
     children forked from now on find it accepted and compiled (trusted
-    code only: nothing of the body runs here). Never raises."""
+    code only: nothing of the body runs here); with code "", only prepare
+    the allowlist's environment (its modules imported). Never raises."""
     try:
         import json
 
         doc = json.loads(msg)
         code = doc.get("code")
         allowed = doc.get("allowed_imports") or []
-        if (isinstance(code, str) and len(code) <= _orq_accepted_max_bytes
+        classes = doc.get("classes") is True
+        if code == "" and isinstance(allowed, list):
+            # The allowlist's environment only: its modules imported.
+            _orq_env(allowed, rules, keep=True, classes=classes)
+        elif (isinstance(code, str) and len(code) <= _orq_accepted_max_bytes
                 and isinstance(allowed, list)):
-            classes = doc.get("classes") is True
             if _orq_accept(code, allowed, rules, classes)[0] is not None:
                 _orq_env(allowed, rules, keep=True, classes=classes)
         import gc
