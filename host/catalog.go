@@ -32,6 +32,11 @@ const (
 	SourcePluginDir PluginSource = "plugin_dir"
 	// SourceSearchDir: a directory given with WithPluginDirs.
 	SourceSearchDir PluginSource = "search_dir"
+	// SourceEnvDir: a directory of the ORQEST_PLUGIN_DIR environment
+	// variable.
+	SourceEnvDir PluginSource = "env"
+	// SourceUserDir: the user's plugin directory, UserPluginDir.
+	SourceUserDir PluginSource = "user_config_dir"
 	// SourceExecutableDir: the directory of the running executable.
 	SourceExecutableDir PluginSource = "executable_dir"
 )
@@ -55,10 +60,30 @@ type PluginEntry struct {
 	decl *PluginConfig
 }
 
+// PluginDirEnv names the environment variable whose directories (a list
+// separated by os.PathListSeparator) the catalog searches after the
+// policy's plugin_dir and WithPluginDirs: how a program embedding the host
+// (whose executable is not beside the plugins, e.g. under `go run`) points
+// at installed plugins without a policy change.
+const PluginDirEnv = "ORQEST_PLUGIN_DIR"
+
+// UserPluginDir returns the per-user plugin directory the catalog searches
+// after PluginDirEnv: <os.UserConfigDir()>/orqest-sandbox/plugins
+// (~/.config/orqest-sandbox/plugins on Linux), or "" when the user has no
+// config directory.
+func UserPluginDir() string {
+	d, err := os.UserConfigDir()
+	if err != nil || d == "" {
+		return ""
+	}
+	return filepath.Join(d, "orqest-sandbox", "plugins")
+}
+
 // Catalog is the set of plugins a host can launch: the plugin blocks of the
 // policy plus every executable named plugin.PluginPrefix+<name> in the
-// search directories (plugin_dir, WithPluginDirs, the executable's
-// directory). The first binary found for a name wins; an explicit path in a
+// search directories, in this order: the policy's plugin_dir,
+// WithPluginDirs, $ORQEST_PLUGIN_DIR, UserPluginDir, the executable's
+// directory. The first binary found for a name wins; an explicit path in a
 // plugin block wins over all of them.
 type Catalog struct {
 	dirs    []searchDir
@@ -74,7 +99,8 @@ type searchDir struct {
 }
 
 // NewCatalog discovers plugins for cfg. extraDirs are searched after
-// plugin_dir and before the executable's directory. The diagnostics report
+// plugin_dir and before $ORQEST_PLUGIN_DIR, the user's plugin directory and
+// the executable's directory. The diagnostics report
 // declared plugins that cannot be found, explicit paths that do not exist
 // and binaries whose sha256 does not match; references from sandboxes are
 // checked by Load.
@@ -96,6 +122,18 @@ func NewCatalog(cfg *Config, extraDirs []string) (*Catalog, hcl.Diagnostics) {
 			d = abs
 		}
 		c.dirs = append(c.dirs, searchDir{d, SourceSearchDir})
+	}
+	for _, d := range filepath.SplitList(os.Getenv(PluginDirEnv)) {
+		if d == "" {
+			continue
+		}
+		if abs, err := filepath.Abs(d); err == nil {
+			d = abs
+		}
+		c.dirs = append(c.dirs, searchDir{d, SourceEnvDir})
+	}
+	if d := UserPluginDir(); d != "" {
+		c.dirs = append(c.dirs, searchDir{d, SourceUserDir})
 	}
 	if exe, err := os.Executable(); err == nil {
 		if real, err := filepath.EvalSymlinks(exe); err == nil {
@@ -161,15 +199,18 @@ func NewCatalog(cfg *Config, extraDirs []string) (*Catalog, hcl.Diagnostics) {
 	return c, diags
 }
 
+// searchedList names the directories searched and how to add one, for a
+// plugin that was not found.
 func (c *Catalog) searchedList() string {
-	if len(c.dirs) == 0 {
-		return "no search directory"
-	}
 	var ds []string
 	for _, d := range c.dirs {
-		ds = append(ds, d.path)
+		ds = append(ds, d.path+" ("+string(d.source)+")")
 	}
-	return strings.Join(ds, ", ")
+	searched := "no search directory"
+	if len(ds) > 0 {
+		searched = strings.Join(ds, ", ")
+	}
+	return searched + "; install the plugin into one of them, set " + PluginDirEnv + " to its directory, or set plugin_dir in the policy"
 }
 
 // SearchDirs returns the directories searched, in order.

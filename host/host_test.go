@@ -36,6 +36,9 @@ func TestMain(m *testing.M) {
 		pluginSkipMsg = fmt.Sprintf("SKIP: the subprocess plugin does not build yet (go build ./cmd/orqest-sandbox-plugin-subprocess: %v)\n%s", err, b)
 	} else {
 		pluginDir = dir
+		// As an installation would: the package's examples load the
+		// embedded default policy, which finds the plugin here.
+		os.Setenv(PluginDirEnv, dir)
 	}
 	code := m.Run()
 	CleanupClients()
