@@ -518,6 +518,11 @@ func (p *PolicyConfig) resolve() (Policy, hcl.Diagnostics) {
 				fmt.Sprintf("%s must be a positive number, not %d.", l.name, *l.v)))
 			continue
 		}
+		if l.name == "memory_mb" && *l.v < shared.MinMemoryMB {
+			diags = append(diags, errDiag(l.rng, "Memory limit below the floor",
+				fmt.Sprintf("memory_mb = %d: a Python child needs at least %d MB to start, and a limit below what it already maps would not hold.", *l.v, shared.MinMemoryMB)))
+			continue
+		}
 		*l.dst = *l.v
 	}
 	for _, l := range []struct {

@@ -109,7 +109,7 @@ func TestEmbeddedDefault(t *testing.T) {
 	if len(p.AllowedImports) != 0 || p.Timeout != 5*time.Second || p.MemoryMB != 128 {
 		t.Errorf("policy %+v", p)
 	}
-	if ws := PolicyWarnings(cfg); len(ws) != 0 {
+	if ws := LintPolicy(cfg); len(ws) != 0 {
 		t.Errorf("embedded default has lint warnings: %v", ws)
 	}
 	// ResolveConfigPath: no config.hcl here -> embedded.
@@ -275,25 +275,25 @@ func TestBackendConfigDiagnostics(t *testing.T) {
 	}
 }
 
-func TestPolicyWarnings(t *testing.T) {
+func TestLintPolicy(t *testing.T) {
 	src := "policy \"p\" {\n  allowed_imports = [\"re\", \"os.path\", \"subprocess\"]\n}\nsandbox \"a\" {\n  plugin = \"subprocess\"\n  policy = \"p\"\n  unsafe = true\n}\n"
 	cfg, diags := ParseConfig("/x/config.hcl", []byte(src))
 	if diags.HasErrors() {
 		t.Fatal(diags)
 	}
-	ws := PolicyWarnings(cfg)
+	ws := LintPolicy(cfg)
 	if len(ws) != 2 {
-		t.Fatalf("warnings: %v", ws)
+		t.Fatalf("diagnostics: %v", ws)
 	}
-	for _, w := range ws {
-		if w.Severity != hcl.DiagWarning {
-			t.Errorf("not a warning: %v", w)
-		}
+	// Unacknowledged dangerous modules make every run fail: an error. An
+	// unsafe sandbox is a deliberate choice: a warning.
+	if ws[0].Severity != hcl.DiagError || ws[1].Severity != hcl.DiagWarning {
+		t.Errorf("severities %v, %v: want an error then a warning", ws[0].Severity, ws[1].Severity)
 	}
 	var buf bytes.Buffer
 	WriteDiagnostics(&buf, cfg.Files, ws)
 	out := buf.String()
-	if !strings.Contains(out, "/x/config.hcl:2:21: Warning: Dangerous module in allowed_imports") || !strings.Contains(out, "os.path") || strings.Contains(out, "re (") {
+	if !strings.Contains(out, "/x/config.hcl:2:21: Error: Dangerous module in allowed_imports") || !strings.Contains(out, "os.path") || strings.Contains(out, "re (") {
 		t.Errorf("lint output:\n%s", out)
 	}
 }

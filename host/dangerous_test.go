@@ -37,12 +37,12 @@ func TestPolicyLintDangerousImports(t *testing.T) {
 	if diags.HasErrors() {
 		t.Fatal(diags)
 	}
-	ws := PolicyWarnings(cfg)
+	ws := LintPolicy(cfg)
 	var buf bytes.Buffer
 	WriteDiagnostics(&buf, cfg.Files, ws)
 	out := buf.String()
 	for _, want := range []string{
-		"/x/config.hcl:2:21: Warning: Dangerous module in allowed_imports", "pickle (",
+		"/x/config.hcl:2:21: Error: Dangerous module in allowed_imports", "pickle (",
 		"Warning: Dangerous module allowed deliberately", "allows os (",
 		"/x/config.hcl:3:29: Warning: allow_dangerous_imports entry has no effect", "acknowledges sys,",
 	} {
@@ -51,7 +51,7 @@ func TestPolicyLintDangerousImports(t *testing.T) {
 		}
 	}
 	if len(ws) != 3 {
-		t.Errorf("want 3 warnings, got %d:\n%s", len(ws), out)
+		t.Errorf("want 3 diagnostics, got %d:\n%s", len(ws), out)
 	}
 	p, _ := cfg.Policy("p")
 	if got := p.UnacknowledgedDangerous(); len(got) != 1 || got[0] != "pickle" {

@@ -136,12 +136,14 @@ func (p Policy) checkUnreviewed(extra ...string) error {
 		p.Name, strings.Join(bad, ", "), strings.Join(ReviewedModules(), ", "), shared.ErrFailedPrecondition)
 }
 
-// PolicyWarnings lints a policy and returns warnings (never errors) with
-// source ranges: dangerous modules in allowed_imports (whether or not
-// allow_dangerous_imports acknowledges them), allow_dangerous_imports
-// entries that have no effect, and sandboxes that opt out of isolation
-// with unsafe = true.
-func PolicyWarnings(cfg *Config) hcl.Diagnostics {
+// LintPolicy lints a policy and returns diagnostics with source ranges.
+// Errors: dangerous modules in allowed_imports that allow_dangerous_imports
+// does not acknowledge, and modules without a reviewed surface that
+// allow_unreviewed_imports does not list — every run under such a policy is
+// refused, so the policy is unusable as written. Warnings: dangerous
+// modules allowed deliberately, allow_dangerous_imports entries that have
+// no effect, and sandboxes that opt out of isolation with unsafe = true.
+func LintPolicy(cfg *Config) hcl.Diagnostics {
 	var diags hcl.Diagnostics
 	for _, p := range cfg.Policies {
 		pol := Policy{Name: p.Name, AllowedImports: p.AllowedImports, AllowDangerousImports: p.AllowDangerousImports}
@@ -162,9 +164,9 @@ func PolicyWarnings(cfg *Config) hcl.Diagnostics {
 		r := p.AllowedImportsRange
 		if len(bad) > 0 {
 			diags = append(diags, &hcl.Diagnostic{
-				Severity: hcl.DiagWarning,
+				Severity: hcl.DiagError,
 				Summary:  "Dangerous module in allowed_imports",
-				Detail: fmt.Sprintf("Policy %q lets user code import %s. These hand out OS, process, file, network, introspection or code-loading power and defeat the sandbox's static checks; runs under this policy are refused until allow_dangerous_imports lists them (allow them only for trusted code).",
+				Detail: fmt.Sprintf("Policy %q lets user code import %s. These hand out OS, process, file, network, introspection or code-loading power and defeat the sandbox's static checks; every run under this policy is refused until allow_dangerous_imports lists them (allow them only for trusted code) or allowed_imports drops them.",
 					p.Name, strings.Join(bad, ", ")),
 				Subject: &r,
 			})
@@ -181,9 +183,9 @@ func PolicyWarnings(cfg *Config) hcl.Diagnostics {
 		pol.AllowUnreviewedImports = p.AllowUnreviewedImports
 		if un := pol.Unreviewed(); len(un) > 0 {
 			diags = append(diags, &hcl.Diagnostic{
-				Severity: hcl.DiagWarning,
+				Severity: hcl.DiagError,
 				Summary:  "Unreviewed module in allowed_imports",
-				Detail: fmt.Sprintf("Policy %q lets user code import %s, which has no reviewed surface in the rules table (what importing it hands user code has not been checked); runs under this policy are refused until allow_unreviewed_imports lists it.",
+				Detail: fmt.Sprintf("Policy %q lets user code import %s, which has no reviewed surface in the rules table (what importing it hands user code has not been checked); every run under this policy is refused until allow_unreviewed_imports lists it or allowed_imports drops it.",
 					p.Name, strings.Join(un, ", ")),
 				Subject: &r,
 			})

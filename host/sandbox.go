@@ -124,7 +124,7 @@ func (s *Sandbox) Validate(ctx context.Context, code string, extra ...string) er
 //   - refuses a call whose allowlist names a dangerous module (rules.json
 //     dangerous_imports: os, sys, subprocess, ...) that the policy does not
 //     acknowledge in allow_dangerous_imports: an error wrapping
-//     shared.ErrFailedPrecondition (see PolicyWarnings for the lint);
+//     shared.ErrFailedPrecondition (see LintPolicy for the lint);
 //   - refuses Dependencies that are not in the policy's allowed_packages
 //     (PEP 503 names, optionally name==version): an error wrapping
 //     shared.ErrPermissionDenied that names the package; a malformed one
@@ -204,14 +204,16 @@ func (s *Sandbox) applyPolicy(req shared.ExecuteRequest) (shared.ExecuteRequest,
 	if len(args) == 0 || bytes.Equal(args, []byte("null")) {
 		req.Args = json.RawMessage("{}")
 	} else {
-		var obj map[string]json.RawMessage
-		if err := json.Unmarshal(args, &obj); err != nil {
-			return req, &shared.FieldError{Field: "args", Reason: "args must be a JSON object: " + err.Error()}
+		if err := shared.CheckArgsObject(args); err != nil {
+			return req, err
 		}
 		req.Args = json.RawMessage(args)
 	}
 	if req.Timeout < 0 || req.MemoryMB < 0 || req.MaxOutputBytes < 0 {
 		return req, fmt.Errorf("timeout, memory and output limits must not be negative: %w", shared.ErrInvalidArgument)
+	}
+	if err := shared.CheckMemoryMB(req.MemoryMB); err != nil {
+		return req, err
 	}
 	if req.Timeout == 0 {
 		req.Timeout = p.Timeout

@@ -38,11 +38,11 @@ func TestUnreviewedImportsRefused(t *testing.T) {
 		t.Fatal(diags)
 	}
 	found := false
-	for _, d := range PolicyWarnings(cfg) {
+	for _, d := range LintPolicy(cfg) {
 		found = found || (d.Summary == "Unreviewed module in allowed_imports" && strings.Contains(d.Detail, "optparse") && d.Subject != nil && d.Subject.Start.Line == 2)
 	}
 	if !found {
-		t.Errorf("no warning naming optparse at line 2: %v", PolicyWarnings(cfg))
+		t.Errorf("no warning naming optparse at line 2: %v", LintPolicy(cfg))
 	}
 }
 

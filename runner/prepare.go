@@ -45,6 +45,9 @@ func Prepare(req shared.ExecuteRequest, d Defaults) (Prepared, error) {
 	if p.Timeout < 0 || p.MemoryMB < 0 || p.MaxOutputBytes < 0 {
 		return p, fmt.Errorf("negative limit (timeout %v, memory_mb %d, max_output_bytes %d): %w", p.Timeout, p.MemoryMB, p.MaxOutputBytes, shared.ErrInvalidArgument)
 	}
+	if err := shared.CheckMemoryMB(p.MemoryMB); err != nil {
+		return p, err
+	}
 	if p.Timeout == 0 {
 		p.Timeout = d.Timeout
 	}

@@ -227,10 +227,10 @@ func NormalizeArgs(raw json.RawMessage) (json.RawMessage, error) {
 	}
 	var buf bytes.Buffer
 	if err := json.Compact(&buf, raw); err != nil {
-		return nil, fmt.Errorf("args are not valid JSON: %v: %w", err, shared.ErrInvalidArgument)
+		return nil, &shared.FieldError{Field: "args", Reason: fmt.Sprintf("args must be a JSON object; this is not valid JSON (%v)", err)}
 	}
-	if buf.Len() == 0 || buf.Bytes()[0] != '{' {
-		return nil, fmt.Errorf("args must be a JSON object: %w", shared.ErrInvalidArgument)
+	if err := shared.CheckArgsObject(buf.Bytes()); err != nil {
+		return nil, err
 	}
 	return json.RawMessage(buf.Bytes()), nil
 }

@@ -122,9 +122,32 @@ func newFlagSet(e *env, name, synopsis string) *flag.FlagSet {
 	fs.SetOutput(e.stderr)
 	fs.Usage = func() {
 		fmt.Fprintf(e.stderr, "Usage: orqest-sandbox %s\n\nFlags:\n", synopsis)
-		fs.PrintDefaults()
+		printFlags(e.stderr, fs)
 	}
 	return fs
+}
+
+// printFlags lists fs's flags as the usage line spells them: --name for
+// long flags, -e for one-letter ones (flag.PrintDefaults writes -name).
+func printFlags(w io.Writer, fs *flag.FlagSet) {
+	fs.VisitAll(func(f *flag.Flag) {
+		arg, usage := flag.UnquoteUsage(f)
+		dash := "--"
+		if len(f.Name) == 1 {
+			dash = "-"
+		}
+		line := "  " + dash + f.Name
+		if arg != "" {
+			line += " " + arg
+		}
+		line += "\n    \t" + strings.ReplaceAll(usage, "\n", "\n    \t")
+		switch f.DefValue {
+		case "", "0", "false", "[]":
+		default:
+			line += fmt.Sprintf(" (default %s)", f.DefValue)
+		}
+		fmt.Fprintln(w, line)
+	})
 }
 
 // parseFlags parses args allowing flags after positional arguments

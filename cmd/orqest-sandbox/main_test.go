@@ -351,13 +351,31 @@ sandbox "tier1" {
   }
 }
 `, sum))
+	// A policy that lists a dangerous module without acknowledging it is
+	// an error for `policy check` (every run under it is refused, even of
+	// code that does not import it).
 	r = runCLI(t, "", "", "policy", "check", good)
-	if r.code != 0 || !strings.Contains(r.stdout, "ok (1 sandbox: tier1") || !strings.Contains(r.stderr, "Warning: Dangerous module in allowed_imports") || !strings.Contains(r.stderr, good+":6:21:") {
+	if r.code != 3 || r.stdout != "" || !strings.Contains(r.stderr, good+":6:21: Error: Dangerous module in allowed_imports") || !strings.Contains(r.stderr, "not usable as written (1 error)") {
 		t.Errorf("policy check: exit %d stdout %q stderr %q", r.code, r.stdout, r.stderr)
 	}
-	// A policy that lists a dangerous module without acknowledging it is
-	// linted by `policy check` and refused by `run`, even for code that
-	// does not import it.
+	r = runCLI(t, "", "", "policy", "check", "--json", good)
+	var rep struct {
+		OK          bool     `json:"ok"`
+		Sandboxes   []string `json:"sandboxes"`
+		Diagnostics []struct {
+			Severity string `json:"severity"`
+			Summary  string `json:"summary"`
+			Range    struct {
+				Filename string `json:"filename"`
+				Start    struct{ Line, Column int }
+			} `json:"range"`
+		} `json:"diagnostics"`
+	}
+	if err := json.Unmarshal([]byte(r.stdout), &rep); err != nil || r.code != 3 || rep.OK || len(rep.Diagnostics) != 1 ||
+		rep.Diagnostics[0].Severity != "error" || rep.Diagnostics[0].Range.Filename != good || rep.Diagnostics[0].Range.Start.Line != 6 ||
+		strings.Join(rep.Sandboxes, ",") != "tier1" {
+		t.Errorf("policy check --json: exit %d %v %q %q", r.code, err, r.stdout, r.stderr)
+	}
 	r = runCLI(t, "", "", "run", "--config", good, "--json", "-e", "import re\nreturn bool(re.match('a', 'abc'))")
 	if r.code != 3 || !strings.Contains(r.stderr, "allow_dangerous_imports") {
 		t.Errorf("run with unacknowledged os: exit %d stderr %q", r.code, r.stderr)
@@ -371,6 +389,14 @@ sandbox "tier1" {
 	r = runCLI(t, "", "", "policy", "check")
 	if r.code != 0 || !strings.Contains(r.stdout, host.EmbeddedConfigName+": ok") {
 		t.Errorf("policy check (embedded): exit %d %q %q", r.code, r.stdout, r.stderr)
+	}
+	r = runCLI(t, "", "", "policy", "check", acked)
+	if r.code != 0 || !strings.Contains(r.stdout, "ok (1 sandbox: tier1") || !strings.Contains(r.stderr, "Warning: Dangerous module allowed deliberately") {
+		t.Errorf("policy check (acknowledged): exit %d stdout %q stderr %q", r.code, r.stdout, r.stderr)
+	}
+	r = runCLI(t, "", "", "policy", "check", "--json", acked)
+	if err := json.Unmarshal([]byte(r.stdout), &rep); err != nil || r.code != 0 || !rep.OK {
+		t.Errorf("policy check --json (acknowledged): exit %d %v %q", r.code, err, r.stdout)
 	}
 }
 

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"text/tabwriter"
 
+	"github.com/hashicorp/hcl/v2"
+
 	"github.com/orqest/sandbox/host"
 	"github.com/orqest/sandbox/shared"
 )
@@ -124,6 +126,54 @@ func cmdPlugins(ctx context.Context, e *env, args []string) int {
 	return exitOK
 }
 
+// policyReport is `policy check --json`'s output.
+type policyReport struct {
+	File        string           `json:"file"`
+	OK          bool             `json:"ok"`
+	Sandboxes   []string         `json:"sandboxes"`
+	Policies    int              `json:"policies"`
+	Diagnostics []diagnosticJSON `json:"diagnostics"`
+	// Errors are failures that are not about a place in the policy (a
+	// plugin that would not start).
+	Errors []string `json:"errors,omitempty"`
+}
+
+// diagnosticJSON is an HCL diagnostic for a program: severity "error" or
+// "warning", and where it points when it points somewhere.
+type diagnosticJSON struct {
+	Severity string     `json:"severity"`
+	Summary  string     `json:"summary"`
+	Detail   string     `json:"detail,omitempty"`
+	Range    *rangeJSON `json:"range,omitempty"`
+}
+
+// rangeJSON is where a diagnostic points: lines and columns from 1.
+type rangeJSON struct {
+	Filename string  `json:"filename"`
+	Start    posJSON `json:"start"`
+	End      posJSON `json:"end"`
+}
+
+type posJSON struct {
+	Line   int `json:"line"`
+	Column int `json:"column"`
+}
+
+func diagnosticsJSON(diags hcl.Diagnostics) []diagnosticJSON {
+	out := []diagnosticJSON{}
+	for _, d := range diags {
+		j := diagnosticJSON{Severity: "error", Summary: d.Summary, Detail: d.Detail}
+		if r := d.Subject; r != nil {
+			j.Range = &rangeJSON{r.Filename, posJSON{r.Start.Line, r.Start.Column}, posJSON{r.End.Line, r.End.Column}}
+		}
+		if d.Severity == hcl.DiagWarning {
+			j.Severity = "warning"
+		}
+		out = append(out, j)
+	}
+	return out
+}
+
 func cmdPolicy(ctx context.Context, e *env, args []string) int {
 	if len(args) == 0 || args[0] != "check" {
 		fmt.Fprintln(e.stderr, "Usage: orqest-sandbox policy check [--config F] [--json] [F]")
@@ -132,9 +182,11 @@ func cmdPolicy(ctx context.Context, e *env, args []string) int {
 		}
 		return exitError
 	}
-	fs := newFlagSet(e, "policy check", "policy check [F]")
+	fs := newFlagSet(e, "policy check", "policy check [--json] [F]")
 	var config string
+	var asJSON bool
 	fs.StringVar(&config, "config", "", "policy file (the same as F)")
+	fs.BoolVar(&asJSON, "json", false, "print the verdict and every diagnostic as one JSON object")
 	pos, err := parseFlags(fs, args[1:])
 	if err != nil {
 		return flagErr(err)
@@ -146,38 +198,83 @@ func cmdPolicy(ctx context.Context, e *env, args []string) int {
 	case len(pos) == 1:
 		config = pos[0]
 	}
-	cfg, err := host.ReadConfig(config)
-	if err != nil {
-		return reportErr(e, err)
+	rep := policyReport{File: host.ResolveConfigPath(config), Sandboxes: []string{}, Diagnostics: []diagnosticJSON{}}
+	if rep.File == "" {
+		rep.File = host.EmbeddedConfigName
 	}
-	h, err := host.Load(ctx, cfg)
-	if err != nil {
-		return reportErr(e, err)
+	var diags hcl.Diagnostics
+	var files map[string]*hcl.File
+	var others []error
+	check := func() {
+		cfg, err := host.ReadConfig(config)
+		if err != nil {
+			others = append(others, err)
+			return
+		}
+		rep.File, files = cfg.Filename, cfg.Files
+		rep.Policies = len(cfg.Policies)
+		diags = append(diags, host.LintPolicy(cfg)...)
+		h, err := host.Load(ctx, cfg)
+		if err != nil {
+			others = append(others, err)
+			return
+		}
+		defer h.Close()
+		rep.Sandboxes = h.SandboxNames()
+		// Launch every sandbox's plugin: its config block is checked
+		// against the schema the plugin advertises, and the plugin must
+		// accept it.
+		if err := h.StartAll(ctx); err != nil {
+			others = append(others, unjoin(err)...)
+		}
 	}
-	defer h.Close()
-	// Launch every sandbox's plugin: its config block is checked against
-	// the schema the plugin advertises, and the plugin must accept it.
-	startErr := h.StartAll(ctx)
-	warnings := host.PolicyWarnings(cfg)
-	host.WriteDiagnostics(e.stderr, cfg.Files, warnings)
-	if startErr != nil {
+	check()
+	for _, err := range others {
 		var de *host.DiagnosticsError
-		if errors.As(startErr, &de) {
-			de.WriteText(e.stderr)
-		}
-		for _, err := range unjoin(startErr) {
-			if !errors.As(err, &de) {
-				fmt.Fprintf(e.stderr, "orqest-sandbox: %v\n", err)
+		if errors.As(err, &de) {
+			diags = append(diags, de.Diagnostics...)
+			if files == nil {
+				files = de.Files
 			}
+			continue
 		}
-		return exitError
+		rep.Errors = append(rep.Errors, err.Error())
 	}
-	name := cfg.Filename
-	fmt.Fprintf(e.stdout, "%s: ok (%d %s: %s; %d %s; %d %s)\n", name,
-		len(cfg.Sandboxes), plural(len(cfg.Sandboxes), "sandbox", "sandboxes"), strings.Join(h.SandboxNames(), ", "),
-		len(cfg.Policies), plural(len(cfg.Policies), "policy", "policies"),
-		len(warnings), plural(len(warnings), "warning", "warnings"))
-	return exitOK
+	rep.OK = !diags.HasErrors() && len(rep.Errors) == 0
+	rep.Diagnostics = diagnosticsJSON(diags)
+	code := exitOK
+	if !rep.OK {
+		code = exitError
+	}
+	if asJSON {
+		b, _ := json.Marshal(rep)
+		fmt.Fprintf(e.stdout, "%s\n", b)
+		return code
+	}
+	host.WriteDiagnostics(e.stderr, files, diags)
+	for _, msg := range rep.Errors {
+		fmt.Fprintf(e.stderr, "orqest-sandbox: %s\n", msg)
+	}
+	if !rep.OK {
+		fmt.Fprintf(e.stderr, "%s: not usable as written (%d %s)\n", rep.File, countErrors(diags)+len(rep.Errors), plural(countErrors(diags)+len(rep.Errors), "error", "errors"))
+		return code
+	}
+	warnings := len(diags)
+	fmt.Fprintf(e.stdout, "%s: ok (%d %s: %s; %d %s; %d %s)\n", rep.File,
+		len(rep.Sandboxes), plural(len(rep.Sandboxes), "sandbox", "sandboxes"), strings.Join(rep.Sandboxes, ", "),
+		rep.Policies, plural(rep.Policies, "policy", "policies"),
+		warnings, plural(warnings, "warning", "warnings"))
+	return code
+}
+
+func countErrors(diags hcl.Diagnostics) int {
+	n := 0
+	for _, d := range diags {
+		if d.Severity == hcl.DiagError {
+			n++
+		}
+	}
+	return n
 }
 
 func unjoin(err error) []error {

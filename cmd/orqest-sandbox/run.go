@@ -37,9 +37,8 @@ func (f *execFlags) register(fs *flag.FlagSet) {
 func (f *execFlags) request(code string) (shared.ExecuteRequest, error) {
 	req := shared.ExecuteRequest{Code: code, AllowedImports: f.allow, MemoryMB: f.memory}
 	if f.args != "" {
-		var obj map[string]json.RawMessage
-		if err := json.Unmarshal([]byte(f.args), &obj); err != nil {
-			return req, fmt.Errorf("--args must be a JSON object: %v", err)
+		if err := shared.CheckArgsObject([]byte(f.args)); err != nil {
+			return req, fmt.Errorf("--%w", err)
 		}
 		req.Args = json.RawMessage(f.args)
 	}
@@ -52,6 +51,9 @@ func (f *execFlags) request(code string) (shared.ExecuteRequest, error) {
 	}
 	if f.memory < 0 {
 		return req, fmt.Errorf("--memory must be positive")
+	}
+	if err := shared.CheckMemoryMB(f.memory); err != nil {
+		return req, fmt.Errorf("--memory: %w", err)
 	}
 	return req, nil
 }

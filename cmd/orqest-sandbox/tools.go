@@ -30,6 +30,17 @@ func executeInSession(ctx context.Context, e *env, h *host.Host, sb *host.Sandbo
 		return shared.ExecutionResult{}, err
 	}
 	if !info.Has(shared.CapSessions) {
+		// Say what does nothing here rather than drop it silently. (The
+		// user does matter without sessions: tier 1 forks each user's calls
+		// from a zygote of its own.)
+		if req.SessionID != "" {
+			fmt.Fprintf(e.stderr, "orqest-sandbox: --session %q ignored: sandbox %q (plugin %q) has no sessions; every call starts clean\n", req.SessionID, sb.Name(), sb.PluginName())
+			req.SessionID = ""
+		}
+		if req.ToolName != "" {
+			fmt.Fprintf(e.stderr, "orqest-sandbox: --tool %q ignored: sandbox %q (plugin %q) keeps no tool library\n", req.ToolName, sb.Name(), sb.PluginName())
+			req.ToolName = ""
+		}
 		return sb.Execute(ctx, req)
 	}
 	user := req.UserID

@@ -11,13 +11,13 @@ import (
 	"encoding/csv"
 	"errors"
 	"fmt"
+	pep440 "github.com/aquasecurity/go-pep440-version"
 	"hash"
 	"io"
 	"os"
 	"path"
 	"path/filepath"
 	"regexp"
-	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -114,24 +114,39 @@ func parseWheelName(file string) (wheelFile, bool) {
 	return wheelFile{path: file, name: shared.NormalizePackageName(parts[0]), rawName: parts[0], version: parts[1]}, true
 }
 
-// versionLess orders versions by their dot-separated parts, numerically
-// where both parts are numbers (good enough to pick the newest release of a
-// local wheel directory; pin with name==version to be exact).
-func versionLess(a, b string) bool {
-	pa, pb := strings.Split(a, "."), strings.Split(b, ".")
-	for i := 0; i < len(pa) && i < len(pb); i++ {
-		na, ea := strconv.Atoi(pa[i])
-		nb, eb := strconv.Atoi(pb[i])
-		switch {
-		case ea == nil && eb == nil:
-			if na != nb {
-				return na < nb
-			}
-		case pa[i] != pb[i]:
-			return pa[i] < pb[i]
-		}
+// pickVersion reports whether candidate should replace best (found says
+// whether there is a best yet) for an unpinned requirement, in PEP 440
+// order (github.com/aquasecurity/go-pep440-version: 2.0rc1 < 2.0 <
+// 2.0.post1, 1.9 < 1.10): the newest final release wins, as pip picks; a
+// pre-release only when the directory holds nothing else. A version PEP
+// 440 cannot parse loses to every one it can.
+func pickVersion(best string, found bool, candidate string) bool {
+	if !found {
+		return true
 	}
-	return len(pa) < len(pb)
+	c, cerr := pep440.Parse(candidate)
+	b, berr := pep440.Parse(best)
+	switch {
+	case cerr != nil:
+		return false
+	case berr != nil:
+		return true
+	case b.IsPreRelease() != c.IsPreRelease():
+		return b.IsPreRelease()
+	}
+	return b.LessThan(c)
+}
+
+// sameVersion reports whether a wheel's version is the one a requirement
+// pins, by PEP 440 equality (1.0 == 1.0.0), or as text when either does not
+// parse.
+func sameVersion(have, pinned string) bool {
+	h, herr := pep440.Parse(have)
+	p, perr := pep440.Parse(pinned)
+	if herr != nil || perr != nil {
+		return have == pinned
+	}
+	return h.Equal(p)
 }
 
 // findWheel picks the wheel of req from dir.
@@ -152,10 +167,10 @@ func findWheel(dir string, req shared.Requirement) (wheelFile, error) {
 			continue
 		}
 		seen = append(seen, w.version)
-		if req.Version != "" && w.version != req.Version {
+		if req.Version != "" && !sameVersion(w.version, req.Version) {
 			continue
 		}
-		if !found || versionLess(best.version, w.version) {
+		if pickVersion(best.version, found, w.version) {
 			best, found = w, true
 		}
 	}

@@ -228,8 +228,31 @@ func TestWheelNames(t *testing.T) {
 			t.Errorf("%s: got %v want %v", name, got, ok)
 		}
 	}
-	if !versionLess("1.9", "1.10") || versionLess("2.0", "1.99") || !versionLess("1.0", "1.0.1") {
-		t.Error("versionLess")
+	// PEP 440 order, with the spec's own examples: a final release beats
+	// its pre-releases and loses to its post-releases; pre-releases only
+	// when nothing else is there.
+	for _, c := range []struct {
+		best, cand string
+		want       bool
+	}{
+		{"1.9", "1.10", true},
+		{"2.0", "1.99", false},
+		{"1.0", "1.0.1", true},
+		{"2.0", "2.0rc1", false},
+		{"2.0rc1", "2.0", true},
+		{"1.0", "1.0.post1", true},
+		{"1.0a1", "1.0b2", true},
+		{"1.0.dev4", "1.0a1", true},
+		{"1.1", "2.0rc1", false}, // a final 1.1 beats a pre-release 2.0
+		{"1!1.0", "2.0", false},  // epochs come first
+		{"1.0", "not-a-version", false},
+	} {
+		if got := pickVersion(c.best, true, c.cand); got != c.want {
+			t.Errorf("pickVersion(%q, %q) = %v, want %v", c.best, c.cand, got, c.want)
+		}
+	}
+	if !sameVersion("1.0.0", "1.0") || sameVersion("1.0", "1.0.post1") {
+		t.Error("sameVersion: 1.0.0 == 1.0 and 1.0 != 1.0.post1 under PEP 440")
 	}
 	for m, ok := range map[string]bool{"a/b.py": true, "../x": false, "/abs": false, "a/../b": false, "a\\b": false, "./a": false, "a//b": false} {
 		if safeMember(m) != ok {

@@ -1,0 +1,51 @@
+package shared
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+)
+
+// MinMemoryMB is the smallest memory limit an execution may ask for. Below
+// it a fresh CPython cannot even map its shared libraries (spawn mode dies
+// before the runner starts), and a forked child already maps more than that,
+// so RLIMIT_AS would not bound what the body allocates: the limit would be a
+// promise the sandbox cannot keep.
+const MinMemoryMB = 32
+
+// CheckMemoryMB refuses a memory limit the sandbox cannot enforce (0 means
+// the default and passes). The error is a *FieldError on "memory_mb".
+func CheckMemoryMB(mb int) error {
+	if mb != 0 && mb < MinMemoryMB {
+		return &FieldError{Field: "memory_mb", Reason: fmt.Sprintf("memory_mb of %d MB is below the floor of %d MB that a Python child needs to start; ask for at least %d", mb, MinMemoryMB, MinMemoryMB)}
+	}
+	return nil
+}
+
+// CheckArgsObject checks that raw (an execution's args, already trimmed and
+// non-empty) is one JSON object. The error is a *FieldError on "args" that
+// says what raw is instead, in JSON's terms.
+func CheckArgsObject(raw []byte) error {
+	raw = bytes.TrimSpace(raw)
+	if !json.Valid(raw) {
+		var v any
+		err := json.Unmarshal(raw, &v)
+		return &FieldError{Field: "args", Reason: fmt.Sprintf("args must be a JSON object; this is not valid JSON (%v)", err)}
+	}
+	kind := ""
+	switch raw[0] {
+	case '{':
+		return nil
+	case '[':
+		kind = "an array"
+	case '"':
+		kind = "a string"
+	case 't', 'f':
+		kind = "a boolean"
+	case 'n':
+		kind = "null"
+	default:
+		kind = "a number"
+	}
+	return &FieldError{Field: "args", Reason: "args must be a JSON object such as {\"x\": 1}, not " + kind}
+}
