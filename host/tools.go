@@ -120,6 +120,16 @@ func WithReservedNames(names ...string) FactoryOption {
 	}
 }
 
+// WithCaller runs every execution of the factory (its tools' calls and
+// RunPython) on behalf of user: the request's UserID, which keeps the
+// user's state apart from other users' (a tier-1 zygote of its own, a
+// tier-2 volume and library). When session is not nil, each execution runs
+// in the session it returns (it may open one on its first call; an error
+// fails that execution as an infrastructure error).
+func WithCaller(user string, session func(context.Context) (string, error)) FactoryOption {
+	return func(f *ToolFactory) { f.user, f.session = user, session }
+}
+
 // ToolFactory turns GeneratedToolSpecs into callable Tools on one sandbox —
 // a dynamic tool factory. It uses only the
 // Sandbox API (Validate, Execute), so it works on every tier. When built
@@ -130,6 +140,8 @@ type ToolFactory struct {
 	bus      *Bus
 	trusted  []string
 	reserved map[string]bool
+	user     string                                // WithCaller
+	session  func(context.Context) (string, error) // WithCaller
 
 	mu    sync.RWMutex
 	tools map[string]*Tool
@@ -147,6 +159,19 @@ func NewToolFactory(sb *Sandbox, bus *Bus, opts ...FactoryOption) *ToolFactory {
 
 // Sandbox returns the sandbox the factory's tools run in.
 func (f *ToolFactory) Sandbox() *Sandbox { return f.sb }
+
+// execute runs req on the factory's sandbox as its caller (WithCaller).
+func (f *ToolFactory) execute(ctx context.Context, req shared.ExecuteRequest) (shared.ExecutionResult, error) {
+	req.UserID = f.user
+	if f.session != nil {
+		id, err := f.session(ctx)
+		if err != nil {
+			return shared.ExecutionResult{}, fmt.Errorf("session for user %q: %w", f.user, err)
+		}
+		req.SessionID = id
+	}
+	return f.sb.Execute(ctx, req)
+}
 
 // Bus returns the bus the factory publishes on (nil for none).
 func (f *ToolFactory) Bus() *Bus { return f.bus }
@@ -326,7 +351,7 @@ func (t *Tool) Call(ctx context.Context, args json.RawMessage) (shared.Execution
 		fail(err.Error())
 		return shared.ExecutionResult{}, err
 	}
-	res, err := sb.Execute(ctx, shared.ExecuteRequest{
+	res, err := t.factory.execute(ctx, shared.ExecuteRequest{
 		Code:           t.spec.Implementation,
 		Args:           valid,
 		AllowedImports: t.spec.AllowedImports,
@@ -739,7 +764,7 @@ func (f *ToolFactory) RunPython(ctx context.Context, req RunPythonRequest) (shar
 	if fs := CheckCode(ctx, sb.host.opts.checker, Policy{Name: pol.Name, MaxCodeBytes: pol.MaxCodeBytes, Classes: pol.Classes}, req.Code, imports...); len(fs) > 0 {
 		res = shared.Rejected(fs, shared.Limits{TimeoutMS: timeout.Milliseconds(), MemoryMB: pol.MemoryMB, MaxOutputBytes: pol.MaxOutputBytes})
 	} else {
-		res, err = sb.Execute(ctx, shared.ExecuteRequest{Code: req.Code, Args: req.Args, AllowedImports: imports, Timeout: timeout})
+		res, err = f.execute(ctx, shared.ExecuteRequest{Code: req.Code, Args: req.Args, AllowedImports: imports, Timeout: timeout})
 	}
 	switch {
 	case err != nil:

@@ -3,8 +3,6 @@ package main
 import (
 	"bytes"
 	"context"
-	"crypto/sha256"
-	"crypto/subtle"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -21,6 +19,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/orqest/sandbox/host"
+	"github.com/orqest/sandbox/internal/httpauth"
 	"github.com/orqest/sandbox/shared"
 )
 
@@ -45,8 +44,6 @@ const (
 	// mcpTokenEnv holds the bearer token of `mcp serve --http` when no
 	// --token-file is given.
 	mcpTokenEnv = "ORQEST_MCP_TOKEN"
-	// mcpMinTokenLen is the shortest bearer token the server accepts.
-	mcpMinTokenLen = 16
 )
 
 func cmdMCP(ctx context.Context, e *env, args []string) int {
@@ -61,16 +58,30 @@ func cmdMCP(ctx context.Context, e *env, args []string) int {
 	return cmdMCPServe(ctx, e, args[1:])
 }
 
-const mcpServeSynopsis = "mcp serve [--config F] [--sandbox NAME] [--http ADDR] [--token-file F]"
+const mcpServeSynopsis = "mcp serve [--config F] [--sandbox NAME] [--http ADDR] [--token-file F] [--jwt-key F [--jwt-audience A] [--jwt-issuer I]] [--tls-cert F --tls-key F]"
+
+// mcpHTTPFlags are the flags of `mcp serve --http`.
+type mcpHTTPFlags struct {
+	addr, tokenFile, jwtKey, jwtAudience, jwtIssuer, tlsCert, tlsKey string
+}
 
 func cmdMCPServe(ctx context.Context, e *env, args []string) int {
 	fs := newFlagSet(e, "mcp serve", mcpServeSynopsis+"\n\n"+
-		"Serves MCP over stdio, or over Streamable HTTP at http://ADDR/mcp with --http\n"+
-		"(then a bearer token is required: --token-file F or $"+mcpTokenEnv+").")
+		"Serves MCP over stdio, or over Streamable HTTP at http(s)://ADDR/mcp with --http.\n"+
+		"Over HTTP every client authenticates with a bearer token of its own: a line\n"+
+		"\"NAME TOKEN\" of --token-file (one bare token: the client \"operator\"; else\n"+
+		"$"+mcpTokenEnv+"), or a JWT verified with --jwt-key whose sub names the client.\n"+
+		"Each client sees and calls only the tools it spawned, and runs as its own user.")
+	var hf mcpHTTPFlags
 	config := fs.String("config", "", "policy file (default ./config.hcl, else the embedded default)")
 	sandbox := fs.String("sandbox", "", "sandbox to serve (default: the policy's default sandbox)")
-	addr := fs.String("http", "", "serve Streamable HTTP on this address (e.g. 127.0.0.1:8765) instead of stdio")
-	tokenFile := fs.String("token-file", "", "file holding the bearer token for --http (else $"+mcpTokenEnv+")")
+	fs.StringVar(&hf.addr, "http", "", "serve Streamable HTTP on this address (e.g. 127.0.0.1:8765) instead of stdio")
+	fs.StringVar(&hf.tokenFile, "token-file", "", "clients' bearer tokens for --http, a `file` of lines NAME TOKEN (else $"+mcpTokenEnv+")")
+	fs.StringVar(&hf.jwtKey, "jwt-key", "", "accept JWTs for --http verified with this `file`: a PEM public key (RSA, ECDSA, Ed25519) or an HMAC secret; sub names the client")
+	fs.StringVar(&hf.jwtAudience, "jwt-audience", "", "with --jwt-key: the aud a token must carry")
+	fs.StringVar(&hf.jwtIssuer, "jwt-issuer", "", "with --jwt-key: the iss a token must carry")
+	fs.StringVar(&hf.tlsCert, "tls-cert", "", "serve HTTPS with this certificate `file` (PEM; with --tls-key)")
+	fs.StringVar(&hf.tlsKey, "tls-key", "", "the private key `file` of --tls-cert (PEM)")
 	pos, err := parseFlags(fs, args)
 	if err != nil {
 		return flagErr(err)
@@ -79,14 +90,18 @@ func cmdMCPServe(ctx context.Context, e *env, args []string) int {
 		fmt.Fprintf(e.stderr, "orqest-sandbox mcp serve: unexpected arguments %q\n", pos)
 		return exitError
 	}
-	var token string
-	if *addr != "" {
-		if token, err = mcpToken(*tokenFile); err != nil {
+	var verifier *httpauth.Verifier
+	if hf.addr != "" {
+		if verifier, err = mcpVerifier(hf); err != nil {
 			fmt.Fprintf(e.stderr, "orqest-sandbox mcp serve: %v\n", err)
 			return exitError
 		}
-	} else if *tokenFile != "" {
-		fmt.Fprintln(e.stderr, "orqest-sandbox mcp serve: --token-file only applies with --http")
+		if (hf.tlsCert == "") != (hf.tlsKey == "") {
+			fmt.Fprintln(e.stderr, "orqest-sandbox mcp serve: --tls-cert and --tls-key go together")
+			return exitError
+		}
+	} else if hf != (mcpHTTPFlags{}) {
+		fmt.Fprintln(e.stderr, "orqest-sandbox mcp serve: --token-file, --jwt-*, --tls-* only apply with --http")
 		return exitError
 	}
 
@@ -103,9 +118,9 @@ func cmdMCPServe(ctx context.Context, e *env, args []string) int {
 	if err := sb.CheckSharedServing(ctx); err != nil {
 		return reportErr(e, err)
 	}
-	srv := newMCPServer(sb, h.Bus())
 
-	if *addr == "" {
+	if hf.addr == "" {
+		srv := newMCPServer(sb, h.Bus())
 		t := &mcp.IOTransport{Reader: io.NopCloser(e.stdin), Writer: nopWriteCloser{e.stdout}}
 		if err := srv.server.Run(ctx, t); err != nil && ctx.Err() == nil && !errors.Is(err, io.EOF) {
 			fmt.Fprintf(e.stderr, "orqest-sandbox mcp serve: %v\n", err)
@@ -113,15 +128,30 @@ func cmdMCPServe(ctx context.Context, e *env, args []string) int {
 		}
 		return exitOK
 	}
-	ln, err := net.Listen("tcp", *addr)
+	clients, err := newMCPClients(ctx, sb, h.Bus())
+	if err != nil {
+		return reportErr(e, err)
+	}
+	defer clients.close(e)
+	ln, err := net.Listen("tcp", hf.addr)
 	if err != nil {
 		fmt.Fprintf(e.stderr, "orqest-sandbox mcp serve: %v\n", err)
 		return exitError
 	}
-	hs := &http.Server{Handler: srv.httpHandler(token), ReadHeaderTimeout: 10 * time.Second}
-	fmt.Fprintf(e.stderr, "orqest-sandbox: MCP server for sandbox %q on http://%s/mcp (bearer token required)\n", sb.Name(), ln.Addr())
+	hs := &http.Server{Handler: clients.httpHandler(verifier), ReadHeaderTimeout: 10 * time.Second}
+	scheme := "http"
+	if hf.tlsCert != "" {
+		scheme = "https"
+	}
+	fmt.Fprintf(e.stderr, "orqest-sandbox: MCP server for sandbox %q on %s://%s/mcp (bearer token required)\n", sb.Name(), scheme, ln.Addr())
 	errc := make(chan error, 1)
-	go func() { errc <- hs.Serve(ln) }()
+	go func() {
+		if hf.tlsCert != "" {
+			errc <- hs.ServeTLS(ln, hf.tlsCert, hf.tlsKey)
+		} else {
+			errc <- hs.Serve(ln)
+		}
+	}()
 	select {
 	case err := <-errc:
 		fmt.Fprintf(e.stderr, "orqest-sandbox mcp serve: %v\n", err)
@@ -138,44 +168,147 @@ type nopWriteCloser struct{ io.Writer }
 
 func (nopWriteCloser) Close() error { return nil }
 
-// mcpToken reads the bearer token of --http from file, else from
-// $ORQEST_MCP_TOKEN, and refuses a missing or short one.
-func mcpToken(file string) (string, error) {
-	var tok, from string
-	if file != "" {
-		b, err := os.ReadFile(file)
-		if err != nil {
-			return "", fmt.Errorf("--token-file: %w", err)
-		}
-		tok, from = strings.TrimSpace(string(b)), file
-	} else {
-		tok, from = strings.TrimSpace(os.Getenv(mcpTokenEnv)), "$"+mcpTokenEnv
-	}
+// mcpVerifier builds the bearer-token check of --http: the clients'
+// static tokens (--token-file, else $ORQEST_MCP_TOKEN as the one client
+// "operator") and, with --jwt-key, JWTs. At least one must be given: the
+// server never serves HTTP without authentication.
+func mcpVerifier(hf mcpHTTPFlags) (*httpauth.Verifier, error) {
+	var static map[string]string
 	switch {
-	case tok == "" && file == "":
-		return "", fmt.Errorf("--http requires a bearer token: give --token-file F or set $%s (refusing to serve HTTP without authentication)", mcpTokenEnv)
-	case tok == "":
-		return "", fmt.Errorf("--token-file %s is empty", file)
-	case len(tok) < mcpMinTokenLen:
-		return "", fmt.Errorf("the bearer token in %s is %d characters; use at least %d (e.g. `openssl rand -hex 32`)", from, len(tok), mcpMinTokenLen)
-	case strings.ContainsAny(tok, " \t\r\n"):
-		return "", fmt.Errorf("the bearer token in %s contains whitespace", from)
+	case hf.tokenFile != "":
+		b, err := os.ReadFile(hf.tokenFile)
+		if err != nil {
+			return nil, fmt.Errorf("--token-file: %w", err)
+		}
+		if static, err = httpauth.ParseTokenFile(b); err != nil {
+			return nil, fmt.Errorf("--token-file %s: %w", hf.tokenFile, err)
+		}
+	case os.Getenv(mcpTokenEnv) != "":
+		tok := strings.TrimSpace(os.Getenv(mcpTokenEnv))
+		if len(tok) < httpauth.MinTokenLen || strings.ContainsAny(tok, " \t\r\n") {
+			return nil, fmt.Errorf("$%s: the bearer token must be at least %d characters without whitespace (e.g. `openssl rand -hex 32`)", mcpTokenEnv, httpauth.MinTokenLen)
+		}
+		static = map[string]string{tok: httpauth.DefaultClient}
 	}
-	return tok, nil
+	var key *httpauth.JWTKey
+	if hf.jwtKey != "" {
+		b, err := os.ReadFile(hf.jwtKey)
+		if err != nil {
+			return nil, fmt.Errorf("--jwt-key: %w", err)
+		}
+		k, err := httpauth.ParseJWTKey(b)
+		if err != nil {
+			return nil, fmt.Errorf("--jwt-key %s: %w", hf.jwtKey, err)
+		}
+		k.Audience, k.Issuer = hf.jwtAudience, hf.jwtIssuer
+		key = &k
+	} else if hf.jwtAudience != "" || hf.jwtIssuer != "" {
+		return nil, errors.New("--jwt-audience and --jwt-issuer need --jwt-key")
+	}
+	if len(static) == 0 && key == nil {
+		return nil, fmt.Errorf("--http requires authentication: give --token-file F (lines NAME TOKEN), set $%s, or --jwt-key F (refusing to serve HTTP without authentication)", mcpTokenEnv)
+	}
+	return httpauth.NewVerifier(static, key), nil
 }
 
-// staticTokenVerifier accepts exactly token, compared in constant time
-// (over SHA-256 digests, so the length does not leak either).
-func staticTokenVerifier(token string) auth.TokenVerifier {
-	want := sha256.Sum256([]byte(token))
-	return func(_ context.Context, got string, _ *http.Request) (*auth.TokenInfo, error) {
-		g := sha256.Sum256([]byte(got))
-		if subtle.ConstantTimeCompare(g[:], want[:]) != 1 {
-			return nil, auth.ErrInvalidToken
+// mcpClients keeps one MCP server per authenticated client of --http: its
+// own tool factory (the tools it spawned are listed to and callable by it
+// alone), running as its own user (UserID = the client's identity), and on
+// a session tier in a session of its own, opened at its first execution and
+// closed when the server stops.
+type mcpClients struct {
+	sb       *host.Sandbox
+	bus      *host.Bus
+	sessions bool
+
+	mu   sync.Mutex
+	byID map[string]*mcpClient
+}
+
+type mcpClient struct {
+	srv *mcpServer
+
+	mu      sync.Mutex
+	session string
+}
+
+func newMCPClients(ctx context.Context, sb *host.Sandbox, bus *host.Bus) (*mcpClients, error) {
+	info, err := sb.Info(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return &mcpClients{sb: sb, bus: bus, sessions: info.Has(shared.CapSessions), byID: map[string]*mcpClient{}}, nil
+}
+
+// get returns the server of client id, making it on first use.
+func (c *mcpClients) get(id string) *mcpServer {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if cl, ok := c.byID[id]; ok {
+		return cl.srv
+	}
+	cl := &mcpClient{}
+	var session func(context.Context) (string, error)
+	if c.sessions {
+		session = func(ctx context.Context) (string, error) { return c.openSession(ctx, cl, id) }
+	}
+	cl.srv = newMCPServer(c.sb, c.bus, host.WithCaller(id, session))
+	c.byID[id] = cl
+	return cl.srv
+}
+
+// openSession returns cl's session, opening it the first time (again after
+// a failed open).
+func (c *mcpClients) openSession(ctx context.Context, cl *mcpClient, user string) (string, error) {
+	cl.mu.Lock()
+	defer cl.mu.Unlock()
+	if cl.session != "" {
+		return cl.session, nil
+	}
+	r, err := c.sb.Open(ctx, shared.OpenRequest{UserID: user})
+	if err != nil {
+		return "", err
+	}
+	cl.session = r.SessionID
+	return cl.session, nil
+}
+
+// close ends the clients' sessions.
+func (c *mcpClients) close(e *env) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for id, cl := range c.byID {
+		cl.mu.Lock()
+		if cl.session != "" {
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			if err := c.sb.CloseSession(ctx, cl.session); err != nil {
+				fmt.Fprintf(e.stderr, "orqest-sandbox: closing the session of client %q: %v\n", id, err)
+			}
+			cancel()
 		}
-		return &auth.TokenInfo{UserID: "operator", Expiration: time.Now().Add(time.Hour)}, nil
+		cl.mu.Unlock()
 	}
 }
+
+// httpHandler serves each client's MCP server over Streamable HTTP behind
+// bearer authentication (a 401 carries RFC 6750's challenge) and
+// cross-origin protection; the SDK's DNS-rebinding protection (localhost
+// requests must carry a localhost Host) stays on, and so does its check
+// that a session's requests all come from the client that opened it.
+func (c *mcpClients) httpHandler(v *httpauth.Verifier) http.Handler {
+	h := mcp.NewStreamableHTTPHandler(func(r *http.Request) *mcp.Server {
+		info := auth.TokenInfoFromContext(r.Context())
+		if info == nil || info.UserID == "" {
+			return nil
+		}
+		return c.get(info.UserID).server
+	}, &mcp.StreamableHTTPOptions{SessionTimeout: 30 * time.Minute})
+	authed := auth.RequireBearerToken(v.Verify, nil)(h)
+	return http.NewCrossOriginProtection().Handler(httpauth.Challenge(mcpRealm, authed))
+}
+
+// mcpRealm names the protection space of --http's 401 challenge.
+const mcpRealm = "orqest-sandbox"
 
 // mcpServer is the MCP face of one sandbox: a ToolFactory whose tools are
 // also MCP tools.
@@ -186,10 +319,10 @@ type mcpServer struct {
 	mu      sync.Mutex // serialises spawns, so the tool count is exact
 }
 
-func newMCPServer(sb *host.Sandbox, bus *host.Bus) *mcpServer {
+func newMCPServer(sb *host.Sandbox, bus *host.Bus, opts ...host.FactoryOption) *mcpServer {
 	m := &mcpServer{
 		sb:      sb,
-		factory: host.NewToolFactory(sb, bus, host.WithReservedNames(mcpSpawnTool, mcpRunPython)),
+		factory: host.NewToolFactory(sb, bus, append([]host.FactoryOption{host.WithReservedNames(mcpSpawnTool, mcpRunPython)}, opts...)...),
 		server: mcp.NewServer(&mcp.Implementation{Name: "orqest-sandbox", Version: version}, &mcp.ServerOptions{
 			Instructions: "Runs Python function bodies in the orqest-sandbox sandbox " + fmt.Sprintf("%q", sb.Name()) +
 				". Use run_python for one-off code, or spawn_tool to turn code into a named tool you can call again; spawned tools appear in tools/list.",
@@ -521,16 +654,4 @@ func seconds(tool string, s *float64) (time.Duration, *mcp.CallToolResult) {
 		return 0, argError(tool, "timeout_s", fmt.Sprintf("must be a positive number of seconds, got %g", *s))
 	}
 	return time.Duration(*s * float64(time.Second)), nil
-}
-
-// httpHandler serves the MCP server over Streamable HTTP behind bearer
-// authentication (token, compared in constant time) and cross-origin
-// protection; the SDK's DNS-rebinding protection (localhost requests must
-// carry a localhost Host) stays on.
-func (m *mcpServer) httpHandler(token string) http.Handler {
-	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return m.server }, &mcp.StreamableHTTPOptions{
-		SessionTimeout: 30 * time.Minute,
-	})
-	authed := auth.RequireBearerToken(staticTokenVerifier(token), nil)(h)
-	return http.NewCrossOriginProtection().Handler(authed)
 }

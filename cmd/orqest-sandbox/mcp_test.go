@@ -1,8 +1,18 @@
 package main
 
 import (
+	"bufio"
 	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
 	"encoding/json"
+	"encoding/pem"
+	"math/big"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -13,9 +23,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/golang-jwt/jwt/v5"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/orqest/sandbox/host"
+	"github.com/orqest/sandbox/internal/httpauth"
 )
 
 const mcpPolicy = `
@@ -260,37 +272,91 @@ func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
 	return b.rt.RoundTrip(r)
 }
 
+// postInit sends an MCP initialize request to url with the Authorization
+// header auth ("" for none) and returns the response (body closed).
+func postInit(t *testing.T, client *http.Client, url, auth string) *http.Response {
+	t.Helper()
+	initBody := `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"x","version":"1"}}}`
+	req, _ := http.NewRequest("POST", url, strings.NewReader(initBody))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	if auth != "" {
+		req.Header.Set("Authorization", auth)
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	return resp
+}
+
+// httpClientSession connects an SDK client to url with token.
+func httpClientSession(t *testing.T, url, token string, listChanged chan struct{}) *mcp.ClientSession {
+	t.Helper()
+	client := mcp.NewClient(&mcp.Implementation{Name: "http-agent", Version: "1"}, &mcp.ClientOptions{
+		ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) {
+			if listChanged != nil {
+				listChanged <- struct{}{}
+			}
+		},
+	})
+	cs, err := client.Connect(context.Background(), &mcp.StreamableClientTransport{
+		Endpoint:   url,
+		HTTPClient: &http.Client{Transport: bearer{token, http.DefaultTransport}},
+	}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cs.Close() })
+	return cs
+}
+
 func TestMCPHTTPAuth(t *testing.T) {
-	s, _ := newTestMCPServer(t)
-	const token = "0123456789abcdef0123456789abcdef"
-	ts := httptest.NewServer(s.httpHandler(token))
-	defer ts.Close()
+	s, bus := newTestMCPServer(t)
+	const aliceTok, bobTok = "0123456789abcdef0123456789abcdef", "fedcba9876543210fedcba9876543210"
+	tokens, err := httpauth.ParseTokenFile([]byte("# clients\nalice " + aliceTok + "\nbob   " + bobTok + "\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	secret := []byte("an-hmac-secret-of-at-least-32-bytes!!")
+	clients, err := newMCPClients(context.Background(), s.sb, bus)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts := httptest.NewServer(clients.httpHandler(httpauth.NewVerifier(tokens, &httpauth.JWTKey{Key: secret, Methods: []string{"HS256"}, Audience: "orqest"})))
+	t.Cleanup(ts.Close) // after the client sessions close (cleanups run last first)
 	url := ts.URL + "/mcp"
 
-	initBody := `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"x","version":"1"}}}`
-	for _, auth := range []string{"", "Bearer wrong-token-wrong-token", "Bearer " + token + "x", "Basic " + token} {
-		req, _ := http.NewRequest("POST", url, strings.NewReader(initBody))
-		req.Header.Set("Content-Type", "application/json")
-		req.Header.Set("Accept", "application/json, text/event-stream")
-		if auth != "" {
-			req.Header.Set("Authorization", auth)
-		}
-		resp, err := http.DefaultClient.Do(req)
+	mint := func(sub, aud string, exp time.Time) string {
+		tok, err := jwt.NewWithClaims(jwt.SigningMethodHS256, jwt.RegisteredClaims{Subject: sub, Audience: jwt.ClaimStrings{aud}, ExpiresAt: jwt.NewNumericDate(exp)}).SignedString(secret)
 		if err != nil {
 			t.Fatal(err)
 		}
-		resp.Body.Close()
+		return tok
+	}
+	for _, auth := range []string{"", "Bearer wrong-token-wrong-token", "Bearer " + aliceTok + "x", "Basic " + aliceTok,
+		"Bearer " + mint("carol", "orqest", time.Now().Add(-time.Hour)), // expired
+		"Bearer " + mint("carol", "other", time.Now().Add(time.Hour)),   // another audience
+	} {
+		resp := postInit(t, http.DefaultClient, url, auth)
 		if resp.StatusCode != http.StatusUnauthorized {
-			t.Errorf("Authorization %q: status %d, want 401", auth, resp.StatusCode)
+			t.Errorf("Authorization %.40q: status %d, want 401", auth, resp.StatusCode)
+		}
+		// RFC 6750: a 401 names the realm, and says invalid_token when a
+		// token was sent.
+		ch := resp.Header.Get("WWW-Authenticate")
+		if !strings.HasPrefix(ch, `Bearer realm="orqest-sandbox"`) || strings.Contains(ch, "invalid_token") != (auth != "") {
+			t.Errorf("Authorization %.40q: WWW-Authenticate %q", auth, ch)
 		}
 	}
 	// DNS-rebinding protection stays on: a foreign Host header on a
 	// localhost connection is refused even with the right token.
-	req, _ := http.NewRequest("POST", url, strings.NewReader(initBody))
+	req, _ := http.NewRequest("POST", url, strings.NewReader(`{}`))
 	req.Host = "evil.example.com"
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", "application/json, text/event-stream")
-	req.Header.Set("Authorization", "Bearer "+token)
+	req.Header.Set("Authorization", "Bearer "+aliceTok)
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
@@ -300,22 +366,11 @@ func TestMCPHTTPAuth(t *testing.T) {
 		t.Errorf("foreign Host: status %d, want 403", resp.StatusCode)
 	}
 
-	// With the token, the SDK client works end to end, list_changed
-	// included.
-	ctx := context.Background()
+	// With a token, the SDK client works end to end, list_changed
+	// included; the tool alice spawns is hers alone.
 	listChanged := make(chan struct{}, 4)
-	client := mcp.NewClient(&mcp.Implementation{Name: "http-agent", Version: "1"}, &mcp.ClientOptions{
-		ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) { listChanged <- struct{}{} },
-	})
-	cs, err := client.Connect(ctx, &mcp.StreamableClientTransport{
-		Endpoint:   url,
-		HTTPClient: &http.Client{Transport: bearer{token, http.DefaultTransport}},
-	}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cs.Close()
-	if r := call(t, cs, "spawn_tool", doiArgs); r.IsError {
+	alice := httpClientSession(t, url, aliceTok, listChanged)
+	if r := call(t, alice, "spawn_tool", doiArgs); r.IsError {
 		t.Fatal(text(r))
 	}
 	select {
@@ -323,15 +378,120 @@ func TestMCPHTTPAuth(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("no list_changed over HTTP")
 	}
-	if r := call(t, cs, "extract_dois", map[string]any{"text": "10.1234/x"}); r.IsError || text(r) != `{"dois":["10.1234/x"]}` {
+	if r := call(t, alice, "extract_dois", map[string]any{"text": "10.1234/x"}); r.IsError || text(r) != `{"dois":["10.1234/x"]}` {
 		t.Fatalf("call over HTTP: %q", text(r))
 	}
+	bob := httpClientSession(t, url, bobTok, nil)
+	if names := toolNames(t, bob); slices.Contains(names, "extract_dois") {
+		t.Errorf("bob lists alice's tool: %v", names)
+	}
+	if _, err := bob.CallTool(context.Background(), &mcp.CallToolParams{Name: "extract_dois", Arguments: map[string]any{"text": "10.1/x"}}); err == nil {
+		t.Error("bob called alice's tool")
+	}
+	// A second connection of alice's sees her tool.
+	if names := toolNames(t, httpClientSession(t, url, aliceTok, nil)); !slices.Contains(names, "extract_dois") {
+		t.Errorf("alice's second connection lacks her tool: %v", names)
+	}
+	// A JWT's subject is a client of its own (an e-mail address becomes a
+	// stable identifier).
+	carol := httpClientSession(t, url, mint("carol@example.com", "orqest", time.Now().Add(time.Hour)), nil)
+	if r := call(t, carol, "run_python", map[string]any{"code": "return 6 * 7"}); r.IsError || text(r) != "42" {
+		t.Errorf("carol's run_python: %q", text(r))
+	}
+	if names := toolNames(t, carol); slices.Contains(names, "extract_dois") {
+		t.Errorf("carol lists alice's tool: %v", names)
+	}
+	clients.mu.Lock()
+	var ids []string
+	for id := range clients.byID {
+		ids = append(ids, id)
+	}
+	clients.mu.Unlock()
+	slices.Sort(ids)
+	if want := []string{"alice", "bob", httpauth.ClientID("carol@example.com")}; !slices.Equal(ids, want) {
+		t.Errorf("clients %v, want %v", ids, want)
+	}
+}
+
+// `mcp serve --http` over TLS with the real binary: a client that trusts
+// the certificate connects; one that does not, cannot.
+func TestMCPServeTLS(t *testing.T) {
+	needPlugin(t)
+	dir := t.TempDir()
+	certFile, keyFile, pool := selfSignedCert(t, dir)
+	tokFile := filepath.Join(dir, "tokens")
+	const tok = "0123456789abcdef0123456789abcdef"
+	os.WriteFile(tokFile, []byte("alice "+tok+"\n"), 0o600)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, cli, "mcp", "serve", "--http", "127.0.0.1:0", "--token-file", tokFile, "--tls-cert", certFile, "--tls-key", keyFile)
+	cmd.Dir = dir
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { cmd.Process.Signal(os.Interrupt); cmd.Wait() }()
+	line, err := bufio.NewReader(stderr).ReadString('\n')
+	if err != nil {
+		t.Fatal(err)
+	}
+	i := strings.Index(line, "https://")
+	if i < 0 {
+		t.Fatalf("no https URL in %q", line)
+	}
+	url := strings.TrimSpace(strings.Fields(line[i:])[0])
+	trusting := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}
+	if resp := postInit(t, trusting, url, "Bearer "+tok); resp.StatusCode != http.StatusOK {
+		t.Errorf("initialize over TLS: status %d", resp.StatusCode)
+	}
+	if resp := postInit(t, trusting, url, ""); resp.StatusCode != http.StatusUnauthorized {
+		t.Errorf("initialize over TLS without a token: status %d", resp.StatusCode)
+	}
+	if _, err := http.Post(url, "application/json", strings.NewReader("{}")); err == nil {
+		t.Error("a client that does not trust the certificate connected")
+	}
+}
+
+// selfSignedCert writes a certificate for 127.0.0.1 and its key into dir.
+func selfSignedCert(t *testing.T, dir string) (certFile, keyFile string, pool *x509.CertPool) {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(1),
+		Subject:      pkix.Name{CommonName: "127.0.0.1"},
+		IPAddresses:  []net.IP{net.ParseIP("127.0.0.1")},
+		NotBefore:    time.Now().Add(-time.Hour),
+		NotAfter:     time.Now().Add(time.Hour),
+		KeyUsage:     x509.KeyUsageDigitalSignature,
+		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kb, err := x509.MarshalPKCS8PrivateKey(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	certFile, keyFile = filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem")
+	os.WriteFile(certFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600)
+	os.WriteFile(keyFile, pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: kb}), 0o600)
+	cert, _ := x509.ParseCertificate(der)
+	pool = x509.NewCertPool()
+	pool.AddCert(cert)
+	return certFile, keyFile, pool
 }
 
 func TestMCPServeRefusesHTTPWithoutToken(t *testing.T) {
 	t.Setenv(mcpTokenEnv, "")
 	r := runCLI(t, "", "", "mcp", "serve", "--http", "127.0.0.1:0")
-	if r.code != exitError || !strings.Contains(r.stderr, "requires a bearer token") {
+	if r.code != exitError || !strings.Contains(r.stderr, "requires authentication") {
 		t.Fatalf("exit %d stderr %q", r.code, r.stderr)
 	}
 	short := filepath.Join(t.TempDir(), "tok")

@@ -14,6 +14,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/auth"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/orqest/sandbox/internal/httpauth"
 	"github.com/orqest/sandbox/plugins/docker/internal/rtproto"
 )
 
@@ -100,49 +101,11 @@ func (rt *runtime) verifier(_ context.Context, tok string, _ *http.Request) (*au
 func (rt *runtime) httpHandler() http.Handler {
 	srv := rt.server()
 	mcpH := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, nil)
-	return originCheck(bearerChallenge(auth.RequireBearerToken(rt.verifier, nil)(mcpH)))
+	return originCheck(httpauth.Challenge(bearerRealm, auth.RequireBearerToken(rt.verifier, nil)(mcpH)))
 }
 
 // bearerRealm names the protection space in the 401 challenge.
 const bearerRealm = "orqest-agent-runtime"
-
-// bearerChallenge adds the WWW-Authenticate header RFC 6750 (section 3)
-// requires on a 401, which the SDK's middleware sets only when it has
-// resource metadata or scopes to announce: `Bearer realm="..."`, with
-// error="invalid_token" when the request carried a token that failed.
-func bearerChallenge(next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		next.ServeHTTP(&challengeWriter{ResponseWriter: w, tokenSent: r.Header.Get("Authorization") != ""}, r)
-	})
-}
-
-// challengeWriter sets the challenge when a 401 is written without one.
-type challengeWriter struct {
-	http.ResponseWriter
-	tokenSent bool
-}
-
-func (c *challengeWriter) WriteHeader(code int) {
-	if code == http.StatusUnauthorized && c.Header().Get("WWW-Authenticate") == "" {
-		v := fmt.Sprintf("Bearer realm=%q", bearerRealm)
-		if c.tokenSent {
-			v += `, error="invalid_token"`
-		}
-		c.Header().Set("WWW-Authenticate", v)
-	}
-	c.ResponseWriter.WriteHeader(code)
-}
-
-// Unwrap lets http.ResponseController reach the underlying writer
-// (flushing for streamed responses).
-func (c *challengeWriter) Unwrap() http.ResponseWriter { return c.ResponseWriter }
-
-// Flush forwards to the underlying writer when it can flush.
-func (c *challengeWriter) Flush() {
-	if f, ok := c.ResponseWriter.(http.Flusher); ok {
-		f.Flush()
-	}
-}
 
 // serveHTTP serves MCP on addr until ctx ends (stdin closed or a signal).
 func (rt *runtime) serveHTTP(ctx context.Context, addr string) error {
