@@ -72,10 +72,10 @@ type ForkServer struct {
 
 	wmu sync.Mutex // serialises sends
 
-	warmMu sync.Mutex
-	warmed map[string]bool // body+allowlist keys seen once (false) or warmed (true)
+	warmMu    sync.Mutex
+	warmed    map[string]bool // body+allowlist keys seen once (false) or warmed (true)
 	envWarmed map[string]bool // allowlist keys whose environment the zygote prepared
-	warmFO []string        // the same keys, oldest first
+	warmFO    []string        // the same keys, oldest first
 
 	idle chan *fsChild // ready children, oldest first
 
