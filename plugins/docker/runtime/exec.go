@@ -62,7 +62,7 @@ type executor struct {
 	// classes: bodies may define classes (runner.Request.Classes).
 	classes bool
 	// disable lists sealing layers not to attempt: a seam for tests only
-	// (no flag or hello field reaches it), see asContainerUID.
+	// (no flag or hello field reaches it).
 	disable []string
 
 	// noFork is set when a fork-server could not start here: the
@@ -98,8 +98,11 @@ func (e *executor) agentDir(agentID string) (string, error) {
 	dir := filepath.Join(e.workdir, "agents", agentID)
 	e.mkdirMu.Lock()
 	defer e.mkdirMu.Unlock()
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return "", fmt.Errorf("agent directory: %v", err)
+	// 0711: the runtime owns it; the agent's Python processes (another
+	// uid, see main.go) may enter it (their working directory) but not
+	// list it, and write nothing anywhere (Landlock).
+	if err := os.MkdirAll(dir, 0o711); err != nil {
+		return "", fmt.Errorf("agent directory: %w", err)
 	}
 	return dir, nil
 }

@@ -182,14 +182,17 @@ func TestReadHello(t *testing.T) {
 
 func bufioReader(s string) *bufio.Reader { return bufio.NewReader(strings.NewReader(s)) }
 
-// asContainerUID returns the sealing layers a test runtime must not
-// attempt to behave like the one in the image: there the runtime and its
-// children are both uid 1000, so the children can read the venvs the
-// runtime creates (0700). A test run as root would otherwise have its
-// children drop to 65534, which cannot.
-func asContainerUID() []string {
-	if os.Getuid() == 0 {
-		return []string{"unprivileged_uid"}
+// containerWorkdir returns a fresh working directory laid out like the
+// image's /workspace: the runtime owns it and its Python children, which
+// drop to 65534 when the test runs as root (as the runtime does in the
+// image), may traverse it (0711) to read their agent's venv.
+func containerWorkdir(t *testing.T) string {
+	t.Helper()
+	work := t.TempDir()
+	for _, d := range []string{work, filepath.Dir(work)} {
+		if err := os.Chmod(d, 0o711); err != nil {
+			t.Fatal(err)
+		}
 	}
-	return nil
+	return work
 }
