@@ -206,8 +206,28 @@ attempt("chmod db 0", lambda: os.chmod("/data/orqest-tools.sqlite", 0))
 print(json.dumps(r))
 `
 
-// TestUserCodeCannotTouchTheLibrary: with every Python-level layer and
-// every sealing layer out of the way — the attack runs as a plain
+// inSessionAttack is attackScript as a body run by execute_python (os
+// allowed; OSError is not among the curated builtins): each attempt's
+// error, or "ALLOWED".
+const inSessionAttack = `import os
+r = {}
+def attempt(name, f):
+    try:
+        f()
+        r[name] = "ALLOWED"
+    except Exception as e:
+        r[name] = str(e)
+attempt("chmod /data 0", lambda: os.chmod("/data", 0))
+attempt("open db for writing", lambda: os.close(os.open("/data/orqest-tools.sqlite", os.O_WRONLY)))
+attempt("read db", lambda: os.read(os.open("/data/orqest-tools.sqlite", os.O_RDONLY), 100))
+attempt("unlink db", lambda: os.unlink("/data/orqest-tools.sqlite"))
+attempt("list /data", lambda: os.listdir("/data"))
+attempt("create in /data", lambda: os.close(os.open("/data/planted", os.O_CREAT | os.O_EXCL | os.O_WRONLY)))
+return r`
+
+// TestUserCodeCannotTouchTheLibrary: first through execute_python with
+// every layer in force, then with every Python-level layer and every
+// sealing layer out of the way — the attack runs as a plain
 // python3 on the children's uid through docker exec, so neither the
 // validators, the checker, Landlock nor seccomp stand in its way — chmod,
 // write, read, unlink and listing of /data and its database are all
@@ -222,6 +242,20 @@ func TestUserCodeCannotTouchTheLibrary(t *testing.T) {
 	}
 	uid, gid := childUID(t, b, user, sid)
 
+	// Through execute, with every layer in force (os allowed by policy).
+	res := execOK(t, b, shared.ExecuteRequest{Code: inSessionAttack, AllowedImports: []string{"os"}, SessionID: sid, UserID: user})
+	var inSession map[string]any
+	if err := json.Unmarshal(res.Output, &inSession); err != nil || len(inSession) != 6 {
+		t.Fatalf("in-session attack: %s (%v) %+v", res.Output, err, res)
+	}
+	t.Logf("through execute: %v", inSession)
+	for attempt, r := range inSession {
+		if r == "ALLOWED" {
+			t.Errorf("through execute, %s was allowed", attempt)
+		}
+	}
+
+	// As a plain python3 on the children's uid: the uid alone.
 	out, errOut, code := execIn(t, containerOf(t, b, sid), fmt.Sprintf("%d:%d", uid, gid), "python3", "-I", "-c", attackScript)
 	if code != 0 {
 		t.Fatalf("attack script: exit %d: %s", code, errOut)
