@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -38,6 +39,10 @@ const (
 	// zygotePool is how many sealed children each zygote keeps ready.
 	zygotePool = 2
 )
+
+// layerUID is the sealing layer that drops a Python process from root to
+// an unprivileged uid (the runner's seal).
+const layerUID = "unprivileged_uid"
 
 // Execution modes of the runtime.
 const (
@@ -121,6 +126,12 @@ func (e *executor) sealing(ctx context.Context, python string) (*pyproc.SealInfo
 	s, err := pyproc.Probe(ctx, runner.Argv(python), e.disable, e.workdir, e.logger())
 	if err != nil {
 		return nil, err
+	}
+	// Root's children must leave root: user code on the runtime's uid
+	// could reach the tool library (and as root, own it). Fail closed.
+	if os.Geteuid() == 0 && !slices.Contains(s.Layers, layerUID) {
+		return nil, fmt.Errorf("the runtime runs as root and its Python processes cannot drop to an unprivileged uid (%s); refusing to run code (the container needs CAP_SETUID and CAP_SETGID): %w",
+			s.Missing[layerUID], shared.ErrUnavailable)
 	}
 	if e.seal == nil {
 		e.seal = map[string]*pyproc.SealInfo{}

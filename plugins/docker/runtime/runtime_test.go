@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"log/slog"
 	"os"
@@ -181,6 +182,28 @@ func TestReadHello(t *testing.T) {
 }
 
 func bufioReader(s string) *bufio.Reader { return bufio.NewReader(strings.NewReader(s)) }
+
+// TestRootRuntimeRefusesChildrenOnRoot: a runtime that is root and whose
+// Python processes cannot drop their uid (here: the layer disabled through
+// the test seam; in a container: no CAP_SETUID/SETGID) runs no code, with
+// a clear error, instead of running user code as root.
+func TestRootRuntimeRefusesChildrenOnRoot(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("SKIPPING: needs root (the runtime's uid in the image)")
+	}
+	py, err := findPython("")
+	if err != nil {
+		t.Skipf("SKIPPING: no python3: %v", err)
+	}
+	for _, mode := range []string{modeForkServer, modeSpawn} {
+		e := &executor{python: py, rules: rules.JSON(), workdir: containerWorkdir(t), mode: mode, disable: []string{layerUID}}
+		res, err := e.run(context.Background(), rtproto.ExecuteArgs{Code: "return 1"})
+		if !errors.Is(err, shared.ErrUnavailable) || !strings.Contains(err.Error(), "cannot drop to an unprivileged uid") {
+			t.Errorf("%s: run = %+v, %v; want ErrUnavailable naming the uid drop", mode, res, err)
+		}
+		e.shutdown()
+	}
+}
 
 // containerWorkdir returns a fresh working directory laid out like the
 // image's /workspace: the runtime owns it and its Python children, which
