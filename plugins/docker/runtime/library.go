@@ -29,6 +29,7 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
+	"os"
 	"strings"
 	"sync"
 	"time"
@@ -94,6 +95,8 @@ type library struct {
 	ownDir bool
 	// pending holds repair events not yet reported to a call.
 	pending []toollib.Event
+	// opened is the database file as it was when it was opened.
+	opened os.FileInfo
 }
 
 // attachLibrary opens the library at path for the session's user (path ""
@@ -163,7 +166,15 @@ func openLibraryDB(path string) (*sql.DB, error) {
 // server. l.mu must be held.
 func (l *library) handleLocked() (*sql.DB, error) {
 	if l.db != nil {
-		return l.db, nil
+		why := l.fileChangedLocked()
+		if why == "" {
+			return l.db, nil
+		}
+		// Writes would go to a file no later session opens: start over on
+		// the path (a fresh library when the file is gone).
+		l.closeLocked()
+		l.tried = time.Time{}
+		l.repairedLocked(nil, []string{l.path + ": " + why + " while open; opened again"}, "")
 	}
 	if l.err != nil && time.Since(l.tried) < time.Second {
 		return nil, l.err
@@ -192,6 +203,7 @@ func (l *library) handleLocked() (*sql.DB, error) {
 		return nil, l.err
 	}
 	l.db, l.err = db, nil
+	l.opened, _ = os.Stat(l.path)
 	l.tightenLocked()
 	if l.srv != nil {
 		l.replayLocked()

@@ -432,6 +432,33 @@ func TestLibraryCorruptedDuringSession(t *testing.T) {
 	}
 }
 
+// TestLibraryFileRemovedDuringSession: the database file is removed while
+// the runtime has it open; the next call reports it, is counted in a fresh
+// library on the path (not in the removed file), and a later session sees
+// that count.
+func TestLibraryFileRemovedDuringSession(t *testing.T) {
+	db := filepath.Join(t.TempDir(), "orqest-tools.sqlite")
+	lr := startLibRuntime(t, db, testUser, nil)
+	lr.run(t, testUser, "add", addCode, map[string]any{"a": 1, "b": 2})
+	for _, suf := range libraryFileSuffixes {
+		_ = os.Remove(db + suf)
+	}
+	res, evs := lr.run(t, testUser, "mul", "return args['a'] * args['b']", map[string]any{"a": 2, "b": 3})
+	if res["success"] != true {
+		t.Fatalf("code did not run: %v", res)
+	}
+	if r, _ := repairedEvent(t, evs).Payload["repairs"].([]any); len(r) != 1 || !strings.Contains(r[0].(string), "removed") {
+		t.Fatalf("repairs = %v", r)
+	}
+	if _, err := os.Stat(db); err != nil {
+		t.Fatalf("no library on the path after the call: %v", err)
+	}
+	lib := startLibRuntime(t, db, testUser, nil).list(t, testUser)
+	if len(lib.Tools) != 1 || lib.Tools[0].Name != "mul" || lib.Tools[0].Successes != 1 {
+		t.Fatalf("the next session's library: %+v", lib.Tools)
+	}
+}
+
 // TestLibraryModeRepaired: a library file its owner cannot read or write
 // is given back mode 0600; the promoted tool in it is still there.
 func TestLibraryModeRepaired(t *testing.T) {

@@ -13,7 +13,9 @@ package main
 //   - the directory's mode not 0700, or a file the owner cannot read and
 //     write: set back to 0700 / 0600;
 //   - the database corrupt (not a database, or PRAGMA quick_check fails):
-//     moved aside to <file>.corrupt-<UTC timestamp> and a fresh one created.
+//     moved aside to <file>.corrupt-<UTC timestamp> and a fresh one created;
+//   - the open database's file removed or replaced: opened again (a fresh
+//     library when it is gone).
 //
 // Each repair is reported once, as a tool.library_repaired event on the
 // next execute_python. What it cannot repair (a lock another process holds,
@@ -190,4 +192,19 @@ func (l *library) tightenLocked() {
 			_ = os.Chmod(l.path+suf, st.Mode().Perm()&0o700)
 		}
 	}
+}
+
+// fileChangedLocked says why the open database's file is no longer the one
+// at l.path (removed, or replaced by another file), or "" when it still is.
+func (l *library) fileChangedLocked() string {
+	st, err := os.Stat(l.path)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return "the file was removed"
+	case err != nil || l.opened == nil:
+		return ""
+	case !os.SameFile(st, l.opened):
+		return "the file was replaced"
+	}
+	return ""
 }
