@@ -28,17 +28,23 @@ LABEL org.opencontainers.image.title="orqest agent runtime" \
 COPY bin/orqest-agent-runtime /usr/local/bin/orqest-agent-runtime
 
 # /data is the mount point of the per-user named volume: a fresh volume copies
-# this directory's ownership, so uid 1000 can write it. /workspace is a tmpfs
-# at run time. Both smoke checks run here so a broken base fails the build.
+# this directory's ownership and mode, so only the runtime (root, see below)
+# can enter it. /workspace is a tmpfs at run time (root, 0711: the Python
+# children, uid 65534, may traverse it to their agent's venv). Both smoke
+# checks run here so a broken base fails the build.
 RUN mkdir -p /data /workspace \
- && chown 1000:1000 /data /workspace \
- && chmod 0700 /data /workspace \
+ && chown 0:0 /data /workspace \
+ && chmod 0700 /data \
+ && chmod 0711 /workspace \
  && chmod 0755 /usr/local/bin/orqest-agent-runtime \
  && /usr/local/bin/orqest-agent-runtime -version \
  && (test -x /usr/bin/python3 || test -x /usr/local/bin/python3) \
  && python3 -I -S -B -c 'import json, resource; print("python ok")' \
  && python3 -I -c 'import venv; print("venv ok")'
 
-USER 1000:1000
+# The runtime runs as root with every capability dropped but CHOWN, KILL, SETUID
+# and SETGID (the plugin's --cap-drop ALL --cap-add ..., no-new-privileges); the
+# runner drops every Python process to 65534:65534 before any user code runs.
+USER 0:0
 WORKDIR /workspace
 ENTRYPOINT ["/usr/local/bin/orqest-agent-runtime"]

@@ -47,7 +47,7 @@ func executeInSession(ctx context.Context, e *env, h *host.Host, sb *host.Sandbo
 	if user == "" {
 		user = "anonymous"
 	}
-	sub := h.Bus().Subscribe(64, toollib.EventPromotionPending, toollib.EventPromoted, toollib.EventDemoted, toollib.EventLibraryUnavailable)
+	sub := h.Bus().Subscribe(64, toollib.EventPromotionPending, toollib.EventPromoted, toollib.EventDemoted, toollib.EventLibraryUnavailable, toollib.EventLibraryRepaired)
 	defer sub.Close()
 	open, err := sb.Open(ctx, shared.OpenRequest{UserID: user, SessionID: req.SessionID})
 	if err != nil {
@@ -89,6 +89,11 @@ func describeEvent(ev host.Event) string {
 		return fmt.Sprintf("%s: tool %q (code %s) demoted after %v consecutive failures", ev.Type, ev.ToolName(), hash, p["consecutive_failures"])
 	case toollib.EventLibraryUnavailable:
 		return fmt.Sprintf("%s: the invocation of %q was not counted: %v", ev.Type, ev.ToolName(), p["error"])
+	case toollib.EventLibraryRepaired:
+		if moved, ok := p["moved_to"].(string); ok {
+			return fmt.Sprintf("%s: the library of user %v was corrupt (%v); it was moved to %s and a fresh one created", ev.Type, p["user"], p["error"], moved)
+		}
+		return fmt.Sprintf("%s: the library of user %v was repaired: %v", ev.Type, p["user"], p["repairs"])
 	}
 	b, _ := json.Marshal(p)
 	return ev.Type + " " + string(b)

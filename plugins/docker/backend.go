@@ -177,7 +177,7 @@ func (b *Backend) Info(context.Context, shared.InfoRequest) (shared.InfoResponse
 			{Name: "open_timeout", Type: "string", Description: `container start to MCP initialize bound (default "30s")`},
 			{Name: "wheel_dir", Type: "string", Description: "absolute host directory of pure-Python wheels, mounted read-only into the container: the source of `dependencies` (only the policy's allowed_packages are installed, into a per-agent venv)"},
 		},
-		Description: "Tier 2: one hardened container per session (cap-drop ALL, read-only root, user 1000:1000, pids/memory/cpu limits, no-new-privileges, no network, tmpfs /workspace, per-user volume /data) running an MCP runtime over the attached stdio; every call carries a per-session HS256 JWT.",
+		Description: "Tier 2: one hardened container per session (cap-drop ALL but CHOWN/KILL/SETUID/SETGID for the runtime, read-only root, the runtime as root owning /data alone and user code on uid 65534 without capabilities, pids/memory/cpu limits, no-new-privileges, no network, tmpfs /workspace, per-user volume /data) running an MCP runtime over the attached stdio; every call carries a per-session HS256 JWT.",
 	}, nil
 }
 

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -190,14 +191,18 @@ func TestHardeningAndClose(t *testing.T) {
 	if got := hc.CapDrop; len(got) != 1 || !strings.EqualFold(strings.TrimPrefix(strings.ToUpper(got[0]), "CAP_"), "ALL") {
 		t.Errorf("CapDrop = %v, want [ALL]", got)
 	}
-	if len(hc.CapAdd) != 0 {
-		t.Errorf("CapAdd = %v, want none", hc.CapAdd)
+	var capAdd []string
+	for _, c := range hc.CapAdd {
+		capAdd = append(capAdd, strings.TrimPrefix(strings.ToUpper(c), "CAP_"))
+	}
+	if got := capAdd; !slices.Equal(got, RuntimeCaps()) {
+		t.Errorf("CapAdd = %v, want %v (the runtime's uid drop of its Python processes, the take-over of an older volume)", got, RuntimeCaps())
 	}
 	if !hc.ReadonlyRootfs {
 		t.Error("ReadonlyRootfs = false")
 	}
-	if c.Config.User != "1000:1000" {
-		t.Errorf("User = %q", c.Config.User)
+	if c.Config.User != RuntimeUser {
+		t.Errorf("User = %q, want %q", c.Config.User, RuntimeUser)
 	}
 	if hc.PidsLimit == nil || *hc.PidsLimit != DefaultPidsLimit {
 		t.Errorf("PidsLimit = %v", hc.PidsLimit)

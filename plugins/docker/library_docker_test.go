@@ -234,8 +234,9 @@ func TestLibraryReplayAndIsolation(t *testing.T) {
 }
 
 // prepareVolume creates the user's volume and returns its host directory,
-// owned by the container's uid (skipping when the engine's volumes are not
-// reachable from here, e.g. a remote or rootless engine).
+// laid out as the image makes it: owned by the runtime (root), mode 0700
+// (skipping when the engine's volumes are not reachable from here, e.g. a
+// remote or rootless engine).
 func prepareVolume(t *testing.T, dc *client.Client, user string) string {
 	t.Helper()
 	ctx := context.Background()
@@ -244,14 +245,15 @@ func prepareVolume(t *testing.T, dc *client.Client, user string) string {
 		t.Fatal(err)
 	}
 	dir := v.Volume.Mountpoint
-	if err := os.Chown(dir, 1000, 1000); err != nil {
+	if err := errors.Join(os.Chown(dir, 0, 0), os.Chmod(dir, 0o700)); err != nil {
 		t.Skipf("SKIPPING: the volume's host directory %s is not writable from the test: %v", dir, err)
 	}
 	return dir
 }
 
-// TestLibraryCorruptedAndLockedVolume: a corrupted or locked library file
-// gives a clear error, and the session still runs code.
+// TestLibraryCorruptedAndLockedVolume: a corrupted library file is moved
+// aside and replaced; a locked one gives a clear error; the session runs
+// code either way.
 func TestLibraryCorruptedAndLockedVolume(t *testing.T) {
 	dc := requireDocker(t)
 	b := newLibBackend(t, map[string]any{"policy": "eager"})
@@ -264,19 +266,20 @@ func TestLibraryCorruptedAndLockedVolume(t *testing.T) {
 		if err := os.WriteFile(f, []byte(strings.Repeat("garbage, not SQLite\n", 300)), 0o644); err != nil {
 			t.Fatal(err)
 		}
-		_ = os.Chown(f, 1000, 1000)
 		sid := openSession(t, b, user)
 		defer closeSession(t, b, sid)
 		resp := runTool(t, b, sid, "add", libAdd, `{"a":1,"b":2}`)
 		if string(resp.Result.Output) != "3" {
 			t.Fatalf("code did not run: %+v", resp.Result)
 		}
-		if len(resp.Events) != 1 || resp.Events[0].Type != toollib.EventLibraryUnavailable || !strings.Contains(string(resp.Events[0].Payload), "not a database") {
-			t.Fatalf("want a clear library_unavailable event: %+v", resp.Events)
+		if !slices.Equal(types(resp.Events), []string{toollib.EventLibraryRepaired, toollib.EventPromoted}) || !strings.Contains(string(resp.Events[0].Payload), "not a database") {
+			t.Fatalf("want the repair of a library that is not a database, then the promotion: %+v", resp.Events)
 		}
-		_, err := b.CallTool(ctx, shared.CallToolRequest{SessionID: sid, Tool: toollib.ToolListTools, Token: token(t, b, sid, shared.ScopeOperator)})
-		if !errors.Is(err, shared.ErrUnavailable) || !strings.Contains(err.Error(), rtproto.LibraryPath) || !strings.Contains(err.Error(), "not a database") {
-			t.Fatalf("list_tools on a corrupted library: %v", err)
+		if moved, _ := filepath.Glob(f + ".corrupt-*"); len(moved) != 1 {
+			t.Fatalf("the corrupt file moved aside: %v", moved)
+		}
+		if lib := listLib(t, b, sid); len(lib.Tools) != 1 || lib.Tools[0].Name != "add" {
+			t.Fatalf("the fresh library: %+v", lib.Tools)
 		}
 	})
 	t.Run("locked", func(t *testing.T) {
@@ -296,7 +299,6 @@ func TestLibraryCorruptedAndLockedVolume(t *testing.T) {
 		if _, err := conn.ExecContext(ctx, "CREATE TABLE other(x); BEGIN EXCLUSIVE; INSERT INTO other VALUES (1)"); err != nil {
 			t.Fatal(err)
 		}
-		_ = os.Chown(f, 1000, 1000)
 		start := time.Now()
 		sid := openSession(t, b, user)
 		defer closeSession(t, b, sid)

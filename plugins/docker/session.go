@@ -67,6 +67,22 @@ func (s *session) dead() bool {
 	}
 }
 
+// RuntimeUser is the container's user: the runtime starts as root (uid 0
+// with only the capabilities of RuntimeCaps, no-new-privileges) so that it
+// owns /data alone, and every Python process it starts drops to an unused
+// uid (65534, the runner's seal) before any user code exists. The user's
+// code and the tool library therefore never share a uid.
+const RuntimeUser = "0:0"
+
+// RuntimeCaps returns the capabilities the container adds back after
+// dropping ALL: SETUID and SETGID let the runtime's Python processes drop
+// from root to 65534 (setgroups, setresgid, setresuid); KILL lets the
+// runtime (root) kill those children, now on another uid, at their wall
+// clock (pidfd_send_signal, kill of the process group); CHOWN lets the
+// runtime take over a volume an older image left owned by uid 1000. A
+// process that drops to 65534 loses every capability.
+func RuntimeCaps() []string { return []string{"CHOWN", "KILL", "SETGID", "SETUID"} }
+
 // hardenedConfig returns the container and host configuration of a session.
 func hardenedConfig(cfg Config, owner ownerInfo, user, sessionID string) (*container.Config, *container.HostConfig) {
 	pids := int64(cfg.PidsLimit)
@@ -82,7 +98,7 @@ func hardenedConfig(cfg Config, owner ownerInfo, user, sessionID string) (*conta
 	}
 	cc := &container.Config{
 		Image:        cfg.Image,
-		User:         "1000:1000",
+		User:         RuntimeUser,
 		AttachStdin:  true,
 		AttachStdout: true,
 		AttachStderr: true,
@@ -106,11 +122,12 @@ func hardenedConfig(cfg Config, owner ownerInfo, user, sessionID string) (*conta
 		NetworkMode:    container.NetworkMode(cfg.Network),
 		AutoRemove:     true, // a runtime that exits (plugin died) takes its container with it
 		CapDrop:        []string{"ALL"},
+		CapAdd:         RuntimeCaps(),
 		ReadonlyRootfs: true,
 		SecurityOpt:    []string{"no-new-privileges:true"},
 		Init:           &init, // docker-init as PID 1 reaps what user code orphans
 		Tmpfs: map[string]string{
-			"/workspace": fmt.Sprintf("rw,nosuid,nodev,noexec,size=%dm,uid=1000,gid=1000,mode=0700", cfg.WorkspaceMB),
+			"/workspace": fmt.Sprintf("rw,nosuid,nodev,noexec,size=%dm,uid=0,gid=0,mode=0711", cfg.WorkspaceMB),
 		},
 		Mounts: append([]mount.Mount{{
 			Type:   mount.TypeVolume,

@@ -31,6 +31,11 @@ const (
 	EventForgotten          = "tool.forgotten"
 	EventDemoted            = "tool.demoted"
 	EventLibraryUnavailable = "tool.library_unavailable"
+	// EventLibraryRepaired: the backend found its library damaged (wrong
+	// owner or mode, missing directory, a corrupt database) and repaired
+	// it; the payload names what it changed ("repairs"), the problem
+	// ("error") and where a corrupt database was moved ("moved_to").
+	EventLibraryRepaired = "tool.library_repaired"
 )
 
 // Event is one library event, as carried in _meta[MetaEvents].

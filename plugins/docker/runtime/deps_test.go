@@ -51,13 +51,13 @@ func startRuntimeWithPackages(t *testing.T, allowed []string, wheelDir string) (
 	}
 	table := rules.JSON()
 	secret := []byte(strings.Repeat("k", 32))
-	work := t.TempDir()
+	work := containerWorkdir(t)
 	hello := rtproto.Hello{Secret: secret, User: testUser, Session: testSession, AllowedPackages: allowed, WheelDir: wheelDir}
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	rt := &runtime{
 		hello:   hello,
 		started: time.Now(),
-		exec:    &executor{python: py, rules: table, workdir: work, envs: newEnvManager(py, work, hello, log), disable: asContainerUID()},
+		exec:    &executor{python: py, rules: table, workdir: work, envs: newEnvManager(py, work, hello, log)},
 		log:     log,
 	}
 	t.Cleanup(rt.exec.shutdown)

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -39,6 +40,10 @@ const (
 	zygotePool = 2
 )
 
+// layerUID is the sealing layer that drops a Python process from root to
+// an unprivileged uid (the runner's seal).
+const layerUID = "unprivileged_uid"
+
 // Execution modes of the runtime.
 const (
 	modeForkServer = "forkserver" // default: a warm, sealed zygote per agent
@@ -62,7 +67,7 @@ type executor struct {
 	// classes: bodies may define classes (runner.Request.Classes).
 	classes bool
 	// disable lists sealing layers not to attempt: a seam for tests only
-	// (no flag or hello field reaches it), see asContainerUID.
+	// (no flag or hello field reaches it).
 	disable []string
 
 	// noFork is set when a fork-server could not start here: the
@@ -98,8 +103,11 @@ func (e *executor) agentDir(agentID string) (string, error) {
 	dir := filepath.Join(e.workdir, "agents", agentID)
 	e.mkdirMu.Lock()
 	defer e.mkdirMu.Unlock()
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return "", fmt.Errorf("agent directory: %v", err)
+	// 0711: the runtime owns it; the agent's Python processes (another
+	// uid, see main.go) may enter it (their working directory) but not
+	// list it, and write nothing anywhere (Landlock).
+	if err := os.MkdirAll(dir, 0o711); err != nil {
+		return "", fmt.Errorf("agent directory: %w", err)
 	}
 	return dir, nil
 }
@@ -118,6 +126,12 @@ func (e *executor) sealing(ctx context.Context, python string) (*pyproc.SealInfo
 	s, err := pyproc.Probe(ctx, runner.Argv(python), e.disable, e.workdir, e.logger())
 	if err != nil {
 		return nil, err
+	}
+	// Root's children must leave root: user code on the runtime's uid
+	// could reach the tool library (and as root, own it). Fail closed.
+	if os.Geteuid() == 0 && !slices.Contains(s.Layers, layerUID) {
+		return nil, fmt.Errorf("the runtime runs as root and its Python processes cannot drop to an unprivileged uid (%s); refusing to run code (the container needs CAP_SETUID and CAP_SETGID): %w",
+			s.Missing[layerUID], shared.ErrUnavailable)
 	}
 	if e.seal == nil {
 		e.seal = map[string]*pyproc.SealInfo{}

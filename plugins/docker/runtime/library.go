@@ -16,7 +16,10 @@ package main
 // process, unwritable volume) never stops the session: execute_python runs
 // as usual, the call reports a tool.library_unavailable event naming the
 // error, and the operator tools answer with the same error. The runtime
-// retries opening it at most once a second.
+// retries opening it at most once a second. Before each open it repairs
+// what it can (librepair.go): ownership and modes of its directory and
+// files, and a corrupt database moved aside for a fresh one; each repair
+// is logged and reported as a tool.library_repaired event.
 
 import (
 	"context"
@@ -26,6 +29,7 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
+	"os"
 	"strings"
 	"sync"
 	"time"
@@ -86,6 +90,13 @@ type library struct {
 	srv        *mcp.Server
 	rt         *runtime
 	registered map[string]string // MCP tool name -> code hash
+	// ownDir: the library's directory belongs to the runtime alone (the
+	// volume at /data), so its owner and mode are repaired too.
+	ownDir bool
+	// pending holds repair events not yet reported to a call.
+	pending []toollib.Event
+	// opened is the database file as it was when it was opened.
+	opened os.FileInfo
 }
 
 // attachLibrary opens the library at path for the session's user (path ""
@@ -103,7 +114,8 @@ func (rt *runtime) attachLibrary(path string) error {
 	if err != nil {
 		return err
 	}
-	l := &library{path: path, policy: p, user: rt.hello.User, log: rt.log, rt: rt, registered: map[string]string{}}
+	l := &library{path: path, policy: p, user: rt.hello.User, log: rt.log, rt: rt, registered: map[string]string{},
+		ownDir: path == rtproto.LibraryPath}
 	l.mu.Lock()
 	_, err = l.handleLocked()
 	l.mu.Unlock()
@@ -136,6 +148,16 @@ func openLibraryDB(path string) (*sql.DB, error) {
 		db.Close()
 		return nil, err
 	}
+	// A file with a valid header can still have damaged pages.
+	var check string
+	if err := db.QueryRowContext(ctx, `PRAGMA quick_check(1)`).Scan(&check); err != nil {
+		db.Close()
+		return nil, err
+	}
+	if check != "ok" {
+		db.Close()
+		return nil, fmt.Errorf("%w: quick_check: %s", errCorrupt, check)
+	}
 	return db, nil
 }
 
@@ -144,18 +166,45 @@ func openLibraryDB(path string) (*sql.DB, error) {
 // server. l.mu must be held.
 func (l *library) handleLocked() (*sql.DB, error) {
 	if l.db != nil {
-		return l.db, nil
+		why := l.fileChangedLocked()
+		if why == "" {
+			return l.db, nil
+		}
+		// Writes would go to a file no later session opens: start over on
+		// the path (a fresh library when the file is gone).
+		l.closeLocked()
+		l.tried = time.Time{}
+		l.repairedLocked(nil, []string{l.path + ": " + why + " while open; opened again"}, "")
 	}
 	if l.err != nil && time.Since(l.tried) < time.Second {
 		return nil, l.err
 	}
 	l.tried = time.Now()
-	db, err := openLibraryDB(l.path)
+	done, err := l.repairOwnershipLocked()
 	if err != nil {
-		l.err = fmt.Errorf("tool library %s: %v", l.path, err)
+		l.err = fmt.Errorf("tool library %s: %w", l.path, err)
+		return nil, l.err
+	}
+	if len(done) > 0 {
+		l.repairedLocked(nil, done, "")
+	}
+	db, err := openLibraryDB(l.path)
+	if err != nil && isCorrupt(err) {
+		moved, merr := l.moveAsideLocked()
+		if merr != nil {
+			l.err = fmt.Errorf("tool library %s: %w (and it could not be moved aside: %w)", l.path, err, merr)
+			return nil, l.err
+		}
+		l.repairedLocked(err, []string{l.path + ": corrupt, moved aside; a fresh library was created"}, moved)
+		db, err = openLibraryDB(l.path)
+	}
+	if err != nil {
+		l.err = fmt.Errorf("tool library %s: %w", l.path, err)
 		return nil, l.err
 	}
 	l.db, l.err = db, nil
+	l.opened, _ = os.Stat(l.path)
+	l.tightenLocked()
 	if l.srv != nil {
 		l.replayLocked()
 	}
@@ -268,8 +317,21 @@ func (l *library) record(ctx context.Context, name, code string, imports []strin
 		return []toollib.Event{{Type: toollib.EventLibraryUnavailable, Payload: map[string]any{"tool_name": name, "user": l.user, "error": err.Error()}}}
 	}
 	evs, err := l.recordLocked(ctx, db, name, code, imports, res)
+	if err != nil && !isBusy(err) {
+		// The database failed under us (damaged, or its file changed):
+		// close it and open it again now, repairing what can be repaired;
+		// the invocation is then recorded in the reopened library.
+		l.log.Error("tool library failed during a call; reopening it", "path", l.path, "error", err)
+		l.closeLocked()
+		l.tried = time.Time{}
+		if db, rerr := l.handleLocked(); rerr == nil {
+			evs, err = l.recordLocked(ctx, db, name, code, imports, res)
+		} else {
+			err = errors.Join(err, rerr)
+		}
+	}
 	if err != nil {
-		err = fmt.Errorf("tool library %s: recording %q: %v", l.path, name, err)
+		err = fmt.Errorf("tool library %s: recording %q: %w", l.path, name, err)
 		l.log.Error("tool library", "error", err)
 		return []toollib.Event{{Type: toollib.EventLibraryUnavailable, Payload: map[string]any{"tool_name": name, "user": l.user, "error": err.Error()}}}
 	}
@@ -400,10 +462,16 @@ func (l *library) promoteTx(ctx context.Context, tx *sql.Tx, e toollib.Entry, by
 // counts the invocation when it names a tool and puts the library's events
 // in the result's _meta.
 func (rt *runtime) libraryRecord(ctx context.Context, a rtproto.ExecuteArgs, res shared.ExecutionResult, out *mcp.CallToolResult) {
-	if rt.lib == nil || a.ToolName == "" {
+	if rt.lib == nil {
 		return
 	}
-	evs := rt.lib.record(context.WithoutCancel(ctx), a.ToolName, a.Code, a.AllowedImports, res)
+	var evs []toollib.Event
+	if a.ToolName != "" {
+		evs = rt.lib.record(context.WithoutCancel(ctx), a.ToolName, a.Code, a.AllowedImports, res)
+	}
+	rt.lib.mu.Lock()
+	evs = append(rt.lib.takePendingLocked(), evs...) // repairs first, once
+	rt.lib.mu.Unlock()
 	setEvents(out, evs)
 }
 

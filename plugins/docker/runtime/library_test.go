@@ -362,9 +362,28 @@ func TestLibraryDemotion(t *testing.T) {
 	}
 }
 
-func TestLibraryCorruptedFileStillRunsCode(t *testing.T) {
+// repairedEvent returns the one tool.library_repaired event of evs.
+func repairedEvent(t *testing.T, evs []toollib.Event) toollib.Event {
+	t.Helper()
+	var out []toollib.Event
+	for _, e := range evs {
+		if e.Type == toollib.EventLibraryRepaired {
+			out = append(out, e)
+		}
+	}
+	if len(out) != 1 {
+		t.Fatalf("want one %s event, got %+v", toollib.EventLibraryRepaired, evs)
+	}
+	return out[0]
+}
+
+// TestLibraryCorruptedFileIsMovedAside: a library that is not a database
+// is moved aside to a timestamped name, a fresh one is created, the call
+// runs and is counted in the fresh one, and the repair is reported once.
+func TestLibraryCorruptedFileIsMovedAside(t *testing.T) {
 	db := filepath.Join(t.TempDir(), "orqest-tools.sqlite")
-	if err := os.WriteFile(db, []byte(strings.Repeat("this is not a database\n", 400)), 0o600); err != nil {
+	garbage := []byte(strings.Repeat("this is not a database\n", 400))
+	if err := os.WriteFile(db, garbage, 0o600); err != nil {
 		t.Fatal(err)
 	}
 	lr := startLibRuntime(t, db, testUser, nil)
@@ -372,13 +391,97 @@ func TestLibraryCorruptedFileStillRunsCode(t *testing.T) {
 	if res["success"] != true || res["output"] != float64(3) {
 		t.Fatalf("code did not run: %v", res)
 	}
-	if len(evs) != 1 || evs[0].Type != toollib.EventLibraryUnavailable || !strings.Contains(evs[0].Payload["error"].(string), "not a database") {
-		t.Fatalf("want a clear library_unavailable event, got %+v", evs)
+	ev := repairedEvent(t, evs)
+	moved, _ := ev.Payload["moved_to"].(string)
+	if !strings.HasPrefix(moved, db+".corrupt-") || !strings.Contains(ev.Payload["error"].(string), "not a database") {
+		t.Fatalf("repair event: %+v", ev)
 	}
-	out := callTool(t, lr.cs, toollib.ToolListTools, lr.token(t, testUser, rtproto.ScopeOperator), map[string]any{})
-	text := out.Content[0].(*mcp.TextContent).Text
-	if errClass(out) != ClassUnavailable || !strings.Contains(text, db) || !strings.Contains(text, "not a database") {
-		t.Fatalf("list_tools on a corrupted library: %s", text)
+	if b, err := os.ReadFile(moved); err != nil || !slices.Equal(b, garbage) {
+		t.Fatalf("the corrupt file was not kept at %s: %v", moved, err)
+	}
+	lib := lr.list(t, testUser)
+	if len(lib.Tools) != 1 || lib.Tools[0].Name != "add" || lib.Tools[0].Successes != 1 {
+		t.Fatalf("the fresh library did not count the call: %+v", lib.Tools)
+	}
+	if _, evs := lr.run(t, testUser, "add", addCode, map[string]any{"a": 1, "b": 2}); len(evs) != 0 {
+		t.Fatalf("the repair was reported twice, or the next call failed: %+v", evs)
+	}
+}
+
+// TestLibraryCorruptedDuringSession: the database is overwritten while
+// the runtime has it open; the next call still runs, the library is moved
+// aside and recreated, and the call is counted in the fresh one.
+func TestLibraryCorruptedDuringSession(t *testing.T) {
+	db := filepath.Join(t.TempDir(), "orqest-tools.sqlite")
+	lr := startLibRuntime(t, db, testUser, &toollib.Promotion{Policy: toollib.PolicyEager})
+	if _, evs := lr.run(t, testUser, "add", addCode, map[string]any{"a": 1, "b": 2}); !slices.Equal(eventTypes(evs), []string{toollib.EventPromoted}) {
+		t.Fatalf("first call: %+v", evs)
+	}
+	if err := os.WriteFile(db, []byte(strings.Repeat("garbage", 2000)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	res, evs := lr.run(t, testUser, "mul", "return args['a'] * args['b']", map[string]any{"a": 2, "b": 3})
+	if res["success"] != true || res["output"] != float64(6) {
+		t.Fatalf("code did not run: %v", res)
+	}
+	if !slices.Equal(eventTypes(evs), []string{toollib.EventLibraryRepaired, toollib.EventPromoted}) {
+		t.Fatalf("want the repair, then the promotion in the fresh library: %+v", evs)
+	}
+	if moved, _ := repairedEvent(t, evs).Payload["moved_to"].(string); !strings.HasPrefix(moved, db+".corrupt-") {
+		t.Fatalf("moved_to = %q", moved)
+	}
+}
+
+// TestLibraryFileRemovedDuringSession: the database file is removed while
+// the runtime has it open; the next call reports it, is counted in a fresh
+// library on the path (not in the removed file), and a later session sees
+// that count.
+func TestLibraryFileRemovedDuringSession(t *testing.T) {
+	db := filepath.Join(t.TempDir(), "orqest-tools.sqlite")
+	lr := startLibRuntime(t, db, testUser, nil)
+	lr.run(t, testUser, "add", addCode, map[string]any{"a": 1, "b": 2})
+	for _, suf := range libraryFileSuffixes {
+		_ = os.Remove(db + suf)
+	}
+	res, evs := lr.run(t, testUser, "mul", "return args['a'] * args['b']", map[string]any{"a": 2, "b": 3})
+	if res["success"] != true {
+		t.Fatalf("code did not run: %v", res)
+	}
+	if r, _ := repairedEvent(t, evs).Payload["repairs"].([]any); len(r) != 1 || !strings.Contains(r[0].(string), "removed") {
+		t.Fatalf("repairs = %v", r)
+	}
+	if _, err := os.Stat(db); err != nil {
+		t.Fatalf("no library on the path after the call: %v", err)
+	}
+	lib := startLibRuntime(t, db, testUser, nil).list(t, testUser)
+	if len(lib.Tools) != 1 || lib.Tools[0].Name != "mul" || lib.Tools[0].Successes != 1 {
+		t.Fatalf("the next session's library: %+v", lib.Tools)
+	}
+}
+
+// TestLibraryModeRepaired: a library file its owner cannot read or write
+// is given back mode 0600; the promoted tool in it is still there.
+func TestLibraryModeRepaired(t *testing.T) {
+	db := filepath.Join(t.TempDir(), "orqest-tools.sqlite")
+	lr := startLibRuntime(t, db, testUser, &toollib.Promotion{Policy: toollib.PolicyEager})
+	lr.run(t, testUser, "add", addCode, map[string]any{"a": 1, "b": 2})
+	lr.rt.lib.mu.Lock()
+	lr.rt.lib.closeLocked()
+	lr.rt.lib.mu.Unlock()
+	if err := os.Chmod(db, 0); err != nil {
+		t.Fatal(err)
+	}
+	lr2 := startLibRuntime(t, db, testUser, &toollib.Promotion{Policy: toollib.PolicyEager})
+	if !slices.Contains(lr2.toolNames(t), "add") {
+		t.Fatalf("the promoted tool is gone: %v", lr2.toolNames(t))
+	}
+	_, evs := lr2.run(t, testUser, "add", addCode, map[string]any{"a": 1, "b": 2})
+	ev := repairedEvent(t, evs)
+	if st, err := os.Stat(db); err != nil || st.Mode().Perm() != 0o600 {
+		t.Fatalf("mode after the repair: %v %v", st.Mode(), err)
+	}
+	if r, _ := ev.Payload["repairs"].([]any); len(r) != 1 || !strings.Contains(r[0].(string), "mode 0000 -> 0600") {
+		t.Fatalf("repairs = %v", ev.Payload["repairs"])
 	}
 }
 

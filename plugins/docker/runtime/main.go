@@ -1,6 +1,10 @@
 // Command orqest-agent-runtime is the tier-2 in-container runtime. It runs as
-// the container's main process (user 1000:1000, read-only root, no network by
-// default) and serves MCP over its stdio:
+// the container's main process (root with only CAP_CHOWN, CAP_KILL,
+// CAP_SETUID and CAP_SETGID, no-new-privileges, read-only root, no network by default) and
+// serves MCP over its stdio. It alone owns /data, the user's tool library
+// (0700); every Python process it starts drops to 65534:65534 (the
+// runner's seal) before any user code exists, so user code cannot read,
+// change or remove the library even when every other layer fails:
 //
 //  1. it reads one hello line from stdin (rtproto.Hello: the per-session
 //     HMAC secret and the user and session the tokens must name);
@@ -72,10 +76,14 @@ func main() {
 }
 
 func run(log *slog.Logger, python, workdir, listen string) error {
-	// Not dumpable: the Python children run as the same uid and must not
-	// read the secret out of /proc/<pid>/mem or environ.
+	// Not dumpable: no process of the container may read the secret out of
+	// /proc/<pid>/mem or environ (the Python children run on another uid
+	// where the runtime is root, on the same one where it is not).
 	if err := unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0); err != nil {
 		log.Warn("prctl(PR_SET_DUMPABLE, 0) failed", "error", err)
+	}
+	if os.Geteuid() != 0 {
+		log.Warn("the runtime is not root: its Python children keep its uid and, should the kernel layers fail, could reach the tool library", "uid", os.Geteuid())
 	}
 	py, err := findPython(python)
 	if err != nil {

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"log/slog"
 	"os"
@@ -182,14 +183,39 @@ func TestReadHello(t *testing.T) {
 
 func bufioReader(s string) *bufio.Reader { return bufio.NewReader(strings.NewReader(s)) }
 
-// asContainerUID returns the sealing layers a test runtime must not
-// attempt to behave like the one in the image: there the runtime and its
-// children are both uid 1000, so the children can read the venvs the
-// runtime creates (0700). A test run as root would otherwise have its
-// children drop to 65534, which cannot.
-func asContainerUID() []string {
-	if os.Getuid() == 0 {
-		return []string{"unprivileged_uid"}
+// TestRootRuntimeRefusesChildrenOnRoot: a runtime that is root and whose
+// Python processes cannot drop their uid (here: the layer disabled through
+// the test seam; in a container: no CAP_SETUID/SETGID) runs no code, with
+// a clear error, instead of running user code as root.
+func TestRootRuntimeRefusesChildrenOnRoot(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("SKIPPING: needs root (the runtime's uid in the image)")
 	}
-	return nil
+	py, err := findPython("")
+	if err != nil {
+		t.Skipf("SKIPPING: no python3: %v", err)
+	}
+	for _, mode := range []string{modeForkServer, modeSpawn} {
+		e := &executor{python: py, rules: rules.JSON(), workdir: containerWorkdir(t), mode: mode, disable: []string{layerUID}}
+		res, err := e.run(context.Background(), rtproto.ExecuteArgs{Code: "return 1"})
+		if !errors.Is(err, shared.ErrUnavailable) || !strings.Contains(err.Error(), "cannot drop to an unprivileged uid") {
+			t.Errorf("%s: run = %+v, %v; want ErrUnavailable naming the uid drop", mode, res, err)
+		}
+		e.shutdown()
+	}
+}
+
+// containerWorkdir returns a fresh working directory laid out like the
+// image's /workspace: the runtime owns it and its Python children, which
+// drop to 65534 when the test runs as root (as the runtime does in the
+// image), may traverse it (0711) to read their agent's venv.
+func containerWorkdir(t *testing.T) string {
+	t.Helper()
+	work := t.TempDir()
+	for _, d := range []string{work, filepath.Dir(work)} {
+		if err := os.Chmod(d, 0o711); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return work
 }

@@ -141,7 +141,9 @@ func (m *envManager) prepare(ctx context.Context, agentID string, deps []string)
 // create makes the agent's venv with `python3 -I -m venv --without-pip`.
 func (m *envManager) create(ctx context.Context, env *agentEnv) error {
 	start := time.Now()
-	if err := os.MkdirAll(m.root, 0o700); err != nil {
+	// 0711: the agents' Python processes (uid 65534) traverse it to their
+	// own venv (0755, as python3 -m venv makes it) but cannot list it.
+	if err := os.MkdirAll(m.root, 0o711); err != nil {
 		return fmt.Errorf("venv root: %v: %w", err, shared.ErrInternal)
 	}
 	// A directory left over by a failed creation is replaced.
