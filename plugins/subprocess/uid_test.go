@@ -2,8 +2,10 @@ package subprocess
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -17,6 +19,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/hashicorp/go-hclog"
 
 	"github.com/orqest/sandbox/internal/pyproc"
 	"github.com/orqest/sandbox/runner"
@@ -38,8 +42,9 @@ const (
 // directory Landlock lets the child read. Both must be refused, the second
 // by the kernel's permission check alone: the child's user namespace maps
 // it to a subordinate uid, not to 4242. Every sealed process's kernel uid,
-// read from /proc/<pid>/status outside, is that subordinate uid. Needs
-// root to set up (as CI runs); skips loudly otherwise.
+// read from /proc/<pid>/status outside, is that subordinate uid. Then, as
+// a uid with no range, the plugin falls back to its own uid and says so.
+// Needs root to set up (as CI runs); skips loudly otherwise.
 func TestSeparateUIDNotRoot(t *testing.T) {
 	if dir := os.Getenv(notRootEnv); dir != "" {
 		notRootBody(t, dir)
@@ -86,18 +91,57 @@ func TestSeparateUIDNotRoot(t *testing.T) {
 	if err := os.Chmod(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(bin, "-test.run=^TestSeparateUIDNotRoot$", "-test.v", "-test.count=1")
-	cmd.Dir = dir
-	cmd.Env = env
-	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: notRootUID, Gid: notRootUID, Groups: []uint32{}}}
-	out, err := cmd.CombinedOutput()
-	t.Logf("as %s (uid %d):\n%s", name, notRootUID, out)
+	// As 4242 (a subordinate range), then as noSubIDsUID (no account, no
+	// range: the fallback).
+	for _, uid := range []uint32{notRootUID, noSubIDsUID} {
+		cmd := exec.Command(bin, "-test.run=^TestSeparateUIDNotRoot$", "-test.v", "-test.count=1")
+		cmd.Dir = dir
+		cmd.Env = env
+		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uid, Gid: uid, Groups: []uint32{}}}
+		out, err := cmd.CombinedOutput()
+		t.Logf("as uid %d (%s has the range):\n%s", uid, name, out)
+		if err != nil {
+			t.Fatalf("the run as uid %d failed: %v", uid, err)
+		}
+		if !strings.Contains(string(out), "--- PASS: TestSeparateUIDNotRoot") || strings.Contains(string(out), "--- SKIP") {
+			t.Fatalf("the run as uid %d did not pass", uid)
+		}
+	}
+}
+
+// noSubIDsUID is a uid with no account and no subordinate ids.
+const noSubIDsUID = 4243
+
+// noSubIDsBody: without subordinate ids the plugin still runs code, does
+// not declare separate_uid, refuses a policy that requires it, and logs
+// one WARNING naming it and why.
+func noSubIDsBody(t *testing.T) {
+	ctx := context.Background()
+	var logs bytes.Buffer
+	var lmu sync.Mutex
+	b := NewBackend(hclog.New(&hclog.LoggerOptions{Output: lockedWriter{&lmu, &logs}, Level: hclog.Warn}))
+	t.Cleanup(b.Shutdown)
+	info, err := b.Info(ctx, shared.InfoRequest{})
 	if err != nil {
-		t.Fatalf("the run as uid %d failed: %v", notRootUID, err)
+		t.Fatal(err)
 	}
-	if !strings.Contains(string(out), "--- PASS: TestSeparateUIDNotRoot") || strings.Contains(string(out), "--- SKIP") {
-		t.Fatal("the run as the non-root account did not pass")
+	if info.Has(CapSeparateUID) {
+		t.Errorf("Info declares %s without subordinate ids", CapSeparateUID)
 	}
+	_, err = b.Configure(ctx, shared.ConfigureRequest{Config: json.RawMessage(`{"require":["separate_uid"]}`)})
+	if !errors.Is(err, shared.ErrFailedPrecondition) {
+		t.Errorf("require separate_uid: %v", err)
+	}
+	configure(t, b, `{}`)
+	wantSuccess(t, execute(t, b, shared.ExecuteRequest{Code: "return 5"}), "5")
+	lmu.Lock()
+	out := logs.String()
+	lmu.Unlock()
+	want := fmt.Sprintf("separate_uid (no subordinate id range for uid %d in /etc/subuid)", noSubIDsUID)
+	if strings.Count(out, "NOT enforced") != 1 || !strings.Contains(out, want) || !strings.Contains(out, "[WARN]") {
+		t.Errorf("want one WARNING naming %q, got:\n%s", want, out)
+	}
+	t.Logf("logged: %s", strings.TrimSpace(out))
 }
 
 // ensureNotRootAccount makes uid notRootUID exist with a subordinate uid
@@ -152,6 +196,10 @@ func copyFile(t *testing.T, from, to string, mode os.FileMode) {
 
 // notRootBody is TestSeparateUIDNotRoot as the non-root account.
 func notRootBody(t *testing.T, dir string) {
+	if os.Getuid() == noSubIDsUID {
+		noSubIDsBody(t)
+		return
+	}
 	if os.Getuid() != notRootUID {
 		t.Fatalf("running as uid %d, not %d", os.Getuid(), notRootUID)
 	}
