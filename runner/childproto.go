@@ -69,6 +69,7 @@ const (
 	ExitSeccomp      ExitCode = 77 // the child's seccomp filter could not be installed
 	ExitDescriptors  ExitCode = 78 // the execution's descriptors could not be set up
 	ExitLimits       ExitCode = 79 // the execution's memory or CPU limit could not be applied
+	ExitIDMap        ExitCode = 80 // the seal's helper could not map the user namespace to subordinate ids
 )
 
 var exitNames = map[ExitCode]struct{ ident, text string }{
@@ -82,6 +83,7 @@ var exitNames = map[ExitCode]struct{ ident, text string }{
 	ExitSeccomp:      {"SECCOMP", "the sandbox child's seccomp filter could not be installed"},
 	ExitDescriptors:  {"DESCRIPTORS", "the sandbox child's descriptors could not be set up"},
 	ExitLimits:       {"LIMITS", "the execution's memory or CPU limit could not be applied"},
+	ExitIDMap:        {"ID_MAP", "newuidmap or newgidmap could not map the sandbox's user namespace"},
 }
 
 // String says what the exit code means ("" for a status that is not one).

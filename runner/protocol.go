@@ -124,6 +124,23 @@ type Seal struct {
 	// namespace (all children of one zygote share it), or of its real uid
 	// where the user-namespace layer is not in force.
 	MaxProcs int `json:"max_procs,omitempty"`
+	// SubIDs, when the runner does not start as root, are the subordinate
+	// ids its user namespace maps UID and GID to (with the setuid helpers
+	// newuidmap and newgidmap), so that the kernel checks files against an
+	// id no account owns rather than the service account's. Nil:
+	// SubIDsMissing says why, and the separate_uid layer is missing.
+	SubIDs        *SubIDs `json:"subids,omitempty"`
+	SubIDsMissing string  `json:"subids_missing,omitempty"`
+}
+
+// SubIDs are one subordinate uid and gid of the account the runner starts
+// as (its /etc/subuid and /etc/subgid ranges) and the helpers that may
+// write them into a user namespace's uid_map and gid_map.
+type SubIDs struct {
+	UID       int    `json:"uid"`
+	GID       int    `json:"gid"`
+	NewUIDMap string `json:"newuidmap"`
+	NewGIDMap string `json:"newgidmap"`
 }
 
 // DefaultMaxProcs is Seal.MaxProcs when it is 0.
@@ -134,15 +151,19 @@ const (
 	LayerNoNewPrivs      = "no_new_privs"
 	LayerUnprivilegedUID = "unprivileged_uid"
 	LayerUserNamespace   = "user_namespace"
-	LayerNetNamespace    = "network_namespace"
-	LayerLandlockFS      = "landlock_fs"
-	LayerLandlockNet     = "landlock_net"
-	LayerLandlockScope   = "landlock_scope"
-	LayerSeccomp         = "seccomp"
+	// LayerSeparateUID: the kernel uid user code runs as is not the
+	// plugin's: 65534 when the plugin is root, a subordinate uid mapped
+	// through newuidmap otherwise (Seal.SubIDs).
+	LayerSeparateUID   = "separate_uid"
+	LayerNetNamespace  = "network_namespace"
+	LayerLandlockFS    = "landlock_fs"
+	LayerLandlockNet   = "landlock_net"
+	LayerLandlockScope = "landlock_scope"
+	LayerSeccomp       = "seccomp"
 )
 
 // Layers lists every sealing layer, in the order the runner applies them.
-var Layers = []string{LayerNoNewPrivs, LayerUnprivilegedUID, LayerUserNamespace, LayerNetNamespace,
+var Layers = []string{LayerNoNewPrivs, LayerUnprivilegedUID, LayerUserNamespace, LayerSeparateUID, LayerNetNamespace,
 	LayerLandlockFS, LayerLandlockNet, LayerLandlockScope, LayerSeccomp}
 
 // ProbeResult is the output of an OpProbe request.

@@ -6,6 +6,8 @@
 #   python3          Debian's /usr/bin/python3: the interpreter every tier runs
 #   gcc, make        the fork-server's C loop, tier 0's cgo
 #   pkg-config, libpython3-dev   tier 0 embeds CPython (pkg-config python3-embed)
+#   uidmap           setuid newuidmap/newgidmap: a non-root plugin maps its
+#                    children to a subordinate uid (and the test of it)
 #   debootstrap      the tier-2 base image is assembled from Debian packages
 #                    (no registry); only `make test`/`make bench` (SETUP_IMAGE=1)
 set -euo pipefail
@@ -16,6 +18,7 @@ command -v gcc >/dev/null || need+=(gcc)
 command -v make >/dev/null || need+=(make)
 command -v pkg-config >/dev/null || need+=(pkg-config)
 pkg-config --exists python3-embed 2>/dev/null || need+=(libpython3-dev)
+[ -x /usr/bin/newuidmap ] && [ -x /usr/bin/newgidmap ] || need+=(uidmap)
 if [ "${SETUP_IMAGE:-0}" = 1 ]; then
 	command -v debootstrap >/dev/null || need+=(debootstrap)
 fi

@@ -22,6 +22,10 @@ type SealInfo struct {
 	Layers    []string
 	Missing   map[string]string
 	ReadPaths []string
+	// SubIDs are what the probe mapped its user namespace to (nil when
+	// the plugin is root, or has none: SubIDsMissing says why).
+	SubIDs        *runner.SubIDs
+	SubIDsMissing string
 }
 
 // Seal returns the runner's seal config: every layer found is required, so
@@ -33,7 +37,8 @@ func (s *SealInfo) Seal(disable []string, extraRead ...string) *runner.Seal {
 	if len(extraRead) > 0 {
 		read = append(append([]string(nil), s.ReadPaths...), extraRead...)
 	}
-	return &runner.Seal{ReadPaths: read, Require: s.Layers, Disable: disable}
+	return &runner.Seal{ReadPaths: read, Require: s.Layers, Disable: disable,
+		SubIDs: s.SubIDs, SubIDsMissing: s.SubIDsMissing}
 }
 
 // MissingText names the layers not in force, in the runner's order, with
@@ -57,10 +62,23 @@ func (s *SealInfo) MissingText(name func(layer string) string) string {
 // as far as it can (never the layers in disable) and reports. The result
 // depends only on the interpreter and the kernel; callers cache it. dir is
 // the probe's working directory ("" means a fresh temporary one).
+//
+// When this process is not root, the probe's user namespace maps the
+// runner to a subordinate uid and gid of this account (SubordinateIDs with
+// the system's files), and the seal configs built from the result do the
+// same; without them the separate_uid layer is missing, with the reason.
 func Probe(ctx context.Context, argv []string, disable []string, dir string, log Logger) (*SealInfo, error) {
 	python := argv[0]
+	seal := &runner.Seal{Disable: disable}
+	if os.Geteuid() != 0 {
+		sub, err := SubordinateIDs(DefaultSubIDFiles())
+		if err != nil {
+			seal.SubIDsMissing = err.Error()
+		}
+		seal.SubIDs = sub
+	}
 	res, err := Spawn(ctx, argv, Job{
-		Request:   runner.Request{Op: runner.OpProbe, MemoryMB: 128, Seal: &runner.Seal{Disable: disable}},
+		Request:   runner.Request{Op: runner.OpProbe, MemoryMB: 128, Seal: seal},
 		Timeout:   10 * time.Second,
 		MaxOutput: 1 << 20,
 		Dir:       dir,
@@ -76,7 +94,8 @@ func Probe(ctx context.Context, argv []string, disable []string, dir string, log
 	if err := json.Unmarshal(res.Output, &pr); err != nil {
 		return nil, fmt.Errorf("probing the sealing layers with %s: %v: %w", python, err, shared.ErrInternal)
 	}
-	s := &SealInfo{Layers: pr.Layers, Missing: pr.Missing, ReadPaths: LibraryPaths(pr.Stdlib)}
+	s := &SealInfo{Layers: pr.Layers, Missing: pr.Missing, ReadPaths: LibraryPaths(pr.Stdlib),
+		SubIDs: seal.SubIDs, SubIDsMissing: seal.SubIDsMissing}
 	if s.Missing == nil {
 		s.Missing = map[string]string{}
 	}

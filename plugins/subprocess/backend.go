@@ -92,6 +92,9 @@ type testHooks struct {
 	rules          json.RawMessage
 	// disable lists sealing layers not to attempt (degradation tests).
 	disable []string
+	// readPaths are further paths Landlock lets the child read (tests of
+	// what file permissions alone stop).
+	readPaths []string
 	// program replaces runner.Program() (e.g. without the in-child
 	// checker, for the containment tests).
 	program string
@@ -326,7 +329,7 @@ func (b *Backend) Configure(ctx context.Context, req shared.ConfigureRequest) (s
 	if cfg.Mode == ModeForkServer {
 		res, err = b.runFork(ctx, cfg, seal, "", runner.Request{Code: "return 1+1", MemoryMB: DefaultMemoryMB}, 10*time.Second, DefaultMaxOutputBytes, b.rules)
 	} else {
-		res, err = b.runSpawn(ctx, cfg, runner.Request{Code: "return 1+1", MemoryMB: DefaultMemoryMB, Seal: seal.seal(b.test.disable)}, 10*time.Second, DefaultMaxOutputBytes)
+		res, err = b.runSpawn(ctx, cfg, runner.Request{Code: "return 1+1", MemoryMB: DefaultMemoryMB, Seal: seal.seal(b.test.disable, b.test.readPaths...)}, 10*time.Second, DefaultMaxOutputBytes)
 	}
 	if err != nil {
 		return shared.ConfigureResponse{}, fmt.Errorf("subprocess config: python %q failed its self-test: %v: %w", python, err, shared.ErrUnavailable)
@@ -449,7 +452,7 @@ func (b *Backend) Execute(ctx context.Context, req shared.ExecuteRequest) (share
 		res, err = b.runFork(ctx, cfg, seal, req.UserID, preq, timeout, maxOut, rules)
 	} else {
 		preq.Rules = rules
-		preq.Seal = seal.seal(b.test.disable)
+		preq.Seal = seal.seal(b.test.disable, b.test.readPaths...)
 		res, err = b.runSpawn(ctx, cfg, preq, timeout, maxOut)
 	}
 	if err != nil {

@@ -19,6 +19,10 @@ const (
 	CapLandlockNet      shared.Capability = "landlock_network"
 	CapLandlockScope    shared.Capability = "landlock_scope"
 	CapUnprivilegedUID  shared.Capability = "unprivileged_uid"
+	// CapSeparateUID: user code runs as a kernel uid that is not the
+	// plugin's (65534 under a root plugin, a subordinate uid otherwise), so
+	// file permissions protect the plugin account's files from it.
+	CapSeparateUID      shared.Capability = "separate_uid"
 	CapEmptyEnvironment shared.Capability = "empty_environment"
 )
 
@@ -27,6 +31,7 @@ var layerCaps = map[string]shared.Capability{
 	runner.LayerNoNewPrivs:      CapNoNewPrivs,
 	runner.LayerUnprivilegedUID: CapUnprivilegedUID,
 	runner.LayerUserNamespace:   CapUserNamespace,
+	runner.LayerSeparateUID:     CapSeparateUID,
 	runner.LayerNetNamespace:    CapNetworkNamespace,
 	runner.LayerLandlockFS:      CapLandlockFS,
 	runner.LayerLandlockNet:     CapLandlockNet,

@@ -25,7 +25,10 @@ func (s *sealInfo) caps() []shared.Capability {
 
 // seal returns the runner's seal config: every layer found is required, so
 // a child that cannot establish one fails closed rather than run unsealed.
-func (s *sealInfo) seal(disable []string) *runner.Seal { return s.Seal(disable) }
+// read are further paths the sandbox may read (tests only).
+func (s *sealInfo) seal(disable []string, read ...string) *runner.Seal {
+	return s.Seal(disable, read...)
+}
 
 // missingText names the layers not in force, with the reason, for the
 // one WARNING Configure logs.

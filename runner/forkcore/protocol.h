@@ -18,5 +18,6 @@
 #define ORQ_EXIT_SECCOMP 77 /* the sandbox child's seccomp filter could not be installed */
 #define ORQ_EXIT_DESCRIPTORS 78 /* the sandbox child's descriptors could not be set up */
 #define ORQ_EXIT_LIMITS 79 /* the execution's memory or CPU limit could not be applied */
+#define ORQ_EXIT_ID_MAP 80 /* newuidmap or newgidmap could not map the sandbox's user namespace */
 
 #endif

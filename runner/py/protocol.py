@@ -22,3 +22,4 @@ _orq_exit_landlock = 76  # Landlock could not be applied to the sandbox child
 _orq_exit_seccomp = 77  # the sandbox child's seccomp filter could not be installed
 _orq_exit_descriptors = 78  # the sandbox child's descriptors could not be set up
 _orq_exit_limits = 79  # the execution's memory or CPU limit could not be applied
+_orq_exit_id_map = 80  # newuidmap or newgidmap could not map the sandbox's user namespace

@@ -92,6 +92,69 @@ def _orq_seal_prepare(cfg):
           "const": c, "sys": nr, "pdeathsig": pdeathsig, "stdlib": [],
           "max_procs": int(cfg.get("max_procs") or 0)}
 
+    # 0. Not root, with subordinate ids (Seal.SubIDs): fork the helper that
+    #    maps this process's user namespace (step 3) to them, now, before
+    #    no_new_privs, which would keep the setuid newuidmap from working,
+    #    and before the namespace, in which its owner (root) is unmapped.
+    #    It waits for a byte (EOF: no namespace, nothing to map), then runs
+    #    newuidmap and newgidmap on this process.
+    root = os.getuid() == 0 or os.geteuid() == 0 or os.getgid() == 0
+    in_uid = int(cfg.get("uid") or 65534)
+    in_gid = int(cfg.get("gid") or 65534)
+    mapper = None
+    sub = cfg.get("subids")
+    if "separate_uid" in disable:
+        missing["separate_uid"] = "disabled"
+    elif root:
+        pass
+    elif not isinstance(sub, dict):
+        missing["separate_uid"] = cfg.get("subids_missing") or "no subordinate ids configured"
+    elif no_kernel or "user_namespace" in disable:
+        missing["separate_uid"] = no_kernel or "no user namespace (disabled)"
+    else:
+        me = os.getpid()
+        go_r, go_w = os.pipe()
+        err_r, err_w = os.pipe()
+        pid = os.fork()
+        if pid == 0:
+            try:
+                os.close(go_w)
+                os.close(err_r)
+                os.dup2(err_w, 2)
+                if os.read(go_r, 1) != b"m":
+                    os._exit(0)
+                for tool, inside, outside in ((sub["newuidmap"], in_uid, sub["uid"]),
+                                              (sub["newgidmap"], in_gid, sub["gid"])):
+                    k = os.fork()
+                    if k == 0:
+                        os.execve(tool, [tool, str(me), str(inside), str(outside), "1"], {})
+                    _, status = os.waitpid(k, 0)
+                    if status != 0:
+                        os._exit(_orq_exit_id_map)
+                os._exit(0)
+            except BaseException:  # noqa: BLE001
+                os._exit(_orq_exit_id_map)
+        os.close(go_r)
+        os.close(err_w)
+        mapper = (pid, go_w, err_r)
+
+    def map_ids():
+        # Step 3's namespace exists (go is True) or not: let the helper
+        # map it or leave, and reap it. Returns None or why not mapped.
+        pid, go_w, err_r = mapper
+        try:
+            os.write(go_w, b"m" if go else b"")
+        finally:
+            os.close(go_w)
+        _, status = os.waitpid(pid, 0)
+        with os.fdopen(err_r, "rb") as f:
+            err = f.read(4096).decode("utf-8", "replace").strip()
+        if not go:
+            return None
+        if status != 0:
+            return "newuidmap/newgidmap failed (wait status %d): %s" % (status, err or "no message")
+        return None
+
     # 1. no_new_privs: nothing this process or its children execute can gain
     #    privileges (also what Landlock and seccomp require unprivileged).
     if want("no_new_privs"):
@@ -104,18 +167,21 @@ def _orq_seal_prepare(cfg):
     #    change clears the parent-death signal: set it again afterwards.
     parent = os.getppid()
     if want("unprivileged_uid", table=False):
-        if os.getuid() == 0 or os.geteuid() == 0 or os.getgid() == 0:
-            uid = int(cfg.get("uid") or 65534)
-            gid = int(cfg.get("gid") or 65534)
+        if root:
             try:
                 os.setgroups([])
-                os.setresgid(gid, gid, gid)
-                os.setresuid(uid, uid, uid)
+                os.setresgid(in_gid, in_gid, in_gid)
+                os.setresuid(in_uid, in_uid, in_uid)
                 layers.append("unprivileged_uid")
+                if "separate_uid" not in disable:
+                    layers.append("separate_uid")  # the plugin's uid is root
             except OSError as e:
                 missing["unprivileged_uid"] = str(e)
+                missing.setdefault("separate_uid", str(e))
         else:
             layers.append("unprivileged_uid")
+    elif root:
+        missing.setdefault("separate_uid", "unprivileged_uid disabled: the child stays root")
     pdeathsig()
     if os.getppid() != parent:
         os._exit(_orq_exit_parent_gone)  # the parent died meanwhile
@@ -123,10 +189,31 @@ def _orq_seal_prepare(cfg):
     # 3. A user namespace (no uid map is written: nothing inside maps to any
     #    host uid, least of all root) owning a fresh network namespace with
     #    only a loopback interface that is down: no network at all.
+    #    Not root, with subordinate ids: the helper maps in_uid/in_gid of
+    #    the namespace to them and this process takes them (it holds every
+    #    capability in its new namespace until the capset below), so the
+    #    kernel checks files against an id no account owns, not against
+    #    the plugin's uid; its supplementary groups go too.
     want_ns = [want("user_namespace"), want("network_namespace")]
+    go = False
     if all(want_ns):
         if libc.unshare(c["CLONE_NEWUSER"] | c["CLONE_NEWNET"]) == 0:
             layers += ["user_namespace", "network_namespace"]
+            if mapper:
+                go = True
+                why = map_ids()
+                mapper = None
+                if why:
+                    missing["separate_uid"] = why
+                else:
+                    os.setgroups([])
+                    os.setresgid(in_gid, in_gid, in_gid)
+                    os.setresuid(in_uid, in_uid, in_uid)
+                    layers.append("separate_uid")
+                    # A uid change clears the parent-death signal.
+                    pdeathsig()
+                    if os.getppid() != parent:
+                        os._exit(_orq_exit_parent_gone)
             # Drop the capabilities the new namespace granted.
             hdr = (ctypes.c_uint32 * 2)(c["LINUX_CAPABILITY_VERSION_3"], 0)
             data = (ctypes.c_uint32 * 6)()
@@ -139,6 +226,9 @@ def _orq_seal_prepare(cfg):
                 layers.append("network_namespace")
             else:
                 missing["network_namespace"] = why
+    if mapper:  # no namespace to map: the helper leaves
+        map_ids()
+        missing.setdefault("separate_uid", missing.get("user_namespace", "no user namespace"))
 
     # 4. Landlock: read the stdlib and the interpreter's libraries, nothing
     #    else; write nothing; no TCP bind/connect; no signals or abstract

@@ -4,6 +4,7 @@ package seccomp
 
 import (
 	"cmp"
+	"fmt"
 	"slices"
 
 	"golang.org/x/net/bpf"
@@ -33,7 +34,8 @@ type call struct {
 }
 
 // deniedCalls are the system calls no runner process needs, on every
-// supported architecture (legacyCalls adds those only some have).
+// supported architecture (legacyCalls adds those only some have): the
+// zygote's denylist refuses them, and none is in the allowlist.
 func deniedCalls() []call {
 	return []call{
 		// Networking.
@@ -142,7 +144,7 @@ func deniedCalls() []call {
 // its ABI is new enough (links, renames), and watch directories (inotify
 // tells a child the names of files other tenants create in /tmp). The child
 // writes nothing, so it changes and watches nothing either. Every program
-// refuses them, with legacyChangeCalls.
+// refuses them, with legacyChangeCalls (the allowlists by not naming them).
 func changeCalls() []call {
 	return append([]call{
 		{"fchmod", unix.SYS_FCHMOD},
@@ -169,9 +171,115 @@ func changeCalls() []call {
 	}, legacyChangeCalls()...)
 }
 
+// allowedCalls are the system calls the allowlists (Full, Child) let
+// through whatever their arguments, on every supported architecture, with
+// legacyAllowedCalls (the older forms only some architectures have). They
+// are what CPython running its standard library needs once sealed:
+// measured by tracing sealed children that run the held-out corpus and a
+// body exercising every module the sandbox offers (and threads), and
+// reasoned for what numerical libraries add (affinity, memory advice,
+// system memory size). clone (threads only), prlimit64 (the calling
+// process only) and ioctl (no terminal injection) are allowed by argument
+// (see allowlist); clone3 is refused with ENOSYS so the C library falls
+// back to clone; every other call is refused with EPERM.
+func allowedCalls() []call {
+	return append([]call{
+		// Memory: the allocators (pymalloc arenas, glibc malloc) and the
+		// dynamic loader mapping extension modules; madvise for freed thread
+		// stacks and huge-page hints. Every mapping counts against
+		// RLIMIT_AS.
+		{"brk", unix.SYS_BRK},
+		{"mmap", unix.SYS_MMAP},
+		{"munmap", unix.SYS_MUNMAP},
+		{"mremap", unix.SYS_MREMAP},
+		{"mprotect", unix.SYS_MPROTECT},
+		{"madvise", unix.SYS_MADVISE},
+		// Threads and their synchronisation (threading, locks, conditions,
+		// events; the C library's per-thread registration), and leaving.
+		{"futex", unix.SYS_FUTEX},
+		{"set_robust_list", unix.SYS_SET_ROBUST_LIST},
+		{"set_tid_address", unix.SYS_SET_TID_ADDRESS},
+		{"rseq", unix.SYS_RSEQ},
+		{"gettid", unix.SYS_GETTID},
+		{"sched_yield", unix.SYS_SCHED_YIELD},
+		{"sched_getaffinity", unix.SYS_SCHED_GETAFFINITY},
+		{"exit", unix.SYS_EXIT},
+		{"exit_group", unix.SYS_EXIT_GROUP},
+		// Signals, to this process only: handlers and masks, the return
+		// from a handler, the restart of an interrupted sleep. Nothing
+		// that sends a signal (kill, tgkill, rt_sigqueueinfo) is listed.
+		{"rt_sigaction", unix.SYS_RT_SIGACTION},
+		{"rt_sigprocmask", unix.SYS_RT_SIGPROCMASK},
+		{"rt_sigreturn", unix.SYS_RT_SIGRETURN},
+		{"sigaltstack", unix.SYS_SIGALTSTACK},
+		{"restart_syscall", unix.SYS_RESTART_SYSCALL},
+		// Time: reading clocks (when the vDSO does not answer) and
+		// sleeping (time.sleep, timed waits).
+		{"clock_gettime", unix.SYS_CLOCK_GETTIME},
+		{"clock_getres", unix.SYS_CLOCK_GETRES},
+		{"gettimeofday", unix.SYS_GETTIMEOFDAY},
+		{"clock_nanosleep", unix.SYS_CLOCK_NANOSLEEP},
+		{"nanosleep", unix.SYS_NANOSLEEP},
+		// Files, read-only through Landlock (which decides what may be
+		// opened: the stdlib and the interpreter's libraries) and
+		// RLIMIT_FSIZE 0: imports open, stat, list and read modules. Metadata
+		// is readable (stat), never changeable (nothing of changeCalls is
+		// listed).
+		{"openat", unix.SYS_OPENAT},
+		{"read", unix.SYS_READ},
+		{"pread64", unix.SYS_PREAD64},
+		{"readv", unix.SYS_READV},
+		{"lseek", unix.SYS_LSEEK},
+		{"close", unix.SYS_CLOSE},
+		{"close_range", unix.SYS_CLOSE_RANGE},
+		{"fstat", unix.SYS_FSTAT},
+		{"newfstatat", unix.SYS_NEWFSTATAT},
+		{"statx", unix.SYS_STATX},
+		{"getdents64", unix.SYS_GETDENTS64},
+		{"readlinkat", unix.SYS_READLINKAT},
+		{"faccessat", unix.SYS_FACCESSAT},
+		{"faccessat2", unix.SYS_FACCESSAT2},
+		{"getcwd", unix.SYS_GETCWD},
+		// Descriptors the process holds: the response pipe and stdio are
+		// written; descriptors are duplicated into place and flagged.
+		{"write", unix.SYS_WRITE},
+		{"writev", unix.SYS_WRITEV},
+		{"fcntl", unix.SYS_FCNTL},
+		{"dup", unix.SYS_DUP},
+		{"dup3", unix.SYS_DUP3},
+		// The fork-server child's private socket, over which the plugin
+		// hands it the execution's descriptors: received, and inspected by
+		// Python's socket(fileno=). No socket is created, connected or sent
+		// on.
+		{"recvmsg", unix.SYS_RECVMSG},
+		{"getsockopt", unix.SYS_GETSOCKOPT},
+		{"getsockname", unix.SYS_GETSOCKNAME},
+		// This process's own identity, limits and usage, the kernel's name
+		// and the machine's size (os.cpu_count, SC_PHYS_PAGES), and random
+		// bytes (os.urandom, random's seed, uuid4, secrets).
+		{"getpid", unix.SYS_GETPID},
+		{"getppid", unix.SYS_GETPPID},
+		{"getuid", unix.SYS_GETUID},
+		{"geteuid", unix.SYS_GETEUID},
+		{"getgid", unix.SYS_GETGID},
+		{"getegid", unix.SYS_GETEGID},
+		{"getresuid", unix.SYS_GETRESUID},
+		{"getresgid", unix.SYS_GETRESGID},
+		{"getgroups", unix.SYS_GETGROUPS},
+		{"getrlimit", unix.SYS_GETRLIMIT},
+		{"getrusage", unix.SYS_GETRUSAGE},
+		{"times", unix.SYS_TIMES},
+		{"umask", unix.SYS_UMASK},
+		{"uname", unix.SYS_UNAME},
+		{"sysinfo", unix.SYS_SYSINFO},
+		{"getrandom", unix.SYS_GETRANDOM},
+	}, legacyAllowedCalls()...)
+}
+
 // processCalls are what the fork-server zygote needs and its children do
 // not: signals to other processes, pidfds, and the private socketpair of
-// each pre-forked child. Full and Child refuse them, Zygote allows them.
+// each pre-forked child. Zygote allows them; the allowlists (Full, Child)
+// do not name them.
 func processCalls() []call {
 	return []call{
 		{"kill", unix.SYS_KILL},
@@ -189,22 +297,16 @@ func processCalls() []call {
 const cloneNamespaces = unix.CLONE_NEWNS | unix.CLONE_NEWCGROUP | unix.CLONE_NEWUTS | unix.CLONE_NEWIPC |
 	unix.CLONE_NEWUSER | unix.CLONE_NEWPID | unix.CLONE_NEWNET | unix.CLONE_NEWTIME
 
-// unconditional returns the system calls the program of kind k refuses
+// unconditional returns the system calls the zygote's program refuses
 // with EPERM whatever their arguments, sorted by number, without
-// duplicates.
-func unconditional(k Kind) []call {
+// duplicates: deniedCalls, legacyCalls and changeCalls, but not
+// processCalls, which the zygote needs.
+func unconditional() []call {
 	deny := append(append(deniedCalls(), legacyCalls()...), changeCalls()...)
 	procs := processCalls()
-	switch k {
-	case Full:
-		deny = append(deny, procs...)
-	case Zygote:
-		deny = slices.DeleteFunc(deny, func(c call) bool {
-			return slices.ContainsFunc(procs, func(p call) bool { return p.nr == c.nr })
-		})
-	case Child:
-		deny = procs
-	}
+	deny = slices.DeleteFunc(deny, func(c call) bool {
+		return slices.ContainsFunc(procs, func(p call) bool { return p.nr == c.nr })
+	})
 	slices.SortFunc(deny, func(a, b call) int { return cmp.Compare(a.nr, b.nr) })
 	return slices.CompactFunc(deny, func(a, b call) bool { return a.nr == b.nr })
 }
@@ -217,12 +319,11 @@ func errno(e unix.Errno) bpf.Instruction {
 // allow is the action that lets the system call run.
 func allow() bpf.Instruction { return bpf.RetConstant{Val: unix.SECCOMP_RET_ALLOW} }
 
-// build returns the program of kind k: the architecture check, the
-// unconditional refusals, then the argument checks of the kind; anything
-// else is allowed.
-func build(k Kind) ([]bpf.Instruction, error) {
+// prologue is the start of every program: any other ABI is killed (its
+// system call numbers mean other calls), the system call number is loaded
+// into A, and on x86_64 an x32 call is refused.
+func prologue() []bpf.Instruction {
 	prog := []bpf.Instruction{
-		// Any other ABI: kill (its system call numbers mean other calls).
 		bpf.LoadAbsolute{Off: offArch, Size: 4},
 		bpf.JumpIf{Cond: bpf.JumpEqual, Val: auditArch, SkipTrue: 1},
 		bpf.RetConstant{Val: unix.SECCOMP_RET_KILL_PROCESS},
@@ -235,58 +336,238 @@ func build(k Kind) ([]bpf.Instruction, error) {
 			bpf.JumpIf{Cond: bpf.JumpGreaterOrEqual, Val: x32SyscallBit, SkipFalse: 1},
 			errno(unix.EPERM))
 	}
-	for _, c := range unconditional(k) {
-		prog = append(prog,
-			bpf.JumpIf{Cond: bpf.JumpEqual, Val: c.nr, SkipFalse: 1},
-			errno(unix.EPERM))
+	return prog
+}
+
+// cloneCheck lets clone make threads only, never with namespace flags (the
+// flags are the low half of args[0]; the kernel ignores the high half).
+func cloneCheck() []bpf.Instruction {
+	return []bpf.Instruction{
+		bpf.LoadAbsolute{Off: argLow(0), Size: 4},
+		bpf.ALUOpConstant{Op: bpf.ALUOpAnd, Val: unix.CLONE_THREAD | cloneNamespaces},
+		bpf.JumpIf{Cond: bpf.JumpEqual, Val: unix.CLONE_THREAD, SkipFalse: 1},
+		allow(),
+		errno(unix.EPERM),
 	}
-	if k != Zygote {
-		prog = append(prog,
-			// clone: threads only, never with namespace flags (the flags
-			// are the low half of args[0]; the kernel ignores the high
-			// half).
-			bpf.JumpIf{Cond: bpf.JumpEqual, Val: unix.SYS_CLONE, SkipFalse: 5},
-			bpf.LoadAbsolute{Off: argLow(0), Size: 4},
-			bpf.ALUOpConstant{Op: bpf.ALUOpAnd, Val: unix.CLONE_THREAD | cloneNamespaces},
-			bpf.JumpIf{Cond: bpf.JumpEqual, Val: unix.CLONE_THREAD, SkipFalse: 1},
-			allow(),
-			errno(unix.EPERM),
-			// clone3 cannot be inspected (its flags are behind a
-			// pointer): ENOSYS makes the C library fall back to clone.
-			bpf.JumpIf{Cond: bpf.JumpEqual, Val: unix.SYS_CLONE3, SkipFalse: 1},
-			errno(unix.ENOSYS))
-	}
-	if k == Child {
-		return append(prog, allow()), nil
-	}
-	return append(prog,
-		// prlimit64: only on the calling process (pid 0, both halves).
-		bpf.JumpIf{Cond: bpf.JumpEqual, Val: unix.SYS_PRLIMIT64, SkipFalse: 6},
+}
+
+// prlimitCheck lets prlimit64 act on the calling process only (pid 0,
+// both halves).
+func prlimitCheck() []bpf.Instruction {
+	return []bpf.Instruction{
 		bpf.LoadAbsolute{Off: argLow(0), Size: 4},
 		bpf.JumpIf{Cond: bpf.JumpEqual, Val: 0, SkipFalse: 3},
 		bpf.LoadAbsolute{Off: argHigh(0), Size: 4},
 		bpf.JumpIf{Cond: bpf.JumpEqual, Val: 0, SkipFalse: 1},
 		allow(),
 		errno(unix.EPERM),
-		// ioctl: no terminal input injection (the request is the low half
-		// of args[1], an unsigned int to the kernel).
-		bpf.JumpIf{Cond: bpf.JumpEqual, Val: unix.SYS_IOCTL, SkipFalse: 4},
+	}
+}
+
+// ioctlCheck refuses terminal input injection (the request is the low
+// half of args[1], an unsigned int to the kernel).
+func ioctlCheck() []bpf.Instruction {
+	return []bpf.Instruction{
 		bpf.LoadAbsolute{Off: argLow(1), Size: 4},
 		bpf.JumpIf{Cond: bpf.JumpEqual, Val: unix.TIOCSTI, SkipTrue: 1},
 		bpf.JumpIf{Cond: bpf.JumpEqual, Val: unix.TIOCLINUX, SkipFalse: 1},
 		errno(unix.EPERM),
-		allow()), nil
+		allow(),
+	}
 }
 
-// denied returns the names of unconditional(k), then clone3 where k
-// refuses it.
-func denied(k Kind) []string {
-	var names []string
-	for _, c := range unconditional(k) {
+// build returns the program of kind k: the allowlist for Full and Child,
+// the denylist for Zygote.
+func build(k Kind) ([]bpf.Instruction, error) {
+	if k == Zygote {
+		return denylist(), nil
+	}
+	return allowlist()
+}
+
+// denylist returns the zygote's program: the architecture check, the
+// unconditional refusals, then the argument checks of prlimit64 and
+// ioctl; anything else is allowed (the zygote forks, signals and reaps its
+// children; what governs user code is the allowlist each child stacks on
+// top).
+func denylist() []bpf.Instruction {
+	prog := prologue()
+	for _, c := range unconditional() {
+		prog = append(prog,
+			bpf.JumpIf{Cond: bpf.JumpEqual, Val: c.nr, SkipFalse: 1},
+			errno(unix.EPERM))
+	}
+	prog = append(prog, bpf.JumpIf{Cond: bpf.JumpEqual, Val: unix.SYS_PRLIMIT64, SkipFalse: uint8(len(prlimitCheck()))})
+	prog = append(prog, prlimitCheck()...)
+	prog = append(prog, bpf.JumpIf{Cond: bpf.JumpEqual, Val: unix.SYS_IOCTL, SkipFalse: uint8(len(ioctlCheck()))})
+	prog = append(prog, ioctlCheck()...)
+	return append(prog, allow())
+}
+
+// verdict is what the allowlist does with one system call number.
+type verdict int
+
+const (
+	vDeny    verdict = iota // EPERM
+	vAllow                  // runs
+	vNoSys                  // ENOSYS: the C library falls back
+	vClone                  // cloneCheck
+	vPrlimit                // prlimitCheck
+	vIoctl                  // ioctlCheck
+)
+
+// verdicts returns the allowlist's verdict on every number up to the
+// highest it names; every higher number is refused.
+func verdicts() []verdict {
+	special := map[uint32]verdict{
+		unix.SYS_CLONE:     vClone,
+		unix.SYS_CLONE3:    vNoSys,
+		unix.SYS_PRLIMIT64: vPrlimit,
+		unix.SYS_IOCTL:     vIoctl,
+	}
+	max := uint32(0)
+	for _, c := range allowedCalls() {
+		max = maxOf(max, c.nr)
+	}
+	for nr := range special {
+		max = maxOf(max, nr)
+	}
+	v := make([]verdict, max+1)
+	for _, c := range allowedCalls() {
+		v[c.nr] = vAllow
+	}
+	for nr, s := range special {
+		v[nr] = s
+	}
+	return v
+}
+
+func maxOf(a, b uint32) uint32 {
+	if a > b {
+		return a
+	}
+	return b
+}
+
+// span is a run of consecutive system call numbers [lo, next span's lo)
+// with one verdict.
+type span struct {
+	lo uint32
+	v  verdict
+}
+
+// spans returns the verdicts as runs, the last one open-ended (refused).
+func spans() []span {
+	var out []span
+	for nr, v := range verdicts() {
+		if len(out) == 0 || out[len(out)-1].v != v {
+			out = append(out, span{uint32(nr), v})
+		}
+	}
+	if out[len(out)-1].v != vDeny {
+		out = append(out, span{uint32(len(verdicts())), vDeny})
+	}
+	return out
+}
+
+// allowlist returns the program of Full and Child: the prologue, then a
+// binary search over the runs of system call numbers (a handful of
+// comparisons per call, and a short walk for the kernel's per-filter cache
+// of constant verdicts), whose leaves allow, refuse with EPERM, refuse
+// clone3 with ENOSYS, or jump to the argument checks of clone, prlimit64
+// and ioctl placed after the tree.
+func allowlist() ([]bpf.Instruction, error) {
+	prog := prologue()
+	base := len(prog)
+	type patch struct {
+		at int
+		v  verdict
+	}
+	var patches []patch
+	var tree func(s []span) ([]bpf.Instruction, error)
+	tree = func(s []span) ([]bpf.Instruction, error) {
+		if len(s) == 1 {
+			switch s[0].v {
+			case vDeny:
+				return []bpf.Instruction{errno(unix.EPERM)}, nil
+			case vAllow:
+				return []bpf.Instruction{allow()}, nil
+			case vNoSys:
+				return []bpf.Instruction{errno(unix.ENOSYS)}, nil
+			}
+			// A jump to the check, resolved once the tree is laid out;
+			// marked by its verdict in Skip for now.
+			return []bpf.Instruction{bpf.Jump{Skip: uint32(s[0].v)}}, nil
+		}
+		mid := len(s) / 2
+		lo, err := tree(s[:mid])
+		if err != nil {
+			return nil, err
+		}
+		hi, err := tree(s[mid:])
+		if err != nil {
+			return nil, err
+		}
+		if len(lo) > 255 {
+			return nil, fmt.Errorf("seccomp: allowlist subtree of %d instructions is out of a conditional jump's reach", len(lo))
+		}
+		out := append([]bpf.Instruction{bpf.JumpIf{Cond: bpf.JumpGreaterOrEqual, Val: s[mid].lo, SkipTrue: uint8(len(lo))}}, lo...)
+		return append(out, hi...), nil
+	}
+	body, err := tree(spans())
+	if err != nil {
+		return nil, err
+	}
+	for i, in := range body {
+		if j, ok := in.(bpf.Jump); ok {
+			patches = append(patches, patch{base + i, verdict(j.Skip)})
+		}
+	}
+	prog = append(prog, body...)
+	checks := map[verdict]int{}
+	for _, c := range []struct {
+		v   verdict
+		ins []bpf.Instruction
+	}{{vClone, cloneCheck()}, {vPrlimit, prlimitCheck()}, {vIoctl, ioctlCheck()}} {
+		checks[c.v] = len(prog)
+		prog = append(prog, c.ins...)
+	}
+	for _, p := range patches {
+		prog[p.at] = bpf.Jump{Skip: uint32(checks[p.v] - p.at - 1)}
+	}
+	return prog, nil
+}
+
+// allowedNames returns the names of allowedCalls, clone, prlimit64 and
+// ioctl, sorted by number.
+func allowedNames() []string {
+	calls := append(allowedCalls(), call{"clone", unix.SYS_CLONE}, call{"prlimit64", unix.SYS_PRLIMIT64},
+		call{"ioctl", unix.SYS_IOCTL})
+	slices.SortFunc(calls, func(a, b call) int { return cmp.Compare(a.nr, b.nr) })
+	names := make([]string, 0, len(calls))
+	for _, c := range calls {
 		names = append(names, c.name)
 	}
+	return names
+}
+
+// allowed returns what Allowed documents.
+func allowed(k Kind) []string {
+	if k == Zygote {
+		return nil
+	}
+	return allowedNames()
+}
+
+// denied returns the names of unconditional(Zygote), nil for the
+// allowlists.
+func denied(k Kind) []string {
 	if k != Zygote {
-		names = append(names, "clone3")
+		return nil
+	}
+	var names []string
+	for _, c := range unconditional() {
+		names = append(names, c.name)
 	}
 	return names
 }

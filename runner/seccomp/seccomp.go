@@ -1,8 +1,20 @@
 // Package seccomp builds the seccomp filters the Python runner installs
-// before any user code runs: classic BPF programs over struct seccomp_data
-// that refuse, with an errno, the system calls pure Python never needs
-// (sockets, exec, ptrace, mounts and namespaces, kernel keys and modules,
-// set*id, io_uring, bpf, ...).
+// before any user code runs: classic BPF programs over struct seccomp_data.
+//
+// The programs that govern user code, Full (a process sealed on its own)
+// and Child (a fork-server child), are allowlists: the system calls CPython
+// needs to run its standard library once sealed (memory, threads and
+// futexes, signals to itself, clocks and sleeps, reading files Landlock
+// lets it open, writing to the descriptors it holds, its own identity and
+// limits, random bytes; see Allowed), clone only to make a thread and
+// never with a namespace flag, prlimit64 only on the calling process, ioctl
+// never TIOCSTI or TIOCLINUX. clone3 is refused with ENOSYS, so that the C
+// library falls back to clone, whose flags the filter can inspect; every
+// other system call, including numbers no kernel has yet, is refused with
+// EPERM. The zygote's program, which Child stacks on, is a denylist of what
+// no runner process needs (sockets, exec, ptrace, mounts and namespaces,
+// kernel keys and modules, set*id, io_uring, bpf, file metadata changes,
+// ...; see Denied): the zygote forks, signals and reaps its children.
 //
 // The programs are built here, from the golang.org/x/sys/unix system call
 // names of the architecture the binary is compiled for, and handed to the
@@ -11,9 +23,9 @@
 //
 // Every program starts with an architecture check: a system call made
 // through any other ABI (i386 on x86_64, arm32 on arm64) kills the process,
-// and on x86_64 one made through the x32 ABI is refused with EPERM. Unlisted
-// system calls are allowed. Supported: linux/amd64 and linux/arm64;
-// elsewhere Program returns an error wrapping ErrUnsupported.
+// and on x86_64 one made through the x32 ABI is refused with EPERM.
+// Supported: linux/amd64 and linux/arm64; elsewhere Program returns an
+// error wrapping ErrUnsupported.
 package seccomp
 
 import (
@@ -24,23 +36,22 @@ import (
 	"golang.org/x/net/bpf"
 )
 
-// Kind selects one of the runner's programs. The fork-server's zygote and
-// its children split the Full program in two so that each fork installs
-// only a short filter on top of the one it inherits.
+// Kind selects one of the runner's programs. A fork-server child runs
+// under two: the Zygote program it inherits and the Child program it
+// installs on top, which together act as Full.
 type Kind int
 
 // The programs, by the process that installs them.
 const (
-	// Full is for a process sealed on its own (spawn mode): everything is
-	// refused, including new processes, signals to other processes and
-	// socketpair; clone may only make threads.
+	// Full is for a process sealed on its own (spawn mode): the allowlist.
 	Full Kind = iota
-	// Zygote is for the fork-server: everything Full refuses but what the
-	// zygote needs itself (fork by clone, clone3, signals to its children,
-	// pidfds, a socketpair per pre-forked child).
+	// Zygote is for the fork-server: a denylist of what no runner process
+	// needs; it allows what the zygote needs itself (fork by clone,
+	// clone3, signals to its children, pidfds, a socketpair per
+	// pre-forked child).
 	Zygote
 	// Child is for a fork-server child, stacked on the Zygote filter it
-	// inherits: exactly what Zygote allows and Full refuses.
+	// inherits: the same allowlist as Full.
 	Child
 )
 
@@ -102,13 +113,24 @@ func encode(raw []bpf.RawInstruction) []byte {
 	return out
 }
 
-// Denied returns the names of the system calls the program of kind k
-// refuses whatever their arguments, sorted by number, then clone3 for Full
-// and Child (refused with ENOSYS, so that the C library falls back
-// to clone, whose flags the filter can inspect; every other one with
-// EPERM). clone (threads only, no namespace flags), prlimit64 (the calling
-// process only) and ioctl (no TIOCSTI or TIOCLINUX) are checked by argument
-// and not listed. Nil on an unsupported architecture.
+// Allowed returns the names of the system calls the program of kind k
+// lets through, sorted by number, for the allowlists (Full and Child):
+// every system call not named is refused (clone3 with ENOSYS, the others
+// with EPERM). clone, prlimit64 and ioctl are named and allowed only with
+// the arguments the package documentation states. Nil for Zygote (a
+// denylist) and on an unsupported architecture.
+func Allowed(k Kind) []string {
+	if k < Full || k > Child {
+		return nil
+	}
+	return allowed(k)
+}
+
+// Denied returns the names of the system calls the Zygote program refuses
+// with EPERM whatever their arguments, sorted by number; prlimit64 (the
+// calling process only) and ioctl (no TIOCSTI or TIOCLINUX) are checked by
+// argument and not listed. Nil for the allowlists (Full, Child: see
+// Allowed) and on an unsupported architecture.
 func Denied(k Kind) []string {
 	if k < Full || k > Child {
 		return nil

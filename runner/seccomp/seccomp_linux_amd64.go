@@ -40,3 +40,19 @@ func legacyChangeCalls() []call {
 		{"inotify_init", unix.SYS_INOTIFY_INIT},
 	}
 }
+
+// legacyAllowedCalls are the older forms of allowed calls that only some
+// architectures have: glibc on x86_64 still calls readlink, and
+// open/stat/lstat/access/dup2/time are the same kernel paths as their *at
+// or newer forms.
+func legacyAllowedCalls() []call {
+	return []call{
+		{"open", unix.SYS_OPEN},
+		{"stat", unix.SYS_STAT},
+		{"lstat", unix.SYS_LSTAT},
+		{"access", unix.SYS_ACCESS},
+		{"readlink", unix.SYS_READLINK},
+		{"dup2", unix.SYS_DUP2},
+		{"time", unix.SYS_TIME},
+	}
+}

@@ -17,3 +17,8 @@ func legacyCalls() []call { return nil }
 // legacyChangeCalls: arm64 has only the *at forms of chmod, chown, utime,
 // link, symlink and rename, and only inotify_init1 (all in changeCalls).
 func legacyChangeCalls() []call { return nil }
+
+// legacyAllowedCalls: arm64 has only the *at and newer forms of open,
+// stat, access, readlink and dup2, and no time (all in allowedCalls or
+// not needed: the vDSO answers time).
+func legacyAllowedCalls() []call { return nil }

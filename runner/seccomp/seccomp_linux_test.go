@@ -47,10 +47,6 @@ func argCases(k Kind) []case_ {
 	}
 	own, other := uint32(retAllow), uint32(retEPERM)
 	ioctlDeny := uint32(retEPERM)
-	if k == Child {
-		// Checked by the inherited Zygote filter.
-		other, ioctlDeny = retAllow, retAllow
-	}
 	return []case_{
 		{"clone(thread)", native(unix.SYS_CLONE, threadFlags), thread},
 		{"clone(thread, high half set)", native(unix.SYS_CLONE, 1<<32|threadFlags), thread},
@@ -72,8 +68,9 @@ func argCases(k Kind) []case_ {
 	}
 }
 
-// Each program refuses what it lists with the errno it documents, allows
-// what Python needs, and makes its argument checks.
+// Each program refuses what it names with the errno it documents, allows
+// what Python needs, and makes its argument checks; the allowlists allow
+// exactly what Allowed names (clone, prlimit64 and ioctl by argument).
 func TestPrograms(t *testing.T) {
 	named := map[Kind]map[string]uint32{
 		Full: {"socket": retEPERM, "execve": retEPERM, "ptrace": retEPERM, "unshare": retEPERM,
@@ -83,12 +80,13 @@ func TestPrograms(t *testing.T) {
 			"kill": retAllow, "tgkill": retAllow, "socketpair": retAllow, "pidfd_open": retAllow,
 			"pidfd_send_signal": retAllow},
 		Child: {"kill": retEPERM, "tgkill": retEPERM, "socketpair": retEPERM, "pidfd_open": retEPERM,
-			"pidfd_send_signal": retEPERM},
+			"pidfd_send_signal": retEPERM, "socket": retEPERM, "execve": retEPERM},
 	}
 	nrs := map[string]uint32{}
-	for _, c := range append(append(append(deniedCalls(), processCalls()...), legacyCalls()...), changeCalls()...) {
+	for _, c := range append(append(append(append(deniedCalls(), processCalls()...), legacyCalls()...), changeCalls()...), allowedCalls()...) {
 		nrs[c.name] = c.nr
 	}
+	byArgs := map[string]bool{"clone": true, "prlimit64": true, "ioctl": true}
 	for _, k := range Kinds() {
 		t.Run(k.String(), func(t *testing.T) {
 			f := loadKind(t, k)
@@ -106,12 +104,12 @@ func TestPrograms(t *testing.T) {
 				check(name, native(nr), want)
 			}
 			for _, name := range Denied(k) {
-				want := uint32(retEPERM)
-				nr := nrs[name]
-				if name == "clone3" {
-					nr, want = unix.SYS_CLONE3, retNOSYS
+				check("denied "+name, native(nrs[name], 1, 2, 3, 4, 5, 6), retEPERM)
+			}
+			for _, name := range Allowed(k) {
+				if !byArgs[name] {
+					check("allowed "+name, native(nrs[name], 1, 2, 3, 4, 5, 6), retAllow)
 				}
-				check("denied "+name, native(nr, 1, 2, 3, 4, 5, 6), want)
 			}
 			for _, c := range commonAllowed {
 				check(c.name, native(c.nr, 3, 0x1000, 64), retAllow)
@@ -120,6 +118,145 @@ func TestPrograms(t *testing.T) {
 				check(c.what, c.d, c.want)
 			}
 		})
+	}
+}
+
+// The allowlists refuse with EPERM what they do not name, whatever its
+// arguments: here system calls the zygote's denylist lets through (none
+// is in Denied(Zygote)), some the denylist refuses too, and numbers beyond
+// every table.
+func TestAllowlistRefusesUnlisted(t *testing.T) {
+	unlisted := []call{
+		// Not in the denylist: new kernel interfaces, sockets used
+		// without creating one, processes and sessions, writes to files,
+		// memory policy and locking, event descriptors, filesystems.
+		{"landlock_create_ruleset", unix.SYS_LANDLOCK_CREATE_RULESET},
+		{"landlock_add_rule", unix.SYS_LANDLOCK_ADD_RULE},
+		{"landlock_restrict_self", unix.SYS_LANDLOCK_RESTRICT_SELF},
+		{"seccomp", unix.SYS_SECCOMP},
+		{"prctl", unix.SYS_PRCTL},
+		{"openat2", unix.SYS_OPENAT2},
+		{"sendmsg", unix.SYS_SENDMSG},
+		{"sendto", unix.SYS_SENDTO},
+		{"recvfrom", unix.SYS_RECVFROM},
+		{"shutdown", unix.SYS_SHUTDOWN},
+		{"pipe2", unix.SYS_PIPE2},
+		{"wait4", unix.SYS_WAIT4},
+		{"waitid", unix.SYS_WAITID},
+		{"setsid", unix.SYS_SETSID},
+		{"setpgid", unix.SYS_SETPGID},
+		{"getpgid", unix.SYS_GETPGID},
+		{"chdir", unix.SYS_CHDIR},
+		{"fchdir", unix.SYS_FCHDIR},
+		{"mkdirat", unix.SYS_MKDIRAT},
+		{"unlinkat", unix.SYS_UNLINKAT},
+		{"ftruncate", unix.SYS_FTRUNCATE},
+		{"fallocate", unix.SYS_FALLOCATE},
+		{"fsync", unix.SYS_FSYNC},
+		{"flock", unix.SYS_FLOCK},
+		{"statfs", unix.SYS_STATFS},
+		{"getxattr", unix.SYS_GETXATTR},
+		{"mincore", unix.SYS_MINCORE},
+		{"mlock", unix.SYS_MLOCK},
+		{"mlockall", unix.SYS_MLOCKALL},
+		{"msync", unix.SYS_MSYNC},
+		{"mbind", unix.SYS_MBIND},
+		{"set_mempolicy", unix.SYS_SET_MEMPOLICY},
+		{"membarrier", unix.SYS_MEMBARRIER},
+		{"eventfd2", unix.SYS_EVENTFD2},
+		{"timerfd_create", unix.SYS_TIMERFD_CREATE},
+		{"signalfd4", unix.SYS_SIGNALFD4},
+		{"epoll_create1", unix.SYS_EPOLL_CREATE1},
+		{"get_robust_list", unix.SYS_GET_ROBUST_LIST},
+		{"futex_waitv", unix.SYS_FUTEX_WAITV},
+		{"setitimer", unix.SYS_SETITIMER},
+		{"timer_create", unix.SYS_TIMER_CREATE},
+		{"mq_open", unix.SYS_MQ_OPEN},
+		{"shmget", unix.SYS_SHMGET},
+		{"semget", unix.SYS_SEMGET},
+		{"msgget", unix.SYS_MSGGET},
+		{"lsm_get_self_attr", 459},
+		{"listmount", 458},
+		// Also in the denylist.
+		{"mount_setattr", unix.SYS_MOUNT_SETATTR},
+		{"process_madvise", unix.SYS_PROCESS_MADVISE},
+		{"name_to_handle_at", unix.SYS_NAME_TO_HANDLE_AT},
+		{"swapon", unix.SYS_SWAPON},
+		{"sethostname", unix.SYS_SETHOSTNAME},
+		{"socket", unix.SYS_SOCKET},
+		{"kill", unix.SYS_KILL},
+		// Beyond every table.
+		{"nr 600", 600},
+		{"nr 1023", 1023},
+		{"nr 0x3fffffff", 0x3fffffff},
+		{"nr 0xffffffff", 0xffffffff},
+	}
+	zygoteRefuses := map[string]bool{}
+	for _, n := range Denied(Zygote) {
+		zygoteRefuses[n] = true
+	}
+	full, child, zygote := loadKind(t, Full), loadKind(t, Child), loadKind(t, Zygote)
+	fresh := 0
+	for _, c := range unlisted {
+		if slices.Contains(Allowed(Full), c.name) {
+			t.Fatalf("%s is in the allowlist", c.name)
+		}
+		if !zygoteRefuses[c.name] && c.nr < 600 {
+			if zygote.run(t, native(c.nr)) != retAllow {
+				t.Fatalf("%s: the zygote's denylist refuses it: list it below", c.name)
+			}
+			fresh++
+		}
+		for _, args := range [][]uint64{nil, {0, 0, 0, 0, 0, 0}, {3, 0x1000, 64, 1, 2, 3}, {^uint64(0), ^uint64(0)}} {
+			d := native(c.nr, args...)
+			if got := full.run(t, d); got != retEPERM {
+				t.Errorf("full: %s%x: %s, want ERRNO(EPERM)", c.name, args, actionName(got))
+			}
+			if got := stacked(t, d, zygote, child); got != retEPERM {
+				t.Errorf("zygote+child: %s%x: %s, want ERRNO(EPERM)", c.name, args, actionName(got))
+			}
+		}
+	}
+	if fresh < 40 {
+		t.Errorf("only %d of the refused calls are new to the allowlist", fresh)
+	}
+}
+
+// The allowlist's binary search takes, for every system call number, the
+// verdict the table gives it.
+func TestAllowlistVerdicts(t *testing.T) {
+	v := verdicts()
+	want := func(nr uint32) uint32 {
+		if int(nr) >= len(v) {
+			return retEPERM
+		}
+		switch v[nr] {
+		case vAllow:
+			return retAllow
+		case vNoSys:
+			return retNOSYS
+		case vClone, vPrlimit, vIoctl:
+			return 0xdead // checked by argument: see argCases
+		}
+		return retEPERM
+	}
+	for _, k := range []Kind{Full, Child} {
+		f := loadKind(t, k)
+		n := 0
+		for nr := uint32(0); nr < 2048; nr++ {
+			w := want(nr)
+			if w == 0xdead {
+				continue
+			}
+			if got := f.run(t, native(nr, 7, 7, 7)); got != w {
+				t.Errorf("%s: nr %d: %s, want %s", k, nr, actionName(got), actionName(w))
+			}
+			if w == retAllow {
+				n++
+			}
+		}
+		t.Logf("%s: %d instructions, %d system calls allowed unconditionally (+ clone, prlimit64, ioctl by argument)",
+			k, len(f.ins), n)
 	}
 }
 
@@ -164,34 +301,52 @@ func TestZygoteAndChildStackToFull(t *testing.T) {
 	}
 }
 
-// Denied lists each refusal once, in number order, and never a system call
-// the architecture lacks; Zygote and Child split Full.
-func TestDenied(t *testing.T) {
-	for _, k := range Kinds() {
-		d := Denied(k)
-		if len(d) == 0 {
-			t.Fatalf("%s: nothing denied", k)
-		}
+// Allowed and Denied list each name once, in number order, and never a
+// system call the architecture lacks; the allowlists name nothing the
+// zygote's denylist refuses, nothing that reaches another process and
+// nothing that changes a file.
+func TestAllowedAndDenied(t *testing.T) {
+	full, child, zygote := Allowed(Full), Allowed(Child), Denied(Zygote)
+	if len(full) == 0 || len(zygote) == 0 {
+		t.Fatalf("Allowed(full) %d names, Denied(zygote) %d", len(full), len(zygote))
+	}
+	if !slices.Equal(full, child) {
+		t.Errorf("full and child allow different calls:\n%v\n%v", full, child)
+	}
+	if Allowed(Zygote) != nil || Denied(Full) != nil || Denied(Child) != nil {
+		t.Error("Allowed(zygote), Denied(full) or Denied(child) is not nil")
+	}
+	nrs := map[string]uint32{}
+	for _, c := range append(allowedCalls(), call{"clone", unix.SYS_CLONE}, call{"prlimit64", unix.SYS_PRLIMIT64},
+		call{"ioctl", unix.SYS_IOCTL}) {
+		nrs[c.name] = c.nr
+	}
+	for _, list := range [][]string{full, zygote} {
 		seen := map[string]bool{}
-		for _, n := range d {
+		for _, n := range list {
 			if seen[n] {
-				t.Errorf("%s: %s listed twice", k, n)
+				t.Errorf("%s listed twice", n)
 			}
 			seen[n] = true
 		}
-		if u := unconditional(k); !slices.IsSortedFunc(u, func(a, b call) int { return int(a.nr) - int(b.nr) }) {
-			t.Errorf("%s: not sorted by number", k)
+	}
+	for i := 1; i < len(full); i++ {
+		if nrs[full[i-1]] >= nrs[full[i]] {
+			t.Errorf("%s after %s: not sorted by number", full[i], full[i-1])
 		}
 	}
-	full, zygote, child := Denied(Full), Denied(Zygote), Denied(Child)
-	for _, n := range full {
-		if !slices.Contains(zygote, n) && !slices.Contains(child, n) {
-			t.Errorf("%s refused by full, by neither zygote nor child", n)
-		}
+	if !slices.IsSortedFunc(unconditional(), func(a, b call) int { return int(a.nr) - int(b.nr) }) {
+		t.Error("the zygote's refusals are not sorted by number")
 	}
-	for _, n := range append(append([]string{}, zygote...), child...) {
-		if !slices.Contains(full, n) {
-			t.Errorf("%s refused by zygote or child, not by full", n)
+	never := append(append(append(deniedCalls(), legacyCalls()...), changeCalls()...), processCalls()...)
+	for _, c := range never {
+		if _, ok := nrs[c.name]; ok {
+			t.Errorf("%s is allowed", c.name)
+		}
+		for _, a := range allowedCalls() {
+			if a.nr == c.nr {
+				t.Errorf("%s shares its number with the allowed %s", c.name, a.name)
+			}
 		}
 	}
 	for _, n := range []string{"kill", "socketpair", "pidfd_open", "clone3"} {
@@ -201,13 +356,18 @@ func TestDenied(t *testing.T) {
 	}
 	if x32SyscallBit == 0 { // arm64
 		for _, n := range []string{"fork", "vfork", "mknod", "_sysctl"} {
-			if slices.Contains(full, n) {
+			if slices.Contains(zygote, n) {
 				t.Errorf("%s listed on an architecture without it", n)
 			}
 		}
+		for _, n := range []string{"open", "stat", "dup2", "time"} {
+			if slices.Contains(full, n) {
+				t.Errorf("%s allowed on an architecture without it", n)
+			}
+		}
 	}
-	if Denied(Kind(7)) != nil {
-		t.Error("Denied of an unknown kind")
+	if Denied(Kind(7)) != nil || Allowed(Kind(7)) != nil {
+		t.Error("Denied or Allowed of an unknown kind")
 	}
 	if _, err := Program(Kind(-1)); err == nil {
 		t.Error("Program of an unknown kind")

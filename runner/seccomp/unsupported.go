@@ -13,4 +13,6 @@ func build(Kind) ([]bpf.Instruction, error) {
 	return nil, fmt.Errorf("%w: %s/%s", ErrUnsupported, runtime.GOOS, runtime.GOARCH)
 }
 
+func allowed(Kind) []string { return nil }
+
 func denied(Kind) []string { return nil }

@@ -77,7 +77,8 @@ type filter struct {
 // load decodes the bytes the kernel would be given and checks them as the
 // kernel's seccomp_check_filter does: only word loads from aligned offsets
 // inside seccomp_data, constant ALU and conditional jumps, returns of
-// constants; at most BPF_MAXINSNS instructions.
+// constants, unconditional forward jumps inside the program; at most
+// BPF_MAXINSNS instructions.
 func load(t *testing.T, prog []byte) filter {
 	t.Helper()
 	raw, err := decode(prog)
@@ -96,6 +97,10 @@ func load(t *testing.T, prog []byte) filter {
 		case bpf.LoadAbsolute:
 			if in.Size != 4 || in.Off%4 != 0 || in.Off >= dataSize {
 				t.Fatalf("instruction %d: %v is not an aligned word load inside seccomp_data", i, in)
+			}
+		case bpf.Jump:
+			if int(in.Skip) >= len(ins)-i-1 {
+				t.Fatalf("instruction %d: %v jumps past the end", i, in)
 			}
 		case bpf.JumpIf, bpf.ALUOpConstant, bpf.RetConstant:
 		default:
