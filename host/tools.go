@@ -120,13 +120,13 @@ func WithReservedNames(names ...string) FactoryOption {
 	}
 }
 
-// WithCaller runs every execution of the factory (its tools' calls and
+// RunAs runs every execution of the factory (its tools' calls and
 // RunPython) on behalf of user: the request's UserID, which keeps the
 // user's state apart from other users' (a tier-1 zygote of its own, a
 // tier-2 volume and library). When session is not nil, each execution runs
 // in the session it returns (it may open one on its first call; an error
 // fails that execution as an infrastructure error).
-func WithCaller(user string, session func(context.Context) (string, error)) FactoryOption {
+func RunAs(user string, session func(context.Context) (string, error)) FactoryOption {
 	return func(f *ToolFactory) { f.user, f.session = user, session }
 }
 
@@ -140,8 +140,8 @@ type ToolFactory struct {
 	bus      *Bus
 	trusted  []string
 	reserved map[string]bool
-	user     string                                // WithCaller
-	session  func(context.Context) (string, error) // WithCaller
+	user     string                                // RunAs
+	session  func(context.Context) (string, error) // RunAs
 
 	mu    sync.RWMutex
 	tools map[string]*Tool
@@ -160,7 +160,7 @@ func NewToolFactory(sb *Sandbox, bus *Bus, opts ...FactoryOption) *ToolFactory {
 // Sandbox returns the sandbox the factory's tools run in.
 func (f *ToolFactory) Sandbox() *Sandbox { return f.sb }
 
-// execute runs req on the factory's sandbox as its caller (WithCaller).
+// execute runs req on the factory's sandbox as its caller (RunAs).
 func (f *ToolFactory) execute(ctx context.Context, req shared.ExecuteRequest) (shared.ExecutionResult, error) {
 	req.UserID = f.user
 	if f.session != nil {

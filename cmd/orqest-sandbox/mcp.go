@@ -252,7 +252,7 @@ func (c *mcpClients) get(id string) *mcpServer {
 	if c.sessions {
 		session = func(ctx context.Context) (string, error) { return c.openSession(ctx, cl, id) }
 	}
-	cl.srv = newMCPServer(c.sb, c.bus, host.WithCaller(id, session))
+	cl.srv = newMCPServer(c.sb, c.bus, host.RunAs(id, session))
 	c.byID[id] = cl
 	return cl.srv
 }
