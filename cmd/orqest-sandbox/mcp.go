@@ -19,6 +19,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/auth"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/orqest/sandbox/host"
 	"github.com/orqest/sandbox/shared"
@@ -66,7 +67,9 @@ const mcpServeSynopsis = "mcp serve [--config F] [--sandbox NAME] [--http ADDR] 
 func cmdMCPServe(ctx context.Context, e *env, args []string) int {
 	fs := newFlagSet(e, "mcp serve", mcpServeSynopsis+"\n\n"+
 		"Serves MCP over stdio, or over Streamable HTTP at http://ADDR/mcp with --http\n"+
-		"(then a bearer token is required: --token-file F or $"+mcpTokenEnv+").")
+		"(then a bearer token is required: --token-file F or $"+mcpTokenEnv+"; the same\n"+
+		"token guards /metrics, Prometheus text; /healthz is open and answers 200 while\n"+
+		"the sandbox's plugin answers).")
 	config := fs.String("config", "", "policy file (default ./config.hcl, else the embedded default)")
 	sandbox := fs.String("sandbox", "", "sandbox to serve (default: the policy's default sandbox)")
 	addr := fs.String("http", "", "serve Streamable HTTP on this address (e.g. 127.0.0.1:8765) instead of stdio")
@@ -118,8 +121,11 @@ func cmdMCPServe(ctx context.Context, e *env, args []string) int {
 		fmt.Fprintf(e.stderr, "orqest-sandbox mcp serve: %v\n", err)
 		return exitError
 	}
-	hs := &http.Server{Handler: srv.httpHandler(token), ReadHeaderTimeout: 10 * time.Second}
-	fmt.Fprintf(e.stderr, "orqest-sandbox: MCP server for sandbox %q on http://%s/mcp (bearer token required)\n", sb.Name(), ln.Addr())
+	// The server is this process: its Go runtime and process metrics join
+	// the host's on /metrics.
+	h.Registry().MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	hs := &http.Server{Handler: srv.httpHandler(token, h.MetricsHandler()), ReadHeaderTimeout: 10 * time.Second}
+	fmt.Fprintf(e.stderr, "orqest-sandbox: MCP server for sandbox %q on http://%s/mcp (bearer token required; /metrics too; /healthz open)\n", sb.Name(), ln.Addr())
 	errc := make(chan error, 1)
 	go func() { errc <- hs.Serve(ln) }()
 	select {
@@ -344,7 +350,7 @@ func (m *mcpServer) toolHandler(t *host.Tool) mcp.ToolHandler {
 		if !ok {
 			return errorResult(fmt.Sprintf("tool %q no longer exists", name), nil), nil
 		}
-		res, err := tool.Call(ctx, req.Params.Arguments)
+		res, err := tool.Call(mcpCaller(ctx, req), req.Params.Arguments)
 		return execResult(res, err)
 	}
 }
@@ -361,13 +367,26 @@ func (m *mcpServer) runPython(ctx context.Context, req *mcp.CallToolRequest) (*m
 	if r != nil {
 		return r, nil
 	}
-	res, err := m.factory.RunPython(ctx, host.RunPythonRequest{
+	res, err := m.factory.RunPython(mcpCaller(ctx, req), host.RunPythonRequest{
 		Code:           in.Code,
 		Args:           in.Args,
 		AllowedImports: in.AllowedImports,
 		Timeout:        timeout,
 	})
 	return execResult(res, err)
+}
+
+// mcpCaller marks ctx with the MCP client as the caller of its executions:
+// "mcp:<client name>" from the client's initialize request, "mcp" when it
+// named none.
+func mcpCaller(ctx context.Context, req *mcp.CallToolRequest) context.Context {
+	caller := "mcp"
+	if req != nil && req.Session != nil {
+		if p := req.Session.InitializeParams(); p != nil && p.ClientInfo != nil && p.ClientInfo.Name != "" {
+			caller = "mcp:" + p.ClientInfo.Name
+		}
+	}
+	return host.WithCaller(ctx, caller)
 }
 
 // execResult turns an execution into a tool result: the output as JSON
@@ -526,11 +545,36 @@ func seconds(tool string, s *float64) (time.Duration, *mcp.CallToolResult) {
 // httpHandler serves the MCP server over Streamable HTTP behind bearer
 // authentication (token, compared in constant time) and cross-origin
 // protection; the SDK's DNS-rebinding protection (localhost requests must
-// carry a localhost Host) stays on.
-func (m *mcpServer) httpHandler(token string) http.Handler {
+// carry a localhost Host) stays on. Besides MCP it serves
+//
+//   - /metrics: the host's Prometheus metrics (metrics), behind the same
+//     bearer token;
+//   - /healthz: unauthenticated; 200 "ok" when the sandbox's plugin answers
+//     Info (launching it if it is down), 503 with the error otherwise.
+func (m *mcpServer) httpHandler(token string, metrics http.Handler) http.Handler {
 	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return m.server }, &mcp.StreamableHTTPOptions{
 		SessionTimeout: 30 * time.Minute,
 	})
-	authed := auth.RequireBearerToken(staticTokenVerifier(token), nil)(h)
-	return http.NewCrossOriginProtection().Handler(authed)
+	requireToken := auth.RequireBearerToken(staticTokenVerifier(token), nil)
+	mux := http.NewServeMux()
+	mux.Handle("/", requireToken(h))
+	mux.Handle("GET /metrics", requireToken(metrics))
+	mux.HandleFunc("GET /healthz", m.healthz)
+	return http.NewCrossOriginProtection().Handler(mux)
+}
+
+// healthz answers 200 when the sandbox's plugin answers Info within five
+// seconds, 503 otherwise.
+func (m *mcpServer) healthz(w http.ResponseWriter, r *http.Request) {
+	ctx, cancel := context.WithTimeout(r.Context(), 5*time.Second)
+	defer cancel()
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	w.Header().Set("Cache-Control", "no-store")
+	if err := m.sb.Ping(ctx); err != nil {
+		// The cause stays out of an unauthenticated answer.
+		w.WriteHeader(http.StatusServiceUnavailable)
+		fmt.Fprintln(w, "unhealthy")
+		return
+	}
+	fmt.Fprintln(w, "ok")
 }

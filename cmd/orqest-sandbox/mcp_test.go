@@ -32,6 +32,13 @@ sandbox "tier1" {
 // returns the MCP server of its sandbox, and the host's bus.
 func newTestMCPServer(t *testing.T) (*mcpServer, *host.Bus) {
 	t.Helper()
+	s, h := newTestMCPServerHost(t)
+	return s, h.Bus()
+}
+
+// newTestMCPServerHost is newTestMCPServer that also returns the host.
+func newTestMCPServerHost(t *testing.T) (*mcpServer, *host.Host) {
+	t.Helper()
 	needPlugin(t)
 	cfg, diags := host.ParseConfig(filepath.Join(t.TempDir(), "config.hcl"), []byte(mcpPolicy))
 	if diags.HasErrors() {
@@ -46,7 +53,7 @@ func newTestMCPServer(t *testing.T) (*mcpServer, *host.Bus) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return newMCPServer(sb, h.Bus()), h.Bus()
+	return newMCPServer(sb, h.Bus()), h
 }
 
 // connect connects an SDK client over in-memory transports; listChanged
@@ -263,7 +270,7 @@ func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
 func TestMCPHTTPAuth(t *testing.T) {
 	s, _ := newTestMCPServer(t)
 	const token = "0123456789abcdef0123456789abcdef"
-	ts := httptest.NewServer(s.httpHandler(token))
+	ts := httptest.NewServer(s.httpHandler(token, http.NotFoundHandler()))
 	defer ts.Close()
 	url := ts.URL + "/mcp"
 
