@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -18,6 +19,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/orqest/sandbox/shared"
+	"github.com/orqest/sandbox/shared/plugin"
 )
 
 // syncBuffer is a bytes.Buffer safe for the logger's concurrent writes.
@@ -252,4 +254,88 @@ func histogramCounts(t *testing.T, h *Host) map[string]uint64 {
 		}
 	}
 	return out
+}
+
+// A plugin process that installs a tracer provider gets the host's trace:
+// its server span's parent is the host's gRPC client span (under
+// orqest.plugin_call, under orqest.execute), and the span its Execute
+// starts is a child of that server span, all in one trace.
+func TestTraceReachesPluginProcess(t *testing.T) {
+	dir := t.TempDir()
+	cmd := exec.Command("go", "build", "-o", filepath.Join(dir, plugin.PluginPrefix+"traced"), "./host/testdata/tracedplugin")
+	cmd.Dir = ".."
+	if b, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("build the traced test plugin: %v\n%s", err, b)
+	}
+	cfg, diags := ParseConfig(filepath.Join(dir, "config.hcl"), []byte("sandbox \"t\" {\n  plugin = \"traced\"\n}\n"))
+	if diags.HasErrors() {
+		t.Fatal(diags)
+	}
+	spansFile := filepath.Join(dir, "spans.jsonl")
+	rec := tracetest.NewSpanRecorder()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
+	defer tp.Shutdown(context.Background())
+	ctx := context.Background()
+	h, err := Load(ctx, cfg, WithPluginDirs(dir), WithPluginEnv("ORQEST_TEST_SPANS="+spansFile), WithTracerProvider(tp))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close()
+	sb, _ := h.Sandbox(ctx, "")
+	if res, err := sb.Execute(ctx, shared.ExecuteRequest{Code: "return 1"}); err != nil || !res.Success {
+		t.Fatalf("%+v %v", res, err)
+	}
+
+	var execSpan, call, client sdktrace.ReadOnlySpan
+	for _, s := range rec.Ended() {
+		switch {
+		case s.Name() == SpanExecute:
+			execSpan = s
+		case s.Name() == SpanPluginCall:
+			call = s
+		}
+	}
+	for _, s := range rec.Ended() {
+		if call != nil && s.SpanKind() == trace.SpanKindClient && s.Parent().SpanID() == call.SpanContext().SpanID() {
+			client = s
+		}
+	}
+	if execSpan == nil || call == nil || client == nil || call.Parent().SpanID() != execSpan.SpanContext().SpanID() {
+		t.Fatalf("host spans: execute %v, plugin call %v, client %v", execSpan != nil, call != nil, client != nil)
+	}
+
+	// The plugin exports its spans as they end; its server span ends just
+	// after the response, so wait for it.
+	type pspan struct{ Name, TraceID, SpanID, ParentID string }
+	var server, backend *pspan
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) && (server == nil || backend == nil) {
+		server, backend = nil, nil
+		b, _ := os.ReadFile(spansFile)
+		for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+			var m map[string]string
+			if json.Unmarshal([]byte(line), &m) != nil {
+				continue
+			}
+			s := &pspan{m["name"], m["trace_id"], m["span_id"], m["parent_id"]}
+			switch {
+			case s.Name == "backend.execute":
+				backend = s
+			case strings.HasSuffix(s.Name, "Sandbox/Execute"):
+				server = s
+			}
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if server == nil || backend == nil {
+		t.Fatalf("the plugin exported no server or backend span for Execute")
+	}
+	want := execSpan.SpanContext().TraceID().String()
+	if server.TraceID != want || backend.TraceID != want {
+		t.Fatalf("plugin spans in traces %s and %s, the host's is %s", server.TraceID, backend.TraceID, want)
+	}
+	if server.ParentID != client.SpanContext().SpanID().String() || backend.ParentID != server.SpanID {
+		t.Fatalf("plugin span parents: server's %s (host client span %s), backend's %s (server span %s)",
+			server.ParentID, client.SpanContext().SpanID(), backend.ParentID, server.SpanID)
+	}
 }
