@@ -88,6 +88,12 @@ func TestMCPHTTPHealthAndMetrics(t *testing.T) {
 	if t.Failed() {
 		t.Logf("/metrics:\n%s", body)
 	}
+
+	// A host that can no longer reach its plugin is unhealthy.
+	h.Close()
+	if code, body := get(t, ts.URL+"/healthz", ""); code != http.StatusServiceUnavailable {
+		t.Fatalf("/healthz after the host closed: %d %q, want 503", code, body)
+	}
 }
 
 // CLI run through a policy with audit_log: the record names the OS user as
