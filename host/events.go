@@ -14,11 +14,22 @@ import (
 //	tool.invocation_completed    {tool_name, duration_ms}          a call ran and succeeded
 //	tool.invocation_failed       {tool_name, error, duration_ms}   a call failed (bad arguments, user-code failure, infrastructure)
 const (
-	EventToolSpawned          = "tool.spawned"
-	EventToolSpawnFailed      = "tool.spawn_failed"
-	EventValidationRejected   = "sandbox.validation_rejected"
-	EventInvocationCompleted  = "tool.invocation_completed"
-	EventInvocationFailed     = "tool.invocation_failed"
+	EventToolSpawned         = "tool.spawned"
+	EventToolSpawnFailed     = "tool.spawn_failed"
+	EventValidationRejected  = "sandbox.validation_rejected"
+	EventInvocationCompleted = "tool.invocation_completed"
+	EventInvocationFailed    = "tool.invocation_failed"
+	// EventExecution is the audit record of one Sandbox.Execute (every
+	// path: direct, tools, run_python, batch, CLI): {code_sha256, caller,
+	// user, session, plugin, tier, outcome, error_kind, error_class,
+	// duration_ms, findings, tool_name}. It is written to the audit log
+	// directly, not published on the bus.
+	EventExecution = "sandbox.execution"
+	// EventSessionToolCall is the audit record of one
+	// Sandbox.CallSessionTool: {tool_name, caller, session, plugin,
+	// outcome, error_class, duration_ms}. Like EventExecution it is written
+	// to the audit log directly.
+	EventSessionToolCall      = "sandbox.session_tool_call"
 	DefaultSubscriptionBuffer = 256
 )
 

@@ -216,7 +216,19 @@ func TestAuditLogFromPolicy(t *testing.T) {
 	if err := h.Close(); err != nil {
 		t.Fatal(err)
 	}
-	evs := readAudit(t, filepath.Join(dir, "audit.jsonl"))
+	// The bus's events, in order, and the tool call's execution record
+	// (written synchronously, so its place among them may vary).
+	var evs, execs []Event
+	for _, ev := range readAudit(t, filepath.Join(dir, "audit.jsonl")) {
+		if ev.Type == EventExecution {
+			execs = append(execs, ev)
+		} else {
+			evs = append(evs, ev)
+		}
+	}
+	if len(execs) != 1 || execs[0].Payload["outcome"] != OutcomeSuccess || execs[0].Payload["code_sha256"] != CodeSHA256(doiSpec().Implementation) {
+		t.Fatalf("execution records %+v", execs)
+	}
 	var types []string
 	for _, ev := range evs {
 		types = append(types, ev.Type)

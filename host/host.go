@@ -31,6 +31,8 @@ import (
 	"github.com/hashicorp/go-hclog"
 	goplugin "github.com/hashicorp/go-plugin"
 	"github.com/hashicorp/hcl/v2"
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/orqest/sandbox/shared"
 	"github.com/orqest/sandbox/shared/plugin"
@@ -52,6 +54,9 @@ type options struct {
 	pluginEnv    []string
 	startTimeout time.Duration
 	checker      StaticChecker
+	// tracerProvider makes the host's spans (WithTracerProvider); otel's
+	// global provider when nil.
+	tracerProvider trace.TracerProvider
 }
 
 // WithLogger sets the host's logger; plugin stderr (JSON hclog) is re-emitted
@@ -86,7 +91,10 @@ type Host struct {
 	opts      options
 	sandboxes map[string]*Sandbox
 	order     []string
-	bus       *Bus // events of tool factories; the audit log (events.go, audit.go)
+	bus       *Bus      // events of tool factories; the audit log (events.go, audit.go)
+	audit     *AuditLog // nil when the policy sets no audit_log
+	metrics   *metrics
+	tracer    trace.Tracer
 }
 
 // DefaultLogger returns the host logger used when WithLogger is not given:
@@ -148,21 +156,29 @@ func Load(ctx context.Context, cfg *Config, opts ...Option) (*Host, error) {
 		return nil, &DiagnosticsError{Diagnostics: diags, Files: cfg.Files}
 	}
 
-	bus, err := newHostBus(cfg)
+	bus, audit, err := newHostBus(cfg)
 	if err != nil {
 		return nil, err
 	}
-	h := &Host{cfg: cfg, catalog: cat, opts: o, sandboxes: map[string]*Sandbox{}, bus: bus}
+	tp := o.tracerProvider
+	if tp == nil {
+		tp = otel.GetTracerProvider()
+	}
+	h := &Host{cfg: cfg, catalog: cat, opts: o, sandboxes: map[string]*Sandbox{}, bus: bus, audit: audit,
+		metrics: newMetrics(), tracer: tp.Tracer(TracerName)}
+	h.opts.tracerProvider = tp
 	for _, s := range cfg.Sandboxes {
 		e, _ := cat.Lookup(s.Plugin)
 		pol := cfg.SandboxPolicy(s)
-		h.sandboxes[s.Name] = &Sandbox{
+		sb := &Sandbox{
 			host:   h,
 			cfg:    s,
 			policy: pol,
 			inst:   &instance{host: h, sb: s, entry: e},
 			admit:  newAdmission(pol.MaxConcurrency, pol.MaxQueue),
 		}
+		h.metrics.gauges(s.Name, sb.admit)
+		h.sandboxes[s.Name] = sb
 		h.order = append(h.order, s.Name)
 	}
 	return h, nil

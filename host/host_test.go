@@ -14,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
 	"github.com/orqest/sandbox/shared"
 	"github.com/orqest/sandbox/shared/plugin"
 )
@@ -301,6 +303,10 @@ func TestRelaunchAfterKillBetweenCalls(t *testing.T) {
 	}
 	if sb.Launches() != 2 {
 		t.Errorf("launches = %d, want 2", sb.Launches())
+	}
+	name := sb.Name()
+	if l, r := testutil.ToFloat64(h.metrics.launches.WithLabelValues(name, "subprocess")), testutil.ToFloat64(h.metrics.relaunches.WithLabelValues(name, "subprocess")); l != 2 || r != 1 {
+		t.Errorf("metrics: %v launches, %v relaunches; want 2 and 1", l, r)
 	}
 	if p2 := sb.PluginPID(); p2 == pid || !alive(p2) {
 		t.Errorf("new pid %d (old %d)", p2, pid)

@@ -160,7 +160,9 @@ func (s *Sandbox) MintOperatorToken(ctx context.Context, sessionID string, ttl t
 }
 
 // CallSessionTool calls tool of an open session with token (args: any JSON
-// object value, nil for none) and publishes the events it reports. A refused
+// object value, nil for none) and publishes the events it reports. Every
+// call is observed: the orqest.session_tool span, a metric, a log line and
+// an audit record (EventSessionToolCall). A refused
 // token is an error wrapping shared.ErrPermissionDenied.
 func (s *Sandbox) CallSessionTool(ctx context.Context, sessionID, tool string, args any, token string) (json.RawMessage, error) {
 	raw := json.RawMessage("{}")
@@ -172,14 +174,16 @@ func (s *Sandbox) CallSessionTool(ctx context.Context, sessionID, tool string, a
 		raw = b
 	}
 	var resp shared.CallToolResponse
-	err := s.inst.do(ctx, "CallTool", func(p shared.Sandbox) error {
-		st, ok := p.(shared.SessionTools)
-		if !ok {
-			return fmt.Errorf("sandbox %q: session tools: %w", s.Name(), shared.ErrNotSupported)
-		}
-		var err error
-		resp, err = st.CallTool(ctx, shared.CallToolRequest{SessionID: sessionID, Tool: tool, Arguments: raw, Token: token})
-		return err
+	err := s.observeSessionTool(ctx, sessionID, tool, func(ctx context.Context) error {
+		return s.inst.do(ctx, "CallTool", func(p shared.Sandbox) error {
+			st, ok := p.(shared.SessionTools)
+			if !ok {
+				return fmt.Errorf("sandbox %q: session tools: %w", s.Name(), shared.ErrNotSupported)
+			}
+			var err error
+			resp, err = st.CallTool(ctx, shared.CallToolRequest{SessionID: sessionID, Tool: tool, Arguments: raw, Token: token})
+			return err
+		})
 	})
 	if err != nil {
 		return nil, err

@@ -75,7 +75,7 @@ func (h *Host) launch(e PluginEntry) (*launched, error) {
 		StartTimeout:     h.opts.startTimeout,
 		SecureConfig:     secure,
 		Logger:           h.opts.logger.Named(e.Name),
-		GRPCDialOptions:  plugin.DialOptions(),
+		GRPCDialOptions:  plugin.DialOptions(plugin.WithDialTracerProvider(h.opts.tracerProvider)),
 	})
 	fail := func(err error) (*launched, error) {
 		client.Kill()
@@ -199,6 +199,11 @@ func (in *instance) get(ctx context.Context) (*launched, error) {
 		info = after
 	}
 	in.cur, in.info = l, info
+	m := in.host.metrics
+	m.launches.WithLabelValues(in.sb.Name, in.entry.Name).Inc()
+	if in.launches > 0 {
+		m.relaunches.WithLabelValues(in.sb.Name, in.entry.Name).Inc()
+	}
 	in.launches++
 	return l, nil
 }

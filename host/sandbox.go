@@ -8,6 +8,10 @@ import (
 	"fmt"
 	"time"
 
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/orqest/sandbox/shared"
 	"github.com/orqest/sandbox/validator"
 )
@@ -61,6 +65,16 @@ func (s *Sandbox) Start(ctx context.Context) error {
 // Info describes the backend (launching it if needed).
 func (s *Sandbox) Info(ctx context.Context) (shared.InfoResponse, error) {
 	return s.inst.infoOf(ctx)
+}
+
+// Ping asks the running plugin for its Info over gRPC (launching it when
+// none runs) and returns the error when it does not answer: a health check.
+// Info, unlike Ping, answers from the copy taken at launch.
+func (s *Sandbox) Ping(ctx context.Context) error {
+	return s.inst.do(ctx, "Info", func(p shared.Sandbox) error {
+		_, err := p.Info(ctx, shared.InfoRequest{})
+		return err
+	})
 }
 
 // CheckSharedServing is what a long-lived server with many callers (such
@@ -141,7 +155,17 @@ func (s *Sandbox) Validate(ctx context.Context, code string, extra ...string) er
 // result, never in the error. The error is reserved for infrastructure
 // failures; a plugin that died during the call wraps shared.ErrPluginShutdown
 // (the next call relaunches it).
+//
+// Every call is observed once: the orqest.execute span (WithTracerProvider),
+// the host's metrics (Registry), an info-level log line, and a record in the
+// audit log when the policy sets audit_log (docs/observability.md).
 func (s *Sandbox) Execute(ctx context.Context, req shared.ExecuteRequest) (shared.ExecutionResult, error) {
+	return s.observeExecute(ctx, req, func(ctx context.Context, obs *execObservation) (shared.ExecutionResult, error) {
+		return s.execute(ctx, req, obs)
+	})
+}
+
+func (s *Sandbox) execute(ctx context.Context, req shared.ExecuteRequest, obs *execObservation) (shared.ExecutionResult, error) {
 	req, err := s.applyPolicy(req)
 	if err != nil {
 		return shared.ExecutionResult{}, err
@@ -160,18 +184,29 @@ func (s *Sandbox) Execute(ctx context.Context, req shared.ExecuteRequest) (share
 				s.cfg.Name, s.cfg.Plugin, shared.CapDependencies, shared.ErrNotSupported)
 		}
 	}
+	waitStart := time.Now()
 	release, err := s.admit.acquire(ctx, s.cfg.Name, req.Timeout)
+	obs.queueWait = time.Since(waitStart)
+	s.host.metrics.queueWait.WithLabelValues(s.cfg.Name).Observe(obs.queueWait.Seconds())
 	if err != nil {
 		return shared.ExecutionResult{}, err
 	}
 	defer release()
 	var resp shared.ExecuteResponse
 	start := time.Now()
-	err = s.inst.do(ctx, "Execute", func(p shared.Sandbox) error {
+	callCtx, span := s.host.tracer.Start(ctx, SpanPluginCall, trace.WithAttributes(
+		attribute.String("orqest.sandbox", s.cfg.Name), attribute.String("orqest.plugin", s.cfg.Plugin)))
+	err = s.inst.do(callCtx, "Execute", func(p shared.Sandbox) error {
 		var err error
-		resp, err = p.Execute(ctx, req)
+		resp, err = p.Execute(callCtx, req)
 		return err
 	})
+	obs.called, obs.plugin = true, time.Since(start)
+	if err != nil {
+		span.RecordError(err)
+		span.SetStatus(codes.Error, errorClassOf(err))
+	}
+	span.End()
 	if err != nil {
 		if r, ok := s.wedgedTimeout(err, req, limits, time.Since(start)); ok {
 			return r, nil

@@ -761,10 +761,15 @@ func (f *ToolFactory) RunPython(ctx context.Context, req RunPythonRequest) (shar
 	}
 	var res shared.ExecutionResult
 	var err error
+	ereq := shared.ExecuteRequest{Code: req.Code, Args: req.Args, AllowedImports: imports, Timeout: timeout, UserID: f.user}
 	if fs := CheckCode(ctx, sb.host.opts.checker, Policy{Name: pol.Name, MaxCodeBytes: pol.MaxCodeBytes, Classes: pol.Classes}, req.Code, imports...); len(fs) > 0 {
-		res = shared.Rejected(fs, shared.Limits{TimeoutMS: timeout.Milliseconds(), MemoryMB: pol.MemoryMB, MaxOutputBytes: pol.MaxOutputBytes})
+		// Rejected under exactly the request's imports, before Execute:
+		// observed (metrics, span, log line, audit) as an execution too.
+		res, err = sb.observeExecute(ctx, ereq, func(context.Context, *execObservation) (shared.ExecutionResult, error) {
+			return shared.Rejected(fs, shared.Limits{TimeoutMS: timeout.Milliseconds(), MemoryMB: pol.MemoryMB, MaxOutputBytes: pol.MaxOutputBytes}), nil
+		})
 	} else {
-		res, err = f.execute(ctx, shared.ExecuteRequest{Code: req.Code, Args: req.Args, AllowedImports: imports, Timeout: timeout})
+		res, err = f.execute(ctx, ereq)
 	}
 	switch {
 	case err != nil:

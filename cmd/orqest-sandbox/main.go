@@ -29,6 +29,8 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"os/user"
+	"strconv"
 	"strings"
 	"syscall"
 
@@ -97,6 +99,9 @@ func dispatch(ctx context.Context, e *env, args []string) int {
 	case "-version", "--version":
 		name = "version"
 	}
+	if host.CallerFromContext(ctx) == "" {
+		ctx = host.WithCaller(ctx, cliCaller())
+	}
 	for _, c := range commands {
 		if c.name == name {
 			return c.run(ctx, e, args[1:])
@@ -105,6 +110,15 @@ func dispatch(ctx context.Context, e *env, args []string) int {
 	fmt.Fprintf(e.stderr, "orqest-sandbox: unknown command %q\n\n", name)
 	usage(e.stderr)
 	return exitError
+}
+
+// cliCaller is the caller the CLI's executions are audited under:
+// "cli:<OS user>" (the numeric uid when the user has no name).
+func cliCaller() string {
+	if u, err := user.Current(); err == nil && u.Username != "" {
+		return "cli:" + u.Username
+	}
+	return "cli:" + strconv.Itoa(os.Getuid())
 }
 
 func usage(w io.Writer) {

@@ -17,6 +17,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/auth"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/orqest/sandbox/host"
 	"github.com/orqest/sandbox/internal/httpauth"
@@ -71,7 +72,9 @@ func cmdMCPServe(ctx context.Context, e *env, args []string) int {
 		"Over HTTP every client authenticates with a bearer token of its own: a line\n"+
 		"\"NAME TOKEN\" of --token-file (one bare token: the client \"operator\"; else\n"+
 		"$"+mcpTokenEnv+"), or a JWT verified with --jwt-key whose sub names the client.\n"+
-		"Each client sees and calls only the tools it spawned, and runs as its own user.")
+		"Each client sees and calls only the tools it spawned, and runs as its own user.\n"+
+		"The same tokens guard /metrics (Prometheus text); /healthz is open and answers\n"+
+		"200 while the sandbox's plugin answers.")
 	var hf mcpHTTPFlags
 	config := fs.String("config", "", "policy file (default ./config.hcl, else the embedded default)")
 	sandbox := fs.String("sandbox", "", "sandbox to serve (default: the policy's default sandbox)")
@@ -138,12 +141,15 @@ func cmdMCPServe(ctx context.Context, e *env, args []string) int {
 		fmt.Fprintf(e.stderr, "orqest-sandbox mcp serve: %v\n", err)
 		return exitError
 	}
-	hs := &http.Server{Handler: clients.httpHandler(verifier), ReadHeaderTimeout: 10 * time.Second}
+	// The server is this process: its Go runtime and process metrics join
+	// the host's on /metrics.
+	h.Registry().MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	hs := &http.Server{Handler: clients.httpHandler(verifier, h.MetricsHandler()), ReadHeaderTimeout: 10 * time.Second}
 	scheme := "http"
 	if hf.tlsCert != "" {
 		scheme = "https"
 	}
-	fmt.Fprintf(e.stderr, "orqest-sandbox: MCP server for sandbox %q on %s://%s/mcp (bearer token required)\n", sb.Name(), scheme, ln.Addr())
+	fmt.Fprintf(e.stderr, "orqest-sandbox: MCP server for sandbox %q on %s://%s/mcp (bearer token required; /metrics too; /healthz open)\n", sb.Name(), scheme, ln.Addr())
 	errc := make(chan error, 1)
 	go func() {
 		if hf.tlsCert != "" {
@@ -295,7 +301,13 @@ func (c *mcpClients) close(e *env) {
 // cross-origin protection; the SDK's DNS-rebinding protection (localhost
 // requests must carry a localhost Host) stays on, and so does its check
 // that a session's requests all come from the client that opened it.
-func (c *mcpClients) httpHandler(v *httpauth.Verifier) http.Handler {
+// Besides MCP it serves
+//
+//   - /metrics: the host's Prometheus metrics (metrics), behind the same
+//     bearer tokens;
+//   - /healthz: unauthenticated; 200 "ok" when the sandbox's plugin answers
+//     Info (launching it if it is down), 503 otherwise.
+func (c *mcpClients) httpHandler(v *httpauth.Verifier, metrics http.Handler) http.Handler {
 	h := mcp.NewStreamableHTTPHandler(func(r *http.Request) *mcp.Server {
 		info := auth.TokenInfoFromContext(r.Context())
 		if info == nil || info.UserID == "" {
@@ -303,8 +315,14 @@ func (c *mcpClients) httpHandler(v *httpauth.Verifier) http.Handler {
 		}
 		return c.get(info.UserID).server
 	}, &mcp.StreamableHTTPOptions{SessionTimeout: 30 * time.Minute})
-	authed := auth.RequireBearerToken(v.Verify, nil)(h)
-	return http.NewCrossOriginProtection().Handler(httpauth.Challenge(mcpRealm, authed))
+	requireToken := func(next http.Handler) http.Handler {
+		return httpauth.Challenge(mcpRealm, auth.RequireBearerToken(v.Verify, nil)(next))
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/", requireToken(h))
+	mux.Handle("GET /metrics", requireToken(metrics))
+	mux.HandleFunc("GET /healthz", c.healthz)
+	return http.NewCrossOriginProtection().Handler(mux)
 }
 
 // mcpRealm names the protection space of --http's 401 challenge.
@@ -477,7 +495,7 @@ func (m *mcpServer) toolHandler(t *host.Tool) mcp.ToolHandler {
 		if !ok {
 			return errorResult(fmt.Sprintf("tool %q no longer exists", name), nil), nil
 		}
-		res, err := tool.Call(ctx, req.Params.Arguments)
+		res, err := tool.Call(mcpCaller(ctx, req), req.Params.Arguments)
 		return execResult(res, err)
 	}
 }
@@ -494,13 +512,26 @@ func (m *mcpServer) runPython(ctx context.Context, req *mcp.CallToolRequest) (*m
 	if r != nil {
 		return r, nil
 	}
-	res, err := m.factory.RunPython(ctx, host.RunPythonRequest{
+	res, err := m.factory.RunPython(mcpCaller(ctx, req), host.RunPythonRequest{
 		Code:           in.Code,
 		Args:           in.Args,
 		AllowedImports: in.AllowedImports,
 		Timeout:        timeout,
 	})
 	return execResult(res, err)
+}
+
+// mcpCaller marks ctx with the MCP client as the caller of its executions:
+// "mcp:<client name>" from the client's initialize request, "mcp" when it
+// named none.
+func mcpCaller(ctx context.Context, req *mcp.CallToolRequest) context.Context {
+	caller := "mcp"
+	if req != nil && req.Session != nil {
+		if p := req.Session.InitializeParams(); p != nil && p.ClientInfo != nil && p.ClientInfo.Name != "" {
+			caller = "mcp:" + p.ClientInfo.Name
+		}
+	}
+	return host.WithCaller(ctx, caller)
 }
 
 // execResult turns an execution into a tool result: the output as JSON
@@ -654,4 +685,20 @@ func seconds(tool string, s *float64) (time.Duration, *mcp.CallToolResult) {
 		return 0, argError(tool, "timeout_s", fmt.Sprintf("must be a positive number of seconds, got %g", *s))
 	}
 	return time.Duration(*s * float64(time.Second)), nil
+}
+
+// healthz answers 200 when the sandbox's plugin answers Info within five
+// seconds, 503 otherwise.
+func (c *mcpClients) healthz(w http.ResponseWriter, r *http.Request) {
+	ctx, cancel := context.WithTimeout(r.Context(), 5*time.Second)
+	defer cancel()
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	w.Header().Set("Cache-Control", "no-store")
+	if err := c.sb.Ping(ctx); err != nil {
+		// The cause stays out of an unauthenticated answer.
+		w.WriteHeader(http.StatusServiceUnavailable)
+		fmt.Fprintln(w, "unhealthy")
+		return
+	}
+	fmt.Fprintln(w, "ok")
 }

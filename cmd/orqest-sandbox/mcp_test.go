@@ -44,6 +44,13 @@ sandbox "tier1" {
 // returns the MCP server of its sandbox, and the host's bus.
 func newTestMCPServer(t *testing.T) (*mcpServer, *host.Bus) {
 	t.Helper()
+	s, h := newTestMCPServerHost(t)
+	return s, h.Bus()
+}
+
+// newTestMCPServerHost is newTestMCPServer that also returns the host.
+func newTestMCPServerHost(t *testing.T) (*mcpServer, *host.Host) {
+	t.Helper()
 	needPlugin(t)
 	cfg, diags := host.ParseConfig(filepath.Join(t.TempDir(), "config.hcl"), []byte(mcpPolicy))
 	if diags.HasErrors() {
@@ -58,7 +65,7 @@ func newTestMCPServer(t *testing.T) (*mcpServer, *host.Bus) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return newMCPServer(sb, h.Bus()), h.Bus()
+	return newMCPServer(sb, h.Bus()), h
 }
 
 // connect connects an SDK client over in-memory transports; listChanged
@@ -324,7 +331,7 @@ func TestMCPHTTPAuth(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ts := httptest.NewServer(clients.httpHandler(httpauth.NewVerifier(tokens, &httpauth.JWTKey{Key: secret, Methods: []string{"HS256"}, Audience: "orqest"})))
+	ts := httptest.NewServer(clients.httpHandler(httpauth.NewVerifier(tokens, &httpauth.JWTKey{Key: secret, Methods: []string{"HS256"}, Audience: "orqest"}), http.NotFoundHandler()))
 	t.Cleanup(ts.Close) // after the client sessions close (cleanups run last first)
 	url := ts.URL + "/mcp"
 

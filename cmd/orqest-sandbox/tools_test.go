@@ -91,10 +91,21 @@ sandbox "docker" {
 	}
 	defer f.Close()
 	var seen []string
+	var executions int
 	sc := bufio.NewScanner(f)
 	for sc.Scan() {
 		var ev host.Event
-		if err := json.Unmarshal(sc.Bytes(), &ev); err == nil && ev.ToolName() == "add" {
+		if err := json.Unmarshal(sc.Bytes(), &ev); err != nil {
+			continue
+		}
+		if ev.Type == host.EventExecution || ev.Type == host.EventSessionToolCall {
+			// The host's records of the calls themselves, not library events.
+			if ev.Type == host.EventExecution && ev.ToolName() == "add" && ev.Payload["user"] == user {
+				executions++
+			}
+			continue
+		}
+		if ev.ToolName() == "add" {
 			seen = append(seen, ev.Type)
 			if ev.Sandbox != "docker" || ev.Payload["user"] != user {
 				t.Errorf("event %s: sandbox %q payload %v", ev.Type, ev.Sandbox, ev.Payload)
@@ -104,6 +115,9 @@ sandbox "docker" {
 	want := []string{toollib.EventPromotionPending, toollib.EventPromoted, toollib.EventForgotten}
 	if strings.Join(seen, ",") != strings.Join(want, ",") {
 		t.Fatalf("audit log events: %v, want %v", seen, want)
+	}
+	if executions != 1 {
+		t.Fatalf("%d execution records of tool add, want 1", executions)
 	}
 	// Usage errors.
 	if r := runCLI(t, dir, "", "tools", "list"); r.code != 3 || !strings.Contains(r.stderr, "--user") {

@@ -186,9 +186,16 @@ func (delivery) HandleConn(context.Context, stats.ConnStats)                    
 // DialOptions returns the gRPC dial options a host passes to go-plugin
 // (ClientConfig.GRPCDialOptions) so that a call whose request never left
 // the host fails with an error matching shared.ErrNotRun. Without them no
-// failure is ever taken for one that was not sent.
-func DialOptions() []grpc.DialOption {
-	return []grpc.DialOption{grpc.WithStatsHandler(delivery{})}
+// failure is ever taken for one that was not sent. They also propagate the
+// caller's trace context to the plugin (W3C trace context in the gRPC
+// metadata) and make a client span per call with the tracer provider of
+// WithDialTracerProvider (otel's global one by default).
+func DialOptions(opts ...DialOption) []grpc.DialOption {
+	var c dialConfig
+	for _, o := range opts {
+		o(&c)
+	}
+	return []grpc.DialOption{grpc.WithStatsHandler(delivery{}), grpc.WithStatsHandler(clientTraceHandler(c))}
 }
 
 // tracked returns ctx marked for the delivery tracker and a function that

@@ -97,7 +97,7 @@ func Serve(impl shared.Sandbox, opts ...ServeOption) {
 	cfg := &goplugin.ServeConfig{
 		HandshakeConfig:  Handshake,
 		VersionedPlugins: VersionedPlugins(impl),
-		GRPCServer:       goplugin.DefaultGRPCServer,
+		GRPCServer:       grpcServer,
 	}
 	for _, o := range opts {
 		o(cfg)
