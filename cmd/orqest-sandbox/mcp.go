@@ -522,11 +522,15 @@ func (m *mcpServer) runPython(ctx context.Context, req *mcp.CallToolRequest) (*m
 }
 
 // mcpCaller marks ctx with the MCP client as the caller of its executions:
-// "mcp:<client name>" from the client's initialize request, "mcp" when it
-// named none.
+// "mcp:<client>" with the identity its bearer token proved over --http,
+// else "mcp:<client name>" from the client's initialize request (stdio:
+// self-declared), "mcp" when it named none.
 func mcpCaller(ctx context.Context, req *mcp.CallToolRequest) context.Context {
 	caller := "mcp"
-	if req != nil && req.Session != nil {
+	switch {
+	case req != nil && req.Extra != nil && req.Extra.TokenInfo != nil && req.Extra.TokenInfo.UserID != "":
+		caller = "mcp:" + req.Extra.TokenInfo.UserID
+	case req != nil && req.Session != nil:
 		if p := req.Session.InitializeParams(); p != nil && p.ClientInfo != nil && p.ClientInfo.Name != "" {
 			caller = "mcp:" + p.ClientInfo.Name
 		}
