@@ -134,3 +134,44 @@ sandbox "a" { plugin = "subprocess" }
 		t.Fatalf("after the burst: %v %+v", err, res)
 	}
 }
+
+// 500 callers at once against one tier-1 sandbox whose queue holds them
+// all: every call runs (none is refused or times out waiting), never more
+// than max_concurrency at a time.
+func TestFiveHundredQueuedCalls(t *testing.T) {
+	h := newHost(t, `
+policy "default" {
+  timeout         = "60s"
+  max_concurrency = 4
+  max_queue       = 600
+}
+sandbox "a" { plugin = "subprocess" }
+`)
+	sb := defaultSandbox(t, h)
+	ctx := context.Background()
+	const callers = 500
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	ok := 0
+	for i := 0; i < callers; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			res, err := sb.Execute(ctx, shared.ExecuteRequest{Code: "return sum(range(1000))"})
+			mu.Lock()
+			defer mu.Unlock()
+			if err == nil && res.Success && string(res.Output) == "499500" {
+				ok++
+			} else if err != nil {
+				t.Errorf("%v", err)
+			}
+		}()
+	}
+	wg.Wait()
+	if ok != callers {
+		t.Errorf("%d of %d calls ran", ok, callers)
+	}
+	if p := sb.PeakConcurrency(); p > 4 {
+		t.Errorf("peak %d in flight, max_concurrency 4", p)
+	}
+}
