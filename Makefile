@@ -22,7 +22,7 @@ CC       ?= gcc
 # the subprocess plugin, which refuses any other bytes.
 FORKCORE := $(BIN)/orqest-forkcore.so
 
-.PHONY: setup setup-image all build forkcore example demo test test-go test-example vet bench bench-go bench-system proto fuzz clean runtime image
+.PHONY: image-datascience setup setup-image all build forkcore example demo test test-go test-example vet bench bench-go bench-system proto fuzz clean runtime image
 
 all: build
 
@@ -63,13 +63,23 @@ image: setup-image runtime
 	@if [ "$(BASE_IMAGE)" = "orqest/python-base:bookworm" ]; then ORQEST_BASE_IMAGE=$(BASE_IMAGE) bash scripts/build-base-image.sh; fi
 	docker build -q --build-arg BASE_IMAGE=$(BASE_IMAGE) --build-arg ORQEST_VERSION=$(VERSION) -t $(IMAGE) .
 
+# The data-science variant of the tier-2 image: the same runtime on a base
+# with Debian's numpy, pandas and matplotlib (Agg backend), assembled the same
+# way. A sandbox picks it with config { image = "$(IMAGE_DS)" }.
+IMAGE_DS      ?= $(IMAGE)-datascience
+BASE_IMAGE_DS ?= orqest/python-base:bookworm-datascience
+DS_PACKAGES   ?= python3-numpy,python3-pandas,python3-matplotlib
+image-datascience: setup-image runtime
+	ORQEST_BASE_IMAGE=$(BASE_IMAGE_DS) ORQEST_BASE_EXTRA=$(DS_PACKAGES) bash scripts/build-base-image.sh
+	docker build -q --build-arg BASE_IMAGE=$(BASE_IMAGE_DS) --build-arg ORQEST_VERSION=$(VERSION) -t $(IMAGE_DS) .
+
 demo: build
 	@bash scripts/demo.sh
 
 vet:
 	$(GO) vet ./...
 
-test: build image vet test-go test-example
+test: build image image-datascience vet test-go test-example
 
 # ORQEST_FORKCORE: the tier-1 tests run the zygote with the C loop (and, where
 # a test says so, without it).

@@ -18,6 +18,9 @@
 #   ORQEST_DEBIAN_SUITE  Debian suite       (default: the host's codename, else bookworm)
 #   ORQEST_DEBIAN_MIRROR apt mirror URI     (default: the host's own apt source)
 #   ORQEST_BASE_FORCE    1 = rebuild even if the tag exists
+#   ORQEST_BASE_EXTRA    more Debian packages, comma-separated (the
+#                        data-science variant: python3-numpy,python3-pandas,
+#                        python3-matplotlib; `make image-datascience`)
 #
 # Needs root (debootstrap) and debootstrap itself (apt-get install debootstrap).
 # Elsewhere, skip this script and build the runtime image on a public base:
@@ -31,6 +34,9 @@ step() { printf '==> [%s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
 # per-agent virtual environments of the runtime; it is created with
 # --without-pip, wheels are installed by the runtime itself).
 PACKAGES="python3-minimal,python3,python3-venv"
+if [[ -n "${ORQEST_BASE_EXTRA:-}" ]]; then
+	PACKAGES="$PACKAGES,$ORQEST_BASE_EXTRA"
+fi
 
 SUITE="${ORQEST_DEBIAN_SUITE:-}"
 if [[ -z "$SUITE" ]]; then

@@ -69,6 +69,11 @@ type executor struct {
 	// disable lists sealing layers not to attempt: a seam for tests only
 	// (no flag or hello field reaches it).
 	disable []string
+	// system holds the image's system site-packages (Debian's
+	// dist-packages: numpy, pandas, matplotlib in the data-science image)
+	// and what Landlock must let a child read to load them; nil when the
+	// image has none. See systemPackages.
+	system *systemSite
 
 	// noFork is set when a fork-server could not start here: the
 	// executor then spawns (sealed the same way) and says so once.
@@ -161,8 +166,8 @@ func (e *executor) sealLayers() ([]string, map[string]string) {
 // forkServer returns agent's warm zygote for the interpreter python with
 // extraPath on sys.path, starting it (or replacing an older one of that
 // agent) when needed.
-func (e *executor) forkServer(agent, dir, python string, extraPath []string, seal *pyproc.SealInfo) (*pyproc.ForkServer, error) {
-	key := python + "\x00" + strings.Join(extraPath, "\x00")
+func (e *executor) forkServer(agent, dir, python string, extraPath, readPath []string, seal *pyproc.SealInfo) (*pyproc.ForkServer, error) {
+	key := python + "\x00" + strings.Join(extraPath, "\x00") + "\x00\x00" + strings.Join(readPath, "\x00")
 	e.zygoteSet.Do(func() {
 		e.zygotes.Max = maxZygotes
 		e.zygotes.OnRestart = func(agent string, old *pyproc.ForkServer) {
@@ -171,7 +176,7 @@ func (e *executor) forkServer(agent, dir, python string, extraPath []string, sea
 	})
 	return e.zygotes.Get(agent, key, func() (*pyproc.ForkServer, error) {
 		fs, err := pyproc.StartForkServer(runner.ForkServerArgv(python), runner.ForkServerConfig{
-			Seal:  seal.Seal(e.disable, extraPath...),
+			Seal:  seal.Seal(e.disable, readPath...),
 			Rules: e.rules,
 			Pool:  zygotePool,
 		}, pyproc.ForkServerOptions{Logger: e.logger(), Stderr: logWriter{e.logger()}, Dir: dir})
@@ -200,7 +205,8 @@ func (e *executor) warm(ctx context.Context) {
 		if python == "" {
 			python = e.python
 		}
-		_, _ = e.forkServer("default", dir, python, extra, seal)
+		extra, read := e.system.paths(extra)
+		_, _ = e.forkServer("default", dir, python, extra, read, seal)
 	}
 }
 
@@ -248,6 +254,7 @@ func (e *executor) run(ctx context.Context, a rtproto.ExecuteArgs) (shared.Execu
 	if err != nil {
 		return res, err
 	}
+	extraPath, readPath := e.system.paths(extraPath)
 	if python == "" {
 		python = e.python
 	}
@@ -271,7 +278,7 @@ func (e *executor) run(ctx context.Context, a rtproto.ExecuteArgs) (shared.Execu
 	}
 	var fs *pyproc.ForkServer
 	if e.mode != modeSpawn && !e.noFork.Load() {
-		fs, err = e.forkServer(agent, dir, python, extraPath, seal)
+		fs, err = e.forkServer(agent, dir, python, extraPath, readPath, seal)
 		if err != nil {
 			if e.forked.Load() {
 				return res, err // it worked before: a failure of this call
@@ -284,7 +291,7 @@ func (e *executor) run(ctx context.Context, a rtproto.ExecuteArgs) (shared.Execu
 	if fs != nil {
 		res, err = fs.Run(ctx, job)
 	} else {
-		job.Request.Seal = seal.Seal(e.disable, extraPath...)
+		job.Request.Seal = seal.Seal(e.disable, readPath...)
 		res, err = pyproc.Spawn(ctx, runner.Argv(python), job, e.logger())
 	}
 	if err != nil {

@@ -99,7 +99,7 @@ func run(log *slog.Logger, python, workdir, listen string) error {
 	rt := &runtime{
 		hello:   hello,
 		started: time.Now(),
-		exec:    &executor{python: py, rules: table, workdir: workdir, envs: newEnvManager(py, workdir, hello, log), log: log, mode: *execMode, classes: *classesFlag}, // envs: per-agent venvs (venv.go)
+		exec:    &executor{python: py, rules: table, workdir: workdir, envs: newEnvManager(py, workdir, hello, log), log: log, mode: *execMode, classes: *classesFlag, system: systemPackages()}, // envs: per-agent venvs (venv.go)
 		rulesSum: func() string {
 			s := sha256.Sum256(table)
 			return hex.EncodeToString(s[:])
