@@ -160,7 +160,11 @@ func (s *Sandbox) MintOperatorToken(ctx context.Context, sessionID string, ttl t
 }
 
 // CallSessionTool calls tool of an open session with token (args: any JSON
-// object value, nil for none) and publishes the events it reports. Every
+// object value, nil for none) and publishes the events it reports. A
+// promoted tool runs under the sandbox's policy as it is now (its imports
+// must still be allowed, else the call is refused with an error wrapping
+// shared.ErrPermissionDenied and the tool is not run; the policy's limits
+// apply), not the one it was promoted under. Every
 // call is observed: the orqest.session_tool span, a metric, a log line and
 // an audit record (EventSessionToolCall). A refused
 // token is an error wrapping shared.ErrPermissionDenied.
@@ -173,6 +177,22 @@ func (s *Sandbox) CallSessionTool(ctx context.Context, sessionID, tool string, a
 		}
 		raw = b
 	}
+	// A promoted tool runs under the policy in force now: the backend
+	// refuses it when it was promoted with an import this policy no longer
+	// allows, and runs it with this policy's limits. A policy every run
+	// would refuse refuses the tool too.
+	p := s.policy
+	switch tool {
+	case toollib.ToolListTools, toollib.ToolPromote, toollib.ToolForget: // run no code
+	default:
+		if err := p.checkDangerous(); err != nil {
+			return nil, err
+		}
+		if err := p.checkUnreviewed(); err != nil {
+			return nil, err
+		}
+	}
+	pol := &shared.ToolPolicy{AllowedImports: s.AllowedImports(), Timeout: p.Timeout, MemoryMB: p.MemoryMB, MaxOutputBytes: p.MaxOutputBytes}
 	var resp shared.CallToolResponse
 	err := s.observeSessionTool(ctx, sessionID, tool, func(ctx context.Context) error {
 		return s.inst.do(ctx, "CallTool", func(p shared.Sandbox) error {
@@ -181,7 +201,7 @@ func (s *Sandbox) CallSessionTool(ctx context.Context, sessionID, tool string, a
 				return fmt.Errorf("sandbox %q: session tools: %w", s.Name(), shared.ErrNotSupported)
 			}
 			var err error
-			resp, err = st.CallTool(ctx, shared.CallToolRequest{SessionID: sessionID, Tool: tool, Arguments: raw, Token: token})
+			resp, err = st.CallTool(ctx, shared.CallToolRequest{SessionID: sessionID, Tool: tool, Arguments: raw, Token: token, Policy: pol})
 			return err
 		})
 	})

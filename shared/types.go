@@ -254,6 +254,23 @@ type CallToolRequest struct {
 	Tool      string
 	Arguments json.RawMessage
 	Token     string
+	// Policy, when set, is the policy in force for a call of a promoted
+	// tool (the host sets it from the sandbox's policy at the time of the
+	// call, not the one the tool was promoted under). A backend runs the
+	// tool only within it: an import the tool's code was promoted with
+	// that AllowedImports does not list refuses the call, not run, with an
+	// error wrapping ErrPermissionDenied; the limits replace the backend's
+	// defaults.
+	Policy *ToolPolicy
+}
+
+// ToolPolicy is the part of a policy a backend needs to run a promoted
+// tool: the modules it may import and its limits.
+type ToolPolicy struct {
+	AllowedImports []string
+	Timeout        time.Duration
+	MemoryMB       int
+	MaxOutputBytes int
 }
 
 // CallToolResponse carries the tool's result (JSON) and the events it

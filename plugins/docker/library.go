@@ -155,8 +155,16 @@ func (b *Backend) CallTool(ctx context.Context, req shared.CallToolRequest) (sha
 	}
 	cctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
 	defer cancel()
+	meta := mcp.Meta{rtproto.MetaAuthorization: "Bearer " + req.Token}
+	if p := req.Policy; p != nil {
+		imports := p.AllowedImports
+		if imports == nil {
+			imports = []string{}
+		}
+		meta[rtproto.MetaPolicy] = rtproto.ToolPolicy{AllowedImports: imports, TimeoutS: p.Timeout.Seconds(), MemoryMB: p.MemoryMB, MaxOutputBytes: p.MaxOutputBytes}
+	}
 	out, err := s.mcp.CallTool(cctx, &mcp.CallToolParams{
-		Meta:      mcp.Meta{rtproto.MetaAuthorization: "Bearer " + req.Token},
+		Meta:      meta,
 		Name:      req.Tool,
 		Arguments: args,
 	})

@@ -41,7 +41,11 @@ func (c *GRPCClient) CallTool(ctx context.Context, req shared.CallToolRequest) (
 	if c.tools == nil {
 		return shared.CallToolResponse{}, fmt.Errorf("session tools: %w", shared.ErrNotSupported)
 	}
-	r, err := c.tools.CallTool(ctx, &proto.CallToolRequest{SessionId: req.SessionID, Tool: req.Tool, ArgumentsJson: req.Arguments, Token: req.Token})
+	preq := &proto.CallToolRequest{SessionId: req.SessionID, Tool: req.Tool, ArgumentsJson: req.Arguments, Token: req.Token}
+	if p := req.Policy; p != nil {
+		preq.Policy = &proto.ToolPolicy{AllowedImports: p.AllowedImports, TimeoutMs: p.Timeout.Milliseconds(), MemoryMb: int64(p.MemoryMB), MaxOutputBytes: int64(p.MaxOutputBytes)}
+	}
+	r, err := c.tools.CallTool(ctx, preq)
 	if err != nil {
 		return shared.CallToolResponse{}, done(err)
 	}
@@ -74,7 +78,11 @@ func (s *GRPCToolsServer) MintToken(ctx context.Context, req *proto.MintTokenReq
 
 // CallTool implements proto.SessionToolsServer.
 func (s *GRPCToolsServer) CallTool(ctx context.Context, req *proto.CallToolRequest) (*proto.CallToolResponse, error) {
-	r, err := s.Impl.CallTool(ctx, shared.CallToolRequest{SessionID: req.GetSessionId(), Tool: req.GetTool(), Arguments: json.RawMessage(req.GetArgumentsJson()), Token: req.GetToken()})
+	creq := shared.CallToolRequest{SessionID: req.GetSessionId(), Tool: req.GetTool(), Arguments: json.RawMessage(req.GetArgumentsJson()), Token: req.GetToken()}
+	if p := req.GetPolicy(); p != nil {
+		creq.Policy = &shared.ToolPolicy{AllowedImports: p.GetAllowedImports(), Timeout: time.Duration(p.GetTimeoutMs()) * time.Millisecond, MemoryMB: int(p.GetMemoryMb()), MaxOutputBytes: int(p.GetMaxOutputBytes())}
+	}
+	r, err := s.Impl.CallTool(ctx, creq)
 	if err != nil {
 		return nil, ToGRPC(err)
 	}

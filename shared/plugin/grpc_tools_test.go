@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 
@@ -100,8 +101,16 @@ func TestEventsAndSessionToolsRoundTripGRPC(t *testing.T) {
 	if string(cr.Result) != `{"forgotten":1}` || len(cr.Events) != 1 || cr.Events[0].Type != "tool.forgotten" {
 		t.Fatalf("call: %+v", cr)
 	}
-	if string(be.call.Arguments) != `{"name":"add"}` || be.call.Tool != "forget_tool" || be.call.SessionID != "s1" {
+	if string(be.call.Arguments) != `{"name":"add"}` || be.call.Tool != "forget_tool" || be.call.SessionID != "s1" || be.call.Policy != nil {
 		t.Fatalf("call request: %+v", be.call)
+	}
+	// A promoted tool's call carries the policy in force.
+	pol := &shared.ToolPolicy{AllowedImports: []string{"re", "json"}, Timeout: 1500 * time.Millisecond, MemoryMB: 96, MaxOutputBytes: 4096}
+	if _, err := st.CallTool(ctx, shared.CallToolRequest{SessionID: "s1", Tool: "forget_tool", Token: mt.Token, Policy: pol}); err != nil {
+		t.Fatal(err)
+	}
+	if p := be.call.Policy; p == nil || strings.Join(p.AllowedImports, ",") != "re,json" || p.Timeout != pol.Timeout || p.MemoryMB != 96 || p.MaxOutputBytes != 4096 {
+		t.Fatalf("policy over the wire: %+v", p)
 	}
 	_, err = st.CallTool(ctx, shared.CallToolRequest{SessionID: "s1", Tool: "forget_tool", Token: "tok-agent"})
 	if !errors.Is(err, shared.ErrPermissionDenied) {

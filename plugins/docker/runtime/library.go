@@ -30,6 +30,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -506,7 +507,35 @@ func (rt *runtime) promotedHandler(e toollib.Entry) mcp.ToolHandler {
 			args = json.RawMessage("{}")
 		}
 		a := rtproto.ExecuteArgs{Code: e.Code, Args: args, AllowedImports: e.AllowedImports, ToolName: e.Name}
+		var dropped []string
+		if raw, ok := req.Params.Meta[rtproto.MetaPolicy]; ok {
+			// The policy in force now, not the one the tool was promoted
+			// under: a narrowed policy stops the tool before it runs.
+			var p rtproto.ToolPolicy
+			if b, err := json.Marshal(raw); err != nil || json.Unmarshal(b, &p) != nil {
+				return toolError(ClassInvalidArgument, "the call's %s is not a policy", rtproto.MetaPolicy), nil
+			}
+			// The tool's allowlist narrows to what the policy still allows;
+			// the child's checker then refuses code that imports a dropped
+			// module before anything of it runs.
+			dropped = p.Disallowed(e.AllowedImports)
+			a.AllowedImports = slices.DeleteFunc(slices.Clone(e.AllowedImports), func(m string) bool { return slices.Contains(dropped, m) })
+			a.TimeoutS, a.MemoryMB, a.MaxOutputBytes = p.TimeoutS, p.MemoryMB, p.MaxOutputBytes
+		}
 		res, err := rt.exec.run(ctx, a)
+		if err == nil && len(dropped) > 0 && res.ErrorKind == shared.KindValidation {
+			var why []string
+			for _, f := range res.Findings {
+				if f.Rule == "import-not-allowed" {
+					why = append(why, f.Message)
+				}
+			}
+			if len(why) > 0 {
+				rt.log.Warn("promoted tool refused by the policy in force", "tool", e.Name, "dropped", dropped)
+				return toolError(ClassPermissionDenied, "promoted tool %q imports what the policy in force no longer allows (%s; the policy dropped %s since it was promoted); the tool was not run. Re-promote a version within the policy, or forget it",
+					e.Name, strings.Join(why, "; "), strings.Join(dropped, ", ")), nil
+			}
+		}
 		if err != nil {
 			class := ClassInternal
 			if errors.Is(err, shared.ErrInvalidArgument) {

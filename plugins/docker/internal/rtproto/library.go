@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"regexp"
 	"slices"
+	"strings"
 
 	"github.com/orqest/sandbox/shared/toollib"
 )
@@ -20,6 +21,39 @@ const LibraryPath = "/data/orqest-tools.sqlite"
 // MetaEvents is the `_meta` key of a tool result that carries the events
 // the call produced ([]Event), for the host's bus.
 const MetaEvents = "orqest/events"
+
+// MetaPolicy is the `_meta` key of a promoted tool's call that carries the
+// policy in force (ToolPolicy), set by the plugin from the host's request.
+const MetaPolicy = "orqest/policy"
+
+// ToolPolicy is the policy in force for a promoted tool's call: the
+// runtime refuses the call, not run, when the tool was promoted with an
+// import AllowedImports does not list, and runs it with these limits.
+type ToolPolicy struct {
+	AllowedImports []string `json:"allowed_imports"`
+	TimeoutS       float64  `json:"timeout_s,omitempty"`
+	MemoryMB       int      `json:"memory_mb,omitempty"`
+	MaxOutputBytes int      `json:"max_output_bytes,omitempty"`
+}
+
+// Disallowed returns the imports of a promoted tool the policy does not
+// list (a listed package covers its submodules).
+func (p ToolPolicy) Disallowed(imports []string) []string {
+	var bad []string
+	for _, m := range imports {
+		ok := false
+		for _, a := range p.AllowedImports {
+			if m == a || strings.HasPrefix(m, a+".") {
+				ok = true
+				break
+			}
+		}
+		if !ok {
+			bad = append(bad, m)
+		}
+	}
+	return bad
+}
 
 var toolNamePattern = regexp.MustCompile(`^[a-zA-Z][a-zA-Z0-9_]{0,63}$`)
 

@@ -1210,6 +1210,7 @@ type CallToolRequest struct {
 	Tool          string                 `protobuf:"bytes,2,opt,name=tool,proto3" json:"tool,omitempty"`
 	ArgumentsJson []byte                 `protobuf:"bytes,3,opt,name=arguments_json,json=argumentsJson,proto3" json:"arguments_json,omitempty"`
 	Token         string                 `protobuf:"bytes,4,opt,name=token,proto3" json:"token,omitempty"`
+	Policy        *ToolPolicy            `protobuf:"bytes,5,opt,name=policy,proto3" json:"policy,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1272,6 +1273,82 @@ func (x *CallToolRequest) GetToken() string {
 	return ""
 }
 
+func (x *CallToolRequest) GetPolicy() *ToolPolicy {
+	if x != nil {
+		return x.Policy
+	}
+	return nil
+}
+
+// The policy in force for a call of a promoted tool (shared.ToolPolicy).
+type ToolPolicy struct {
+	state          protoimpl.MessageState `protogen:"open.v1"`
+	AllowedImports []string               `protobuf:"bytes,1,rep,name=allowed_imports,json=allowedImports,proto3" json:"allowed_imports,omitempty"`
+	TimeoutMs      int64                  `protobuf:"varint,2,opt,name=timeout_ms,json=timeoutMs,proto3" json:"timeout_ms,omitempty"`
+	MemoryMb       int64                  `protobuf:"varint,3,opt,name=memory_mb,json=memoryMb,proto3" json:"memory_mb,omitempty"`
+	MaxOutputBytes int64                  `protobuf:"varint,4,opt,name=max_output_bytes,json=maxOutputBytes,proto3" json:"max_output_bytes,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *ToolPolicy) Reset() {
+	*x = ToolPolicy{}
+	mi := &file_sandbox_proto_msgTypes[20]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ToolPolicy) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ToolPolicy) ProtoMessage() {}
+
+func (x *ToolPolicy) ProtoReflect() protoreflect.Message {
+	mi := &file_sandbox_proto_msgTypes[20]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ToolPolicy.ProtoReflect.Descriptor instead.
+func (*ToolPolicy) Descriptor() ([]byte, []int) {
+	return file_sandbox_proto_rawDescGZIP(), []int{20}
+}
+
+func (x *ToolPolicy) GetAllowedImports() []string {
+	if x != nil {
+		return x.AllowedImports
+	}
+	return nil
+}
+
+func (x *ToolPolicy) GetTimeoutMs() int64 {
+	if x != nil {
+		return x.TimeoutMs
+	}
+	return 0
+}
+
+func (x *ToolPolicy) GetMemoryMb() int64 {
+	if x != nil {
+		return x.MemoryMb
+	}
+	return 0
+}
+
+func (x *ToolPolicy) GetMaxOutputBytes() int64 {
+	if x != nil {
+		return x.MaxOutputBytes
+	}
+	return 0
+}
+
 type CallToolResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	ResultJson    []byte                 `protobuf:"bytes,1,opt,name=result_json,json=resultJson,proto3" json:"result_json,omitempty"`
@@ -1282,7 +1359,7 @@ type CallToolResponse struct {
 
 func (x *CallToolResponse) Reset() {
 	*x = CallToolResponse{}
-	mi := &file_sandbox_proto_msgTypes[20]
+	mi := &file_sandbox_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1294,7 +1371,7 @@ func (x *CallToolResponse) String() string {
 func (*CallToolResponse) ProtoMessage() {}
 
 func (x *CallToolResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sandbox_proto_msgTypes[20]
+	mi := &file_sandbox_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1307,7 +1384,7 @@ func (x *CallToolResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CallToolResponse.ProtoReflect.Descriptor instead.
 func (*CallToolResponse) Descriptor() ([]byte, []int) {
-	return file_sandbox_proto_rawDescGZIP(), []int{20}
+	return file_sandbox_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *CallToolResponse) GetResultJson() []byte {
@@ -1342,7 +1419,7 @@ type ErrorDetail struct {
 
 func (x *ErrorDetail) Reset() {
 	*x = ErrorDetail{}
-	mi := &file_sandbox_proto_msgTypes[21]
+	mi := &file_sandbox_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1354,7 +1431,7 @@ func (x *ErrorDetail) String() string {
 func (*ErrorDetail) ProtoMessage() {}
 
 func (x *ErrorDetail) ProtoReflect() protoreflect.Message {
-	mi := &file_sandbox_proto_msgTypes[21]
+	mi := &file_sandbox_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1367,7 +1444,7 @@ func (x *ErrorDetail) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ErrorDetail.ProtoReflect.Descriptor instead.
 func (*ErrorDetail) Descriptor() ([]byte, []int) {
-	return file_sandbox_proto_rawDescGZIP(), []int{21}
+	return file_sandbox_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *ErrorDetail) GetClasses() []string {
@@ -1481,13 +1558,21 @@ const file_sandbox_proto_rawDesc = "" +
 	"\x06ttl_ms\x18\x03 \x01(\x03R\x05ttlMs\"V\n" +
 	"\x11MintTokenResponse\x12\x14\n" +
 	"\x05token\x18\x01 \x01(\tR\x05token\x12+\n" +
-	"\x12expires_at_unix_ms\x18\x02 \x01(\x03R\x0fexpiresAtUnixMs\"\x81\x01\n" +
+	"\x12expires_at_unix_ms\x18\x02 \x01(\x03R\x0fexpiresAtUnixMs\"\xb8\x01\n" +
 	"\x0fCallToolRequest\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x12\n" +
 	"\x04tool\x18\x02 \x01(\tR\x04tool\x12%\n" +
 	"\x0earguments_json\x18\x03 \x01(\fR\rargumentsJson\x12\x14\n" +
-	"\x05token\x18\x04 \x01(\tR\x05token\"e\n" +
+	"\x05token\x18\x04 \x01(\tR\x05token\x125\n" +
+	"\x06policy\x18\x05 \x01(\v2\x1d.orqest.sandbox.v1.ToolPolicyR\x06policy\"\x9b\x01\n" +
+	"\n" +
+	"ToolPolicy\x12'\n" +
+	"\x0fallowed_imports\x18\x01 \x03(\tR\x0eallowedImports\x12\x1d\n" +
+	"\n" +
+	"timeout_ms\x18\x02 \x01(\x03R\ttimeoutMs\x12\x1b\n" +
+	"\tmemory_mb\x18\x03 \x01(\x03R\bmemoryMb\x12(\n" +
+	"\x10max_output_bytes\x18\x04 \x01(\x03R\x0emaxOutputBytes\"e\n" +
 	"\x10CallToolResponse\x12\x1f\n" +
 	"\vresult_json\x18\x01 \x01(\fR\n" +
 	"resultJson\x120\n" +
@@ -1518,7 +1603,7 @@ func file_sandbox_proto_rawDescGZIP() []byte {
 	return file_sandbox_proto_rawDescData
 }
 
-var file_sandbox_proto_msgTypes = make([]protoimpl.MessageInfo, 22)
+var file_sandbox_proto_msgTypes = make([]protoimpl.MessageInfo, 23)
 var file_sandbox_proto_goTypes = []any{
 	(*InfoRequest)(nil),       // 0: orqest.sandbox.v1.InfoRequest
 	(*ConfigAttribute)(nil),   // 1: orqest.sandbox.v1.ConfigAttribute
@@ -1540,8 +1625,9 @@ var file_sandbox_proto_goTypes = []any{
 	(*MintTokenRequest)(nil),  // 17: orqest.sandbox.v1.MintTokenRequest
 	(*MintTokenResponse)(nil), // 18: orqest.sandbox.v1.MintTokenResponse
 	(*CallToolRequest)(nil),   // 19: orqest.sandbox.v1.CallToolRequest
-	(*CallToolResponse)(nil),  // 20: orqest.sandbox.v1.CallToolResponse
-	(*ErrorDetail)(nil),       // 21: orqest.sandbox.v1.ErrorDetail
+	(*ToolPolicy)(nil),        // 20: orqest.sandbox.v1.ToolPolicy
+	(*CallToolResponse)(nil),  // 21: orqest.sandbox.v1.CallToolResponse
+	(*ErrorDetail)(nil),       // 22: orqest.sandbox.v1.ErrorDetail
 }
 var file_sandbox_proto_depIdxs = []int32{
 	1,  // 0: orqest.sandbox.v1.InfoResponse.config_schema:type_name -> orqest.sandbox.v1.ConfigAttribute
@@ -1550,29 +1636,30 @@ var file_sandbox_proto_depIdxs = []int32{
 	5,  // 3: orqest.sandbox.v1.ExecutionResult.findings:type_name -> orqest.sandbox.v1.Finding
 	10, // 4: orqest.sandbox.v1.ExecuteResponse.result:type_name -> orqest.sandbox.v1.ExecutionResult
 	11, // 5: orqest.sandbox.v1.ExecuteResponse.events:type_name -> orqest.sandbox.v1.Event
-	11, // 6: orqest.sandbox.v1.CallToolResponse.events:type_name -> orqest.sandbox.v1.Event
-	5,  // 7: orqest.sandbox.v1.ErrorDetail.findings:type_name -> orqest.sandbox.v1.Finding
-	0,  // 8: orqest.sandbox.v1.Sandbox.Info:input_type -> orqest.sandbox.v1.InfoRequest
-	3,  // 9: orqest.sandbox.v1.Sandbox.Configure:input_type -> orqest.sandbox.v1.ConfigureRequest
-	6,  // 10: orqest.sandbox.v1.Sandbox.Validate:input_type -> orqest.sandbox.v1.ValidateRequest
-	8,  // 11: orqest.sandbox.v1.Sandbox.Execute:input_type -> orqest.sandbox.v1.ExecuteRequest
-	13, // 12: orqest.sandbox.v1.Sandbox.Open:input_type -> orqest.sandbox.v1.OpenRequest
-	15, // 13: orqest.sandbox.v1.Sandbox.Close:input_type -> orqest.sandbox.v1.CloseRequest
-	17, // 14: orqest.sandbox.v1.SessionTools.MintToken:input_type -> orqest.sandbox.v1.MintTokenRequest
-	19, // 15: orqest.sandbox.v1.SessionTools.CallTool:input_type -> orqest.sandbox.v1.CallToolRequest
-	2,  // 16: orqest.sandbox.v1.Sandbox.Info:output_type -> orqest.sandbox.v1.InfoResponse
-	4,  // 17: orqest.sandbox.v1.Sandbox.Configure:output_type -> orqest.sandbox.v1.ConfigureResponse
-	7,  // 18: orqest.sandbox.v1.Sandbox.Validate:output_type -> orqest.sandbox.v1.ValidateResponse
-	12, // 19: orqest.sandbox.v1.Sandbox.Execute:output_type -> orqest.sandbox.v1.ExecuteResponse
-	14, // 20: orqest.sandbox.v1.Sandbox.Open:output_type -> orqest.sandbox.v1.OpenResponse
-	16, // 21: orqest.sandbox.v1.Sandbox.Close:output_type -> orqest.sandbox.v1.CloseResponse
-	18, // 22: orqest.sandbox.v1.SessionTools.MintToken:output_type -> orqest.sandbox.v1.MintTokenResponse
-	20, // 23: orqest.sandbox.v1.SessionTools.CallTool:output_type -> orqest.sandbox.v1.CallToolResponse
-	16, // [16:24] is the sub-list for method output_type
-	8,  // [8:16] is the sub-list for method input_type
-	8,  // [8:8] is the sub-list for extension type_name
-	8,  // [8:8] is the sub-list for extension extendee
-	0,  // [0:8] is the sub-list for field type_name
+	20, // 6: orqest.sandbox.v1.CallToolRequest.policy:type_name -> orqest.sandbox.v1.ToolPolicy
+	11, // 7: orqest.sandbox.v1.CallToolResponse.events:type_name -> orqest.sandbox.v1.Event
+	5,  // 8: orqest.sandbox.v1.ErrorDetail.findings:type_name -> orqest.sandbox.v1.Finding
+	0,  // 9: orqest.sandbox.v1.Sandbox.Info:input_type -> orqest.sandbox.v1.InfoRequest
+	3,  // 10: orqest.sandbox.v1.Sandbox.Configure:input_type -> orqest.sandbox.v1.ConfigureRequest
+	6,  // 11: orqest.sandbox.v1.Sandbox.Validate:input_type -> orqest.sandbox.v1.ValidateRequest
+	8,  // 12: orqest.sandbox.v1.Sandbox.Execute:input_type -> orqest.sandbox.v1.ExecuteRequest
+	13, // 13: orqest.sandbox.v1.Sandbox.Open:input_type -> orqest.sandbox.v1.OpenRequest
+	15, // 14: orqest.sandbox.v1.Sandbox.Close:input_type -> orqest.sandbox.v1.CloseRequest
+	17, // 15: orqest.sandbox.v1.SessionTools.MintToken:input_type -> orqest.sandbox.v1.MintTokenRequest
+	19, // 16: orqest.sandbox.v1.SessionTools.CallTool:input_type -> orqest.sandbox.v1.CallToolRequest
+	2,  // 17: orqest.sandbox.v1.Sandbox.Info:output_type -> orqest.sandbox.v1.InfoResponse
+	4,  // 18: orqest.sandbox.v1.Sandbox.Configure:output_type -> orqest.sandbox.v1.ConfigureResponse
+	7,  // 19: orqest.sandbox.v1.Sandbox.Validate:output_type -> orqest.sandbox.v1.ValidateResponse
+	12, // 20: orqest.sandbox.v1.Sandbox.Execute:output_type -> orqest.sandbox.v1.ExecuteResponse
+	14, // 21: orqest.sandbox.v1.Sandbox.Open:output_type -> orqest.sandbox.v1.OpenResponse
+	16, // 22: orqest.sandbox.v1.Sandbox.Close:output_type -> orqest.sandbox.v1.CloseResponse
+	18, // 23: orqest.sandbox.v1.SessionTools.MintToken:output_type -> orqest.sandbox.v1.MintTokenResponse
+	21, // 24: orqest.sandbox.v1.SessionTools.CallTool:output_type -> orqest.sandbox.v1.CallToolResponse
+	17, // [17:25] is the sub-list for method output_type
+	9,  // [9:17] is the sub-list for method input_type
+	9,  // [9:9] is the sub-list for extension type_name
+	9,  // [9:9] is the sub-list for extension extendee
+	0,  // [0:9] is the sub-list for field type_name
 }
 
 func init() { file_sandbox_proto_init() }
@@ -1586,7 +1673,7 @@ func file_sandbox_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_sandbox_proto_rawDesc), len(file_sandbox_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   22,
+			NumMessages:   23,
 			NumExtensions: 0,
 			NumServices:   2,
 		},

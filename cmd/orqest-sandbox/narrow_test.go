@@ -1,0 +1,120 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/orqest/sandbox/host"
+	"github.com/orqest/sandbox/shared"
+	"github.com/orqest/sandbox/shared/plugin"
+)
+
+// A tool promoted under a policy that allowed collections stops running
+// once the operator narrows the policy to no imports: the call through the
+// host is refused (permission denied, naming the import) and the code does
+// not run; a promoted tool within the new policy still runs, and runs with
+// the new policy's timeout, not the runtime's default.
+func TestPromotedToolsFollowPolicyNarrowing(t *testing.T) {
+	if out, err := exec.Command("docker", "image", "inspect", "orqest/agent-runtime:0.1.0").CombinedOutput(); err != nil {
+		msg := fmt.Sprintf("docker or the runtime image is unavailable (run `make image`): %v %s", err, out)
+		if os.Getenv("ORQEST_REQUIRE_DOCKER") == "1" {
+			t.Fatal(msg)
+		}
+		t.Skip("SKIPPING: " + msg)
+	}
+	dockerPlugin := filepath.Join(binDir, plugin.PluginPrefix+"docker")
+	if _, err := os.Stat(dockerPlugin); err != nil {
+		cmd := exec.Command("go", "build", "-o", dockerPlugin, "./cmd/orqest-sandbox-plugin-docker")
+		cmd.Dir = "../.."
+		if b, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("go build ./cmd/orqest-sandbox-plugin-docker: %v\n%s", err, b)
+		}
+	}
+	user := "orqtest-narrow-" + randomID()
+	t.Cleanup(func() { _ = exec.Command("docker", "volume", "rm", "-f", "orqest-user-"+user).Run() })
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+
+	load := func(policy string) (*host.Host, *host.Sandbox, string) {
+		t.Helper()
+		src := fmt.Sprintf(`
+policy "p" {
+%s
+}
+sandbox "docker" {
+  plugin = "docker"
+  policy = "p"
+  config { image = "orqest/agent-runtime:0.1.0" }
+  promotion { policy = "eager" }
+}
+`, policy)
+		cfg, diags := host.ParseConfig(filepath.Join(t.TempDir(), "config.hcl"), []byte(src))
+		if diags.HasErrors() {
+			t.Fatal(diags)
+		}
+		h, err := host.Load(ctx, cfg, host.WithPluginDirs(binDir))
+		if err != nil {
+			t.Fatal(err)
+		}
+		sb, err := h.Sandbox(ctx, "docker")
+		if err != nil {
+			t.Fatal(err)
+		}
+		open, err := sb.Open(ctx, shared.OpenRequest{UserID: user})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { sb.CloseSession(context.Background(), open.SessionID); h.Close() })
+		return h, sb, open.SessionID
+	}
+
+	// Promoted under a policy that allows collections.
+	_, sb, sid := load(`  allowed_imports = ["collections"]
+  timeout = "10s"`)
+	tools := map[string]string{
+		"counter": "import collections\nreturn dict(collections.Counter(args.get('s', 'abca')))",
+		"plain":   "return args.get('x', 1) * 2",
+		"spinner": "if args.get('spin'):\n    while True:\n        pass\nreturn 'ok'",
+	}
+	for name, code := range tools {
+		res, err := sb.Execute(ctx, shared.ExecuteRequest{Code: code, ToolName: name, SessionID: sid, UserID: user, AllowedImports: []string{"collections"}})
+		if err != nil || !res.Success {
+			t.Fatalf("%s: %v %+v", name, err, res)
+		}
+	}
+	tok, err := sb.MintToken(ctx, sid, shared.ScopeAgent, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out, err := sb.CallSessionTool(ctx, sid, "counter", map[string]any{"s": "aab"}, tok.Token); err != nil || !strings.Contains(string(out), `"output":{"a":2,"b":1}`) {
+		t.Fatalf("counter under the policy it was promoted with: %s %v", out, err)
+	}
+
+	// The operator narrows the policy: no imports, a 1 s timeout.
+	_, sb, sid = load(`  timeout = "1s"`)
+	tok, err = sb.MintToken(ctx, sid, shared.ScopeAgent, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := sb.CallSessionTool(ctx, sid, "counter", map[string]any{"s": "aab"}, tok.Token)
+	if !errors.Is(err, shared.ErrPermissionDenied) || !strings.Contains(err.Error(), "collections") || !strings.Contains(err.Error(), "not run") {
+		t.Fatalf("counter after narrowing: %s %v, want permission denied naming collections", out, err)
+	}
+	out, err = sb.CallSessionTool(ctx, sid, "plain", map[string]any{"x": 21}, tok.Token)
+	if err != nil || !strings.Contains(string(out), `"output":42`) {
+		t.Fatalf("plain after narrowing: %s %v", out, err)
+	}
+	out, err = sb.CallSessionTool(ctx, sid, "spinner", map[string]any{"spin": true}, tok.Token)
+	var res shared.ExecutionResult
+	if err != nil || json.Unmarshal(out, &res) != nil || res.ErrorKind != shared.KindTimeout || res.Limits.TimeoutMS != 1000 {
+		t.Fatalf("spinner after narrowing: %s %v, want a timeout at the policy's 1000 ms", out, err)
+	}
+}
