@@ -3,6 +3,7 @@ package host
 import (
 	"encoding/json"
 	"fmt"
+	"strings"
 
 	"github.com/hashicorp/hcl/v2"
 	"github.com/hashicorp/hcl/v2/ext/typeexpr"
@@ -16,12 +17,25 @@ import (
 
 // SchemaSpec builds the hcldec spec of a plugin's config block from the
 // schema it advertises in Info. Attribute types are HCL type expressions:
-// "string", "number", "bool", "list(string)", "map(number)", ...
+// "string", "number", "bool", "list(string)", "map(number)", ...; an
+// attribute of type shared.ConfigBlock is a nested block (at most one) with
+// its own attributes, as Nomad's driver plugins declare theirs.
 func SchemaSpec(schema []shared.ConfigAttribute) (hcldec.ObjectSpec, error) {
 	spec := hcldec.ObjectSpec{}
 	for _, a := range schema {
 		if !hclsyntax.ValidIdentifier(a.Name) {
 			return nil, fmt.Errorf("config attribute %q is not a valid HCL identifier", a.Name)
+		}
+		if a.Type == shared.ConfigBlock {
+			nested, err := SchemaSpec(a.Attributes)
+			if err != nil {
+				return nil, fmt.Errorf("config block %q: %v", a.Name, err)
+			}
+			spec[a.Name] = &hcldec.BlockSpec{TypeName: a.Name, Nested: nested, Required: a.Required}
+			continue
+		}
+		if len(a.Attributes) > 0 {
+			return nil, fmt.Errorf("config attribute %q has nested attributes but is not of type %q", a.Name, shared.ConfigBlock)
 		}
 		ty, err := parseType(a.Type)
 		if err != nil {
@@ -73,23 +87,32 @@ func decodeBackendConfig(sb *SandboxConfig, pluginName string, schema []shared.C
 		}
 		return nil, diags
 	}
-	// Drop unset (null) attributes so that plugins see only what was written.
-	attrs := map[string]cty.Value{}
-	for it := val.ElementIterator(); it.Next(); {
-		k, v := it.Element()
-		if !v.IsNull() {
-			attrs[k.AsString()] = v
-		}
-	}
-	obj := cty.EmptyObjectVal
-	if len(attrs) > 0 {
-		obj = cty.ObjectVal(attrs)
-	}
+	obj := dropNulls(val)
 	b, err := ctyjson.Marshal(obj, obj.Type())
 	if err != nil {
 		return nil, hcl.Diagnostics{errDiag(sb.Config.DefRange, "Cannot encode config block", err.Error())}
 	}
 	return b, diags
+}
+
+// dropNulls removes unset (null) attributes, in nested blocks too, so that
+// plugins see only what was written.
+func dropNulls(val cty.Value) cty.Value {
+	attrs := map[string]cty.Value{}
+	for it := val.ElementIterator(); it.Next(); {
+		k, v := it.Element()
+		if v.IsNull() {
+			continue
+		}
+		if v.Type().IsObjectType() {
+			v = dropNulls(v)
+		}
+		attrs[k.AsString()] = v
+	}
+	if len(attrs) == 0 {
+		return cty.EmptyObjectVal
+	}
+	return cty.ObjectVal(attrs)
 }
 
 func schemaNames(schema []shared.ConfigAttribute) string {
@@ -104,4 +127,41 @@ func schemaNames(schema []shared.ConfigAttribute) string {
 		s += fmt.Sprintf("%s (%s)", a.Name, a.Type)
 	}
 	return s
+}
+
+// configRange returns where a sandbox's config block writes field, a path
+// of names ("image", "promotion.threshold": an attribute of a nested
+// block); ok is false when the block does not write it (a default was at
+// fault).
+func configRange(sb *SandboxConfig, field string) (r hcl.Range, ok bool) {
+	if sb.Config == nil {
+		return r, false
+	}
+	body, isSyntax := sb.Config.Body.(*hclsyntax.Body)
+	if !isSyntax {
+		return r, false
+	}
+	parts := strings.Split(field, ".")
+	for i, name := range parts {
+		if i == len(parts)-1 {
+			if a, found := body.Attributes[name]; found {
+				return a.Expr.Range(), true
+			}
+		}
+		var next *hclsyntax.Block
+		for _, b := range body.Blocks {
+			if b.Type == name {
+				next = b
+				break
+			}
+		}
+		if next == nil {
+			return r, false
+		}
+		if i == len(parts)-1 {
+			return next.DefRange(), true
+		}
+		body = next.Body
+	}
+	return r, false
 }

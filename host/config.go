@@ -193,9 +193,9 @@ type SandboxConfig struct {
 	// stay behind for the next caller. See Sandbox.CheckSharedServing.
 	UnsafeShared bool           `hcl:"unsafe_shared,optional"`
 	Config       *BackendConfig `hcl:"config,block"`
-	// Promotion is the per-user tool library's policy (library.go); only
-	// a plugin that declares the tool_library capability takes it.
-	Promotion *PromotionConfig `hcl:"promotion,block"`
+	// Promotion is a promotion block at the sandbox level, its old place:
+	// refused with a diagnostic that says to move it into config (library.go).
+	Promotion *LegacyPromotion `hcl:"promotion,block"`
 
 	DefRange    hcl.Range `hcl:",def_range"`
 	PluginRange hcl.Range `hcl:"plugin,attr_value_range"`
@@ -429,7 +429,7 @@ func (c *Config) check() hcl.Diagnostics {
 			continue
 		}
 		seenSandbox[s.Name] = s
-		diags = append(diags, s.Promotion.check()...) // library.go
+		diags = append(diags, s.Promotion.check(s.Name)...) // library.go
 		if !pluginNameRe.MatchString(s.Plugin) {
 			diags = append(diags, errDiag(s.PluginRange, "Invalid plugin name",
 				fmt.Sprintf("Plugin name %q must be lower-case letters, digits, '.', '_' or '-'.", s.Plugin)))

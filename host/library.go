@@ -1,26 +1,20 @@
 package host
 
-// The host side of a per-user tool library (tier 2): the
-// `promotion {}` block of a sandbox, the backend's events on the host bus,
-// operator tokens (MintOperatorToken) and the operator
-// calls list_tools / promote_tool / forget_tool.
-//
-// The promotion block is decoded by the host (typed, with source ranges)
-// rather than by a plugin's config schema: a tool library is a capability
-// of the contract (shared/toollib), not an option of one backend, so every
-// backend that keeps one (tier 2 today, any later session tier through the
-// same runtime) takes the same block, as Terraform's `lifecycle` block is
-// the same for every resource. A plugin takes it only if it declares the
-// tool_library capability; the host then hands it to the plugin as a
-// toollib.Promotion inside its config JSON under the key "promotion":
+// The host side of a per-user tool library (tier 2): the backend's events
+// on the host bus, operator tokens (MintOperatorToken) and the operator
+// calls list_tools / promote_tool / forget_tool. The promotion policy is an
+// option of the backend that keeps the library, a nested block of its
+// config schema:
 //
 //	sandbox "docker" {
 //	  plugin = "docker"
-//	  config { image = "orqest/agent-runtime:0.1.0" }
-//	  promotion {
-//	    policy                = "threshold"   # | "eager" | "operator_approval"
-//	    threshold             = 3             # successes of one (name, code hash)
-//	    demote_after_failures = 5             # 0: never
+//	  config {
+//	    image = "orqest/agent-runtime:0.1.0"
+//	    promotion {
+//	      policy                = "threshold"   # | "eager" | "operator_approval"
+//	      threshold             = 3             # successes of one (name, code hash)
+//	      demote_after_failures = 5             # 0: never
+//	    }
 //	  }
 //	}
 
@@ -40,82 +34,21 @@ import (
 // backend in ExecuteResponse.Events and CallToolResponse.Events, are
 // published on the host's bus with the sandbox's name.
 
-// PromotionConfig is a sandbox's `promotion {}` block.
-type PromotionConfig struct {
-	Policy              *string `hcl:"policy,optional"`
-	Threshold           *int    `hcl:"threshold,optional"`
-	DemoteAfterFailures *int    `hcl:"demote_after_failures,optional"`
-
-	DefRange            hcl.Range `hcl:",def_range"`
-	PolicyRange         hcl.Range `hcl:"policy,attr_value_range"`
-	ThresholdRange      hcl.Range `hcl:"threshold,attr_value_range"`
-	DemoteAfterFailRnge hcl.Range `hcl:"demote_after_failures,attr_value_range"`
+// LegacyPromotion is a `promotion {}` block written at the sandbox level,
+// where it lived before it moved into the backend's config block: it is
+// only kept to point the operator at the new place.
+type LegacyPromotion struct {
+	Remain   hcl.Body  `hcl:",remain"`
+	DefRange hcl.Range `hcl:",def_range"`
 }
 
-func (p *PromotionConfig) check() hcl.Diagnostics {
+// check refuses the old place with a diagnostic saying where it went.
+func (p *LegacyPromotion) check(sandbox string) hcl.Diagnostics {
 	if p == nil {
 		return nil
 	}
-	var diags hcl.Diagnostics
-	if p.Policy != nil {
-		switch *p.Policy {
-		case toollib.PolicyThreshold, toollib.PolicyEager, toollib.PolicyOperatorApproval:
-		default:
-			diags = append(diags, errDiag(p.PolicyRange, "Unknown promotion policy",
-				fmt.Sprintf("Promotion policy %q: want %q (promote after `threshold` successes, default 3), %q (every success) or %q (a tool.promotion_pending event; an operator promotes).",
-					*p.Policy, toollib.PolicyThreshold, toollib.PolicyEager, toollib.PolicyOperatorApproval)))
-		}
-	}
-	if p.Threshold != nil {
-		if *p.Threshold < 1 || *p.Threshold > 1_000_000 {
-			diags = append(diags, errDiag(p.ThresholdRange, "Invalid promotion threshold",
-				fmt.Sprintf("threshold = %d: want a count of successful invocations from 1 to 1000000.", *p.Threshold)))
-		} else if p.Policy != nil && *p.Policy == toollib.PolicyEager && *p.Threshold != 1 {
-			diags = append(diags, errDiag(p.ThresholdRange, "Threshold with the eager policy",
-				"The eager policy promotes on every success; remove threshold or use policy = \"threshold\"."))
-		}
-	}
-	if p.DemoteAfterFailures != nil && (*p.DemoteAfterFailures < 0 || *p.DemoteAfterFailures > 1_000_000) {
-		diags = append(diags, errDiag(p.DemoteAfterFailRnge, "Invalid demote_after_failures",
-			fmt.Sprintf("demote_after_failures = %d: want 0 (never) or a count of consecutive failures.", *p.DemoteAfterFailures)))
-	}
-	return diags
-}
-
-// addPromotion adds the sandbox's promotion block to the plugin's config
-// JSON (key "promotion"), or refuses it when the plugin keeps no library.
-func addPromotion(sb *SandboxConfig, pluginName string, info shared.InfoResponse, cfg json.RawMessage, diags hcl.Diagnostics) (json.RawMessage, hcl.Diagnostics) {
-	p := sb.Promotion
-	if p == nil || diags.HasErrors() {
-		return cfg, diags
-	}
-	if !info.Has(shared.CapToolLibrary) {
-		return nil, append(diags, errDiag(p.DefRange, "Plugin keeps no tool library",
-			fmt.Sprintf("Sandbox %q: plugin %q does not declare the %q capability, so a promotion block has no effect. Remove it or use a session tier that keeps a per-user tool library (docker).", sb.Name, pluginName, shared.CapToolLibrary)))
-	}
-	obj := map[string]json.RawMessage{}
-	if len(cfg) > 0 {
-		if err := json.Unmarshal(cfg, &obj); err != nil {
-			return nil, append(diags, errDiag(p.DefRange, "Cannot encode config block", err.Error()))
-		}
-	}
-	var m toollib.Promotion
-	if p.Policy != nil {
-		m.Policy = *p.Policy
-	}
-	if p.Threshold != nil {
-		m.Threshold = *p.Threshold
-	}
-	if p.DemoteAfterFailures != nil {
-		m.DemoteAfterFailures = *p.DemoteAfterFailures
-	}
-	b, _ := json.Marshal(m)
-	obj["promotion"] = b
-	out, err := json.Marshal(obj)
-	if err != nil {
-		return nil, append(diags, errDiag(p.DefRange, "Cannot encode config block", err.Error()))
-	}
-	return out, diags
+	return hcl.Diagnostics{errDiag(p.DefRange, "The promotion block moved into config",
+		fmt.Sprintf("Sandbox %q: the tool library's promotion block is an option of the backend that keeps the library: write it inside the sandbox's config block, config { promotion { policy = ... } }.", sandbox))}
 }
 
 // publish puts a backend's events on the host's bus, stamped with the

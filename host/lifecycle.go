@@ -12,6 +12,7 @@ import (
 	"sync"
 
 	goplugin "github.com/hashicorp/go-plugin"
+	"github.com/hashicorp/hcl/v2"
 
 	"github.com/orqest/sandbox/shared"
 	"github.com/orqest/sandbox/shared/plugin"
@@ -179,7 +180,6 @@ func (in *instance) get(ctx context.Context) (*launched, error) {
 			in.sb.Name, in.entry.Name, info.APIVersions, shared.APIVersion, shared.ErrFailedPrecondition)
 	}
 	cfgJSON, diags := decodeBackendConfig(in.sb, in.entry.Name, info.ConfigSchema)
-	cfgJSON, diags = addPromotion(in.sb, in.entry.Name, info, cfgJSON, diags) // library.go
 	if diags.HasErrors() {
 		l.kill()
 		return nil, &DiagnosticsError{Diagnostics: diags, Files: in.host.cfg.Files}
@@ -189,6 +189,14 @@ func (in *instance) get(ctx context.Context) (*launched, error) {
 	pol := in.host.cfg.SandboxPolicy(in.sb)
 	if _, err := l.impl.Configure(ctx, shared.ConfigureRequest{Config: cfgJSON, Unsafe: in.sb.Unsafe, AllowedPackages: pol.AllowedPackages, Classes: pol.Classes}); err != nil {
 		l.kill()
+		// A refusal that names a config attribute points at it.
+		var fe *shared.FieldError
+		if errors.As(err, &fe) {
+			if r, ok := configRange(in.sb, fe.Field); ok {
+				return nil, &DiagnosticsError{Files: in.host.cfg.Files, Diagnostics: hcl.Diagnostics{errDiag(r, "Invalid plugin configuration",
+					fmt.Sprintf("Sandbox %q: plugin %q refused %s: %s.", in.sb.Name, in.entry.Name, fe.Field, fe.Reason))}}
+			}
+		}
 		r := in.sb.DefRange
 		return nil, fmt.Errorf("%s:%d:%d: sandbox %q: plugin %q refused its configuration: %w",
 			r.Filename, r.Start.Line, r.Start.Column, in.sb.Name, in.entry.Name, err)

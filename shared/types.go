@@ -64,7 +64,7 @@ const (
 	CapFreshProcess        Capability = "fresh_process_per_execution"
 	CapOutputLimit         Capability = "output_limit"
 	// CapToolLibrary: sessions keep a per-user tool library with promotion
-	// policies (a `promotion {}` block in the sandbox applies; see SessionTools).
+	// policies (the backend's config declares how; the docker plugin's `promotion {}` block; see SessionTools).
 	CapToolLibrary Capability = "tool_library"
 	// CapDependencies: the backend installs ExecuteRequest.Dependencies
 	// (from the policy's allowed_packages only). The host refuses
@@ -99,15 +99,24 @@ func (i InfoResponse) Has(c Capability) bool {
 	return false
 }
 
-// ConfigAttribute is one attribute of a backend's `config {}` block. The host
-// decodes the block against this schema so that an unknown or mistyped
-// attribute is an HCL diagnostic with a source range.
+// ConfigAttribute is one attribute of a backend's `config {}` block, or a
+// nested block in it. The host decodes the block against this schema so that
+// an unknown or mistyped attribute is an HCL diagnostic with a source range.
 type ConfigAttribute struct {
-	Name        string
-	Type        string // "string", "number", "bool", "list(string)"
+	Name string
+	// Type is an HCL type expression ("string", "number", "bool",
+	// "list(string)", ...), or ConfigBlock: a nested block (at most one)
+	// whose attributes are Attributes, decoded into a JSON object under
+	// Name.
+	Type        string
 	Required    bool
 	Description string
+	// Attributes are a ConfigBlock's attributes.
+	Attributes []ConfigAttribute
 }
+
+// ConfigBlock is the Type of a ConfigAttribute that is a nested block.
+const ConfigBlock = "block"
 
 // ConfigureRequest carries policy-level settings to a backend.
 type ConfigureRequest struct {

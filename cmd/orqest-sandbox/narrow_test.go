@@ -52,8 +52,10 @@ policy "p" {
 sandbox "docker" {
   plugin = "docker"
   policy = "p"
-  config { image = "orqest/agent-runtime:0.1.0" }
-  promotion { policy = "eager" }
+  config {
+    image = "orqest/agent-runtime:0.1.0"
+    promotion { policy = "eager" }
+  }
 }
 `, policy)
 		cfg, diags := host.ParseConfig(filepath.Join(t.TempDir(), "config.hcl"), []byte(src))
@@ -116,5 +118,43 @@ sandbox "docker" {
 	var res shared.ExecutionResult
 	if err != nil || json.Unmarshal(out, &res) != nil || res.ErrorKind != shared.KindTimeout || res.Limits.TimeoutMS != 1000 {
 		t.Fatalf("spinner after narrowing: %s %v, want a timeout at the policy's 1000 ms", out, err)
+	}
+}
+
+// A promotion value the docker plugin refuses is a diagnostic at the
+// attribute in the policy file (the plugin's FieldError crosses the wire).
+func TestPromotionRefusalPointsAtTheAttribute(t *testing.T) {
+	if out, err := exec.Command("docker", "image", "inspect", "orqest/agent-runtime:0.1.0").CombinedOutput(); err != nil {
+		msg := fmt.Sprintf("docker or the runtime image is unavailable (run `make image`): %v %s", err, out)
+		if os.Getenv("ORQEST_REQUIRE_DOCKER") == "1" {
+			t.Fatal(msg)
+		}
+		t.Skip("SKIPPING: " + msg)
+	}
+	dockerPlugin := filepath.Join(binDir, plugin.PluginPrefix+"docker")
+	if _, err := os.Stat(dockerPlugin); err != nil {
+		cmd := exec.Command("go", "build", "-o", dockerPlugin, "./cmd/orqest-sandbox-plugin-docker")
+		cmd.Dir = "../.."
+		if b, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("go build ./cmd/orqest-sandbox-plugin-docker: %v\n%s", err, b)
+		}
+	}
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "config.hcl")
+	os.WriteFile(cfg, []byte(fmt.Sprintf(`plugin_dir = %q
+sandbox "docker" {
+  plugin = "docker"
+  config {
+    image = "orqest/agent-runtime:0.1.0"
+    promotion {
+      policy    = "eager"
+      threshold = 4
+    }
+  }
+}
+`, binDir)), 0o600)
+	r := runCLI(t, dir, "", "policy", "check", cfg)
+	if r.code != exitError || !strings.Contains(r.stderr, cfg+":8:19: Error: Invalid plugin configuration") || !strings.Contains(r.stderr, "promotion.threshold") {
+		t.Errorf("policy check: exit %d\n%s", r.code, r.stderr)
 	}
 }

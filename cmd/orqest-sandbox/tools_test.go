@@ -49,8 +49,10 @@ policy "p" {
 sandbox "docker" {
   plugin = "docker"
   policy = "p"
-  config { image = "orqest/agent-runtime:0.1.0" }
-  promotion { policy = "operator_approval" }
+  config {
+    image = "orqest/agent-runtime:0.1.0"
+    promotion { policy = "operator_approval" }
+  }
 }
 `, binDir)
 	if err := os.WriteFile(filepath.Join(dir, "config.hcl"), []byte(cfg), 0o600); err != nil {

@@ -79,8 +79,8 @@ type Config struct {
 	// read-only at rtproto.WheelMount: the package source of dependencies
 	// (only those in the policy's allowed_packages are installed).
 	WheelDir string `json:"wheel_dir"`
-	// Promotion is the tool library's policy: the sandbox's `promotion {}`
-	// block, which the host adds to this JSON (library.go).
+	// Promotion is the tool library's policy: the `promotion {}` block
+	// inside the sandbox's config block (a nested block of the schema).
 	Promotion *toollib.Promotion `json:"promotion"`
 
 	openTimeout time.Duration
@@ -176,6 +176,11 @@ func (b *Backend) Info(context.Context, shared.InfoRequest) (shared.InfoResponse
 			{Name: "allowed_origins", Type: "string", Description: `bridge mode: ORQEST_ALLOWED_ORIGINS for the runtime (default loopback origins; "" disables the Origin check)`},
 			{Name: "open_timeout", Type: "string", Description: `container start to MCP initialize bound (default "30s")`},
 			{Name: "wheel_dir", Type: "string", Description: "absolute host directory of pure-Python wheels, mounted read-only into the container: the source of `dependencies` (only the policy's allowed_packages are installed, into a per-agent venv)"},
+			{Name: "promotion", Type: shared.ConfigBlock, Description: "the per-user tool library's promotion policy", Attributes: []shared.ConfigAttribute{
+				{Name: "policy", Type: "string", Description: `"threshold" (default: promote after threshold successes of the same name and code), "eager" (every success) or "operator_approval" (a tool.promotion_pending event; an operator promotes)`},
+				{Name: "threshold", Type: "number", Description: fmt.Sprintf("successful invocations that promote a tool (threshold, default %d) or make it pending (operator_approval, default 1)", toollib.DefaultThreshold)},
+				{Name: "demote_after_failures", Type: "number", Description: "demote a promoted tool after this many consecutive failures (default 0: never)"},
+			}},
 		},
 		Description: "Tier 2: one hardened container per session (cap-drop ALL but CHOWN/KILL/SETUID/SETGID for the runtime, read-only root, the runtime as root owning /data alone and user code on uid 65534 without capabilities, pids/memory/cpu limits, no-new-privileges, no network, tmpfs /workspace, per-user volume /data) running an MCP runtime over the attached stdio; every call carries a per-session HS256 JWT.",
 	}, nil

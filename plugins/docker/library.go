@@ -1,7 +1,7 @@
 package docker
 
 // The plugin side of the per-user tool library: the promotion
-// policy from the host (the sandbox's `promotion {}` block arrives in the
+// policy (the `promotion {}` block of the plugin's config schema, in the
 // config JSON as "promotion") goes to the runtime in the hello line; the
 // library's events come back in each tool result's _meta and are handed to
 // the host in ExecuteResponse.Events / CallToolResponse.Events; and
@@ -10,6 +10,7 @@ package docker
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"time"
 
@@ -33,6 +34,10 @@ func (c *Config) normalizePromotion() error {
 	}
 	p, err := p.Normalize()
 	if err != nil {
+		var fe *shared.FieldError
+		if errors.As(err, &fe) { // the attribute of the config's promotion block
+			return fmt.Errorf("docker config: %w", &shared.FieldError{Field: "promotion." + fe.Field, Reason: fe.Reason})
+		}
 		return fmt.Errorf("docker config: %v: %w", err, shared.ErrInvalidArgument)
 	}
 	c.Promotion = &p

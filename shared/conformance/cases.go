@@ -79,21 +79,7 @@ func caseInfo(t *testing.T, h *harness) {
 	if !speaks {
 		t.Errorf("Info.APIVersions = %v, want it to contain shared.APIVersion (%d)", i.APIVersions, shared.APIVersion)
 	}
-	seen := map[string]bool{}
-	for _, a := range i.ConfigSchema {
-		if a.Name == "" {
-			t.Errorf("ConfigSchema has an attribute without a name: %+v", a)
-		}
-		if seen[a.Name] {
-			t.Errorf("ConfigSchema declares %q twice", a.Name)
-		}
-		seen[a.Name] = true
-		switch a.Type {
-		case "string", "number", "bool", "list(string)":
-		default:
-			t.Errorf("ConfigSchema attribute %q has type %q; want string, number, bool or list(string)", a.Name, a.Type)
-		}
-	}
+	checkSchema(t, "ConfigSchema", i.ConfigSchema)
 	if h.mode != ModeGRPC {
 		return
 	}
@@ -678,5 +664,38 @@ func caseUnsafeOptIn(t *testing.T, h *harness) {
 	}
 	if !errors.Is(err, shared.ErrFailedPrecondition) {
 		t.Errorf("a tier-0 backend configured with unsafe=false returned %v; want shared.ErrFailedPrecondition", err)
+	}
+}
+
+// checkSchema checks a config schema: named, unique attributes of the
+// types the host decodes, nested blocks (shared.ConfigBlock) with
+// attributes of their own and no deeper blocks.
+func checkSchema(t *testing.T, where string, schema []shared.ConfigAttribute) {
+	t.Helper()
+	seen := map[string]bool{}
+	for _, a := range schema {
+		if a.Name == "" {
+			t.Errorf("%s has an attribute without a name: %+v", where, a)
+		}
+		if seen[a.Name] {
+			t.Errorf("%s declares %q twice", where, a.Name)
+		}
+		seen[a.Name] = true
+		switch a.Type {
+		case "string", "number", "bool", "list(string)":
+			if len(a.Attributes) > 0 {
+				t.Errorf("%s attribute %q of type %q has nested attributes", where, a.Name, a.Type)
+			}
+		case shared.ConfigBlock:
+			if where != "ConfigSchema" {
+				t.Errorf("%s nests block %q: one level of blocks only", where, a.Name)
+			}
+			if len(a.Attributes) == 0 {
+				t.Errorf("%s block %q declares no attributes", where, a.Name)
+			}
+			checkSchema(t, where+" block "+a.Name, a.Attributes)
+		default:
+			t.Errorf("%s attribute %q has type %q; want string, number, bool, list(string) or %q", where, a.Name, a.Type, shared.ConfigBlock)
+		}
 	}
 }

@@ -72,6 +72,10 @@ func ToGRPC(err error) error {
 	if errors.As(err, &ve) {
 		detail.Findings = findingsToProto(ve.Findings)
 	}
+	var fe *shared.FieldError
+	if errors.As(err, &fe) {
+		detail.Field, detail.Reason = fe.Field, fe.Reason
+	}
 	st := status.New(code, err.Error())
 	if ds, derr := st.WithDetails(detail); derr == nil {
 		st = ds
@@ -116,6 +120,9 @@ func fromGRPC(err error, notSent bool) error {
 				out.classes = append(out.classes, &shared.ValidationError{Findings: findingsFromProto(detail.GetFindings())})
 				break
 			}
+		}
+		if f := detail.GetField(); f != "" {
+			out.classes = append(out.classes, &shared.FieldError{Field: f, Reason: detail.GetReason()})
 		}
 		if len(out.classes) == 0 {
 			out.classes = []error{shared.ErrInternal}

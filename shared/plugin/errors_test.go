@@ -133,3 +133,14 @@ func TestCallOnDeadPluginIsNotRun(t *testing.T) {
 		t.Fatalf("exited: want ErrNotRun, got %v", err)
 	}
 }
+
+// A FieldError keeps its field across the wire, so the host can point at
+// the config attribute or request field at fault.
+func TestFieldErrorSurvivesGRPC(t *testing.T) {
+	in := fmt.Errorf("docker config: %w", &shared.FieldError{Field: "promotion.threshold", Reason: "want 1 to 1000000"})
+	back := FromGRPC(ToGRPC(in))
+	var fe *shared.FieldError
+	if !errors.Is(back, shared.ErrInvalidArgument) || !errors.As(back, &fe) || fe.Field != "promotion.threshold" || fe.Reason != "want 1 to 1000000" {
+		t.Fatalf("want the FieldError back, got %v (%+v)", back, fe)
+	}
+}

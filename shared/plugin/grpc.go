@@ -75,11 +75,7 @@ func (c *GRPCClient) Info(ctx context.Context, _ shared.InfoRequest) (shared.Inf
 	for _, c := range r.GetCapabilities() {
 		out.Capabilities = append(out.Capabilities, shared.Capability(c))
 	}
-	for _, a := range r.GetConfigSchema() {
-		out.ConfigSchema = append(out.ConfigSchema, shared.ConfigAttribute{
-			Name: a.GetName(), Type: a.GetType(), Required: a.GetRequired(), Description: a.GetDescription(),
-		})
-	}
+	out.ConfigSchema = schemaFromProto(r.GetConfigSchema())
 	return out, nil
 }
 
@@ -161,11 +157,7 @@ func (s *GRPCServer) Info(ctx context.Context, _ *proto.InfoRequest) (*proto.Inf
 	for _, c := range r.Capabilities {
 		out.Capabilities = append(out.Capabilities, string(c))
 	}
-	for _, a := range r.ConfigSchema {
-		out.ConfigSchema = append(out.ConfigSchema, &proto.ConfigAttribute{
-			Name: a.Name, Type: a.Type, Required: a.Required, Description: a.Description,
-		})
-	}
+	out.ConfigSchema = schemaToProto(r.ConfigSchema)
 	return out, nil
 }
 
@@ -283,6 +275,30 @@ func resultFromProto(r *proto.ExecutionResult) shared.ExecutionResult {
 	}
 	if l := r.GetLimits(); l != nil {
 		out.Limits = shared.Limits{TimeoutMS: l.GetTimeoutMs(), MemoryMB: int(l.GetMemoryMb()), MaxOutputBytes: int(l.GetMaxOutputBytes())}
+	}
+	return out
+}
+
+// schemaToProto converts a config schema, nested blocks included.
+func schemaToProto(schema []shared.ConfigAttribute) []*proto.ConfigAttribute {
+	var out []*proto.ConfigAttribute
+	for _, a := range schema {
+		out = append(out, &proto.ConfigAttribute{
+			Name: a.Name, Type: a.Type, Required: a.Required, Description: a.Description,
+			Attributes: schemaToProto(a.Attributes),
+		})
+	}
+	return out
+}
+
+// schemaFromProto is the inverse of schemaToProto.
+func schemaFromProto(schema []*proto.ConfigAttribute) []shared.ConfigAttribute {
+	var out []shared.ConfigAttribute
+	for _, a := range schema {
+		out = append(out, shared.ConfigAttribute{
+			Name: a.GetName(), Type: a.GetType(), Required: a.GetRequired(), Description: a.GetDescription(),
+			Attributes: schemaFromProto(a.GetAttributes()),
+		})
 	}
 	return out
 }

@@ -15,6 +15,8 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+
+	"github.com/orqest/sandbox/shared"
 )
 
 // Library tools a backend serves. All three need operator scope.
@@ -52,7 +54,7 @@ const (
 	DefaultThreshold       = 3
 )
 
-// Promotion is the sandbox's `promotion {}` block: when an invocation of a
+// Promotion is a backend's `promotion {}` block: when an invocation of a
 // (name, code hash) promotes it.
 type Promotion struct {
 	// Policy is "threshold" (default), "eager" or "operator_approval".
@@ -66,7 +68,9 @@ type Promotion struct {
 	DemoteAfterFailures int `json:"demote_after_failures,omitempty"`
 }
 
-// Normalize fills defaults and checks the values.
+// Normalize fills defaults and checks the values. An error is a
+// *shared.FieldError naming the attribute at fault ("policy", "threshold",
+// "demote_after_failures").
 func (p Promotion) Normalize() (Promotion, error) {
 	if p.Policy == "" {
 		p.Policy = PolicyThreshold
@@ -81,15 +85,19 @@ func (p Promotion) Normalize() (Promotion, error) {
 			p.Threshold = 1
 		}
 	case PolicyEager:
+		if p.Threshold != 0 && p.Threshold != 1 {
+			return p, &shared.FieldError{Field: "threshold", Reason: fmt.Sprintf("threshold = %d with the eager policy, which promotes on every success: remove threshold or use policy = %q", p.Threshold, PolicyThreshold)}
+		}
 		p.Threshold = 1
 	default:
-		return p, fmt.Errorf("promotion policy %q: want %q, %q or %q", p.Policy, PolicyThreshold, PolicyEager, PolicyOperatorApproval)
+		return p, &shared.FieldError{Field: "policy", Reason: fmt.Sprintf("promotion policy %q: want %q (promote after `threshold` successes, default %d), %q (every success) or %q (a tool.promotion_pending event; an operator promotes)",
+			p.Policy, PolicyThreshold, DefaultThreshold, PolicyEager, PolicyOperatorApproval)}
 	}
 	if p.Threshold < 1 || p.Threshold > 1_000_000 {
-		return p, fmt.Errorf("promotion threshold %d: want 1..1000000", p.Threshold)
+		return p, &shared.FieldError{Field: "threshold", Reason: fmt.Sprintf("threshold = %d: want a count of successful invocations from 1 to 1000000", p.Threshold)}
 	}
 	if p.DemoteAfterFailures < 0 || p.DemoteAfterFailures > 1_000_000 {
-		return p, fmt.Errorf("promotion demote_after_failures %d: want 0 (never) or a positive count", p.DemoteAfterFailures)
+		return p, &shared.FieldError{Field: "demote_after_failures", Reason: fmt.Sprintf("demote_after_failures = %d: want 0 (never) or a count of consecutive failures up to 1000000", p.DemoteAfterFailures)}
 	}
 	return p, nil
 }

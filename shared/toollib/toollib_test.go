@@ -1,8 +1,10 @@
 package toollib_test
 
 import (
+	"errors"
 	"testing"
 
+	"github.com/orqest/sandbox/shared"
 	"github.com/orqest/sandbox/shared/toollib"
 )
 
@@ -15,7 +17,7 @@ func TestPromotionNormalize(t *testing.T) {
 	}{
 		{toollib.Promotion{}, toollib.Promotion{Policy: toollib.PolicyThreshold, Threshold: toollib.DefaultThreshold}},
 		{toollib.Promotion{Policy: toollib.PolicyOperatorApproval}, toollib.Promotion{Policy: toollib.PolicyOperatorApproval, Threshold: 1}},
-		{toollib.Promotion{Policy: toollib.PolicyEager, Threshold: 7}, toollib.Promotion{Policy: toollib.PolicyEager, Threshold: 1}},
+		{toollib.Promotion{Policy: toollib.PolicyEager}, toollib.Promotion{Policy: toollib.PolicyEager, Threshold: 1}},
 		{toollib.Promotion{Threshold: 5, DemoteAfterFailures: 2}, toollib.Promotion{Policy: toollib.PolicyThreshold, Threshold: 5, DemoteAfterFailures: 2}},
 	} {
 		got, err := c.in.Normalize()
@@ -28,6 +30,7 @@ func TestPromotionNormalize(t *testing.T) {
 		{Threshold: -1},
 		{Threshold: 1_000_001},
 		{DemoteAfterFailures: -3},
+		{Policy: toollib.PolicyEager, Threshold: 7}, // eager promotes on every success: a threshold contradicts it
 	} {
 		if got, err := bad.Normalize(); err == nil {
 			t.Errorf("Normalize(%+v) = %+v, want an error", bad, got)
@@ -44,5 +47,28 @@ func TestCodeHash(t *testing.T) {
 	}
 	if toollib.CodeHash("return 1") == toollib.CodeHash("return 2") {
 		t.Error("different code, same hash")
+	}
+}
+
+// Normalize names the attribute at fault, so the host can point at it in
+// the policy file.
+func TestNormalizeNamesTheField(t *testing.T) {
+	for _, c := range []struct {
+		p     toollib.Promotion
+		field string
+	}{
+		{toollib.Promotion{Policy: "sometimes"}, "policy"},
+		{toollib.Promotion{Threshold: -1}, "threshold"},
+		{toollib.Promotion{Policy: toollib.PolicyEager, Threshold: 3}, "threshold"},
+		{toollib.Promotion{DemoteAfterFailures: -1}, "demote_after_failures"},
+	} {
+		_, err := c.p.Normalize()
+		var fe *shared.FieldError
+		if !errors.As(err, &fe) || fe.Field != c.field || !errors.Is(err, shared.ErrInvalidArgument) {
+			t.Errorf("%+v: %v, want a FieldError on %q", c.p, err, c.field)
+		}
+	}
+	if p, err := (toollib.Promotion{Policy: toollib.PolicyEager}).Normalize(); err != nil || p.Threshold != 1 {
+		t.Errorf("eager: %+v %v", p, err)
 	}
 }
