@@ -22,6 +22,7 @@ import (
 	"github.com/orqest/sandbox/host"
 	"github.com/orqest/sandbox/internal/httpauth"
 	"github.com/orqest/sandbox/shared"
+	"github.com/orqest/sandbox/shared/toollib"
 )
 
 // The MCP server: `orqest-sandbox mcp serve` exposes a sandbox to an agent.
@@ -135,6 +136,7 @@ func cmdMCPServe(ctx context.Context, e *env, args []string) int {
 	if err != nil {
 		return reportErr(e, err)
 	}
+	clients.stderr = e.stderr
 	defer clients.close(e)
 	ln, err := net.Listen("tcp", hf.addr)
 	if err != nil {
@@ -225,7 +227,9 @@ func mcpVerifier(hf mcpHTTPFlags) (*httpauth.Verifier, error) {
 type mcpClients struct {
 	sb       *host.Sandbox
 	bus      *host.Bus
-	sessions bool
+	sessions bool      // the sandbox has sessions: one per client
+	library  bool      // and a tool library: its promoted tools are listed
+	stderr   io.Writer // where problems no call reports go (nil: nowhere)
 
 	mu   sync.Mutex
 	byID map[string]*mcpClient
@@ -243,14 +247,15 @@ func newMCPClients(ctx context.Context, sb *host.Sandbox, bus *host.Bus) (*mcpCl
 	if err != nil {
 		return nil, err
 	}
-	return &mcpClients{sb: sb, bus: bus, sessions: info.Has(shared.CapSessions), byID: map[string]*mcpClient{}}, nil
+	return &mcpClients{sb: sb, bus: bus, sessions: info.Has(shared.CapSessions),
+		library: info.Has(shared.CapSessions) && info.Has(shared.CapToolLibrary), byID: map[string]*mcpClient{}}, nil
 }
 
 // get returns the server of client id, making it on first use.
-func (c *mcpClients) get(id string) *mcpServer {
+func (c *mcpClients) get(ctx context.Context, id string) *mcpServer {
 	c.mu.Lock()
-	defer c.mu.Unlock()
 	if cl, ok := c.byID[id]; ok {
+		c.mu.Unlock()
 		return cl.srv
 	}
 	cl := &mcpClient{}
@@ -260,7 +265,76 @@ func (c *mcpClients) get(id string) *mcpServer {
 	}
 	cl.srv = newMCPServer(c.sb, c.bus, host.RunAs(id, session))
 	c.byID[id] = cl
+	c.mu.Unlock()
+	if c.library { // outside the lock: it may open a container
+		c.exposeLibrary(ctx, cl, id)
+	}
 	return cl.srv
+}
+
+// exposeLibrary lists the promoted tools of user's library (a session tier
+// with a tool library) as MCP tools of the client's server: a call runs the
+// tool in the client's session with an agent token, under the policy in
+// force (Sandbox.CallSessionTool). A library that cannot be read is
+// logged; the client's server works without it.
+func (c *mcpClients) exposeLibrary(ctx context.Context, cl *mcpClient, user string) {
+	ctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+	defer cancel()
+	sid, err := c.openSession(ctx, cl, user)
+	if err != nil {
+		c.log("cannot open a session for client %q to list its tool library: %v", user, err)
+		return
+	}
+	tok, err := c.sb.MintOperatorToken(ctx, sid, time.Minute)
+	if err != nil {
+		c.log("client %q: operator token for its tool library: %v", user, err)
+		return
+	}
+	lib, err := c.sb.ListLibrary(ctx, sid, tok, false)
+	if err != nil {
+		c.log("client %q: listing its tool library: %v", user, err)
+		return
+	}
+	for _, e := range lib.Tools {
+		if e.Status != toollib.StatusPromoted || e.Name == mcpSpawnTool || e.Name == mcpRunPython {
+			continue
+		}
+		name := e.Name
+		cl.srv.server.AddTool(&mcp.Tool{
+			Name:        name,
+			Description: fmt.Sprintf("A tool of %s's library (promoted %s by %s): its arguments are the stored code's args.", user, e.PromotedAt, e.PromotedBy),
+			InputSchema: json.RawMessage(`{"type": "object"}`),
+		}, func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			ctx = mcpCaller(ctx, req)
+			sid, err := c.openSession(ctx, cl, user)
+			if err != nil {
+				return execResult(shared.ExecutionResult{}, err)
+			}
+			tok, err := c.sb.MintToken(ctx, sid, shared.ScopeAgent, 5*time.Minute)
+			if err != nil {
+				return execResult(shared.ExecutionResult{}, err)
+			}
+			var args any
+			if len(req.Params.Arguments) > 0 {
+				args = req.Params.Arguments
+			}
+			raw, err := c.sb.CallSessionTool(ctx, sid, name, args, tok.Token)
+			var res shared.ExecutionResult
+			if err == nil {
+				if jerr := json.Unmarshal(raw, &res); jerr != nil {
+					err = fmt.Errorf("tool %s: the backend's result is not an execution result: %v: %w", name, jerr, shared.ErrInternal)
+				}
+			}
+			return execResult(res, err)
+		})
+	}
+}
+
+// log notes a problem of the server that no call reports.
+func (c *mcpClients) log(format string, args ...any) {
+	if c.stderr != nil {
+		fmt.Fprintf(c.stderr, "orqest-sandbox mcp serve: "+format+"\n", args...)
+	}
 }
 
 // openSession returns cl's session, opening it the first time (again after
@@ -313,7 +387,7 @@ func (c *mcpClients) httpHandler(v *httpauth.Verifier, metrics http.Handler) htt
 		if info == nil || info.UserID == "" {
 			return nil
 		}
-		return c.get(info.UserID).server
+		return c.get(r.Context(), info.UserID).server
 	}, &mcp.StreamableHTTPOptions{SessionTimeout: 30 * time.Minute})
 	requireToken := func(next http.Handler) http.Handler {
 		return httpauth.Challenge(mcpRealm, auth.RequireBearerToken(v.Verify, nil)(next))

@@ -5,14 +5,18 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/orqest/sandbox/host"
+	"github.com/orqest/sandbox/internal/httpauth"
 	"github.com/orqest/sandbox/shared"
 	"github.com/orqest/sandbox/shared/plugin"
 )
@@ -156,5 +160,83 @@ sandbox "docker" {
 	r := runCLI(t, dir, "", "policy", "check", cfg)
 	if r.code != exitError || !strings.Contains(r.stderr, cfg+":8:19: Error: Invalid plugin configuration") || !strings.Contains(r.stderr, "promotion.threshold") {
 		t.Errorf("policy check: exit %d\n%s", r.code, r.stderr)
+	}
+}
+
+// Over mcp serve --http on a session tier, a client sees and calls the
+// promoted tools of its own user's library, not another user's.
+func TestMCPClientSeesItsLibrary(t *testing.T) {
+	if out, err := exec.Command("docker", "image", "inspect", "orqest/agent-runtime:0.1.0").CombinedOutput(); err != nil {
+		msg := fmt.Sprintf("docker or the runtime image is unavailable (run `make image`): %v %s", err, out)
+		if os.Getenv("ORQEST_REQUIRE_DOCKER") == "1" {
+			t.Fatal(msg)
+		}
+		t.Skip("SKIPPING: " + msg)
+	}
+	dockerPlugin := filepath.Join(binDir, plugin.PluginPrefix+"docker")
+	if _, err := os.Stat(dockerPlugin); err != nil {
+		cmd := exec.Command("go", "build", "-o", dockerPlugin, "./cmd/orqest-sandbox-plugin-docker")
+		cmd.Dir = "../.."
+		if b, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("go build ./cmd/orqest-sandbox-plugin-docker: %v\n%s", err, b)
+		}
+	}
+	alice, bob := "orqtest-mcpa-"+randomID(), "orqtest-mcpb-"+randomID()
+	t.Cleanup(func() {
+		for _, u := range []string{alice, bob} {
+			_ = exec.Command("docker", "volume", "rm", "-f", "orqest-user-"+u).Run()
+		}
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	cfg, diags := host.ParseConfig(filepath.Join(t.TempDir(), "config.hcl"), []byte(`
+sandbox "docker" {
+  plugin = "docker"
+  config {
+    image = "orqest/agent-runtime:0.1.0"
+    promotion { policy = "eager" }
+  }
+}
+`))
+	if diags.HasErrors() {
+		t.Fatal(diags)
+	}
+	h, err := host.Load(ctx, cfg, host.WithPluginDirs(binDir))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close()
+	sb, err := h.Sandbox(ctx, "docker")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// alice's library gets a promoted tool.
+	open, err := sb.Open(ctx, shared.OpenRequest{UserID: alice})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res, err := sb.Execute(ctx, shared.ExecuteRequest{Code: "return args.get('x', 0) * 2", ToolName: "double", SessionID: open.SessionID, UserID: alice}); err != nil || !res.Success {
+		t.Fatalf("promote: %v %+v", err, res)
+	}
+	sb.CloseSession(ctx, open.SessionID)
+
+	clients, err := newMCPClients(ctx, sb, h.Bus())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer clients.close(&env{stderr: os.Stderr})
+	const aliceTok, bobTok = "0123456789abcdef0123456789abcdef", "fedcba9876543210fedcba9876543210"
+	ts := httptest.NewServer(clients.httpHandler(httpauth.NewVerifier(map[string]string{aliceTok: alice, bobTok: bob}, nil), http.NotFoundHandler()))
+	t.Cleanup(ts.Close)
+	a := httpClientSession(t, ts.URL+"/mcp", aliceTok, nil)
+	if names := toolNames(t, a); !slices.Contains(names, "double") {
+		t.Fatalf("alice's tools: %v, want her promoted tool double", names)
+	}
+	if r := call(t, a, "double", map[string]any{"x": 21}); r.IsError || text(r) != "42" {
+		t.Fatalf("double: %q", text(r))
+	}
+	b := httpClientSession(t, ts.URL+"/mcp", bobTok, nil)
+	if names := toolNames(t, b); slices.Contains(names, "double") {
+		t.Errorf("bob lists alice's library tool: %v", names)
 	}
 }
