@@ -1,0 +1,15 @@
+// Command orqest-sandbox-plugin-gvisor is the tier-3 backend: each
+// execution runs in a fresh gVisor sandbox (runsc), so user code's system
+// calls reach gVisor's Sentry, not the host kernel. The host launches it as
+// a go-plugin over gRPC; run by hand it says so and exits.
+package main
+
+import (
+	"github.com/orqest/sandbox/plugins/gvisor"
+	"github.com/orqest/sandbox/shared/plugin"
+)
+
+func main() {
+	logger := plugin.NewPluginLogger("gvisor")
+	plugin.Serve(gvisor.NewBackend(logger), plugin.WithLogger(logger))
+}
