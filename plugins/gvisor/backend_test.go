@@ -2,14 +2,20 @@ package gvisor
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"os"
 	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
 
+	"github.com/orqest/sandbox/runner"
 	"github.com/orqest/sandbox/shared"
 )
 
@@ -77,4 +83,180 @@ func runscProcesses(t *testing.T, dir string) []string {
 		}
 	}
 	return found
+}
+
+// assertNoSandboxes fails when a runsc process of this test process's
+// backends (their state directories are named orqest-gvisor-*) is left.
+func assertNoSandboxes(t *testing.T) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		left := runscProcesses(t, "orqest-gvisor-")
+		if len(left) == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("runsc processes left: %v", left)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// TestTimeoutKillsSandbox: a busy loop under a 1 s limit is a timeout
+// result, returned near the limit, and no runsc process or container state
+// of it is left.
+func TestTimeoutKillsSandbox(t *testing.T) {
+	b := newBackend(t, testHooks{})
+	start := time.Now()
+	res := execute(t, b, shared.ExecuteRequest{Code: "while True:\n    pass", Timeout: time.Second})
+	if res.Success || res.ErrorKind != shared.KindTimeout {
+		t.Fatalf("want a timeout, got %+v", res)
+	}
+	if d := time.Since(start); d > 5*time.Second {
+		t.Fatalf("timeout took %v", d)
+	}
+	if left := runscProcesses(t, b.state); len(left) > 0 {
+		t.Fatalf("runsc processes left after the timeout: %v", left)
+	}
+	out, err := exec.Command(b.runsc, "--root="+filepath.Join(b.state, "runsc"), "list", "-quiet").CombinedOutput()
+	if err != nil {
+		t.Fatalf("runsc list: %v: %s", err, out)
+	}
+	if s := strings.TrimSpace(string(out)); s != "" {
+		t.Fatalf("runsc list after the timeout: %q", s)
+	}
+	calls, _ := os.ReadDir(filepath.Join(b.state, "calls"))
+	if len(calls) != 0 {
+		t.Fatalf("call directories left: %v", calls)
+	}
+	// The backend still serves.
+	if res := execute(t, b, shared.ExecuteRequest{Code: "return 7"}); string(res.Output) != "7" {
+		t.Fatalf("after the timeout: %+v", res)
+	}
+}
+
+// TestMemoryLimit: an allocation beyond memory_mb fails as memory, not as
+// a crash of the sandbox.
+func TestMemoryLimit(t *testing.T) {
+	b := newBackend(t, testHooks{})
+	res := execute(t, b, shared.ExecuteRequest{Code: "x = bytearray(400 * 1024 * 1024)\nreturn len(x)", MemoryMB: 128})
+	if res.Success || res.ErrorKind != shared.KindMemory {
+		t.Fatalf("want a memory error, got %+v", res)
+	}
+}
+
+// TestKernelBoundary runs code with every Python-level layer out of the way
+// (validator skipped, in-child checker accepting everything, generous
+// builtins): what it sees is gVisor's kernel, not the host's, and not the
+// host's files.
+func TestKernelBoundary(t *testing.T) {
+	hostVersion, err := os.ReadFile("/proc/version")
+	if err != nil {
+		t.Fatal(err)
+	}
+	canary := filepath.Join(t.TempDir(), "canary")
+	if err := os.WriteFile(canary, []byte("host secret"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(filepath.Dir(canary), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	b := newBackend(t, bypassValidation())
+	code := `import os
+out = {"version": open("/proc/version").read()}
+try:
+    out["canary"] = open(` + strconv.Quote(canary) + `).read()
+except OSError as e:
+    out["canary_error"] = type(e).__name__
+out["root"] = sorted(os.listdir("/"))
+return out`
+	res := execute(t, b, shared.ExecuteRequest{Code: code, AllowedImports: []string{"os"}})
+	if !res.Success {
+		t.Fatalf("result %+v", res)
+	}
+	var got struct {
+		Version     string   `json:"version"`
+		Canary      *string  `json:"canary"`
+		CanaryError string   `json:"canary_error"`
+		Root        []string `json:"root"`
+	}
+	if err := json.Unmarshal(res.Output, &got); err != nil {
+		t.Fatalf("output %s: %v", res.Output, err)
+	}
+	if got.Version == "" || got.Version == string(hostVersion) {
+		t.Fatalf("/proc/version inside the sandbox is the host's: %q", got.Version)
+	}
+	if !strings.HasPrefix(got.Version, "Linux version 4.4.0") {
+		t.Fatalf("/proc/version inside the sandbox is not gVisor's (Linux version 4.4.0 ...): %q", got.Version)
+	}
+	if got.Canary != nil || got.CanaryError != "FileNotFoundError" {
+		t.Fatalf("host file %s visible inside the sandbox: %+v", canary, got)
+	}
+	for _, n := range got.Root {
+		if n == "home" || n == "root" || n == "work" || n == "var" {
+			t.Fatalf("host directory /%s visible inside the sandbox: %v", n, got.Root)
+		}
+	}
+	t.Logf("inside: %q; root: %v", strings.TrimSpace(got.Version), got.Root)
+}
+
+// TestMissingRunscFailsClosed: Configure with a runsc that is not there
+// fails with ErrUnavailable naming runsc and how to install it.
+func TestMissingRunscFailsClosed(t *testing.T) {
+	b := NewBackend(hclog.NewNullLogger())
+	defer b.Shutdown()
+	_, err := b.Configure(context.Background(), shared.ConfigureRequest{Config: []byte(`{"runsc": "/nonexistent/runsc", "require": ["kernel_boundary"]}`)})
+	if !errors.Is(err, shared.ErrUnavailable) {
+		t.Fatalf("want ErrUnavailable, got %v", err)
+	}
+	if !strings.Contains(err.Error(), "apt-get install runsc") {
+		t.Fatalf("error does not say how to install runsc: %v", err)
+	}
+	if _, err := b.Execute(context.Background(), shared.ExecuteRequest{Code: "return 1"}); !errors.Is(err, shared.ErrFailedPrecondition) {
+		t.Fatalf("Execute on an unconfigured backend: %v", err)
+	}
+	info, err := b.Info(context.Background(), shared.InfoRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.Tier != 3 || !slices.Contains(info.Capabilities, shared.CapKernelBoundary) {
+		t.Fatalf("info %+v", info)
+	}
+}
+
+// TestConfigRefusals: unknown platforms and capabilities are refused.
+func TestConfigRefusals(t *testing.T) {
+	b := NewBackend(hclog.NewNullLogger())
+	defer b.Shutdown()
+	for _, c := range []string{`{"platform": "xen"}`, `{"require": ["teleportation"]}`, `{"bogus": 1}`, `{"python": "python3"}`} {
+		if _, err := b.Configure(context.Background(), shared.ConfigureRequest{Config: []byte(c)}); !errors.Is(err, shared.ErrInvalidArgument) {
+			t.Errorf("config %s: want ErrInvalidArgument, got %v", c, err)
+		}
+	}
+}
+
+// bypassValidation returns test hooks that take every Python-level layer
+// out of the way: the Go validator is skipped, the in-child checker accepts
+// everything, the runtime audit hook is not armed, the builtins are
+// generous. What is left is gVisor (and the runner's kernel layers).
+func bypassValidation() testHooks {
+	prog := runner.Program()
+	i := strings.Index(prog, "\ndef _orq_main(")
+	if i < 0 {
+		panic("runner layout changed: no _orq_main")
+	}
+	prog = prog[:i] + `
+def _orq_check(code, allowed_imports, rules, classes=False):
+    return []
+
+
+def _orq_audit_arm(rules, allowed):
+    return {"armed": False}
+
+
+def _orq_audit_disarm():
+    pass
+` + prog[i:]
+	return testHooks{skipValidation: true, program: prog, rules: json.RawMessage(`{"safe_builtins":["open","print","repr","str","int","len","dict","list","tuple","Exception",
+	"BaseException","OSError","isinstance","type","getattr","hasattr","range","sorted","bytes","ValueError","True","False","None"]}`)}
 }
