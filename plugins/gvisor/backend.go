@@ -82,6 +82,8 @@ type Backend struct {
 	state   string // per-plugin directory: runsc's --root, the rootfs, the calls
 	layers  *pyproc.SealInfo
 	classes bool
+	// pending counts background `runsc delete` runs of killed sandboxes.
+	pending sync.WaitGroup
 
 	test testHooks
 }
@@ -304,6 +306,7 @@ func (b *Backend) ensureState() (string, error) {
 // skeleton, any call directory). Calls still running are killed with
 // their runsc when the plugin exits (their sandboxes are attached).
 func (b *Backend) Shutdown() {
+	b.pending.Wait()
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.state != "" {
@@ -446,9 +449,17 @@ func (b *Backend) run(ctx context.Context, runsc string, cfg Config, state strin
 		LimitsInside: true,
 		SignalExits:  true,
 		Kill: func() {
-			if err := deleteContainer(runsc, globals, id); err != nil {
-				b.logger.Debug("removing a killed sandbox", "id", id, "error", err)
-			}
+			killSandbox(id)
+			// runsc delete takes about a second; the sandbox is dead
+			// already, only its state files are left: remove them in the
+			// background (Shutdown waits).
+			b.pending.Add(1)
+			go func() {
+				defer b.pending.Done()
+				if err := deleteContainer(runsc, globals, id); err != nil {
+					b.logger.Debug("removing a killed sandbox's state", "id", id, "error", err)
+				}
+			}()
 		},
 	}, b.logger)
 }

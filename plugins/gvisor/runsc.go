@@ -7,9 +7,14 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 	"time"
 
+	"golang.org/x/sys/unix"
+
+	"github.com/orqest/sandbox/internal/procfs"
 	"github.com/orqest/sandbox/shared"
 )
 
@@ -153,6 +158,52 @@ func spec(root, callIO string, args []string, memMB, cpuSeconds int) ([]byte, er
 		},
 	}
 	return json.Marshal(s)
+}
+
+// killSandbox SIGKILLs every runsc process (the sandbox, the gofer) that
+// serves container id, and waits up to 2 s until none is left: the sandbox
+// runs in a session of its own, outside the process group the wall clock
+// kills, and dies with runsc only asynchronously.
+func killSandbox(id string) {
+	deadline := time.Now().Add(2 * time.Second)
+	for {
+		pids := sandboxPIDs(id)
+		if len(pids) == 0 || time.Now().After(deadline) {
+			return
+		}
+		for _, pid := range pids {
+			_ = unix.Kill(pid, unix.SIGKILL)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// sandboxPIDs returns the living processes whose program is runsc (by its
+// argv[0]: runsc, runsc-sandbox, runsc-gofer) and whose arguments name id.
+func sandboxPIDs(id string) []int {
+	ents, err := os.ReadDir("/proc")
+	if err != nil {
+		return nil
+	}
+	var pids []int
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile("/proc/" + e.Name() + "/cmdline")
+		if err != nil || len(b) == 0 {
+			continue
+		}
+		args := strings.Split(strings.TrimRight(string(b), "\x00"), "\x00")
+		if !strings.HasPrefix(filepath.Base(args[0]), "runsc") || !slices.Contains(args[1:], id) {
+			continue
+		}
+		if st, err := procfs.ReadStat(pid); err == nil && !st.Gone() {
+			pids = append(pids, pid)
+		}
+	}
+	return pids
 }
 
 // deleteContainer removes what a killed `runsc run` left of container id
