@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -269,4 +271,92 @@ def _orq_audit_disarm():
 ` + prog[i:]
 	return testHooks{skipValidation: true, program: prog, rules: json.RawMessage(`{"safe_builtins":["open","print","repr","str","int","len","dict","list","tuple","Exception",
 	"BaseException","OSError","isinstance","type","getattr","hasattr","range","sorted","bytes","ValueError","True","False","None"]}`)}
+}
+
+// TestCapabilitiesTruthful: Info after Configure declares kernel_boundary
+// and exactly the runner layers the probe found inside the Sentry; a
+// require naming one it did not find (Landlock: not in the Sentry) fails
+// Configure, one it did find passes.
+func TestCapabilitiesTruthful(t *testing.T) {
+	b := newBackend(t, testHooks{})
+	info, err := b.Info(context.Background(), shared.InfoRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Contains(info.Capabilities, shared.CapKernelBoundary) {
+		t.Fatalf("kernel_boundary not declared: %v", info.Capabilities)
+	}
+	for l, c := range layerCaps {
+		if got, want := slices.Contains(info.Capabilities, c), slices.Contains(b.layers.Layers, l); got != want {
+			t.Errorf("capability %s declared %v, but the probe found layer %s: %v", c, got, l, want)
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if _, err := b.Configure(ctx, shared.ConfigureRequest{Config: []byte(`{"require": ["kernel_boundary", "network_isolation"]}`)}); err != nil {
+		t.Fatalf("require kernel_boundary: %v", err)
+	}
+	for l, c := range layerCaps {
+		if slices.Contains(b.layers.Layers, l) {
+			continue
+		}
+		_, err := b.Configure(ctx, shared.ConfigureRequest{Config: []byte(`{"require": ["` + string(c) + `"]}`)})
+		if !errors.Is(err, shared.ErrFailedPrecondition) {
+			t.Errorf("require %s (layer %s not in force inside gVisor): want ErrFailedPrecondition, got %v", c, l, err)
+		}
+	}
+}
+
+// TestNoNetwork: with the Python layers bypassed, code cannot reach a
+// listener on the host's loopback: refused by the runner's seccomp filter
+// and, with the runner's seccomp, user and network namespaces switched off, by
+// gVisor alone (the sandbox's loopback is the Sentry's own, with nothing
+// listening).
+func TestNoNetwork(t *testing.T) {
+	for _, disable := range [][]string{nil, {runner.LayerSeccomp, runner.LayerUserNamespace, runner.LayerNetNamespace}} {
+		t.Run(fmt.Sprintf("disable=%v", disable), func(t *testing.T) {
+			hooks := bypassValidation()
+			hooks.disable = disable
+			testNoNetwork(t, hooks, disable == nil)
+		})
+	}
+}
+
+func testNoNetwork(t *testing.T, hooks testHooks, sealed bool) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	accepted := make(chan struct{}, 1)
+	go func() {
+		if c, err := ln.Accept(); err == nil {
+			c.Close()
+			accepted <- struct{}{}
+		}
+	}()
+	port := ln.Addr().(*net.TCPAddr).Port
+	b := newBackend(t, hooks)
+	code := `import socket
+try:
+    s = socket.create_connection(("127.0.0.1", ` + strconv.Itoa(port) + `), timeout=2)
+    return "connected"
+except OSError as e:
+    return type(e).__name__`
+	res := execute(t, b, shared.ExecuteRequest{Code: code, AllowedImports: []string{"socket"}})
+	if !res.Success && res.ErrorKind == "" {
+		t.Fatalf("result %+v", res)
+	}
+	if string(res.Output) == `"connected"` {
+		t.Fatalf("the sandbox reached the host's loopback")
+	}
+	select {
+	case <-accepted:
+		t.Fatal("the host listener accepted a connection from the sandbox")
+	case <-time.After(100 * time.Millisecond):
+	}
+	if !sealed && string(res.Output) == `"PermissionError"` {
+		t.Fatalf("with the runner's seccomp off, socket() should be allowed and the connect refused by the Sentry's netstack: %s", res.Output)
+	}
+	t.Logf("connect from inside: %s %s %s", res.Output, res.ErrorKind, res.Error)
 }
