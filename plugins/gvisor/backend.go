@@ -17,6 +17,7 @@ import (
 	"path/filepath"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -281,7 +282,7 @@ func (b *Backend) ensureState() (string, error) {
 	if b.state != "" {
 		return b.state, nil
 	}
-	dir, err := os.MkdirTemp("", "orqest-gvisor-")
+	dir, err := os.MkdirTemp("", fmt.Sprintf("%s%d-", statePrefix, os.Getpid()))
 	if err != nil {
 		return "", fmt.Errorf("gvisor: state directory: %v: %w", err, shared.ErrInternal)
 	}
@@ -303,6 +304,43 @@ func (b *Backend) ensureState() (string, error) {
 	}
 	b.state = dir
 	return dir, nil
+}
+
+// statePrefix starts the name of every plugin's state directory (then the
+// plugin's pid and a dash).
+const statePrefix = "orqest-gvisor-"
+
+// SweepStale removes the state directories (under tmp, "" meaning
+// os.TempDir()) that plugin processes no longer alive left: a plugin
+// killed mid-call cannot run Shutdown. Their sandboxes died with their
+// runsc (attached); only files are left. It returns how many it removed.
+func SweepStale(tmp string) (int, error) {
+	if tmp == "" {
+		tmp = os.TempDir()
+	}
+	ents, err := os.ReadDir(tmp)
+	if err != nil {
+		return 0, fmt.Errorf("gvisor: sweeping %s: %w", tmp, err)
+	}
+	n := 0
+	for _, e := range ents {
+		rest, ok := strings.CutPrefix(e.Name(), statePrefix)
+		if !ok || !e.IsDir() {
+			continue
+		}
+		pidText, _, ok := strings.Cut(rest, "-")
+		pid, err := strconv.Atoi(pidText)
+		if !ok || err != nil || pid <= 0 {
+			continue
+		}
+		if err := unix.Kill(pid, 0); err == nil || err == unix.EPERM {
+			continue // alive (or another user's): not ours to remove
+		}
+		if err := os.RemoveAll(filepath.Join(tmp, e.Name())); err == nil {
+			n++
+		}
+	}
+	return n, nil
 }
 
 // Shutdown removes the plugin's state directory (runsc's root, the rootfs

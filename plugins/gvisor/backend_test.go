@@ -360,3 +360,33 @@ except OSError as e:
 	}
 	t.Logf("connect from inside: %s %s %s", res.Output, res.ErrorKind, res.Error)
 }
+
+// TestSweepStale: a state directory of a dead plugin process is removed,
+// one of a living process (this one) and unrelated names are kept.
+func TestSweepStale(t *testing.T) {
+	tmp := t.TempDir()
+	cmd := exec.Command("/bin/true")
+	if err := cmd.Run(); err != nil {
+		t.Fatal(err)
+	}
+	dead := filepath.Join(tmp, fmt.Sprintf("%s%d-abc", statePrefix, cmd.Process.Pid))
+	alive := filepath.Join(tmp, fmt.Sprintf("%s%d-abc", statePrefix, os.Getpid()))
+	other := filepath.Join(tmp, "orqest-gvisor-notapid-abc")
+	for _, d := range []string{dead, alive, other} {
+		if err := os.MkdirAll(filepath.Join(d, "runsc"), 0o700); err != nil {
+			t.Fatal(err)
+		}
+	}
+	n, err := SweepStale(tmp)
+	if err != nil || n != 1 {
+		t.Fatalf("SweepStale = %d, %v; want 1", n, err)
+	}
+	if _, err := os.Stat(dead); !os.IsNotExist(err) {
+		t.Errorf("dead plugin's directory kept: %v", err)
+	}
+	for _, d := range []string{alive, other} {
+		if _, err := os.Stat(d); err != nil {
+			t.Errorf("%s removed: %v", d, err)
+		}
+	}
+}
