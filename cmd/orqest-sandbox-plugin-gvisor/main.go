@@ -18,5 +18,9 @@ func main() {
 	} else if n > 0 {
 		logger.Info("removed state directories of dead plugin processes", "count", n)
 	}
-	plugin.Serve(gvisor.NewBackend(logger), plugin.WithLogger(logger))
+	b := gvisor.NewBackend(logger)
+	plugin.Serve(b, plugin.WithLogger(logger))
+	// The host closed the plugin: remove the state directory now (a plugin
+	// killed instead leaves it to the sweep above).
+	b.Shutdown()
 }
