@@ -47,7 +47,8 @@ type Config struct {
 	// Runsc is the runsc binary ("" finds it in $PATH or /usr/bin).
 	Runsc string `json:"runsc"`
 	// Platform is gVisor's platform: "ptrace" (default; works anywhere,
-	// slowest) or "kvm" (needs /dev/kvm).
+	// slowest) or "kvm" (needs /dev/kvm; a platform that hangs fails the
+	// self-test at its wall clock).
 	Platform string `json:"platform"`
 	// Python is the interpreter inside the sandbox (the host's, seen
 	// read-only under /usr).
