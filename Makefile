@@ -11,7 +11,7 @@ BIN      := $(CURDIR)/bin
 VERSION  ?= 0.1.0
 LDFLAGS  := -X main.version=$(VERSION)
 MODULE   := github.com/orqest/sandbox
-PLUGINS  := subprocess inprocess docker
+PLUGINS  := subprocess inprocess docker gvisor
 IMAGE      ?= orqest/agent-runtime:$(VERSION)
 BASE_IMAGE ?= orqest/python-base:bookworm
 EXAMPLE  := examples/thirdparty-plugin

@@ -31,3 +31,9 @@ sandbox "docker" {
   plugin = "docker"
   policy = "bench"
 }
+
+sandbox "gvisor" {
+  plugin = "gvisor"
+  policy = "bench"
+  config { platform = "ptrace" }
+}

@@ -8,6 +8,8 @@
 #   pkg-config, libpython3-dev   tier 0 embeds CPython (pkg-config python3-embed)
 #   uidmap           setuid newuidmap/newgidmap: a non-root plugin maps its
 #                    children to a subordinate uid (and the test of it)
+#   runsc            gVisor: tier 3 (plugins/gvisor) runs each call in a
+#                    fresh runsc sandbox
 #   debootstrap      the tier-2 base image is assembled from Debian packages
 #                    (no registry); only `make test`/`make bench` (SETUP_IMAGE=1)
 set -euo pipefail
@@ -19,6 +21,7 @@ command -v make >/dev/null || need+=(make)
 command -v pkg-config >/dev/null || need+=(pkg-config)
 pkg-config --exists python3-embed 2>/dev/null || need+=(libpython3-dev)
 [ -x /usr/bin/newuidmap ] && [ -x /usr/bin/newgidmap ] || need+=(uidmap)
+command -v runsc >/dev/null || [ -x /usr/bin/runsc ] || need+=(runsc)
 if [ "${SETUP_IMAGE:-0}" = 1 ]; then
 	command -v debootstrap >/dev/null || need+=(debootstrap)
 fi

@@ -63,6 +63,11 @@ const (
 	CapSessions            Capability = "sessions"
 	CapFreshProcess        Capability = "fresh_process_per_execution"
 	CapOutputLimit         Capability = "output_limit"
+	// CapKernelBoundary: user code does not talk to the host kernel; its
+	// system calls are served by a kernel of the sandbox's own (gVisor's
+	// Sentry, a microVM's guest kernel); the host kernel sees only that
+	// kernel's own, narrower set of calls.
+	CapKernelBoundary Capability = "kernel_boundary"
 	// CapToolLibrary: sessions keep a per-user tool library with promotion
 	// policies (the backend's config declares how; the docker plugin's `promotion {}` block; see SessionTools).
 	CapToolLibrary Capability = "tool_library"

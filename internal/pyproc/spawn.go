@@ -25,6 +25,36 @@ import (
 // the wall clock the whole group is killed, and after the child exited the
 // kill is repeated until the group is empty.
 func Spawn(ctx context.Context, argv []string, job Job, log Logger) (shared.ExecutionResult, error) {
+	return SpawnWith(ctx, argv, job, SpawnOptions{}, log)
+}
+
+// SpawnOptions adapt Spawn to a child that is not the interpreter itself
+// but a launcher that runs it somewhere else (a gVisor sandbox): the
+// launcher cannot hand the interpreter an inherited fd 3, and resource
+// limits set on the launcher's pid would limit the launcher, not the code.
+type SpawnOptions struct {
+	// ResponseFIFO, when set, is a named pipe the interpreter opens as its
+	// fd 3 (the launcher arranges that); no fd 3 is passed. This process
+	// opens it for reading before the start, and holds a write end until
+	// the child was reaped so the reader sees end-of-file only then.
+	ResponseFIFO string
+	// LimitsInside skips the prlimit of RLIMIT_AS and RLIMIT_CPU on the
+	// child's pid: the runner (and the launcher) apply them to the
+	// interpreter from the request. RLIMIT_CORE=0 is still set.
+	LimitsInside bool
+	// Kill, when set, is called after the child's process group was killed
+	// at the wall clock or on cancellation, and after every run whose child
+	// was killed or died by a signal: it reaches what the launcher started
+	// outside its process group (e.g. `runsc delete --force`).
+	Kill func()
+	// SignalExits reads an exit status 128+n of the child as death by
+	// signal n: a launcher that reports how the interpreter died that way
+	// (runsc does) gets the same classification as a direct child.
+	SignalExits bool
+}
+
+// SpawnWith is Spawn with the launcher adaptations of opts.
+func SpawnWith(ctx context.Context, argv []string, job Job, opts SpawnOptions, log Logger) (shared.ExecutionResult, error) {
 	log = orNop(log)
 	var res shared.ExecutionResult
 	cpuSeconds := job.cpuSeconds()
@@ -67,9 +97,22 @@ func Spawn(ctx context.Context, argv []string, job Job, log Logger) (shared.Exec
 	stdinR, stdinW, err1 := pipe()
 	stdoutR, stdoutW, err2 := pipe()
 	stderrR, stderrW, err3 := pipe()
-	respR, respW, err4 := pipe()
+	var respR, respW *os.File
+	var err4 error
+	if opts.ResponseFIFO == "" {
+		respR, respW, err4 = pipe()
+	} else {
+		respR, respW, err4 = openFIFO(opts.ResponseFIFO)
+		if err4 == nil {
+			toClose = append(toClose, respR, respW)
+		}
+	}
 	if err := errors.Join(err1, err2, err3, err4); err != nil {
 		return res, fmt.Errorf("execute: pipes: %v: %w", err, shared.ErrInternal)
+	}
+	var extra []*os.File
+	if opts.ResponseFIFO == "" {
+		extra = []*os.File{respW} // fd 3
 	}
 
 	cmd := &exec.Cmd{
@@ -80,7 +123,7 @@ func Spawn(ctx context.Context, argv []string, job Job, log Logger) (shared.Exec
 		Stdin:      stdinR,
 		Stdout:     stdoutW,
 		Stderr:     stderrW,
-		ExtraFiles: []*os.File{respW}, // fd 3
+		ExtraFiles: extra,
 		SysProcAttr: &syscall.SysProcAttr{
 			Setpgid:   true,            // own process group: one kill reaches every descendant
 			Pdeathsig: syscall.SIGKILL, // the child dies with its parent
@@ -95,7 +138,9 @@ func Spawn(ctx context.Context, argv []string, job Job, log Logger) (shared.Exec
 	stdinR.Close()
 	stdoutW.Close()
 	stderrW.Close()
-	respW.Close()
+	if opts.ResponseFIFO == "" {
+		respW.Close()
+	}
 
 	// exited is closed once the child has exited; it is not reaped yet, so
 	// its pid (and process group id) cannot be reused while we kill.
@@ -110,20 +155,35 @@ func Spawn(ctx context.Context, argv []string, job Job, log Logger) (shared.Exec
 			}
 		}
 	}()
+	killed := false
 	reap := func() *os.ProcessState {
 		<-exited
 		killGroup() // anything the child left in its group
 		_ = cmd.Wait()
 		KillGroup(pid) // a fork bomb refills the group: repeat until it is empty
+		if ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+			killed = true
+		}
+		if opts.Kill != nil && killed {
+			opts.Kill()
+		}
+		if opts.ResponseFIFO != "" {
+			respW.Close() // the reader reaches end-of-file once the child's end is gone
+		}
 		return cmd.ProcessState
 	}
 
 	// Limits before the request is written: the user's code runs only after
 	// the runner has read stdin.
 	memBytes := uint64(req.MemoryMB) << 20
+	var limErr error
+	if !opts.LimitsInside {
+		limErr = errors.Join(
+			unix.Prlimit(pid, unix.RLIMIT_AS, &unix.Rlimit{Cur: memBytes, Max: memBytes}, nil),
+			unix.Prlimit(pid, unix.RLIMIT_CPU, &unix.Rlimit{Cur: uint64(cpuSeconds), Max: uint64(cpuSeconds) + 1}, nil))
+	}
 	if err := errors.Join(
-		unix.Prlimit(pid, unix.RLIMIT_AS, &unix.Rlimit{Cur: memBytes, Max: memBytes}, nil),
-		unix.Prlimit(pid, unix.RLIMIT_CPU, &unix.Rlimit{Cur: uint64(cpuSeconds), Max: uint64(cpuSeconds) + 1}, nil),
+		limErr,
 		// No core dumps: a child killed by SIGXCPU/SIGSEGV/SIGABRT must not
 		// write (or hand systemd-coredump) a copy of its memory.
 		unix.Prlimit(pid, unix.RLIMIT_CORE, &unix.Rlimit{Cur: 0, Max: 0}, nil),
@@ -155,9 +215,11 @@ func Spawn(ctx context.Context, argv []string, job Job, log Logger) (shared.Exec
 	case <-exited:
 	case <-timer.C:
 		o.timedOut = true
+		killed = true
 		killGroup()
 	case <-ctx.Done():
 		o.cancelled = true
+		killed = true
 		killGroup()
 	}
 	state := reap()
@@ -185,6 +247,27 @@ func Spawn(ctx context.Context, argv []string, job Job, log Logger) (shared.Exec
 	}
 	log.Debug("child finished", "pid", pid, "state", state.String(), "timed_out", o.timedOut, "cancelled", o.cancelled)
 	o.status, _ = state.Sys().(syscall.WaitStatus)
+	if opts.SignalExits && o.status.Exited() && o.status.ExitStatus() > 128 && o.status.ExitStatus() < 128+65 {
+		o.status = syscall.WaitStatus(o.status.ExitStatus() - 128) // the wait status of death by that signal
+	}
 	o.cpu = state.UserTime() + state.SystemTime()
 	return conclude(ctx, log, &job, o)
+}
+
+// openFIFO opens the named pipe path for reading without waiting for a
+// writer, then holds a write end of it: the reader sees end-of-file only
+// after the holder closed its end and every other writer is gone.
+func openFIFO(path string) (r, w *os.File, err error) {
+	rfd, err := unix.Open(path, unix.O_RDONLY|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, nil, fmt.Errorf("opening the response pipe %s: %w", path, err)
+	}
+	wfd, err := unix.Open(path, unix.O_WRONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		unix.Close(rfd)
+		return nil, nil, fmt.Errorf("opening the response pipe %s for writing: %w", path, err)
+	}
+	// The reader stays non-blocking: os.NewFile then polls it, so closing
+	// it unblocks a pending read (the drain grace relies on that).
+	return os.NewFile(uintptr(rfd), path), os.NewFile(uintptr(wfd), path), nil
 }
