@@ -79,6 +79,16 @@ type Config struct {
 	// read-only at rtproto.WheelMount: the package source of dependencies
 	// (only those in the policy's allowed_packages are installed).
 	WheelDir string `json:"wheel_dir"`
+	// Runtime is the OCI runtime the engine starts session containers
+	// with (docker run --runtime), e.g. "runsc" where the engine has gVisor
+	// registered; "" is the engine's default (runc). Configure refuses a
+	// runtime the engine does not know.
+	Runtime string `json:"runtime"`
+	// Endpoint is the Docker engine to use ("unix:///run/user/1000/docker.sock",
+	// "tcp://host:2376"); "" means DOCKER_HOST or the local socket. The
+	// plugin's own environment is the host's only when the host passes it,
+	// so this is how a remote or rootless engine is named.
+	Endpoint string `json:"endpoint"`
 	// Promotion is the tool library's policy: the `promotion {}` block
 	// inside the sandbox's config block (a nested block of the schema).
 	Promotion *toollib.Promotion `json:"promotion"`
@@ -116,6 +126,7 @@ type Backend struct {
 	mu       sync.Mutex
 	cfg      Config
 	docker   *client.Client
+	dockerAt string // the endpoint docker speaks to ("" = DOCKER_HOST or the local socket)
 	sessions map[string]*session
 	reaped   bool
 }
@@ -176,6 +187,8 @@ func (b *Backend) Info(context.Context, shared.InfoRequest) (shared.InfoResponse
 			{Name: "allowed_origins", Type: "string", Description: `bridge mode: ORQEST_ALLOWED_ORIGINS for the runtime (default loopback origins; "" disables the Origin check)`},
 			{Name: "open_timeout", Type: "string", Description: `container start to MCP initialize bound (default "30s")`},
 			{Name: "wheel_dir", Type: "string", Description: "absolute host directory of pure-Python wheels, mounted read-only into the container: the source of `dependencies` (only the policy's allowed_packages are installed, into a per-agent venv)"},
+			{Name: "runtime", Type: "string", Description: `OCI runtime of the session containers (docker run --runtime), e.g. "runsc" where the engine has gVisor registered; default: the engine's (runc)`},
+			{Name: "endpoint", Type: "string", Description: `the Docker engine, e.g. "unix:///run/user/1000/docker.sock" (rootless) or "tcp://host:2376"; default DOCKER_HOST or the local socket`},
 			{Name: "promotion", Type: shared.ConfigBlock, Description: "the per-user tool library's promotion policy", Attributes: []shared.ConfigAttribute{
 				{Name: "policy", Type: "string", Description: `"threshold" (default: promote after threshold successes of the same name and code), "eager" (every success) or "operator_approval" (a tool.promotion_pending event; an operator promotes)`},
 				{Name: "threshold", Type: "number", Description: fmt.Sprintf("successful invocations that promote a tool (threshold, default %d) or make it pending (operator_approval, default 1)", toollib.DefaultThreshold)},
@@ -250,12 +263,31 @@ func (b *Backend) Configure(ctx context.Context, req shared.ConfigureRequest) (s
 	default:
 		return shared.ConfigureResponse{}, fmt.Errorf("docker config: network %q: want %q (default, MCP over stdio) or %q (MCP over HTTP published on 127.0.0.1): %w", cfg.Network, NetworkNone, NetworkBridge, shared.ErrInvalidArgument)
 	}
-	dc, err := b.client()
+	dc, err := b.clientFor(cfg.Endpoint)
 	if err != nil {
 		return shared.ConfigureResponse{}, err
 	}
 	if _, err := dc.Ping(ctx, client.PingOptions{NegotiateAPIVersion: true}); err != nil {
-		return shared.ConfigureResponse{}, fmt.Errorf("docker config: the Docker engine does not answer: %v: %w", err, shared.ErrUnavailable)
+		where := "the local engine (DOCKER_HOST or /var/run/docker.sock)"
+		if cfg.Endpoint != "" {
+			where = fmt.Sprintf("endpoint %q", cfg.Endpoint)
+		}
+		return shared.ConfigureResponse{}, fmt.Errorf("docker config: the Docker engine at %s does not answer: %v: %w", where, err, shared.ErrUnavailable)
+	}
+	if cfg.Runtime != "" {
+		info, err := dc.Info(ctx, client.InfoOptions{})
+		if err != nil {
+			return shared.ConfigureResponse{}, fmt.Errorf("docker config: engine info: %v: %w", err, shared.ErrUnavailable)
+		}
+		if _, ok := info.Info.Runtimes[cfg.Runtime]; !ok {
+			known := make([]string, 0, len(info.Info.Runtimes))
+			for r := range info.Info.Runtimes {
+				known = append(known, r)
+			}
+			slices.Sort(known)
+			return shared.ConfigureResponse{}, fmt.Errorf("docker config: %w", &shared.FieldError{Field: "runtime", Reason: fmt.Sprintf(
+				"the engine knows no runtime %q (it has %s); register it in the engine's daemon.json (for gVisor: \"runtimes\": {\"runsc\": {\"path\": \"/usr/bin/runsc\"}}) and restart dockerd, or use the gvisor plugin (tier 3), which runs runsc itself", cfg.Runtime, strings.Join(known, ", "))})
+		}
 	}
 	if _, err := dc.ImageInspect(ctx, cfg.Image); err != nil {
 		return shared.ConfigureResponse{}, fmt.Errorf("docker config: image %q: %v (build it with `make image`): %w", cfg.Image, err, shared.ErrUnavailable)
@@ -273,21 +305,38 @@ func (b *Backend) config() Config {
 	return b.cfg
 }
 
-// client returns the Docker client, creating it on first use (it speaks to
-// DOCKER_HOST or the local socket and negotiates the API version: moby
-// client v0.6.x supports engine API >= 1.40, so Docker 20.10 / API 1.41
-// works).
+// client returns the Docker client of the configured endpoint (config
+// `endpoint`; "" means DOCKER_HOST or the local socket), creating it on
+// first use and again when the endpoint changed. It negotiates the API
+// version: moby client v0.6.x supports engine API >= 1.40, so Docker 20.10
+// / API 1.41 works.
 func (b *Backend) client() (*client.Client, error) {
 	b.mu.Lock()
+	endpoint := b.cfg.Endpoint
+	b.mu.Unlock()
+	return b.clientFor(endpoint)
+}
+
+// clientFor is client for an endpoint not yet in the configuration
+// (Configure checks it before applying it).
+func (b *Backend) clientFor(endpoint string) (*client.Client, error) {
+	b.mu.Lock()
 	defer b.mu.Unlock()
-	if b.docker != nil {
+	if b.docker != nil && b.dockerAt == endpoint {
 		return b.docker, nil
 	}
-	dc, err := client.New(client.FromEnv, client.WithAPIVersionNegotiation())
-	if err != nil {
-		return nil, fmt.Errorf("docker client: %v: %w", err, shared.ErrUnavailable)
+	opts := []client.Opt{client.FromEnv, client.WithAPIVersionNegotiation()}
+	if endpoint != "" {
+		opts = []client.Opt{client.WithHost(endpoint), client.WithAPIVersionNegotiation()}
 	}
-	b.docker = dc
+	dc, err := client.New(opts...)
+	if err != nil {
+		return nil, fmt.Errorf("docker client for %q: %v: %w", endpoint, err, shared.ErrUnavailable)
+	}
+	if b.docker != nil {
+		b.docker.Close()
+	}
+	b.docker, b.dockerAt = dc, endpoint
 	return dc, nil
 }
 

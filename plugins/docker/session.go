@@ -119,6 +119,7 @@ func hardenedConfig(cfg Config, owner ownerInfo, user, sessionID string) (*conta
 		}
 	}
 	hc := &container.HostConfig{
+		Runtime:        cfg.Runtime, // "" = the engine's default
 		NetworkMode:    container.NetworkMode(cfg.Network),
 		AutoRemove:     true, // a runtime that exits (plugin died) takes its container with it
 		CapDrop:        []string{"ALL"},
