@@ -21,12 +21,11 @@ import (
 	"github.com/orqest/sandbox/shared/plugin"
 )
 
-// A tool promoted under a policy that allowed collections stops running
-// once the operator narrows the policy to no imports: the call through the
-// host is refused (permission denied, naming the import) and the code does
-// not run; a promoted tool within the new policy still runs, and runs with
-// the new policy's timeout, not the runtime's default.
-func TestPromotedToolsFollowPolicyNarrowing(t *testing.T) {
+// needDockerPlugin skips (loudly; fails with ORQEST_REQUIRE_DOCKER=1)
+// without the engine and the runtime image, and builds the docker plugin
+// into the test's bin directory beside the CLI.
+func needDockerPlugin(t *testing.T) {
+	t.Helper()
 	if out, err := exec.Command("docker", "image", "inspect", "orqest/agent-runtime:0.1.0").CombinedOutput(); err != nil {
 		msg := fmt.Sprintf("docker or the runtime image is unavailable (run `make image`): %v %s", err, out)
 		if os.Getenv("ORQEST_REQUIRE_DOCKER") == "1" {
@@ -42,6 +41,15 @@ func TestPromotedToolsFollowPolicyNarrowing(t *testing.T) {
 			t.Fatalf("go build ./cmd/orqest-sandbox-plugin-docker: %v\n%s", err, b)
 		}
 	}
+}
+
+// A tool promoted under a policy that allowed collections stops running
+// once the operator narrows the policy to no imports: the call through the
+// host is refused (permission denied, naming the import) and the code does
+// not run; a promoted tool within the new policy still runs, and runs with
+// the new policy's timeout, not the runtime's default.
+func TestPromotedToolsFollowPolicyNarrowing(t *testing.T) {
+	needDockerPlugin(t)
 	user := "orqtest-narrow-" + randomID()
 	t.Cleanup(func() { _ = exec.Command("docker", "volume", "rm", "-f", "orqest-user-"+user).Run() })
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
@@ -128,21 +136,7 @@ sandbox "docker" {
 // A promotion value the docker plugin refuses is a diagnostic at the
 // attribute in the policy file (the plugin's FieldError crosses the wire).
 func TestPromotionRefusalPointsAtTheAttribute(t *testing.T) {
-	if out, err := exec.Command("docker", "image", "inspect", "orqest/agent-runtime:0.1.0").CombinedOutput(); err != nil {
-		msg := fmt.Sprintf("docker or the runtime image is unavailable (run `make image`): %v %s", err, out)
-		if os.Getenv("ORQEST_REQUIRE_DOCKER") == "1" {
-			t.Fatal(msg)
-		}
-		t.Skip("SKIPPING: " + msg)
-	}
-	dockerPlugin := filepath.Join(binDir, plugin.PluginPrefix+"docker")
-	if _, err := os.Stat(dockerPlugin); err != nil {
-		cmd := exec.Command("go", "build", "-o", dockerPlugin, "./cmd/orqest-sandbox-plugin-docker")
-		cmd.Dir = "../.."
-		if b, err := cmd.CombinedOutput(); err != nil {
-			t.Fatalf("go build ./cmd/orqest-sandbox-plugin-docker: %v\n%s", err, b)
-		}
-	}
+	needDockerPlugin(t)
 	dir := t.TempDir()
 	cfg := filepath.Join(dir, "config.hcl")
 	os.WriteFile(cfg, []byte(fmt.Sprintf(`plugin_dir = %q
@@ -166,21 +160,7 @@ sandbox "docker" {
 // Over mcp serve --http on a session tier, a client sees and calls the
 // promoted tools of its own user's library, not another user's.
 func TestMCPClientSeesItsLibrary(t *testing.T) {
-	if out, err := exec.Command("docker", "image", "inspect", "orqest/agent-runtime:0.1.0").CombinedOutput(); err != nil {
-		msg := fmt.Sprintf("docker or the runtime image is unavailable (run `make image`): %v %s", err, out)
-		if os.Getenv("ORQEST_REQUIRE_DOCKER") == "1" {
-			t.Fatal(msg)
-		}
-		t.Skip("SKIPPING: " + msg)
-	}
-	dockerPlugin := filepath.Join(binDir, plugin.PluginPrefix+"docker")
-	if _, err := os.Stat(dockerPlugin); err != nil {
-		cmd := exec.Command("go", "build", "-o", dockerPlugin, "./cmd/orqest-sandbox-plugin-docker")
-		cmd.Dir = "../.."
-		if b, err := cmd.CombinedOutput(); err != nil {
-			t.Fatalf("go build ./cmd/orqest-sandbox-plugin-docker: %v\n%s", err, b)
-		}
-	}
+	needDockerPlugin(t)
 	alice, bob := "orqtest-mcpa-"+randomID(), "orqtest-mcpb-"+randomID()
 	t.Cleanup(func() {
 		for _, u := range []string{alice, bob} {

@@ -11,7 +11,6 @@ import (
 	"testing"
 
 	"github.com/orqest/sandbox/host"
-	"github.com/orqest/sandbox/shared/plugin"
 	"github.com/orqest/sandbox/shared/toollib"
 )
 
@@ -21,21 +20,7 @@ import (
 // the host bus and the audit log), `tools promote` needs and gets an operator
 // token, `tools list` shows the governance fields, `tools forget` removes it.
 func TestToolsCLIOperatorApproval(t *testing.T) {
-	if out, err := exec.Command("docker", "image", "inspect", "orqest/agent-runtime:0.1.0").CombinedOutput(); err != nil {
-		msg := fmt.Sprintf("docker or the runtime image is unavailable (run `make image`): %v %s", err, out)
-		if os.Getenv("ORQEST_REQUIRE_DOCKER") == "1" {
-			t.Fatal(msg)
-		}
-		t.Skip("SKIPPING: " + msg)
-	}
-	plugin := filepath.Join(binDir, plugin.PluginPrefix+"docker")
-	if _, err := os.Stat(plugin); err != nil {
-		cmd := exec.Command("go", "build", "-o", plugin, "./cmd/orqest-sandbox-plugin-docker")
-		cmd.Dir = "../.."
-		if b, err := cmd.CombinedOutput(); err != nil {
-			t.Fatalf("go build ./cmd/orqest-sandbox-plugin-docker: %v\n%s", err, b)
-		}
-	}
+	needDockerPlugin(t)
 	user := "orqtest-cli-" + randomID()
 	t.Cleanup(func() { _ = exec.Command("docker", "volume", "rm", "-f", "orqest-user-"+user).Run() })
 	dir := t.TempDir()
