@@ -89,6 +89,8 @@ type Config struct {
 	// plugin's own environment is the host's only when the host passes it,
 	// so this is how a remote or rootless engine is named.
 	Endpoint string `json:"endpoint"`
+	// Pool keeps warm containers (pool.go); nil or size 0: none.
+	Pool *PoolConfig `json:"pool"`
 	// Promotion is the tool library's policy: the `promotion {}` block
 	// inside the sandbox's config block (a nested block of the schema).
 	Promotion *toollib.Promotion `json:"promotion"`
@@ -129,6 +131,10 @@ type Backend struct {
 	dockerAt string // the endpoint docker speaks to ("" = DOCKER_HOST or the local socket)
 	sessions map[string]*session
 	reaped   bool
+
+	spares   map[string]*spare // pool: a started container per recent user
+	refills  sync.WaitGroup    // pool: spares being started
+	shutdown bool              // pool: no more spares
 }
 
 var _ shared.Sandbox = (*Backend)(nil)
@@ -146,6 +152,7 @@ func NewBackend(logger hclog.Logger) *Backend {
 		owner:        currentOwner(),
 		cfg:          defaultConfig(),
 		sessions:     map[string]*session{},
+		spares:       map[string]*spare{},
 	}
 	return b
 }
@@ -189,6 +196,10 @@ func (b *Backend) Info(context.Context, shared.InfoRequest) (shared.InfoResponse
 			{Name: "wheel_dir", Type: "string", Description: "absolute host directory of pure-Python wheels, mounted read-only into the container: the source of `dependencies` (only the policy's allowed_packages are installed, into a per-agent venv)"},
 			{Name: "runtime", Type: "string", Description: `OCI runtime of the session containers (docker run --runtime), e.g. "runsc" where the engine has gVisor registered; default: the engine's (runc)`},
 			{Name: "endpoint", Type: "string", Description: `the Docker engine, e.g. "unix:///run/user/1000/docker.sock" (rootless) or "tcp://host:2376"; default DOCKER_HOST or the local socket`},
+			{Name: "pool", Type: shared.ConfigBlock, Description: "warm containers: after a user's session opens, one more container of that user is created and started ahead of demand, so the user's next Open only binds it", Attributes: []shared.ConfigAttribute{
+				{Name: "size", Type: "number", Description: "how many users keep a warm container (default 0: no pool)"},
+				{Name: "max_idle", Type: "string", Description: `how long a warm container waits before it is removed (default "5m")`},
+			}},
 			{Name: "promotion", Type: shared.ConfigBlock, Description: "the per-user tool library's promotion policy", Attributes: []shared.ConfigAttribute{
 				{Name: "policy", Type: "string", Description: `"threshold" (default: promote after threshold successes of the same name and code), "eager" (every success) or "operator_approval" (a tool.promotion_pending event; an operator promotes)`},
 				{Name: "threshold", Type: "number", Description: fmt.Sprintf("successful invocations that promote a tool (threshold, default %d) or make it pending (operator_approval, default 1)", toollib.DefaultThreshold)},
@@ -242,6 +253,9 @@ func (b *Backend) Configure(ctx context.Context, req shared.ConfigureRequest) (s
 			return shared.ConfigureResponse{}, fmt.Errorf("docker config: open_timeout %q: want a positive duration like \"30s\": %w", cfg.OpenTimeout, shared.ErrInvalidArgument)
 		}
 		cfg.openTimeout = d
+	}
+	if err := cfg.normalizePool(); err != nil { // pool.go
+		return shared.ConfigureResponse{}, fmt.Errorf("docker config: %w", err)
 	}
 	if cfg.WheelDir != "" {
 		if !filepath.IsAbs(cfg.WheelDir) {
@@ -406,6 +420,7 @@ func (b *Backend) Close(ctx context.Context, req shared.CloseRequest) (shared.Cl
 
 // Shutdown closes every open session (the plugin is exiting).
 func (b *Backend) Shutdown(ctx context.Context) {
+	b.drainSpares(ctx) // pool.go
 	b.mu.Lock()
 	var all []*session
 	for id, s := range b.sessions {

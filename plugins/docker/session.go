@@ -51,8 +51,9 @@ type session struct {
 	secret      []byte
 	hijack      client.HijackedResponse
 	mcp         *mcp.ClientSession
-	gone        chan struct{} // closed when the attach stream ends
-	endpoint    string        // bridge mode: the runtime's MCP URL on 127.0.0.1
+	gone        chan struct{}  // closed when the attach stream ends
+	stdout      *io.PipeReader // the runtime's stdout (MCP), demultiplexed from the attach stream
+	endpoint    string         // bridge mode: the runtime's MCP URL on 127.0.0.1
 	stopOnce    sync.Once
 	stopErr     error
 }
@@ -158,7 +159,10 @@ func bridgePorts(cfg Config) network.PortMap {
 	return network.PortMap{network.MustParsePort(runtimePort + "/tcp"): {{HostIP: netip.MustParseAddr("127.0.0.1"), HostPort: ""}}}
 }
 
-// startSession creates, attaches, starts the container and connects MCP.
+// startSession gives user a session: a warm container of the pool when
+// one waits (bound to the session: its hello line and MCP connection are
+// made now), else a new one; then, with a pool, it starts the user's next
+// warm container in the background.
 func (b *Backend) startSession(ctx context.Context, user, sessionID string) (_ *session, retErr error) {
 	b.reapOnce(ctx)
 	cfg := b.config()
@@ -168,19 +172,52 @@ func (b *Backend) startSession(ctx context.Context, user, sessionID string) (_ *
 	}
 	ctx, cancel := context.WithTimeout(ctx, cfg.openTimeout)
 	defer cancel()
+	if cfg.poolSize() > 0 {
+		defer func() {
+			if retErr == nil {
+				b.refill(cfg, user)
+			}
+		}()
+		if s := b.takeSpare(user); s != nil {
+			if err := b.bind(ctx, cfg, dc, s, sessionID); err == nil {
+				return s, nil
+			} else {
+				b.logger.Warn("a warm container could not be bound; starting a new one", "user", user, "error", err)
+				_ = b.stopSession(context.WithoutCancel(ctx), s)
+			}
+		}
+	}
+	s, err := b.prepare(ctx, cfg, dc, user, sessionID)
+	if err != nil {
+		return nil, err
+	}
+	if err := b.bind(ctx, cfg, dc, s, sessionID); err != nil {
+		rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+		defer rcancel()
+		if serr := b.stopSession(rctx, s); serr != nil {
+			b.logger.Warn("open failed; removing its container", "container", s.containerID, "error", serr)
+		}
+		return nil, err
+	}
+	return s, nil
+}
 
+// prepare creates, attaches and starts a container of user whose
+// LabelSession is label. The runtime in it waits for its hello line (bind)
+// before it does anything.
+func (b *Backend) prepare(ctx context.Context, cfg Config, dc *client.Client, user, label string) (_ *session, retErr error) {
 	secret := make([]byte, 32)
 	if _, err := rand.Read(secret); err != nil {
 		return nil, fmt.Errorf("open: minting the session secret: %v: %w", err, shared.ErrInternal)
 	}
 	s := &session{
-		id:     sessionID,
+		id:     label,
 		user:   user,
-		name:   "orqest-" + user + "-" + sessionID + "-" + randomHex(3),
+		name:   "orqest-" + user + "-" + label + "-" + randomHex(3),
 		secret: secret,
 		gone:   make(chan struct{}),
 	}
-	cc, hc := hardenedConfig(cfg, b.owner, user, sessionID)
+	cc, hc := hardenedConfig(cfg, b.owner, user, label)
 	created, err := dc.ContainerCreate(ctx, client.ContainerCreateOptions{Config: cc, HostConfig: hc, Name: s.name})
 	if err != nil {
 		return nil, classifyDocker("open: creating the container", err)
@@ -205,7 +242,8 @@ func (b *Backend) startSession(ctx context.Context, user, sessionID string) (_ *
 	}
 	s.hijack = att.HijackedResponse
 	pr, pw := io.Pipe()
-	logW := &lineLogger{log: b.logger.Named("runtime").With("session", sessionID)}
+	s.stdout = pr
+	logW := &lineLogger{log: b.logger.Named("runtime").With("container", s.name)}
 	go func() {
 		_, err := stdcopy.StdCopy(pw, logW, s.hijack.Reader)
 		if err == nil {
@@ -219,24 +257,33 @@ func (b *Backend) startSession(ctx context.Context, user, sessionID string) (_ *
 	if _, err := dc.ContainerStart(ctx, s.containerID, client.ContainerStartOptions{}); err != nil {
 		return nil, classifyDocker("open: starting the container", err)
 	}
-	hello, _ := json.Marshal(withPromotion(cfg, sessionHello(cfg, secret, user, sessionID))) // library.go
+	return s, nil
+}
+
+// bind makes a prepared container session sessionID: the hello line (the
+// session's secret, user and id, the promotion policy) and the MCP
+// connection.
+func (b *Backend) bind(ctx context.Context, cfg Config, dc *client.Client, s *session, sessionID string) error {
+	s.id = sessionID
+	hello, _ := json.Marshal(withPromotion(cfg, sessionHello(cfg, s.secret, s.user, sessionID))) // library.go
 	if _, err := s.hijack.Conn.Write(append(hello, '\n')); err != nil {
-		return nil, fmt.Errorf("open: sending the session secret to the runtime: %v: %w", err, shared.ErrUnavailable)
+		return fmt.Errorf("open: sending the session secret to the runtime: %v: %w", err, shared.ErrUnavailable)
 	}
 	mc := mcp.NewClient(&mcp.Implementation{Name: "orqest-sandbox-plugin-docker", Version: version}, nil)
 	var cs *mcp.ClientSession
+	var err error
 	if cfg.Network == NetworkBridge {
-		go func() { _, _ = io.Copy(io.Discard, pr) }() // stdout is unused over HTTP
+		go func() { _, _ = io.Copy(io.Discard, s.stdout) }() // stdout is unused over HTTP
 		cs, err = b.connectHTTP(ctx, dc, s, mc)
 	} else {
-		cs, err = mc.Connect(ctx, &mcp.IOTransport{Reader: pr, Writer: &stdinWriter{s: s}}, nil)
+		cs, err = mc.Connect(ctx, &mcp.IOTransport{Reader: s.stdout, Writer: &stdinWriter{s: s}}, nil)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("open: MCP initialize with the runtime in %s: %v: %w", s.name, err, shared.ErrUnavailable)
+		return fmt.Errorf("open: MCP initialize with the runtime in %s: %v: %w", s.name, err, shared.ErrUnavailable)
 	}
 	s.mcp = cs
-	b.logger.Debug("session open", "session", sessionID, "user", user, "container", s.containerID[:12])
-	return s, nil
+	b.logger.Debug("session open", "session", sessionID, "user", s.user, "container", s.containerID[:12])
+	return nil
 }
 
 // connectHTTP finds the published port and connects MCP over Streamable

@@ -1,0 +1,106 @@
+package docker
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/moby/moby/client"
+
+	"github.com/orqest/sandbox/shared"
+)
+
+// warmOf returns the ids of user's warm containers (LabelSession warm-*).
+func warmOf(t *testing.T, dc *client.Client, user string) []string {
+	t.Helper()
+	list, err := dc.ContainerList(context.Background(), client.ContainerListOptions{All: true, Filters: make(client.Filters).Add("label", LabelUser+"="+user)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids []string
+	for _, c := range list.Items {
+		if strings.HasPrefix(c.Labels[LabelSession], "warm-") {
+			ids = append(ids, c.ID)
+		}
+	}
+	return ids
+}
+
+func waitFor(t *testing.T, what string, d time.Duration, ok func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for !ok() {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not within %v", what, d)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// With pool { size = 1 }, a user's session leaves a warm container behind;
+// the user's next Open is bound to exactly that container (started before
+// the Open), works, and is replaced by a new warm one; an idle warm
+// container goes after max_idle, and Shutdown removes the rest (testUser's
+// cleanup fails the test on any container left).
+func TestWarmPool(t *testing.T) {
+	dc := requireDocker(t)
+	user := testUser(t)
+	b, err := configureWith(t, map[string]any{"pool": map[string]any{"size": 1, "max_idle": "4s"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	t0 := time.Now()
+	s1 := openSession(t, b, user)
+	cold := time.Since(t0)
+	ready := func() bool { // the backend holds a started warm container of user
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		return b.spares[user] != nil
+	}
+	waitFor(t, "a warm container after the first Open", 30*time.Second, ready)
+	warm := warmOf(t, dc, user)
+	if len(warm) != 1 {
+		t.Fatalf("warm containers of the user: %v", warm)
+	}
+
+	t1 := time.Now()
+	s2 := openSession(t, b, user)
+	bound := time.Since(t1)
+	b.mu.Lock()
+	got := b.sessions[s2].containerID
+	b.mu.Unlock()
+	if got != warm[0] {
+		t.Fatalf("the second Open got container %s, want the warm %s", shortID(got), shortID(warm[0]))
+	}
+	if r := execOK(t, b, shared.ExecuteRequest{Code: "return 40 + 2", SessionID: s2}); string(r.Output) != "42" {
+		t.Fatalf("execute in the bound warm container: %s", r.Output)
+	}
+	t.Logf("open: %v new, %v from the pool", cold.Round(time.Millisecond), bound.Round(time.Millisecond))
+	for _, sid := range []string{s1, s2} {
+		if _, err := b.Close(ctx, shared.CloseRequest{SessionID: sid}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The replacement warm container (started after s2 took the first one)
+	// is removed once idle for max_idle.
+	waitFor(t, "a replacement warm container", 30*time.Second, func() bool {
+		w := warmOf(t, dc, user)
+		return len(w) == 1 && w[0] != warm[0]
+	})
+	waitFor(t, "the idle warm container's removal", 30*time.Second, func() bool { return len(warmOf(t, dc, user)) == 0 })
+
+	// A warm container still waiting at Shutdown is removed by it.
+	s3 := openSession(t, b, user)
+	waitFor(t, "a warm container after a third Open", 30*time.Second, ready)
+	if _, err := b.Close(ctx, shared.CloseRequest{SessionID: s3}); err != nil {
+		t.Fatal(err)
+	}
+	sctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+	defer cancel()
+	b.Shutdown(sctx)
+	if w := warmOf(t, dc, user); len(w) != 0 {
+		t.Errorf("warm containers left after Shutdown: %v", w)
+	}
+}
