@@ -135,6 +135,9 @@ type Backend struct {
 	spares   map[string]*spare // pool: a started container per recent user
 	refills  sync.WaitGroup    // pool: spares being started
 	shutdown bool              // pool: no more spares
+	// poolGen counts Configures: a spare started under an earlier
+	// configuration (image, limits, promotion) is never bound.
+	poolGen uint64
 }
 
 var _ shared.Sandbox = (*Backend)(nil)
@@ -309,6 +312,7 @@ func (b *Backend) Configure(ctx context.Context, req shared.ConfigureRequest) (s
 	b.mu.Lock()
 	b.cfg = cfg
 	b.mu.Unlock()
+	b.discardSpares(ctx) // pool.go: built under the previous configuration
 	b.reapOnce(ctx)
 	return shared.ConfigureResponse{}, nil
 }

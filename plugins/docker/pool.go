@@ -96,6 +96,7 @@ func (b *Backend) refill(cfg Config, user string) {
 	}
 	b.spares[user] = nil // reserved while it starts
 	b.refills.Add(1)
+	gen := b.poolGen
 	b.mu.Unlock()
 	go func() {
 		defer b.refills.Done()
@@ -103,7 +104,9 @@ func (b *Backend) refill(cfg Config, user string) {
 		defer cancel()
 		fail := func() {
 			b.mu.Lock()
-			delete(b.spares, user)
+			if sp, ok := b.spares[user]; ok && sp == nil && b.poolGen == gen {
+				delete(b.spares, user)
+			}
 			b.mu.Unlock()
 		}
 		dc, err := b.client()
@@ -120,7 +123,12 @@ func (b *Backend) refill(cfg Config, user string) {
 		sp := &spare{s: s}
 		sp.timer = time.AfterFunc(cfg.Pool.maxIdle, func() { b.evictSpare(user, sp) })
 		b.mu.Lock()
-		if b.shutdown {
+		if b.shutdown || b.poolGen != gen {
+			// Shut down, or reconfigured while it started (its
+			// reservation went with the old configuration).
+			if cur, ok := b.spares[user]; ok && cur == nil && b.poolGen == gen {
+				delete(b.spares, user)
+			}
 			b.mu.Unlock()
 			sp.timer.Stop()
 			rctx, rcancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -147,6 +155,28 @@ func (b *Backend) evictSpare(user string, sp *spare) {
 	defer cancel()
 	if err := b.stopSession(ctx, sp.s); err != nil {
 		b.logger.Warn("pool: removing an idle warm container", "user", user, "error", err)
+	}
+}
+
+// discardSpares removes every warm container, and any still starting,
+// because the configuration they were started under is gone: Configure
+// calls it, and the next Open of each user starts cold under the new one.
+func (b *Backend) discardSpares(ctx context.Context) {
+	b.mu.Lock()
+	b.poolGen++
+	var old []*spare
+	for u, sp := range b.spares {
+		if sp != nil {
+			old = append(old, sp)
+		}
+		delete(b.spares, u) // a reservation too: its refill sees the new generation
+	}
+	b.mu.Unlock()
+	for _, sp := range old {
+		sp.timer.Stop()
+		if err := b.stopSession(ctx, sp.s); err != nil {
+			b.logger.Warn("configure: removing a warm container of the previous configuration", "user", sp.s.user, "error", err)
+		}
 	}
 }
 

@@ -2,6 +2,7 @@ package docker
 
 import (
 	"context"
+	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -102,5 +103,140 @@ func TestWarmPool(t *testing.T) {
 	b.Shutdown(sctx)
 	if w := warmOf(t, dc, user); len(w) != 0 {
 		t.Errorf("warm containers left after Shutdown: %v", w)
+	}
+}
+
+// A re-Configure discards the warm containers started under the previous
+// configuration: the warm container is gone when Configure returns, and
+// the user's next Open gets a new container with the new limits.
+func TestPoolDiscardedOnReconfigure(t *testing.T) {
+	dc := requireDocker(t)
+	user := testUser(t)
+	b, err := configureWith(t, map[string]any{"pool": map[string]any{"size": 1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	s1 := openSession(t, b, user)
+	waitFor(t, "a warm container after the first Open", 30*time.Second, func() bool {
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		return b.spares[user] != nil
+	})
+	old := warmOf(t, dc, user)
+	if len(old) != 1 {
+		t.Fatalf("warm containers of the user: %v", old)
+	}
+	raw := []byte(`{"image": "` + testImage() + `", "memory_mb": 384, "pool": {"size": 1}}`)
+	if _, err := b.Configure(ctx, shared.ConfigureRequest{Config: raw}); err != nil {
+		t.Fatal(err)
+	}
+	if w := warmOf(t, dc, user); len(w) != 0 {
+		t.Fatalf("warm containers of the old configuration left after Configure: %v", w)
+	}
+	s2 := openSession(t, b, user)
+	b.mu.Lock()
+	got := b.sessions[s2].containerID
+	b.mu.Unlock()
+	if got == old[0] {
+		t.Fatal("the Open after a re-Configure was bound to a container of the old configuration")
+	}
+	in, err := dc.ContainerInspect(ctx, got, client.ContainerInspectOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m := in.Container.HostConfig.Memory; m != 384<<20 {
+		t.Errorf("the new session's memory limit is %d bytes, want 384 MiB", m)
+	}
+	for _, sid := range []string{s1, s2} {
+		if _, err := b.Close(ctx, shared.CloseRequest{SessionID: sid}); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// Warm containers carry the owner labels: when the host that started them
+// dies, another plugin's reaper removes them, as it removes sessions.
+func TestReaperRemovesWarmContainersOfADeadHost(t *testing.T) {
+	dc := requireDocker(t)
+	user := testUser(t)
+	b, err := configureWith(t, map[string]any{"pool": map[string]any{"size": 1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command("true")
+	if err := cmd.Run(); err != nil {
+		t.Fatal(err)
+	}
+	b.owner = ownerInfo{pid: cmd.Process.Pid, start: "1", host: b.owner.host} // its containers name a dead owner
+	ctx := context.Background()
+	s1 := openSession(t, b, user)
+	waitFor(t, "a warm container", 30*time.Second, func() bool {
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		return b.spares[user] != nil
+	})
+	if _, err := b.Close(ctx, shared.CloseRequest{SessionID: s1}); err != nil {
+		t.Fatal(err)
+	}
+	if w := warmOf(t, dc, user); len(w) != 1 {
+		t.Fatalf("warm containers before the reaper: %v", w)
+	}
+	// A live plugin's Configure runs the reaper once; Reap again finds
+	// nothing more of that dead host.
+	live := newBackend(t)
+	if _, err := live.Reap(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if w := warmOf(t, dc, user); len(w) != 0 {
+		t.Errorf("warm containers of a dead host left after Reap: %v", w)
+	}
+}
+
+// BenchmarkOpenFromPool measures an Open bound to a warm container (pool
+// { size = 1 }), beside BenchmarkOpenClose's cold Open: the time to wait
+// for the replacement container and the Close are outside the timer.
+func BenchmarkOpenFromPool(b *testing.B) {
+	user := testUser(b)
+	be := NewBackend(nil)
+	raw := []byte(`{"image": "` + testImage() + `", "pool": {"size": 1}}`)
+	ctx := context.Background()
+	if _, err := be.Configure(ctx, shared.ConfigureRequest{Config: raw}); err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() {
+		sctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+		defer cancel()
+		be.Shutdown(sctx)
+	})
+	ready := func() bool {
+		be.mu.Lock()
+		defer be.mu.Unlock()
+		return be.spares[user] != nil
+	}
+	first := openSession(b, be, user)
+	if _, err := be.Close(ctx, shared.CloseRequest{SessionID: first}); err != nil {
+		b.Fatal(err)
+	}
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		b.StopTimer()
+		deadline := time.Now().Add(60 * time.Second)
+		for !ready() {
+			if time.Now().After(deadline) {
+				b.Fatal("no warm container within 60s")
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		sid := "bench-" + randomHex(4)
+		b.StartTimer()
+		if _, err := be.Open(ctx, shared.OpenRequest{UserID: user, SessionID: sid}); err != nil {
+			b.Fatal(err)
+		}
+		b.StopTimer()
+		if _, err := be.Close(ctx, shared.CloseRequest{SessionID: sid}); err != nil {
+			b.Fatal(err)
+		}
+		b.StartTimer()
 	}
 }
