@@ -22,7 +22,7 @@ CC       ?= gcc
 # the subprocess plugin, which refuses any other bytes.
 FORKCORE := $(BIN)/orqest-forkcore.so
 
-.PHONY: image-datascience setup setup-image all build forkcore example demo test test-go test-example vet bench bench-go bench-system proto fuzz clean runtime image
+.PHONY: release image-datascience setup setup-image all build forkcore example demo test test-go test-example vet bench bench-go bench-system proto fuzz clean runtime image
 
 all: build
 
@@ -102,6 +102,12 @@ bench-system:
 
 fuzz:
 	$(GO) test -run '^$$' -fuzz FuzzCheck -fuzztime 60s ./validator/
+
+# Cut a release: checks CHANGELOG.md and a clean tree, builds
+# dist/orqest-sandbox-$(VERSION)-linux-ARCH.tar.gz (binaries, SHA256SUMS, the
+# plugin catalog lines) and tags v$(VERSION). See scripts/release.sh.
+release:
+	bash scripts/release.sh $(VERSION)
 
 # Regenerate the wire code (needs protoc, protoc-gen-go, protoc-gen-go-grpc).
 # The generated files are committed so a fresh machine builds without protoc.
