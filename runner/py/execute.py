@@ -7,8 +7,7 @@ def _orq_execute(req, state=None):
     """Validate and run one request. Returns the response as UTF-8 bytes
     (one JSON object). Never raises. The audit hook is disarmed on the way
     out, so a host process that runs many requests (tier 0) keeps working.
-    `state`, in a stateful session (_orq_session_serve), is what its calls
-    share: the globals the body's top-level names live in."""
+    `state`: a stateful session's (_orq_session_serve)."""
     try:
         return _orq_execute_one(req, state)
     finally:
@@ -59,11 +58,8 @@ def _orq_accept(code, allowed_imports, rules, classes=False, stateful=False):
     wrapper. Returns (code object, None) when accepted, else (None, (error
     kind, message, findings)).
 
-    With `stateful`, the wrapper declares `global` every name its body
-    binds at top level (all the function's locals but `args`), so that
-    assignments, imports, defs and loops of the body land in the globals
-    it runs in (a stateful session's, kept across calls) while `return`
-    still works at top level."""
+    `stateful`: the wrapper declares global what the body binds at top
+    level (its locals but args), so it persists in a session's globals."""
     import ast
 
     allowed = frozenset(m for m in allowed_imports if isinstance(m, str))
@@ -231,11 +227,8 @@ def _orq_env(allowed_imports, rules, keep=False, classes=False, state=None):
     the classes the execution builds (filled as it runs), the allowed
     modules imported. A fresh one per call, but in a one-shot
     process that finds one its zygote kept (keep=True: the zygote's warm-up
-    and warm messages). With `state` (a stateful session's), the builtins
-    are refilled in place in the session's one builtins dict, which the
-    functions of earlier calls hold too: they run with this call's import
-    allowlist, and the run-time guards know them and the classes earlier
-    calls built as the body's own."""
+    and warm messages). With a session's `state`: refilled in place in its
+    one builtins dict, which its earlier functions hold too."""
     classes = classes is True
     key = (frozenset(m for m in allowed_imports if isinstance(m, str) and m), classes)
     if _orq_one_shot[0] and _orq_envs[0] is rules:
@@ -380,8 +373,7 @@ def _orq_execute_body(req, hold, state=None):
         safe, allowed, made = _orq_env(allowed_imports, rules, classes=classes,
                                        state=state)
 
-        # 4. Run (in a stateful session: in its globals, which hold the
-        #    builtins dict _orq_env refilled).
+        # 4. Run.
         if state is None:
             user_globals = {"__builtins__": safe, "__name__": "__sandbox__"}
         else:
@@ -505,19 +497,8 @@ def _orq_main():
 
 
 def _orq_session_serve(req, out):
-    """Op "session": a stateful session's interpreter (a notebook), spawned
-    and sealed like a one-shot runner, that runs one call after another in
-    the same globals. fd 3 (`out`) is a SOCK_SEQPACKET socket. The first
-    packet says the interpreter is ready ({"success": true}); then, per
-    call, Go sends _orq_exec_format ("r MB S") with the call's four
-    descriptors (stdin, stdout, stderr, response) as SCM_RIGHTS, as it
-    hands a fork-server child its execution. The interpreter takes them as
-    fd 0-3, sets its soft RLIMIT_AS to MB and its soft RLIMIT_CPU to the
-    CPU time used so far plus S, reads the request (rules null: the
-    session's), runs it in the session's globals, writes the response to
-    fd 3 and closes fd 0-3: the call's end-of-file for Go. EOF on the
-    socket ends the process. A call killed by its limits takes the globals
-    with it; Go starts a new interpreter for the next one. Never returns."""
+    """Op "session" (runner.OpSession in runner/protocol.go says the
+    protocol): serve call after call in one globals dict. Never returns."""
     import array
     import fcntl
     import json
@@ -526,66 +507,44 @@ def _orq_session_serve(req, out):
     import socket
     import sys
 
-    ctl_fd = 3
-    try:
-        rules = req.get("rules") or {}
-        ctl_fd = fcntl.fcntl(out.fileno(), fcntl.F_DUPFD_CLOEXEC, 16)
-        out.close()
-        ctl = socket.socket(fileno=ctl_fd)
-        state = {"builtins": {}, "made": {}}
-        state["globals"] = {"__builtins__": state["builtins"], "__name__": "__sandbox__"}
-        os.write(ctl_fd, b'{"success": true}')
-    except BaseException as e:  # noqa: BLE001
-        try:
-            os.write(ctl_fd, json.dumps({"success": False, "error_kind": "internal",
-                                         "error": "session: %s: %s" % (type(e).__name__, e)}).encode("utf-8"))
-        finally:
-            os._exit(_orq_exit_cannot_serve)
+    ctl = socket.socket(fileno=fcntl.fcntl(out.fileno(), fcntl.F_DUPFD_CLOEXEC, 16))
+    out.close()
+    b = {}
+    state = {"builtins": b, "made": {}, "globals": {"__builtins__": b, "__name__": "__sandbox__"}}
+    ctl.send(b'{"success": true}')
     size = array.array("i").itemsize
     inf = resource.RLIM_INFINITY
     while True:
         try:
             msg, anc, _, _ = ctl.recvmsg(64, socket.CMSG_SPACE(4 * size))
-        except InterruptedError:
-            continue
-        except OSError:
-            os._exit(0)
-        fds = array.array("i")
-        for level, typ, data in anc:
-            if level == socket.SOL_SOCKET and typ == socket.SCM_RIGHTS:
-                fds.frombytes(data[:len(data) - (len(data) % size)])
-        if not msg and not fds:
-            os._exit(0)  # Go closed the session
-        try:
-            parts = msg.decode("ascii").split()
-            if len(fds) != 4 or len(parts) != 3 or parts[0] != "r":
-                raise ValueError("bad call header %r with %d descriptors" % (msg[:32], len(fds)))
-            mb, cpu = int(parts[1]), int(parts[2])
-            # Above every descriptor in use, then onto 0-3 (the received
-            # ones may sit anywhere, 0-3 included).
+            fds = array.array("i")
+            for level, typ, data in anc:
+                if level == socket.SOL_SOCKET and typ == socket.SCM_RIGHTS:
+                    fds.frombytes(data[:len(data) - (len(data) % size)])
+            if not msg and not fds:
+                os._exit(0)  # Go closed the session
+            r, mb, cpu = msg.split()
+            if len(fds) != 4 or r != b"r":
+                raise ValueError("bad call %r" % msg)
             high = [fcntl.fcntl(f, fcntl.F_DUPFD_CLOEXEC, 16) for f in fds]
-            for f in fds:
-                os.close(f)
+            for i, f in enumerate(high):
+                os.close(fds[i])
             for i, f in enumerate(high):
                 os.dup2(f, i)
                 os.close(f)
-            if mb > 0:
-                resource.setrlimit(resource.RLIMIT_AS, (mb << 20, inf))
-            if cpu > 0:
-                ru = resource.getrusage(resource.RUSAGE_SELF)
-                used = int(ru.ru_utime + ru.ru_stime) + 1
-                resource.setrlimit(resource.RLIMIT_CPU, (used + cpu, inf))
+            if int(mb) > 0:
+                resource.setrlimit(resource.RLIMIT_AS, (int(mb) << 20, inf))
+            ru = resource.getrusage(resource.RUSAGE_SELF)
+            resource.setrlimit(resource.RLIMIT_CPU, (int(ru.ru_utime + ru.ru_stime) + 1 + int(cpu), inf))
             chunks = []
             while True:
-                b = os.read(0, 1 << 16)
-                if not b:
+                c = os.read(0, 1 << 16)
+                if not c:
                     break
-                chunks.append(b)
+                chunks.append(c)
             cell = json.loads(b"".join(chunks))
-            if not isinstance(cell, dict) or cell.get("op", "execute") != "execute":
-                raise ValueError("bad request")
             if cell.get("rules") is None:
-                cell["rules"] = rules
+                cell["rules"] = req.get("rules") or {}
         except BaseException as e:  # noqa: BLE001
             _orq_child_fail(e)
         resp = _orq_execute_child(cell, state)

@@ -696,8 +696,7 @@ def _orq_env_builtins(rules, ub, classes, made=None):
     str.format (see _orq_format_guard), and the guarded setattr; with `classes` also __build_class__ (without class
     keywords: no metaclass) and rules.json classes.builtins (super,
     property, ...). Returns (dict, made): made maps id -> class for every
-    class the execution's class statements built (into `made` when given:
-    a stateful session's, kept across its calls)."""
+    class the execution's class statements built (into `made` if given)."""
     import builtins
     import types
 
