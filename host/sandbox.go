@@ -148,6 +148,9 @@ func (s *Sandbox) Validate(ctx context.Context, code string, extra ...string) er
 //     shared.ErrInvalidArgument;
 //   - refuses Dependencies on a plugin that does not declare the
 //     "dependencies" capability (shared.ErrNotSupported);
+//   - refuses a Stateful call without a SessionID (shared.ErrInvalidArgument)
+//     or on a plugin without the "stateful_sessions" capability
+//     (shared.ErrNotSupported);
 //   - validates in the host: a rejection is a result with Success false,
 //     ErrorKind "validation" and the Findings, and the plugin is not called.
 //
@@ -182,6 +185,11 @@ func (s *Sandbox) execute(ctx context.Context, req shared.ExecuteRequest, obs *e
 		if !info.Has(shared.CapDependencies) {
 			return shared.ExecutionResult{}, fmt.Errorf("sandbox %q: plugin %q does not install dependencies (no %q capability; use a session tier such as docker): %w",
 				s.cfg.Name, s.cfg.Plugin, shared.CapDependencies, shared.ErrNotSupported)
+		}
+	}
+	if req.Stateful {
+		if err := s.checkStateful(ctx, req); err != nil {
+			return shared.ExecutionResult{}, err
 		}
 	}
 	waitStart := time.Now()
@@ -225,6 +233,25 @@ func (s *Sandbox) execute(ctx context.Context, req shared.ExecuteRequest, obs *e
 		}
 	}
 	return r, nil
+}
+
+// checkStateful refuses a stateful call the sandbox cannot honour: one
+// without a session (the interpreter whose globals persist belongs to a
+// session; ErrInvalidArgument) and one on a plugin that does not declare
+// shared.CapStatefulSessions (ErrNotSupported). Neither reaches the plugin.
+func (s *Sandbox) checkStateful(ctx context.Context, req shared.ExecuteRequest) error {
+	if req.SessionID == "" {
+		return &shared.FieldError{Field: "stateful", Reason: "a stateful call runs in a session's long-lived interpreter: open a session (Open, or run --session) and pass its id"}
+	}
+	info, err := s.inst.infoOf(ctx)
+	if err != nil {
+		return err
+	}
+	if !info.Has(shared.CapStatefulSessions) {
+		return fmt.Errorf("sandbox %q: plugin %q has no stateful sessions (no %q capability; use the docker plugin): %w",
+			s.cfg.Name, s.cfg.Plugin, shared.CapStatefulSessions, shared.ErrNotSupported)
+	}
+	return nil
 }
 
 func (s *Sandbox) applyPolicy(req shared.ExecuteRequest) (shared.ExecuteRequest, error) {

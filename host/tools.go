@@ -713,6 +713,11 @@ type RunPythonRequest struct {
 	// Timeout bounds the run; zero means the policy's, a larger value is
 	// lowered to it.
 	Timeout time.Duration
+	// Stateful runs it in the caller's session interpreter, whose globals
+	// persist across stateful runs (shared.ExecuteRequest.Stateful): the
+	// factory needs a session (RunAs) and the sandbox the
+	// "stateful_sessions" capability, else Execute refuses it.
+	Stateful bool
 }
 
 // RunPython runs a one-off function body under the rules a spawned tool
@@ -761,7 +766,7 @@ func (f *ToolFactory) RunPython(ctx context.Context, req RunPythonRequest) (shar
 	}
 	var res shared.ExecutionResult
 	var err error
-	ereq := shared.ExecuteRequest{Code: req.Code, Args: req.Args, AllowedImports: imports, Timeout: timeout, UserID: f.user}
+	ereq := shared.ExecuteRequest{Code: req.Code, Args: req.Args, AllowedImports: imports, Timeout: timeout, UserID: f.user, Stateful: req.Stateful}
 	if fs := CheckCode(ctx, sb.host.opts.checker, Policy{Name: pol.Name, MaxCodeBytes: pol.MaxCodeBytes, Classes: pol.Classes}, req.Code, imports...); len(fs) > 0 {
 		// Rejected under exactly the request's imports, before Execute:
 		// observed (metrics, span, log line, audit) as an execution too.

@@ -90,6 +90,19 @@ const OpExecute = "execute"
 // Response's output) without running code.
 const OpProbe = "probe"
 
+// OpSession makes a spawned runner a stateful session's interpreter (a
+// notebook): it seals itself as Request.Seal asks, then serves calls on
+// fd 3, a SOCK_SEQPACKET socket, one after another in the same globals,
+// until that socket reaches end-of-file. Its Request carries the session's
+// Rules (a call whose rules are JSON null uses them); Code is not run. Per
+// call the parent sends ExecFormat (the call's memory limit in MB and CPU
+// seconds) with the call's stdin, stdout, stderr and response descriptors as
+// SCM_RIGHTS; the interpreter writes the Response to the fourth and closes
+// all four. A stateful body's top-level names are globals of the session
+// (the wrapper declares them global), so `return` still works at top level.
+// See _orq_session_serve in py/execute.py and pyproc.Notebook.
+const OpSession = "session"
+
 // ForkServerArg is the argument that makes the program a fork-server
 // (zygote): `python3 -I -S -B -c <Bootstrap> <Program()> forkserver`. It reads a
 // ForkServerConfig from stdin and serves a SOCK_SEQPACKET control socket on

@@ -78,6 +78,11 @@ const (
 	// CapClasses: the backend accepts and runs class statements
 	// (ConfigureRequest.Classes is on and the backend honours it).
 	CapClasses Capability = "classes"
+	// CapStatefulSessions: the backend runs ExecuteRequest.Stateful calls
+	// in a long-lived interpreter per (session, agent) whose globals
+	// persist across calls. The host refuses Stateful on a backend without
+	// it (ErrNotSupported).
+	CapStatefulSessions Capability = "stateful_sessions"
 )
 
 // InfoRequest asks a backend to describe itself.
@@ -205,6 +210,16 @@ type ExecuteRequest struct {
 	// before calling the plugin. The code still imports a dependency only if
 	// it is also in AllowedImports.
 	Dependencies []string
+	// Stateful runs the call in the session's long-lived interpreter of
+	// AgentID (a notebook): the top-level names a stateful call binds are
+	// there for the next stateful call of the same (session, agent), and
+	// nothing else sees them. Limits and validation hold per call; a call
+	// killed by its limits kills that interpreter (the result says
+	// StateLost) and the next stateful call starts clean. It needs a
+	// SessionID (else ErrInvalidArgument) and a backend that declares
+	// CapStatefulSessions (else ErrNotSupported). False (the default):
+	// a fresh process, whatever earlier calls did.
+	Stateful bool
 }
 
 // ExecuteResponse carries the result of one execution.
@@ -341,6 +356,10 @@ type ExecutionResult struct {
 	DurationMS      float64         `json:"duration_ms"`
 	Limits          Limits          `json:"limits"`
 	Findings        []Finding       `json:"findings,omitempty"`
+	// StateLost reports that a stateful call's interpreter was killed
+	// (timeout, memory, a crash): the globals earlier calls left are gone
+	// and the next stateful call of that agent starts clean.
+	StateLost bool `json:"state_lost,omitempty"`
 }
 
 // OpenRequest starts a session for a user.

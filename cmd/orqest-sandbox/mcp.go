@@ -465,7 +465,8 @@ const runPythonSchema = `{
     "code": {"type": "string", "description": "the body of a Python function receiving args; return the result"},
     "args": {"type": "object", "description": "the args dict (default {})"},
     "allowed_imports": {"type": "array", "items": {"type": "string"}, "description": "modules the code imports (within the policy's)"},
-    "timeout_s": {"type": "number", "exclusiveMinimum": 0, "description": "seconds (at most the policy's timeout)"}
+    "timeout_s": {"type": "number", "exclusiveMinimum": 0, "description": "seconds (at most the policy's timeout)"},
+    "stateful": {"type": "boolean", "description": "run in this client's session interpreter: top-level names persist across stateful runs, like notebook cells (session sandboxes with stateful_sessions only); a run killed by its limits loses them (state_lost)"}
   },
   "required": ["code"],
   "additionalProperties": false
@@ -485,6 +486,7 @@ type runPythonInput struct {
 	Args           json.RawMessage `json:"args"`
 	AllowedImports []string        `json:"allowed_imports"`
 	TimeoutS       *float64        `json:"timeout_s"`
+	Stateful       bool            `json:"stateful"`
 }
 
 func (m *mcpServer) spawnTool(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
@@ -591,6 +593,7 @@ func (m *mcpServer) runPython(ctx context.Context, req *mcp.CallToolRequest) (*m
 		Args:           in.Args,
 		AllowedImports: in.AllowedImports,
 		Timeout:        timeout,
+		Stateful:       in.Stateful,
 	})
 	return execResult(res, err)
 }

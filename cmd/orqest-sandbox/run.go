@@ -20,6 +20,7 @@ type execFlags struct {
 	memory                         int
 	json                           bool
 	expr                           string
+	stateful                       bool // run --stateful (set by cmdRun only)
 }
 
 // register adds the flags run and call share.
@@ -73,9 +74,10 @@ func loadSandbox(ctx context.Context, config, name string) (*host.Host, *host.Sa
 }
 
 func cmdRun(ctx context.Context, e *env, args []string) int {
-	fs := newFlagSet(e, "run", "run [--config F] [--sandbox NAME] [--allow m1,m2] [--args JSON] [--timeout DUR] [--memory MB] [--json] (-e CODE | FILE | - | --batch FILE|-) [--concurrency N] [--user U] [--session S] [--tool NAME]")
+	fs := newFlagSet(e, "run", "run [--config F] [--sandbox NAME] [--allow m1,m2] [--args JSON] [--timeout DUR] [--memory MB] [--json] (-e CODE | FILE | - | --batch FILE|-) [--concurrency N] [--user U] [--session S] [--stateful] [--tool NAME]")
 	var f execFlags
 	var user, session, tool, batch string
+	var stateful bool
 	var concurrency int
 	f.register(fs)
 	fs.StringVar(&batch, "batch", "", "run many requests: a file (or - for stdin) of JSON lines {\"code\", \"args\", \"allowed_imports\", \"timeout\", \"memory_mb\", \"id\"}; prints one result line per request as each finishes")
@@ -84,6 +86,7 @@ func cmdRun(ctx context.Context, e *env, args []string) int {
 	fs.StringVar(&user, "user", "", "user id, for session tiers")
 	fs.StringVar(&session, "session", "", "session id, for session tiers")
 	fs.StringVar(&tool, "tool", "", "names the invocation for the per-user tool library")
+	fs.BoolVar(&stateful, "stateful", false, "run in the session's long-lived interpreter (tier 2): with --batch, the lines share their top-level names like notebook cells")
 	pos, err := parseFlags(fs, args)
 	if err != nil {
 		return flagErr(err)
@@ -97,6 +100,7 @@ func cmdRun(ctx context.Context, e *env, args []string) int {
 			fmt.Fprintln(e.stderr, "orqest-sandbox run: --batch needs a FILE or - and --concurrency a count ≥ 0")
 			return exitError
 		}
+		f.stateful = stateful
 		return runBatch(ctx, e, f, batch, concurrency, user, session)
 	}
 	code, err := readCode(e, f.expr, isFlagSet(fs, "e"), pos, true)
@@ -109,7 +113,7 @@ func cmdRun(ctx context.Context, e *env, args []string) int {
 		fmt.Fprintf(e.stderr, "orqest-sandbox run: %v\n", err)
 		return exitError
 	}
-	req.UserID, req.SessionID, req.ToolName = user, session, tool
+	req.UserID, req.SessionID, req.ToolName, req.Stateful = user, session, tool, stateful
 
 	h, sb, err := loadSandbox(ctx, f.config, f.sandbox)
 	if err != nil {

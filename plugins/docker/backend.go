@@ -174,6 +174,7 @@ func (b *Backend) Info(context.Context, shared.InfoRequest) (shared.InfoResponse
 		shared.CapOutputLimit,
 		shared.CapDependencies,
 		shared.CapToolLibrary,
+		shared.CapStatefulSessions,
 	}
 	if b.config().classes {
 		caps = append(caps, shared.CapClasses)
@@ -491,6 +492,10 @@ func (b *Backend) Execute(ctx context.Context, req shared.ExecuteRequest) (share
 		return shared.ExecuteResponse{Result: res}, nil
 	}
 
+	if req.Stateful && req.SessionID == "" {
+		// A temporary session would throw the state away with the call.
+		return shared.ExecuteResponse{}, &shared.FieldError{Field: "stateful", Reason: "a stateful call runs in a session's long-lived interpreter: open a session (Open) and pass its id"}
+	}
 	var s *session
 	if req.SessionID == "" {
 		// Sessionless: a temporary session for this one call.
@@ -535,6 +540,7 @@ func (b *Backend) Execute(ctx context.Context, req shared.ExecuteRequest) (share
 		MemoryMB:       req.MemoryMB,
 		MaxOutputBytes: req.MaxOutputBytes,
 		ToolName:       req.ToolName,
+		Stateful:       req.Stateful,
 	}, req.Timeout)
 	if err != nil {
 		if s.dead() {

@@ -3,23 +3,24 @@
 #
 # Part of the runner program; see imports.py for how the parts are joined.
 
-def _orq_execute(req):
+def _orq_execute(req, state=None):
     """Validate and run one request. Returns the response as UTF-8 bytes
     (one JSON object). Never raises. The audit hook is disarmed on the way
-    out, so a host process that runs many requests (tier 0) keeps working."""
+    out, so a host process that runs many requests (tier 0) keeps working.
+    `state`: a stateful session's (_orq_session_serve)."""
     try:
-        return _orq_execute_one(req)
+        return _orq_execute_one(req, state)
     finally:
         _orq_audit_disarm()
 
 
-def _orq_execute_child(req):
+def _orq_execute_child(req, state=None):
     """_orq_execute in a process of its own (a subprocess or fork-server
     child): a MemoryError that escapes the runner's own handlers (no memory
     left even to build the response) ends the process with
     _orq_exit_memory, which Go reports as a memory kill."""
     try:
-        return _orq_execute(req)
+        return _orq_execute(req, state)
     except MemoryError:
         import os
         os._exit(_orq_exit_memory)
@@ -51,17 +52,21 @@ _orq_accepted_max = 128
 _orq_accepted_max_bytes = _orq_warm_max_bytes
 
 
-def _orq_accept(code, allowed_imports, rules, classes=False):
+def _orq_accept(code, allowed_imports, rules, classes=False, stateful=False):
     """Check `code` under `allowed_imports` and `rules` (class statements
     allowed when `classes`) with the in-interpreter checker and compile its
     wrapper. Returns (code object, None) when accepted, else (None, (error
-    kind, message, findings))."""
+    kind, message, findings)).
+
+    `stateful`: the wrapper declares global what the body binds at top
+    level (its locals but args), so it persists in a session's globals."""
     import ast
 
     allowed = frozenset(m for m in allowed_imports if isinstance(m, str))
     classes = classes is True
+    stateful = stateful is True
     if _orq_accepted[0] is rules:
-        hit = _orq_accepted[1].get((code, allowed, classes))
+        hit = _orq_accepted[1].get((code, allowed, classes, stateful))
         if hit is not None:
             return hit, None
 
@@ -111,13 +116,24 @@ def _orq_accept(code, allowed_imports, rules, classes=False):
         compiled = compile(module, filename, "exec", dont_inherit=True)
     except SyntaxError as e:  # e.g. `await` outside async, bad nonlocal
         return None, _orq_syntax_error(e)
+    if stateful:
+        fn_code = next(c for c in compiled.co_consts
+                       if type(c) is type(compiled) and c.co_name == "__orq_user")
+        names = sorted(set(fn_code.co_varnames[fn_code.co_argcount:])
+                       | (set(fn_code.co_cellvars) - {"args"}))
+        if names:
+            fn_def.body = [ast.Global(names=names, **loc)] + fn_def.body
+            try:
+                compiled = compile(module, filename, "exec", dont_inherit=True)
+            except SyntaxError as e:
+                return None, _orq_syntax_error(e)
     if len(code) <= _orq_accepted_max_bytes:
         if _orq_accepted[0] is not rules:
             _orq_accepted[:] = [rules, {}]
         cache = _orq_accepted[1]
         if len(cache) >= _orq_accepted_max:
             del cache[next(iter(cache))]
-        cache[(code, allowed, classes)] = compiled
+        cache[(code, allowed, classes, stateful)] = compiled
     return compiled, None
 
 
@@ -204,14 +220,15 @@ _orq_envs = [None, {}]
 _orq_envs_max = 32
 
 
-def _orq_env(allowed_imports, rules, keep=False, classes=False):
+def _orq_env(allowed_imports, rules, keep=False, classes=False, state=None):
     """The builtins dict (curated, with the import shim as __import__, the
     run-time guards of _orq_env_builtins and, with `classes`,
     __build_class__ and the class builtins), the allowed module names and
     the classes the execution builds (filled as it runs), the allowed
     modules imported. A fresh one per call, but in a one-shot
     process that finds one its zygote kept (keep=True: the zygote's warm-up
-    and warm messages)."""
+    and warm messages). With a session's `state`: refilled in place in its
+    one builtins dict, which its earlier functions hold too."""
     classes = classes is True
     key = (frozenset(m for m in allowed_imports if isinstance(m, str) and m), classes)
     if _orq_one_shot[0] and _orq_envs[0] is rules:
@@ -227,7 +244,13 @@ def _orq_env(allowed_imports, rules, keep=False, classes=False):
         if not isinstance(sys.modules.get("__sandbox__"), types.ModuleType):
             sys.modules["__sandbox__"] = types.ModuleType("__sandbox__")
     safe = _orq_safe_builtins(rules)
-    extra, made = _orq_env_builtins(rules, safe, classes)
+    if state is not None:
+        ub = state["builtins"]
+        ub.clear()
+        ub.update(safe)
+        safe = ub
+    extra, made = _orq_env_builtins(rules, safe, classes,
+                                    state["made"] if state is not None else None)
     safe.update(extra)
     shim, real_import, allowed = _orq_make_import(allowed_imports, rules, safe)
     safe["__import__"] = shim
@@ -237,7 +260,7 @@ def _orq_env(allowed_imports, rules, keep=False, classes=False):
         except Exception:  # noqa: BLE001 - the user's import reports it
             pass
     env = (safe, allowed, made)
-    if keep:
+    if keep and state is None:
         if _orq_envs[0] is not rules:
             _orq_envs[:] = [rules, {}]
         if len(_orq_envs[1]) < _orq_envs_max:
@@ -298,19 +321,19 @@ def _orq_safe_builtins(rules):
     return dict(base)
 
 
-def _orq_execute_one(req):
+def _orq_execute_one(req, state=None):
     # hold[0] is the ballast while this call has it; a MemoryError handler
     # empties hold (which frees it); otherwise it goes back for the next call.
     _orq_ballast_ready()
     hold = [_orq_ballast.pop()]
     try:
-        return _orq_execute_body(req, hold)
+        return _orq_execute_body(req, hold, state)
     finally:
         if hold:
             _orq_ballast.append(hold.pop())
 
 
-def _orq_execute_body(req, hold):
+def _orq_execute_body(req, hold, state=None):
     import json
 
     def respond(kind, error, findings=None):
@@ -340,16 +363,21 @@ def _orq_execute_body(req, hold):
         classes = req.get("classes") is True
 
         # 1-2. The in-interpreter checker and the compiled wrapper.
-        compiled, failed = _orq_accept(code, allowed_imports, rules, classes)
+        compiled, failed = _orq_accept(code, allowed_imports, rules, classes,
+                                       state is not None)
         if failed is not None:
             return respond(*failed)
 
         # 3. Curated builtins (the one list in the rules table) + import shim;
         #    the allowed modules imported.
-        safe, allowed, made = _orq_env(allowed_imports, rules, classes=classes)
+        safe, allowed, made = _orq_env(allowed_imports, rules, classes=classes,
+                                       state=state)
 
         # 4. Run.
-        user_globals = {"__builtins__": safe, "__name__": "__sandbox__"}
+        if state is None:
+            user_globals = {"__builtins__": safe, "__name__": "__sandbox__"}
+        else:
+            user_globals = state["globals"]
         try:
             exec(compiled, user_globals)
             fn = user_globals.pop("__orq_user")
@@ -436,7 +464,7 @@ def _orq_main():
         if not isinstance(req, dict):
             raise ValueError("request is not a JSON object")
         op = req.get("op", "execute")
-        if op not in ("execute", "probe"):
+        if op not in ("execute", "probe", "session"):
             raise ValueError("unknown op %r" % (op,))
     except Exception as e:  # noqa: BLE001
         resp = json.dumps({"success": False, "error_kind": "internal",
@@ -445,6 +473,8 @@ def _orq_main():
         # Sealing (see _orq_seal_prepare) happens before any user code;
         # failure of a required layer fails closed.
         resp = _orq_spawn_seal(req)
+        if resp is None and op == "session":
+            _orq_session_serve(req, out)  # never returns
         if resp is None:
             _orq_apply_limits(req)
             resp = _orq_execute_child(req)
@@ -463,3 +493,71 @@ def _orq_main():
         os._exit(_orq_exit_response_lost)
     # Skip interpreter finalisation (and any user objects' finalisers).
     os._exit(0)
+
+
+
+def _orq_session_serve(req, out):
+    """Op "session" (runner.OpSession in runner/protocol.go says the
+    protocol): serve call after call in one globals dict. Never returns."""
+    import array
+    import fcntl
+    import json
+    import os
+    import resource
+    import socket
+    import sys
+
+    ctl = socket.socket(fileno=fcntl.fcntl(out.fileno(), fcntl.F_DUPFD_CLOEXEC, 16))
+    out.close()
+    b = {}
+    state = {"builtins": b, "made": {}, "globals": {"__builtins__": b, "__name__": "__sandbox__"}}
+    os.write(ctl.fileno(), b'{"success": true}')  # seccomp: write, not send
+    size = array.array("i").itemsize
+    inf = resource.RLIM_INFINITY
+    while True:
+        try:
+            msg, anc, _, _ = ctl.recvmsg(64, socket.CMSG_SPACE(4 * size))
+            fds = array.array("i")
+            for level, typ, data in anc:
+                if level == socket.SOL_SOCKET and typ == socket.SCM_RIGHTS:
+                    fds.frombytes(data[:len(data) - (len(data) % size)])
+            if not msg and not fds:
+                os._exit(0)  # Go closed the session
+            r, mb, cpu = msg.split()
+            if len(fds) != 4 or r != b"r":
+                raise ValueError("bad call %r" % msg)
+            high = [fcntl.fcntl(f, fcntl.F_DUPFD_CLOEXEC, 16) for f in fds]
+            for i, f in enumerate(high):
+                os.close(fds[i])
+            for i, f in enumerate(high):
+                os.dup2(f, i)
+                os.close(f)
+            if int(mb) > 0:
+                resource.setrlimit(resource.RLIMIT_AS, (int(mb) << 20, inf))
+            ru = resource.getrusage(resource.RUSAGE_SELF)
+            resource.setrlimit(resource.RLIMIT_CPU, (int(ru.ru_utime + ru.ru_stime) + 1 + int(cpu), inf))
+            chunks = []
+            while True:
+                c = os.read(0, 1 << 16)
+                if not c:
+                    break
+                chunks.append(c)
+            cell = json.loads(b"".join(chunks))
+            if cell.get("rules") is None:
+                cell["rules"] = req.get("rules") or {}
+        except BaseException as e:  # noqa: BLE001
+            _orq_child_fail(e)
+        resp = _orq_execute_child(cell, state)
+        try:
+            sys.stdout.flush()
+            sys.stderr.flush()
+        except BaseException:  # noqa: BLE001
+            pass
+        try:
+            view = memoryview(resp)
+            while view:
+                view = view[os.write(3, view):]
+            for fd in (3, 1, 2, 0):
+                os.close(fd)
+        except OSError:
+            os._exit(_orq_exit_response_lost)

@@ -689,18 +689,19 @@ def _orq_format_guard():
     return fmt
 
 
-def _orq_env_builtins(rules, ub, classes):
+def _orq_env_builtins(rules, ub, classes, made=None):
     """The builtins an execution adds to its curated builtins dict `ub`:
     always _orq_w, the run-time guard of attribute writes, _orq_own, that of
     private attribute reads (see _orq_guard_writes), _orq_fmt, that of
     str.format (see _orq_format_guard), and the guarded setattr; with `classes` also __build_class__ (without class
     keywords: no metaclass) and rules.json classes.builtins (super,
     property, ...). Returns (dict, made): made maps id -> class for every
-    class the execution's class statements built."""
+    class the execution's class statements built (into `made` if given)."""
     import builtins
     import types
 
-    made = {}
+    if made is None:
+        made = {}
     FunctionType = types.FunctionType
     _type, _id, _TypeError = type, id, TypeError
 

@@ -111,6 +111,7 @@ func (c *GRPCClient) Execute(ctx context.Context, req shared.ExecuteRequest) (sh
 		AgentId:        req.AgentID,
 		ToolName:       req.ToolName,
 		Dependencies:   req.Dependencies,
+		Stateful:       req.Stateful,
 	})
 	if err != nil {
 		return shared.ExecuteResponse{}, done(err)
@@ -193,6 +194,7 @@ func (s *GRPCServer) Execute(ctx context.Context, req *proto.ExecuteRequest) (*p
 		AgentID:        req.GetAgentId(),
 		ToolName:       req.GetToolName(),
 		Dependencies:   req.GetDependencies(),
+		Stateful:       req.GetStateful(),
 	})
 	if err != nil {
 		return nil, ToGRPC(err)
@@ -254,7 +256,8 @@ func resultToProto(r shared.ExecutionResult) *proto.ExecutionResult {
 		Limits: &proto.Limits{
 			TimeoutMs: r.Limits.TimeoutMS, MemoryMb: int32(r.Limits.MemoryMB), MaxOutputBytes: int64(r.Limits.MaxOutputBytes),
 		},
-		Findings: findingsToProto(r.Findings),
+		Findings:  findingsToProto(r.Findings),
+		StateLost: r.StateLost,
 	}
 }
 
@@ -269,6 +272,7 @@ func resultFromProto(r *proto.ExecutionResult) shared.ExecutionResult {
 		StderrTruncated: r.GetStderrTruncated(),
 		DurationMS:      r.GetDurationMs(),
 		Findings:        findingsFromProto(r.GetFindings()),
+		StateLost:       r.GetStateLost(),
 	}
 	if len(r.GetOutputJson()) > 0 {
 		out.Output = json.RawMessage(r.GetOutputJson())

@@ -40,7 +40,9 @@ func (r *recorder) Execute(_ context.Context, req shared.ExecuteRequest) (shared
 	if r.err != nil {
 		return shared.ExecuteResponse{}, r.err
 	}
-	return shared.ExecuteResponse{Result: shared.ExecutionResult{Success: true, Output: json.RawMessage("1")}}, nil
+	// A stateful request comes back with StateLost, so the round trip
+	// checks the result's field too.
+	return shared.ExecuteResponse{Result: shared.ExecutionResult{Success: true, Output: json.RawMessage("1"), StateLost: req.Stateful}}, nil
 }
 
 func dispense(t *testing.T, impl shared.Sandbox) shared.Sandbox {
@@ -72,9 +74,14 @@ func TestRequestsRoundTripGRPC(t *testing.T) {
 		Timeout: 1500 * time.Millisecond, MemoryMB: 64, MaxOutputBytes: 100,
 		SessionID: "s1", UserID: "u1", AgentID: "a1", ToolName: "t1",
 		Dependencies: []string{"orqdemo", "six==1.16.0"},
+		Stateful:     true,
 	}
-	if _, err := sb.Execute(ctx, req); err != nil {
+	resp, err := sb.Execute(ctx, req)
+	if err != nil {
 		t.Fatal(err)
+	}
+	if !resp.Result.StateLost {
+		t.Errorf("ExecutionResult.StateLost did not cross gRPC")
 	}
 	if !reflect.DeepEqual(rec.execute, req) {
 		t.Errorf("execute: sent %+v, plugin got %+v", req, rec.execute)

@@ -38,6 +38,11 @@ const (
 	maxZygotes = 8
 	// zygotePool is how many sealed children each zygote keeps ready.
 	zygotePool = 2
+	// maxNotebooks bounds the stateful interpreters of one container (one
+	// per agent that made a stateful call). Each holds its globals for the
+	// session's life, so none is evicted: an agent over the bound is
+	// refused.
+	maxNotebooks = 8
 )
 
 // layerUID is the sealing layer that drops a Python process from root to
@@ -89,6 +94,10 @@ type executor struct {
 	// maxZygotes), for the interpreter and extra sys.path they serve.
 	zygotes   pyproc.Pool
 	zygoteSet sync.Once // sets the pool's bound and restart log
+
+	// notebooks are the stateful interpreters, one per agent (notebook.go).
+	nbMu      sync.Mutex
+	notebooks map[string]*notebook
 }
 
 func (e *executor) logger() *slog.Logger {
@@ -210,9 +219,11 @@ func (e *executor) warm(ctx context.Context) {
 	}
 }
 
-// shutdown stops every zygote and its children.
+// shutdown stops every zygote and its children, and every stateful
+// interpreter.
 func (e *executor) shutdown() {
 	e.zygotes.Close()
+	e.closeNotebooks()
 }
 
 // run executes one call. A Go error is an infrastructure failure; everything
@@ -275,6 +286,15 @@ func (e *executor) run(ctx context.Context, a rtproto.ExecuteArgs) (shared.Execu
 		Timeout:   timeout,
 		MaxOutput: maxOut,
 		Dir:       dir,
+	}
+	if a.Stateful {
+		res, err = e.runStateful(ctx, agent, dir, python, extraPath, readPath, seal, job)
+		if err != nil {
+			return res, err
+		}
+		res.Limits = limits
+		res.DurationMS = float64(time.Since(start).Microseconds()) / 1000
+		return res, nil
 	}
 	var fs *pyproc.ForkServer
 	if e.mode != modeSpawn && !e.noFork.Load() {

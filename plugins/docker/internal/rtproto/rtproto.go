@@ -99,6 +99,10 @@ type ExecuteArgs struct {
 	// ToolName names the invocation for the per-user tool library: the
 	// runtime counts it per (tool_name, code hash) and promotes by policy.
 	ToolName string `json:"tool_name,omitempty"`
+	// Stateful runs the call in the agent's long-lived interpreter, whose
+	// globals persist across stateful calls of this session
+	// (shared.ExecuteRequest.Stateful).
+	Stateful bool `json:"stateful,omitempty"`
 }
 
 // ExecuteSchema is the JSON Schema of ExecuteArgs advertised in tools/list.
@@ -114,6 +118,7 @@ var ExecuteSchema = map[string]any{
 		"memory":           map[string]any{"type": "integer", "description": "address-space cap, MB"},
 		"max_output_bytes": map[string]any{"type": "integer"},
 		"tool_name":        map[string]any{"type": "string", "description": "names the invocation for the per-user tool library"},
+		"stateful":         map[string]any{"type": "boolean", "description": "run in this agent's long-lived interpreter: top-level names persist across stateful calls of the session (a notebook); a call killed by its limits loses them (state_lost)"},
 	},
 	"required":             []string{"code"},
 	"additionalProperties": false,

@@ -524,7 +524,11 @@ type ExecuteRequest struct {
 	ToolName       string                 `protobuf:"bytes,10,opt,name=tool_name,json=toolName,proto3" json:"tool_name,omitempty"`
 	// Packages to install into the agent's environment before running
 	// (session tiers); each must be in the policy's allowed_packages.
-	Dependencies  []string `protobuf:"bytes,11,rep,name=dependencies,proto3" json:"dependencies,omitempty"`
+	Dependencies []string `protobuf:"bytes,11,rep,name=dependencies,proto3" json:"dependencies,omitempty"`
+	// Run in the (session, agent)'s long-lived interpreter, whose globals
+	// persist across stateful calls (session tiers declaring
+	// "stateful_sessions").
+	Stateful      bool `protobuf:"varint,12,opt,name=stateful,proto3" json:"stateful,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -636,6 +640,13 @@ func (x *ExecuteRequest) GetDependencies() []string {
 	return nil
 }
 
+func (x *ExecuteRequest) GetStateful() bool {
+	if x != nil {
+		return x.Stateful
+	}
+	return false
+}
+
 type Limits struct {
 	state          protoimpl.MessageState `protogen:"open.v1"`
 	TimeoutMs      int64                  `protobuf:"varint,1,opt,name=timeout_ms,json=timeoutMs,proto3" json:"timeout_ms,omitempty"`
@@ -709,8 +720,11 @@ type ExecutionResult struct {
 	DurationMs      float64                `protobuf:"fixed64,9,opt,name=duration_ms,json=durationMs,proto3" json:"duration_ms,omitempty"`
 	Limits          *Limits                `protobuf:"bytes,10,opt,name=limits,proto3" json:"limits,omitempty"`
 	Findings        []*Finding             `protobuf:"bytes,11,rep,name=findings,proto3" json:"findings,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// A stateful call whose interpreter was killed (timeout, memory): its
+	// globals are gone and the next stateful call starts clean.
+	StateLost     bool `protobuf:"varint,12,opt,name=state_lost,json=stateLost,proto3" json:"state_lost,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ExecutionResult) Reset() {
@@ -818,6 +832,13 @@ func (x *ExecutionResult) GetFindings() []*Finding {
 		return x.Findings
 	}
 	return nil
+}
+
+func (x *ExecutionResult) GetStateLost() bool {
+	if x != nil {
+		return x.StateLost
+	}
+	return false
 }
 
 // Event is something a backend reports for the host's event bus.
@@ -1528,7 +1549,7 @@ const file_sandbox_proto_rawDesc = "" +
 	"\x04code\x18\x01 \x01(\tR\x04code\x12'\n" +
 	"\x0fallowed_imports\x18\x02 \x03(\tR\x0eallowedImports\"J\n" +
 	"\x10ValidateResponse\x126\n" +
-	"\bfindings\x18\x01 \x03(\v2\x1a.orqest.sandbox.v1.FindingR\bfindings\"\xe4\x02\n" +
+	"\bfindings\x18\x01 \x03(\v2\x1a.orqest.sandbox.v1.FindingR\bfindings\"\x80\x03\n" +
 	"\x0eExecuteRequest\x12\x12\n" +
 	"\x04code\x18\x01 \x01(\tR\x04code\x12\x1b\n" +
 	"\targs_json\x18\x02 \x01(\fR\bargsJson\x12'\n" +
@@ -1543,12 +1564,13 @@ const file_sandbox_proto_rawDesc = "" +
 	"\bagent_id\x18\t \x01(\tR\aagentId\x12\x1b\n" +
 	"\ttool_name\x18\n" +
 	" \x01(\tR\btoolName\x12\"\n" +
-	"\fdependencies\x18\v \x03(\tR\fdependencies\"n\n" +
+	"\fdependencies\x18\v \x03(\tR\fdependencies\x12\x1a\n" +
+	"\bstateful\x18\f \x01(\bR\bstateful\"n\n" +
 	"\x06Limits\x12\x1d\n" +
 	"\n" +
 	"timeout_ms\x18\x01 \x01(\x03R\ttimeoutMs\x12\x1b\n" +
 	"\tmemory_mb\x18\x02 \x01(\x05R\bmemoryMb\x12(\n" +
-	"\x10max_output_bytes\x18\x03 \x01(\x03R\x0emaxOutputBytes\"\x93\x03\n" +
+	"\x10max_output_bytes\x18\x03 \x01(\x03R\x0emaxOutputBytes\"\xb2\x03\n" +
 	"\x0fExecutionResult\x12\x18\n" +
 	"\asuccess\x18\x01 \x01(\bR\asuccess\x12\x1f\n" +
 	"\voutput_json\x18\x02 \x01(\fR\n" +
@@ -1564,7 +1586,9 @@ const file_sandbox_proto_rawDesc = "" +
 	"durationMs\x121\n" +
 	"\x06limits\x18\n" +
 	" \x01(\v2\x19.orqest.sandbox.v1.LimitsR\x06limits\x126\n" +
-	"\bfindings\x18\v \x03(\v2\x1a.orqest.sandbox.v1.FindingR\bfindings\">\n" +
+	"\bfindings\x18\v \x03(\v2\x1a.orqest.sandbox.v1.FindingR\bfindings\x12\x1d\n" +
+	"\n" +
+	"state_lost\x18\f \x01(\bR\tstateLost\">\n" +
 	"\x05Event\x12\x12\n" +
 	"\x04type\x18\x01 \x01(\tR\x04type\x12!\n" +
 	"\fpayload_json\x18\x02 \x01(\fR\vpayloadJson\"\x7f\n" +

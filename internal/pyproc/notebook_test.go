@@ -1,0 +1,139 @@
+package pyproc_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/orqest/sandbox/internal/pyproc"
+	"github.com/orqest/sandbox/runner"
+	"github.com/orqest/sandbox/shared"
+	"github.com/orqest/sandbox/validator"
+)
+
+// startNotebook starts a sealed notebook (every layer this machine has) on
+// the real rules table.
+func startNotebook(t *testing.T, classes bool) *pyproc.Notebook {
+	t.Helper()
+	ctx := context.Background()
+	s, err := pyproc.Probe(ctx, runner.Argv(python), nil, "", nil)
+	if err != nil {
+		t.Skip(err)
+	}
+	nb, err := pyproc.StartNotebook(ctx, runner.Argv(python), runner.Request{
+		Rules: json.RawMessage(validator.RulesJSON()), Seal: s.Seal(nil), Classes: classes,
+	}, pyproc.NotebookOptions{Dir: t.TempDir(), Stderr: os.Stderr})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nb.Close)
+	return nb
+}
+
+func cell(code string, imports ...string) pyproc.Job {
+	return pyproc.Job{
+		Request: runner.Request{Code: code, AllowedImports: imports, MemoryMB: 256},
+		Timeout: 5 * time.Second, MaxOutput: 1 << 16,
+	}
+}
+
+func runCell(t *testing.T, nb *pyproc.Notebook, j pyproc.Job) shared.ExecutionResult {
+	t.Helper()
+	res, lost, err := nb.Run(context.Background(), j)
+	if err != nil {
+		t.Fatalf("%q: %v", j.Request.Code, err)
+	}
+	if lost {
+		t.Fatalf("%q: state lost: %+v", j.Request.Code, res)
+	}
+	return res
+}
+
+// Globals persist across calls: assignments, augmented assignments, loop
+// variables, imports, functions (which see later globals and run with the
+// current call's builtins), and each call's stdout is its own.
+func TestNotebookState(t *testing.T) {
+	nb := startNotebook(t, true)
+	runCell(t, nb, cell("counter = 41\nprint('one')"))
+	res := runCell(t, nb, cell("counter += 1\nprint('two')"))
+	if !res.Success || res.Stdout != "two\n" {
+		t.Fatalf("call 2: %+v", res)
+	}
+	res = runCell(t, nb, cell("return counter"))
+	if !res.Success || string(res.Output) != "42" || res.Stdout != "" {
+		t.Fatalf("call 3: %+v", res)
+	}
+	j := cell("import math\ndef area(r):\n    return math.pi * r * r * scale\nfor i in range(3):\n    pass\nclass P:\n    def __init__(self):\n        self.n = 1\np = P()", "math")
+	j.Request.Classes = true
+	if res := runCell(t, nb, j); !res.Success {
+		t.Fatalf("defining: %+v", res)
+	}
+	res = runCell(t, nb, cell("scale = 2\np.n += i\nreturn [round(area(1), 3), p.n, [x for x in range(2)]]"))
+	if !res.Success || string(res.Output) != "[6.283,3,[0,1]]" && string(res.Output) != "[6.283, 3, [0, 1]]" {
+		t.Fatalf("functions, classes and loops across calls: %+v", res)
+	}
+	// args stays the call's own.
+	res = runCell(t, nb, pyproc.Job{Request: runner.Request{Code: "return args['v'] + counter", Args: json.RawMessage(`{"v": 1}`), MemoryMB: 256}, Timeout: 5 * time.Second, MaxOutput: 1 << 16})
+	if string(res.Output) != "43" {
+		t.Fatalf("args: %+v", res)
+	}
+	// The checker runs on every call: a rejected body changes nothing.
+	res = runCell(t, nb, cell("counter = 0\n__import__('os')"))
+	if res.Success || res.ErrorKind != shared.KindValidation {
+		t.Fatalf("validation: %+v", res)
+	}
+	res = runCell(t, nb, cell("return counter"))
+	if string(res.Output) != "42" {
+		t.Fatalf("after a rejected call: %+v", res)
+	}
+	// A user exception leaves the state in place.
+	res = runCell(t, nb, cell("counter = 7\nraise ValueError('x')"))
+	if res.ErrorKind != shared.KindRuntime {
+		t.Fatalf("runtime error: %+v", res)
+	}
+	if res = runCell(t, nb, cell("return counter")); string(res.Output) != "7" {
+		t.Fatalf("after an exception: %+v", res)
+	}
+}
+
+// A call over its wall clock kills the interpreter: the result says so
+// (lost), the process group is empty, and the Notebook refuses further
+// calls with ErrNotebookGone.
+func TestNotebookTimeoutLosesState(t *testing.T) {
+	nb := startNotebook(t, false)
+	runCell(t, nb, cell("counter = 41"))
+	j := cell("counter += 1\nwhile True:\n    pass")
+	j.Timeout = 500 * time.Millisecond
+	res, lost, err := nb.Run(context.Background(), j)
+	if err != nil || !lost || res.ErrorKind != shared.KindTimeout {
+		t.Fatalf("timeout: lost=%v err=%v %+v", lost, err, res)
+	}
+	if m := groupMembers(nb.PID()); len(m) > 0 {
+		t.Fatalf("process group %d still has %v", nb.PID(), m)
+	}
+	if _, _, err := nb.Run(context.Background(), cell("return 1")); !errors.Is(err, pyproc.ErrNotebookGone) || !errors.Is(err, shared.ErrNotRun) {
+		t.Fatalf("after the kill: want ErrNotebookGone, got %v", err)
+	}
+}
+
+// Close ends an idle interpreter and its group.
+func TestNotebookClose(t *testing.T) {
+	nb := startNotebook(t, false)
+	runCell(t, nb, cell("x = 1"))
+	nb.Close()
+	select {
+	case <-nb.Done():
+	case <-time.After(2 * time.Second):
+		t.Fatal("interpreter still running after Close")
+	}
+	if m := groupMembers(nb.PID()); len(m) > 0 {
+		t.Fatalf("process group %d still has %v", nb.PID(), m)
+	}
+	if !strings.Contains(runner.OpSession, "session") {
+		t.Fatal(runner.OpSession)
+	}
+}
