@@ -208,6 +208,25 @@ func (n *Notebook) Close() {
 	n.stop()
 }
 
+// threadsLeft returns how many threads the interpreter has once a call
+// returned (1: only its main thread). A thread the call joined may take a
+// moment to leave the kernel's list, so a count above 1 is read again for
+// up to 100 ms. 0: the count could not be read.
+func (n *Notebook) threadsLeft() int {
+	dir := fmt.Sprintf("/proc/%d/task", n.pid)
+	deadline := time.Now().Add(100 * time.Millisecond)
+	for {
+		ents, err := os.ReadDir(dir)
+		if err != nil {
+			return 0
+		}
+		if len(ents) <= 1 || time.Now().After(deadline) {
+			return len(ents)
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+}
+
 // Run runs job in the interpreter's globals. lost reports that the
 // interpreter ended during the call (its limits killed it, it crashed, or
 // ctx was cancelled): the Notebook is done and the globals are gone. A Go
@@ -302,6 +321,14 @@ func (n *Notebook) Run(ctx context.Context, job Job) (res shared.ExecutionResult
 			// The call is over and the interpreter waits for the next one.
 			drain(pipesDone, mine)
 			res, err := conclude(ctx, n.log, &job, o)
+			if k := n.threadsLeft(); k > 1 {
+				// A thread the call started would run between calls,
+				// outside any call's wall clock and with the runner's
+				// audit hook disarmed: the interpreter ends with it.
+				n.stop()
+				res.Stderr += fmt.Sprintf("orqest: this call returned with %d threads still running; a stateful interpreter keeps no threads between calls, so it was ended and its state is lost (join your threads before the code returns)\n", k-1)
+				return res, true, err
+			}
 			return res, false, err
 		}
 	case <-n.exited:

@@ -137,3 +137,26 @@ func TestNotebookClose(t *testing.T) {
 		t.Fatal(runner.OpSession)
 	}
 }
+
+// A call that returns with a thread still running ends the interpreter:
+// the thread would otherwise run between calls, outside any wall clock
+// and with the audit hook disarmed. The call's own result stands; it says
+// the state is lost and why, and the next call starts clean. A call that
+// joins its threads keeps the state.
+func TestNotebookThreadsLeftEndTheState(t *testing.T) {
+	nb := startNotebook(t, false)
+	runCell(t, nb, cell("import threading\nt = threading.Thread(target=lambda: None)\nt.start()\nt.join()\nkept = 1", "threading"))
+	if res := runCell(t, nb, cell("return kept")); string(res.Output) != "1" {
+		t.Fatalf("a joined thread lost the state: %+v", res)
+	}
+	res, lost, err := nb.Run(context.Background(), cell("import threading, time\nthreading.Thread(target=time.sleep, args=(30,), daemon=True).start()\nreturn 7", "threading", "time"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !lost || !res.Success || string(res.Output) != "7" || !strings.Contains(res.Stderr, "join your threads") {
+		t.Fatalf("a call that left a thread running: lost=%v %+v", lost, res)
+	}
+	if nb.Alive() {
+		t.Fatal("the interpreter still runs after a call left a thread")
+	}
+}

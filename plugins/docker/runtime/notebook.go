@@ -54,7 +54,7 @@ func (e *executor) runStateful(ctx context.Context, agent, dir, python string, e
 		return res, err
 	}
 	res.StateLost = lost || replaced
-	if lost {
+	if lost && !res.Success {
 		res.Error = strings.TrimRight(res.Error, "\n") + " (the stateful session's interpreter was killed: its state is lost; the next stateful call starts clean)"
 	}
 	return res, nil
