@@ -83,6 +83,12 @@ const (
 	// persist across calls. The host refuses Stateful on a backend without
 	// it (ErrNotSupported).
 	CapStatefulSessions Capability = "stateful_sessions"
+	// CapFiles: sessions have a writable workspace directory the backend
+	// serves through FileStore (upload, download, list), and an
+	// execution's new or changed workspace files (and the matplotlib
+	// figures it leaves open) come back as ExecutionResult.Artifacts. The
+	// host refuses file calls on a backend without it (ErrNotSupported).
+	CapFiles Capability = "files"
 )
 
 // InfoRequest asks a backend to describe itself.
@@ -309,6 +315,76 @@ type CallToolResponse struct {
 	Events []Event
 }
 
+// FileStore is an optional interface of session backends with a writable
+// per-session workspace (shared.CapFiles): the only directory the user's
+// code may write, bounded by a size quota. Paths are relative to it,
+// slash-separated and clean (CheckFilePath): no "..", no absolute path, no
+// empty or "." element; the backend never follows a symbolic link in them.
+// A backend without it answers codes.Unimplemented over gRPC, which the
+// host sees as ErrNotSupported.
+type FileStore interface {
+	// PutFile writes Data to Path in the session's workspace, replacing
+	// a file there (creating parent directories). Data over the backend's
+	// per-file cap, or a workspace over its quota, is an error wrapping
+	// ErrInvalidArgument (a *FieldError on "data") or ErrFailedPrecondition
+	// (the quota).
+	PutFile(ctx context.Context, req PutFileRequest) (PutFileResponse, error)
+	// GetFile reads the file at Path (ErrNotFound when there is none; a
+	// file over the per-file cap is ErrInvalidArgument on "path").
+	GetFile(ctx context.Context, req GetFileRequest) (GetFileResponse, error)
+	// ListFiles lists the regular files of the workspace (under Path when
+	// set), recursively, sorted by name.
+	ListFiles(ctx context.Context, req ListFilesRequest) (ListFilesResponse, error)
+}
+
+// DefaultMaxFileBytes is the per-file cap of FileStore uploads and
+// downloads and of one artifact's bytes when a backend sets none.
+const DefaultMaxFileBytes = 8 << 20
+
+// PutFileRequest uploads a file into a session's workspace.
+type PutFileRequest struct {
+	SessionID string
+	Path      string
+	Data      []byte
+}
+
+// PutFileResponse reports the stored file.
+type PutFileResponse struct {
+	File FileInfo
+}
+
+// GetFileRequest downloads a file of a session's workspace.
+type GetFileRequest struct {
+	SessionID string
+	Path      string
+}
+
+// GetFileResponse carries a file's bytes.
+type GetFileResponse struct {
+	File FileInfo
+	Data []byte
+}
+
+// ListFilesRequest lists a session's workspace (the directory Path; empty
+// is the whole workspace).
+type ListFilesRequest struct {
+	SessionID string
+	Path      string
+}
+
+// ListFilesResponse lists files.
+type ListFilesResponse struct {
+	Files []FileInfo
+}
+
+// FileInfo describes a file of a workspace.
+type FileInfo struct {
+	Name    string    `json:"name"` // relative to the workspace, slash-separated
+	Size    int64     `json:"size"`
+	Mode    uint32    `json:"mode"` // permission bits
+	ModTime time.Time `json:"mod_time"`
+}
+
 // ErrorKind classifies why an execution did not succeed.
 type ErrorKind string
 
@@ -360,6 +436,27 @@ type ExecutionResult struct {
 	// (timeout, memory, a crash): the globals earlier calls left are gone
 	// and the next stateful call of that agent starts clean.
 	StateLost bool `json:"state_lost,omitempty"`
+	// Artifacts are the files of the session's workspace the call created
+	// or changed, and the matplotlib figures it left open (saved as PNG),
+	// on backends with CapFiles. Their bytes come along up to the
+	// backend's caps; a larger one has Omitted set and is read with
+	// FileStore.GetFile.
+	Artifacts []Artifact `json:"artifacts,omitempty"`
+}
+
+// Artifact is a file an execution left in its session's workspace.
+type Artifact struct {
+	// Name is the file's path relative to the workspace (slash-separated):
+	// the Path of a GetFileRequest that downloads it.
+	Name     string `json:"name"`
+	MIMEType string `json:"mime_type"`
+	Size     int64  `json:"size"`
+	// Data are the file's bytes; nil when Omitted.
+	Data []byte `json:"data,omitempty"`
+	// Omitted: the bytes were left out because the file is over the
+	// per-artifact cap or the call's artifacts together are over the
+	// total cap. The file is still in the workspace: download it by Name.
+	Omitted bool `json:"omitted,omitempty"`
 }
 
 // OpenRequest starts a session for a user.

@@ -23,6 +23,7 @@ var (
 type GRPCClient struct {
 	client proto.SandboxClient
 	tools  proto.SessionToolsClient
+	files  proto.FileStoreClient
 	// exited is done when the plugin process has exited (go-plugin's
 	// plugin-exit context; never done for a connection without a process).
 	exited context.Context
@@ -36,7 +37,7 @@ func NewGRPCClient(conn grpc.ClientConnInterface, exited context.Context) *GRPCC
 	if exited == nil {
 		exited = context.Background()
 	}
-	return &GRPCClient{client: proto.NewSandboxClient(conn), tools: proto.NewSessionToolsClient(conn), exited: exited}
+	return &GRPCClient{client: proto.NewSandboxClient(conn), tools: proto.NewSessionToolsClient(conn), files: proto.NewFileStoreClient(conn), exited: exited}
 }
 
 // begin starts a call: it returns the context to make it with and the
@@ -258,6 +259,7 @@ func resultToProto(r shared.ExecutionResult) *proto.ExecutionResult {
 		},
 		Findings:  findingsToProto(r.Findings),
 		StateLost: r.StateLost,
+		Artifacts: artifactsToProto(r.Artifacts),
 	}
 }
 
@@ -273,6 +275,7 @@ func resultFromProto(r *proto.ExecutionResult) shared.ExecutionResult {
 		DurationMS:      r.GetDurationMs(),
 		Findings:        findingsFromProto(r.GetFindings()),
 		StateLost:       r.GetStateLost(),
+		Artifacts:       artifactsFromProto(r.GetArtifacts()),
 	}
 	if len(r.GetOutputJson()) > 0 {
 		out.Output = json.RawMessage(r.GetOutputJson())

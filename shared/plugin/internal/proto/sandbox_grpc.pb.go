@@ -460,3 +460,187 @@ var SessionTools_ServiceDesc = grpc.ServiceDesc{
 	Streams:  []grpc.StreamDesc{},
 	Metadata: "sandbox.proto",
 }
+
+const (
+	FileStore_PutFile_FullMethodName   = "/orqest.sandbox.v1.FileStore/PutFile"
+	FileStore_GetFile_FullMethodName   = "/orqest.sandbox.v1.FileStore/GetFile"
+	FileStore_ListFiles_FullMethodName = "/orqest.sandbox.v1.FileStore/ListFiles"
+)
+
+// FileStoreClient is the client API for FileStore service.
+//
+// For semantics around ctx use and closing/ending streaming RPCs, please refer to https://pkg.go.dev/google.golang.org/grpc/?tab=doc#ClientConn.NewStream.
+//
+// FileStore is optional (shared.FileStore): a backend without it is not
+// registered, and the host sees codes.Unimplemented.
+type FileStoreClient interface {
+	PutFile(ctx context.Context, in *PutFileRequest, opts ...grpc.CallOption) (*PutFileResponse, error)
+	GetFile(ctx context.Context, in *GetFileRequest, opts ...grpc.CallOption) (*GetFileResponse, error)
+	ListFiles(ctx context.Context, in *ListFilesRequest, opts ...grpc.CallOption) (*ListFilesResponse, error)
+}
+
+type fileStoreClient struct {
+	cc grpc.ClientConnInterface
+}
+
+func NewFileStoreClient(cc grpc.ClientConnInterface) FileStoreClient {
+	return &fileStoreClient{cc}
+}
+
+func (c *fileStoreClient) PutFile(ctx context.Context, in *PutFileRequest, opts ...grpc.CallOption) (*PutFileResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(PutFileResponse)
+	err := c.cc.Invoke(ctx, FileStore_PutFile_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *fileStoreClient) GetFile(ctx context.Context, in *GetFileRequest, opts ...grpc.CallOption) (*GetFileResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GetFileResponse)
+	err := c.cc.Invoke(ctx, FileStore_GetFile_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *fileStoreClient) ListFiles(ctx context.Context, in *ListFilesRequest, opts ...grpc.CallOption) (*ListFilesResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListFilesResponse)
+	err := c.cc.Invoke(ctx, FileStore_ListFiles_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// FileStoreServer is the server API for FileStore service.
+// All implementations must embed UnimplementedFileStoreServer
+// for forward compatibility.
+//
+// FileStore is optional (shared.FileStore): a backend without it is not
+// registered, and the host sees codes.Unimplemented.
+type FileStoreServer interface {
+	PutFile(context.Context, *PutFileRequest) (*PutFileResponse, error)
+	GetFile(context.Context, *GetFileRequest) (*GetFileResponse, error)
+	ListFiles(context.Context, *ListFilesRequest) (*ListFilesResponse, error)
+	mustEmbedUnimplementedFileStoreServer()
+}
+
+// UnimplementedFileStoreServer must be embedded to have
+// forward compatible implementations.
+//
+// NOTE: this should be embedded by value instead of pointer to avoid a nil
+// pointer dereference when methods are called.
+type UnimplementedFileStoreServer struct{}
+
+func (UnimplementedFileStoreServer) PutFile(context.Context, *PutFileRequest) (*PutFileResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method PutFile not implemented")
+}
+func (UnimplementedFileStoreServer) GetFile(context.Context, *GetFileRequest) (*GetFileResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method GetFile not implemented")
+}
+func (UnimplementedFileStoreServer) ListFiles(context.Context, *ListFilesRequest) (*ListFilesResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListFiles not implemented")
+}
+func (UnimplementedFileStoreServer) mustEmbedUnimplementedFileStoreServer() {}
+func (UnimplementedFileStoreServer) testEmbeddedByValue()                   {}
+
+// UnsafeFileStoreServer may be embedded to opt out of forward compatibility for this service.
+// Use of this interface is not recommended, as added methods to FileStoreServer will
+// result in compilation errors.
+type UnsafeFileStoreServer interface {
+	mustEmbedUnimplementedFileStoreServer()
+}
+
+func RegisterFileStoreServer(s grpc.ServiceRegistrar, srv FileStoreServer) {
+	// If the following call panics, it indicates UnimplementedFileStoreServer was
+	// embedded by pointer and is nil.  This will cause panics if an
+	// unimplemented method is ever invoked, so we test this at initialization
+	// time to prevent it from happening at runtime later due to I/O.
+	if t, ok := srv.(interface{ testEmbeddedByValue() }); ok {
+		t.testEmbeddedByValue()
+	}
+	s.RegisterService(&FileStore_ServiceDesc, srv)
+}
+
+func _FileStore_PutFile_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(PutFileRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(FileStoreServer).PutFile(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: FileStore_PutFile_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(FileStoreServer).PutFile(ctx, req.(*PutFileRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _FileStore_GetFile_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetFileRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(FileStoreServer).GetFile(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: FileStore_GetFile_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(FileStoreServer).GetFile(ctx, req.(*GetFileRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _FileStore_ListFiles_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListFilesRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(FileStoreServer).ListFiles(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: FileStore_ListFiles_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(FileStoreServer).ListFiles(ctx, req.(*ListFilesRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+// FileStore_ServiceDesc is the grpc.ServiceDesc for FileStore service.
+// It's only intended for direct use with grpc.RegisterService,
+// and not to be introspected or modified (even as a copy)
+var FileStore_ServiceDesc = grpc.ServiceDesc{
+	ServiceName: "orqest.sandbox.v1.FileStore",
+	HandlerType: (*FileStoreServer)(nil),
+	Methods: []grpc.MethodDesc{
+		{
+			MethodName: "PutFile",
+			Handler:    _FileStore_PutFile_Handler,
+		},
+		{
+			MethodName: "GetFile",
+			Handler:    _FileStore_GetFile_Handler,
+		},
+		{
+			MethodName: "ListFiles",
+			Handler:    _FileStore_ListFiles_Handler,
+		},
+	},
+	Streams:  []grpc.StreamDesc{},
+	Metadata: "sandbox.proto",
+}
