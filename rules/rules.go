@@ -148,6 +148,13 @@ type Table struct {
 		AuditBlock   []string `json:"audit_block"`
 		AuditBlockOS []string `json:"audit_block_os"`
 		OSModules    []string `json:"os_modules"`
+		// WorkspaceEvents are the audit events (open, os.listdir,
+		// os.scandir) the hook lets through when the path they name is
+		// below the execution's workspace (runner.Request.Workspace),
+		// reading and writing: the one place user code may write. Landlock
+		// grants the same directory (runner.Seal.WritePaths) and nothing
+		// more, so the kernel holds the line if the hook is bypassed.
+		WorkspaceEvents []string `json:"workspace_events"`
 	} `json:"runtime"`
 	// DangerousImports maps each module that hands user code OS, process,
 	// file, network, introspection or code-loading power to why. A name

@@ -23,7 +23,7 @@ func TestGeneratedProtocol(t *testing.T) {
 			t.Errorf("%s is stale: run `go generate ./runner`", path)
 		}
 	}
-	if !strings.HasPrefix(runner.Program(), runner.GeneratedPython()) {
+	if !strings.HasPrefix(runner.ProgramWithComments(), runner.GeneratedPython()) {
 		t.Error("Program() does not start with the protocol's constants")
 	}
 }

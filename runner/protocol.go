@@ -27,6 +27,7 @@ import (
 	_ "embed"
 	"encoding/json"
 	"fmt"
+	"strings"
 	"unicode/utf8"
 
 	"github.com/orqest/sandbox/rules"
@@ -51,8 +52,33 @@ var (
 // protocol's constants (generated from childproto.go), the in-child checker,
 // then the runner. Every name it defines at module level is
 // prefixed `_orq_`.
-func Program() string {
+//
+// Lines that hold only a comment are left out (the program travels as one
+// argument, which the kernel bounds): the sources keep their comments, the
+// interpreter gets the same code (TestProgramSameCodeWithoutComments).
+func Program() string { return program }
+
+// program is Program's text, joined and stripped once.
+var program = stripCommentLines(ProgramWithComments())
+
+// ProgramWithComments is Program with its comment lines.
+func ProgramWithComments() string {
 	return protocolPy + "\n\n" + rules.CheckerPy() + "\n" + importsPy + "\n\n" + executePy + "\n\n" + sealPy + "\n\n" + zygotePy
+}
+
+// stripCommentLines drops the lines whose first non-blank character is
+// '#'. A line of a multi-line string literal that starts so would change
+// the literal: the test compares the two programs' syntax trees.
+func stripCommentLines(src string) string {
+	var b strings.Builder
+	b.Grow(len(src))
+	for line := range strings.Lines(src) {
+		if t := strings.TrimLeft(line, " \t"); strings.HasPrefix(t, "#") {
+			continue
+		}
+		b.WriteString(line)
+	}
+	return b.String()
 }
 
 // PythonFlags are the interpreter flags every tier runs the program with:
@@ -127,6 +153,17 @@ type Seal struct {
 	// ReadPaths are files and directories the sandbox may read besides the
 	// interpreter's stdlib (the shared libraries of extension modules).
 	ReadPaths []string `json:"read_paths,omitempty"`
+	// WritePaths are directories the sandbox may read and write: create,
+	// write and truncate regular files below them, nothing else (no
+	// directory, link, device, socket or FIFO; removal and rename are
+	// refused by seccomp anyway). Empty: the sandbox writes nothing
+	// anywhere. Tier 2 grants its session's workspace.
+	WritePaths []string `json:"write_paths,omitempty"`
+	// MaxFileBytes is the RLIMIT_FSIZE of a sandbox with WritePaths (0
+	// means shared.DefaultMaxFileBytes): a write past it fails with EFBIG
+	// (OSError "File too large"). Without WritePaths it is 0: no file
+	// grows at all.
+	MaxFileBytes int64 `json:"max_file_bytes,omitempty"`
 	// Require lists layers whose absence fails the process closed.
 	Require []string `json:"require,omitempty"`
 	// Disable lists layers not to attempt (tests of degradation).
@@ -242,6 +279,14 @@ type Request struct {
 	// stdlib) before the allowed imports are loaded: a tier-2 agent's venv
 	// site-packages, which -S keeps site.py from adding.
 	ExtraSysPath []string `json:"extra_sys_path,omitempty"`
+	// Workspace is an absolute directory the body may read and write (its
+	// Seal, or its zygote's, must list it in WritePaths: the kernel's
+	// wall). The runner's audit hook lets the rules table's
+	// runtime.workspace_events reach paths below it; the body finds it as
+	// the builtin `workspace` (read_bytes, read_text, write_bytes,
+	// write_text into an existing directory, list, path); and matplotlib figures the body leaves open
+	// are saved there as figure-N.png when it returns. Empty: none of this.
+	Workspace string `json:"workspace,omitempty"`
 }
 
 // Response is what the child writes to fd 3.

@@ -41,6 +41,14 @@ func (s *SealInfo) Seal(disable []string, extraRead ...string) *runner.Seal {
 		SubIDs: s.SubIDs, SubIDsMissing: s.SubIDsMissing}
 }
 
+// SealWriting is Seal with write, the directories the sandbox may also
+// write (runner.Seal.WritePaths: a session's workspace).
+func (s *SealInfo) SealWriting(disable, write []string, extraRead ...string) *runner.Seal {
+	seal := s.Seal(disable, extraRead...)
+	seal.WritePaths = write
+	return seal
+}
+
 // MissingText names the layers not in force, in the runner's order, with
 // the reason; name maps a layer to the name to print (nil: the layer's).
 func (s *SealInfo) MissingText(name func(layer string) string) string {

@@ -321,6 +321,88 @@ def _orq_safe_builtins(rules):
     return dict(base)
 
 
+def _orq_workspace(root):
+    """The builtin `workspace` of an execution with a writable directory
+    root: read_bytes(name), read_text(name), write_bytes(name, data),
+    write_text(name, text) (into an existing directory: the body makes
+    none, removes and renames nothing), list()
+    (every regular file, relative names, sorted) and path(name) (the
+    absolute path, for libraries that take one: pandas.read_csv,
+    savefig). A name is a clean relative path ("data.csv", "out/a.png");
+    anything else is a ValueError. The kernel (Landlock) and the audit hook
+    keep every write inside root whatever the body does."""
+    import os
+    import types
+
+    def full(name):
+        if not isinstance(name, str) or not name or name.startswith("/") \
+                or "\\" in name or "\x00" in name:
+            raise ValueError("workspace: a file name is a relative path such as 'data.csv', got %r" % (name,))
+        if any(p in ("", ".", "..") for p in name.split("/")):
+            raise ValueError("workspace: %r is not a clean relative path (no '..', '.' or empty element)" % (name,))
+        return root + "/" + name
+
+    def read_bytes(name):
+        with open(full(name), "rb") as f:
+            return f.read()
+
+    def read_text(name, encoding="utf-8"):
+        with open(full(name), "r", encoding=encoding) as f:
+            return f.read()
+
+    def write_bytes(name, data):
+        with open(full(name), "wb") as f:
+            return f.write(bytes(data))
+
+    def write_text(name, text, encoding="utf-8"):
+        if not isinstance(text, str):
+            raise TypeError("workspace.write_text: text must be a str")
+        with open(full(name), "w", encoding=encoding) as f:
+            return f.write(text)
+
+    def listing():
+        out = []
+        for dirpath, _dirs, names in os.walk(root):
+            for n in names:
+                p = os.path.join(dirpath, n)
+                if os.path.isfile(p) and not os.path.islink(p):
+                    out.append(os.path.relpath(p, root))
+        return sorted(out)
+
+    def path(name=None):
+        return root if name is None else full(name)
+
+    return types.SimpleNamespace(read_bytes=read_bytes, read_text=read_text,
+                                 write_bytes=write_bytes, write_text=write_text,
+                                 list=listing, path=path)
+
+
+def _orq_save_figures(root):
+    """Save the matplotlib figures the body left open into root as
+    figure-N.png (N: the figure's number) and close them: they come back
+    as artifacts. Only when the body imported matplotlib.pyplot; a figure
+    that cannot be saved is reported on stderr."""
+    import sys
+
+    plt = sys.modules.get("matplotlib.pyplot")
+    if plt is None:
+        return
+    try:
+        nums = list(plt.get_fignums())
+    except Exception:  # noqa: BLE001 - the body's matplotlib, its problem
+        return
+    for n in nums:
+        try:
+            plt.figure(n).savefig("%s/figure-%d.png" % (root, n), format="png")
+        except Exception as e:  # noqa: BLE001
+            sys.stderr.write("orqest runner: figure %d was not saved: %s: %s\n"
+                             % (n, type(e).__name__, e))
+    try:
+        plt.close("all")
+    except Exception:  # noqa: BLE001
+        pass
+
+
 def _orq_execute_one(req, state=None):
     # hold[0] is the ballast while this call has it; a MemoryError handler
     # empties hold (which frees it); otherwise it goes back for the next call.
@@ -373,6 +455,14 @@ def _orq_execute_body(req, hold, state=None):
         safe, allowed, made = _orq_env(allowed_imports, rules, classes=classes,
                                        state=state)
 
+        # The execution's writable directory (tier 2's session workspace),
+        # as the builtin `workspace`.
+        ws = req.get("workspace")
+        if not (isinstance(ws, str) and ws.startswith("/")):
+            ws = None
+        if ws is not None:
+            safe["workspace"] = _orq_workspace(ws)
+
         # 4. Run.
         if state is None:
             user_globals = {"__builtins__": safe, "__name__": "__sandbox__"}
@@ -390,8 +480,10 @@ def _orq_execute_body(req, hold, state=None):
                 fn.__code__ = fn.__code__.replace(co_name="<module>")
             # The audit hook (see _orq_audit_arm) is armed only while user
             # code runs and its result is encoded.
-            _orq_audit_arm(rules, allowed)
+            _orq_audit_arm(rules, allowed, ws)
             result = fn(args)
+            if ws is not None:
+                _orq_save_figures(ws)
         except MemoryError:
             _orq_audit_disarm()
             hold.clear()

@@ -396,8 +396,8 @@ def _orq_audit_make():
     this closure only (no module global holds it)."""
     st = {}
 
-    def arm(rules, allowed):
-        return _orq_audit_arm_in(st, rules, allowed)
+    def arm(rules, allowed, workspace=None):
+        return _orq_audit_arm_in(st, rules, allowed, workspace)
 
     def disarm():
         st["armed"] = False
@@ -405,7 +405,7 @@ def _orq_audit_make():
     return arm, disarm
 
 
-def _orq_audit_arm_in(st, rules, allowed):
+def _orq_audit_arm_in(st, rules, allowed, workspace=None):
     """Defence in depth below the static rules and the module views: a
     CPython audit hook (PEP 578), installed once per process, that refuses
     while armed
@@ -420,7 +420,13 @@ def _orq_audit_arm_in(st, rules, allowed):
         unless the policy acknowledges them), also the OS events in
         runtime.audit_block_os (processes, sockets, file changes) and every
         `open` except reading files below the interpreter's library
-        directories (imports) and the zoneinfo database.
+        directories (imports) and the zoneinfo database;
+      - but lets through the events of runtime.workspace_events (open,
+        os.listdir, os.scandir) whose path is absolute and below
+        `workspace` (the execution's writable directory), for reading and
+        writing: Landlock grants that directory and nothing else, and no
+        link out of it can be made there (no MAKE_SYM; seccomp refuses
+        symlinkat and linkat).
     st is the state (_orq_audit_make's closure); _orq_audit_disarm() disarms
     (the runner does, before it formats a traceback with the traceback
     module). Returns st."""
@@ -439,9 +445,15 @@ def _orq_audit_arm_in(st, rules, allowed):
                 if isinstance(ev, str) and ev:
                     (prefixes.append(ev) if ev.endswith(".") else exact.add(ev))
             by_os[os_too] = (frozenset(exact), tuple(prefixes))
-        prep = (rules, frozenset(rt.get("os_modules") or ()), by_os)
+        prep = (rules, frozenset(rt.get("os_modules") or ()), by_os,
+                frozenset(e for e in rt.get("workspace_events") or () if isinstance(e, str)))
         st["prepared"] = prep
     os_modules = prep[1]
+    st["ws_events"] = prep[3]
+    st["ws"] = None
+    if isinstance(workspace, str) and workspace.startswith("/"):
+        import os as _os
+        st["ws"] = _os.path.normpath(workspace) + "/"
     os_too = not any(m.partition(".")[0] in os_modules for m in allowed)
     st["exact"], st["prefixes"] = prep[2][os_too]
     st["check_open"] = os_too
@@ -459,8 +471,17 @@ def _orq_audit_arm_in(st, rules, allowed):
     inspect_reads = frozenset(("__code__", "__defaults__", "__kwdefaults__"))
     _str, _bytes, _isinstance, _RuntimeError = str, bytes, isinstance, RuntimeError
 
+    def in_ws(p, ws):
+        if _isinstance(p, _bytes):
+            p = p.decode("utf-8", "surrogateescape")
+        return _isinstance(p, _str) and p.startswith("/") and (normpath(p) + "/").startswith(ws)
+
     def hook(event, args):
         if not st["armed"]:
+            return
+        ws = st["ws"]
+        if ws is not None and args and event in st["ws_events"] \
+                and in_ws(args[0], ws):
             return
         if event == "object.__getattr__":
             if len(args) > 1 and args[1] in inspect_reads:

@@ -27,7 +27,8 @@ def _orq_seal_prepare(cfg):
 
     cfg: {"uid", "gid": the unprivileged ids used when running as root
     (default 65534); "read_paths": files/dirs the sandbox may read besides
-    the stdlib; "disable": layers not to attempt (tests); "require": layers
+    the stdlib; "write_paths": directories it may also write (regular
+    files and directories in them); "disable": layers not to attempt (tests); "require": layers
     whose absence raises; "kernel": {"machine", "sys": system call numbers,
     "const": kernel constants, "seccomp": {kind: program as hex},
     "seccomp_error"}}. Without a kernel table for this machine, every layer
@@ -238,6 +239,8 @@ def _orq_seal_prepare(cfg):
         if p and os.path.isdir(p) and p not in stdlib:
             stdlib.append(p)
     st["stdlib"] = stdlib
+    # RLIMIT_FSIZE: 0 (no file written), else the cap of one file.
+    st["fsize"] = int(cfg.get("max_file_bytes") or 8 << 20) if cfg.get("write_paths") else 0
     if want("landlock_fs"):
         abi = sysc(nr["landlock_create_ruleset"], None, 0, c["LANDLOCK_CREATE_RULESET_VERSION"])
         if abi < 1:
@@ -276,6 +279,27 @@ def _orq_seal_prepare(cfg):
                         if stat.S_ISDIR(os.fstat(pfd).st_mode):
                             acc |= c["LANDLOCK_ACCESS_FS_READ_DIR"]
                         rule = ctypes.create_string_buffer(struct.pack("=Qi", acc, pfd), 12)
+                        if sysc(nr["landlock_add_rule"], fd, c["LANDLOCK_RULE_PATH_BENEATH"],
+                                rule, 0) != 0:
+                            raise OSError("landlock_add_rule %s: %s" % (p, fail()))
+                    finally:
+                        os.close(pfd)
+                # write_paths: directories the sandbox may also write (a
+                # tier-2 session's workspace): create, write and truncate
+                # regular files, nothing else (no directory, link, device,
+                # socket or FIFO; no removal or rename, which seccomp
+                # refuses too).
+                wr = c["LANDLOCK_ACCESS_FS_READ_FILE"] | c["LANDLOCK_ACCESS_FS_READ_DIR"]
+                wr |= c["LANDLOCK_ACCESS_FS_WRITE_FILE"] | c["LANDLOCK_ACCESS_FS_MAKE_REG"]
+                if abi >= 3:
+                    wr |= c["LANDLOCK_ACCESS_FS_TRUNCATE"]
+                for p in list(cfg.get("write_paths") or ()):
+                    try:
+                        pfd = os.open(p, os.O_PATH | os.O_CLOEXEC | os.O_DIRECTORY | os.O_NOFOLLOW)
+                    except OSError:
+                        continue
+                    try:
+                        rule = ctypes.create_string_buffer(struct.pack("=Qi", wr, pfd), 12)
                         if sysc(nr["landlock_add_rule"], fd, c["LANDLOCK_RULE_PATH_BENEATH"],
                                 rule, 0) != 0:
                             raise OSError("landlock_add_rule %s: %s" % (p, fail()))
@@ -349,7 +373,7 @@ def _orq_seal_apply(st, role="full"):
         if fd >= 0:
             os.close(fd)
             st["ruleset_fd"] = -1
-        for res, n in ((resource.RLIMIT_NOFILE, 64), (resource.RLIMIT_FSIZE, 0),
+        for res, n in ((resource.RLIMIT_NOFILE, 64), (resource.RLIMIT_FSIZE, st["fsize"]),
                        (resource.RLIMIT_CORE, 0)):
             resource.setrlimit(res, (n, n))
         if st["max_procs"] > 0:  # threads of escaped code: see Seal.MaxProcs
