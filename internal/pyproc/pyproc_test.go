@@ -109,7 +109,7 @@ def _orq_check(code, allowed_imports, rules, classes=False):
     return []
 
 
-def _orq_audit_arm(rules, allowed):
+def _orq_audit_arm(rules, allowed, workspace=None):
     return {"armed": False}
 ` + prog[i:]
 	return runner.ArgvFor(python, prog)
