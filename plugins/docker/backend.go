@@ -175,6 +175,7 @@ func (b *Backend) Info(context.Context, shared.InfoRequest) (shared.InfoResponse
 		shared.CapDependencies,
 		shared.CapToolLibrary,
 		shared.CapStatefulSessions,
+		shared.CapFiles,
 	}
 	if b.config().classes {
 		caps = append(caps, shared.CapClasses)

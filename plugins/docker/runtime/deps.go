@@ -75,6 +75,8 @@ func errorClass(err error) string {
 		return ClassInvalidArgument
 	case errors.Is(err, shared.ErrUnavailable):
 		return ClassUnavailable
+	case errors.Is(err, shared.ErrNotFound):
+		return ClassNotFound
 	}
 	return ClassInternal
 }

@@ -95,6 +95,10 @@ type executor struct {
 	zygotes   pyproc.Pool
 	zygoteSet sync.Once // sets the pool's bound and restart log
 
+	// files is the session's workspace (files.go); "" means
+	// rtproto.FilesDir's place under workdir.
+	files string
+
 	// notebooks are the stateful interpreters, one per agent (notebook.go).
 	nbMu      sync.Mutex
 	notebooks map[string]*notebook
@@ -185,7 +189,7 @@ func (e *executor) forkServer(agent, dir, python string, extraPath, readPath []s
 	})
 	return e.zygotes.Get(agent, key, func() (*pyproc.ForkServer, error) {
 		fs, err := pyproc.StartForkServer(runner.ForkServerArgv(python), runner.ForkServerConfig{
-			Seal:  seal.Seal(e.disable, readPath...),
+			Seal:  seal.SealWriting(e.disable, e.writePaths(), readPath...),
 			Rules: e.rules,
 			Pool:  zygotePool,
 		}, pyproc.ForkServerOptions{Logger: e.logger(), Stderr: logWriter{e.logger()}, Dir: dir})
@@ -228,9 +232,8 @@ func (e *executor) shutdown() {
 
 // run executes one call. A Go error is an infrastructure failure; everything
 // the user's code did is in the result.
-func (e *executor) run(ctx context.Context, a rtproto.ExecuteArgs) (shared.ExecutionResult, error) {
+func (e *executor) run(ctx context.Context, a rtproto.ExecuteArgs) (res shared.ExecutionResult, err error) {
 	start := time.Now()
-	var res shared.ExecutionResult
 	timeout := time.Duration(a.TimeoutS * float64(time.Second))
 	memMB, maxOut := a.MemoryMB, a.MaxOutputBytes
 	if timeout < 0 || memMB < 0 || maxOut < 0 {
@@ -273,6 +276,16 @@ func (e *executor) run(ctx context.Context, a rtproto.ExecuteArgs) (shared.Execu
 	if err != nil {
 		return res, err
 	}
+	files, err := e.filesDir() // files.go
+	if err != nil {
+		return res, err
+	}
+	before := snapshot(files)
+	defer func() {
+		if err == nil {
+			res.Artifacts = artifacts(files, before)
+		}
+	}()
 	job := pyproc.Job{
 		Request: runner.Request{
 			Code:           a.Code,
@@ -282,6 +295,7 @@ func (e *executor) run(ctx context.Context, a rtproto.ExecuteArgs) (shared.Execu
 			MemoryMB:       memMB,
 			ExtraSysPath:   extraPath,
 			Classes:        e.classes,
+			Workspace:      files,
 		},
 		Timeout:   timeout,
 		MaxOutput: maxOut,
@@ -311,7 +325,7 @@ func (e *executor) run(ctx context.Context, a rtproto.ExecuteArgs) (shared.Execu
 	if fs != nil {
 		res, err = fs.Run(ctx, job)
 	} else {
-		job.Request.Seal = seal.Seal(e.disable, readPath...)
+		job.Request.Seal = seal.SealWriting(e.disable, e.writePaths(), readPath...)
 		res, err = pyproc.Spawn(ctx, runner.Argv(python), job, e.logger())
 	}
 	if err != nil {
@@ -320,6 +334,15 @@ func (e *executor) run(ctx context.Context, a rtproto.ExecuteArgs) (shared.Execu
 	res.Limits = limits
 	res.DurationMS = float64(time.Since(start).Microseconds()) / 1000
 	return res, nil
+}
+
+// writePaths are the directories the children may write: the workspace.
+func (e *executor) writePaths() []string {
+	dir, err := e.filesDir()
+	if err != nil {
+		return nil
+	}
+	return []string{dir}
 }
 
 // logWriter turns a zygote's stderr into log records.

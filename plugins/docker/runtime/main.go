@@ -216,6 +216,7 @@ func (rt *runtime) server() *mcp.Server {
 		Description: "Runtime version, interpreter and rules digest (operator scope).",
 		InputSchema: map[string]any{"type": "object", "additionalProperties": false},
 	}, rt.runtimeInfo)
+	rt.fileTools(s)    // put_file, get_file, list_files (files.go)
 	rt.libraryTools(s) // list_tools, promote_tool, forget_tool and the promoted tools (library.go)
 	return s
 }

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/golang-jwt/jwt/v5"
+	"github.com/orqest/sandbox/shared"
 	"github.com/orqest/sandbox/shared/toollib"
 )
 
@@ -202,4 +203,54 @@ func Verify(secret []byte, tok, user, session string) (*Claims, error) {
 		return nil, fmt.Errorf("%w: unknown scope %q", ErrUnauthorized, c.Scope)
 	}
 	return &c, nil
+}
+
+// Tools of a session's workspace (agent scope): the directory FilesDir,
+// the only one the Python children may write.
+const (
+	ToolPutFile   = "put_file"
+	ToolGetFile   = "get_file"
+	ToolListFiles = "list_files"
+)
+
+// FilesDir is the session's workspace in the container: a directory of the
+// /workspace tmpfs (whose size is the quota) owned by the children's uid,
+// mode 0700. Code finds it as the builtin `workspace`.
+const FilesDir = "/workspace/files"
+
+// PutFileArgs are the arguments of put_file (Data travels as base64).
+type PutFileArgs struct {
+	Path string `json:"path"`
+	Data []byte `json:"data"`
+}
+
+// GetFileArgs are the arguments of get_file.
+type GetFileArgs struct {
+	Path string `json:"path"`
+}
+
+// ListFilesArgs are the arguments of list_files (Path empty: the whole
+// workspace).
+type ListFilesArgs struct {
+	Path string `json:"path,omitempty"`
+}
+
+// FileResult is the result of put_file (without Data) and get_file.
+type FileResult struct {
+	File shared.FileInfo `json:"file"`
+	Data []byte          `json:"data,omitempty"`
+}
+
+// ListFilesResult is the result of list_files.
+type ListFilesResult struct {
+	Files []shared.FileInfo `json:"files"`
+}
+
+// FileSchema is the input schema of put_file, get_file and list_files.
+func FileSchema(withData bool) map[string]any {
+	props := map[string]any{"path": map[string]any{"type": "string", "description": "relative to the workspace, e.g. data.csv"}}
+	if withData {
+		props["data"] = map[string]any{"type": "string", "contentEncoding": "base64"}
+	}
+	return map[string]any{"type": "object", "properties": props, "additionalProperties": false}
 }
