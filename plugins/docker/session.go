@@ -147,6 +147,11 @@ func hardenedConfig(cfg Config, owner ownerInfo, user, sessionID string) (*conta
 	return cc, hc
 }
 
+// maxFrameBytes bounds one MCP frame from the runtime: an execution's
+// result carries its artifacts (at most 8 MiB of bytes, base64, in both
+// the structured and the text content) besides its output and streams.
+const maxFrameBytes = 48 << 20
+
 // runtimePort is the runtime's HTTP port inside the container (bridge mode).
 const runtimePort = "8000"
 
@@ -276,7 +281,7 @@ func (b *Backend) bind(ctx context.Context, cfg Config, dc *client.Client, s *se
 		go func() { _, _ = io.Copy(io.Discard, s.stdout) }() // stdout is unused over HTTP
 		cs, err = b.connectHTTP(ctx, dc, s, mc)
 	} else {
-		cs, err = mc.Connect(ctx, &mcp.IOTransport{Reader: s.stdout, Writer: &stdinWriter{s: s}}, nil)
+		cs, err = mc.Connect(ctx, &mcp.IOTransport{Reader: s.stdout, Writer: &stdinWriter{s: s}, MaxLineLength: maxFrameBytes}, nil)
 	}
 	if err != nil {
 		return fmt.Errorf("open: MCP initialize with the runtime in %s: %v: %w", s.name, err, shared.ErrUnavailable)

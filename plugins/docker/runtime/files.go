@@ -41,8 +41,12 @@ const (
 	childUID          = 65534 // the runner's seal drops to it (runner.Seal.UID 0)
 )
 
-// filesDir returns the workspace, creating it owned by the children's uid
-// (0700) the first time. Not root (tests, a non-root image): left as made.
+// filesDir returns the workspace, creating it the first time: owned by
+// the runtime (root), group the children's gid, mode 02770 (setgid: what
+// is made in it keeps that group). The children reach it through the
+// group; the runtime, which has no CAP_DAC_OVERRIDE, through ownership
+// (and reads a child's file through its "other" bits: 0644 under the
+// default umask). Not root (tests, a non-root image): left as made.
 func (e *executor) filesDir() (string, error) {
 	dir := e.files
 	if dir == "" {
@@ -50,18 +54,30 @@ func (e *executor) filesDir() (string, error) {
 	}
 	e.mkdirMu.Lock()
 	defer e.mkdirMu.Unlock()
-	if err := os.Mkdir(dir, 0o700); err != nil && !errors.Is(err, fs.ErrExist) {
-		return "", fmt.Errorf("workspace: %v: %w", err, shared.ErrInternal)
+	made := true
+	if err := os.Mkdir(dir, 0o700); err != nil {
+		if !errors.Is(err, fs.ErrExist) {
+			return "", fmt.Errorf("workspace: %v: %w", err, shared.ErrInternal)
+		}
+		made = false
 	}
 	if st, err := os.Lstat(dir); err != nil || !st.IsDir() {
 		return "", fmt.Errorf("workspace %s is not a directory: %w", dir, shared.ErrInternal)
 	}
-	if os.Geteuid() == 0 {
-		if err := os.Lchown(dir, childUID, childUID); err != nil {
+	if made && os.Geteuid() == 0 {
+		if err := shareDir(dir); err != nil {
 			return "", fmt.Errorf("workspace: %v: %w", err, shared.ErrInternal)
 		}
 	}
 	return dir, nil
+}
+
+// shareDir gives a directory of the workspace to the children's group.
+func shareDir(dir string) error {
+	if err := os.Lchown(dir, -1, childUID); err != nil {
+		return err
+	}
+	return os.Chmod(dir, 0o2770)
 }
 
 // fileState is what a snapshot records of one file.
@@ -178,6 +194,8 @@ func fileErr(name string, err error) error {
 		return fmt.Errorf("%s: no such file in the workspace: %w", name, shared.ErrNotFound)
 	case errors.Is(err, syscall.ENOSPC), errors.Is(err, syscall.EDQUOT):
 		return fmt.Errorf("%s: the workspace is full (its quota is the session's workspace_mb): %w", name, shared.ErrFailedPrecondition)
+	case errors.Is(err, fs.ErrPermission):
+		return fmt.Errorf("%s: the runtime may not read it (the code made it readable by its owner only): %w", name, shared.ErrFailedPrecondition)
 	case errors.Is(err, syscall.ELOOP), errors.Is(err, syscall.ENOTDIR):
 		return &shared.FieldError{Field: "path", Reason: fmt.Sprintf("path %q goes through a link or a file", name)}
 	}
@@ -208,32 +226,42 @@ func (e *executor) putFile(name string, data []byte) (shared.FileInfo, error) {
 	defer root.Close()
 	owned := os.Geteuid() == 0
 	if parent := path.Dir(name); parent != "." {
-		// One element at a time, so that each directory made is chowned.
+		// One element at a time, so that each directory made is shared.
 		cur := ""
 		for _, el := range strings.Split(parent, "/") {
 			cur = path.Join(cur, el)
-			if err := root.Mkdir(cur, 0o700); err != nil && !errors.Is(err, fs.ErrExist) {
+			err := root.Mkdir(cur, 0o700)
+			if err != nil && !errors.Is(err, fs.ErrExist) {
 				return shared.FileInfo{}, fileErr(name, err)
 			}
-			if owned {
-				if err := root.Lchown(cur, childUID, childUID); err != nil {
+			if err == nil && owned {
+				if err := shareDir(filepath.Join(dir, filepath.FromSlash(cur))); err != nil {
 					return shared.FileInfo{}, fileErr(name, err)
 				}
 			}
 		}
 	}
-	f, err := root.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_TRUNC|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0o600)
+	// A file there (perhaps the children's, which the runtime may not
+	// write) is replaced, not written through.
+	if st, err := root.Lstat(name); err == nil {
+		if st.IsDir() {
+			return shared.FileInfo{}, &shared.FieldError{Field: "path", Reason: fmt.Sprintf("path %q is a directory", name)}
+		}
+		if err := root.Remove(name); err != nil {
+			return shared.FileInfo{}, fileErr(name, err)
+		}
+	}
+	f, err := root.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_EXCL|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0o600)
 	if err != nil {
 		return shared.FileInfo{}, fileErr(name, err)
 	}
-	st, err := f.Stat()
-	if err == nil && !st.Mode().IsRegular() {
-		f.Close()
-		return shared.FileInfo{}, &shared.FieldError{Field: "path", Reason: fmt.Sprintf("path %q is not a regular file", name)}
-	}
 	if owned {
-		if err := f.Chown(childUID, childUID); err != nil {
+		if err := f.Chown(-1, childUID); err == nil {
+			err = f.Chmod(0o660)
+		}
+		if err != nil {
 			f.Close()
+			_ = root.Remove(name)
 			return shared.FileInfo{}, fileErr(name, err)
 		}
 	}
@@ -246,7 +274,7 @@ func (e *executor) putFile(name string, data []byte) (shared.FileInfo, error) {
 		_ = root.Remove(name)
 		return shared.FileInfo{}, fileErr(name, err)
 	}
-	st, err = root.Lstat(name)
+	st, err := root.Lstat(name)
 	if err != nil {
 		return shared.FileInfo{}, fileErr(name, err)
 	}
