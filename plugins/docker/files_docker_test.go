@@ -215,7 +215,7 @@ func TestChartArtifact(t *testing.T) {
 	user := testUser(t)
 	sid := openSession(t, b, user)
 	code := "import matplotlib.pyplot as plt\nplt.plot([1, 2, 3], [4, 1, 9])\nplt.title('t')\nreturn 'drawn'"
-	r, err := b.Execute(ctx, shared.ExecuteRequest{Code: code, SessionID: sid, UserID: user, AllowedImports: []string{"matplotlib"}, MemoryMB: 512, Timeout: 90 * time.Second})
+	r, err := b.Execute(ctx, shared.ExecuteRequest{Code: code, SessionID: sid, UserID: user, AllowedImports: []string{"matplotlib", "matplotlib.pyplot"}, MemoryMB: 512, Timeout: 90 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -230,7 +230,7 @@ func TestChartArtifact(t *testing.T) {
 		t.Errorf("figure-1.png: mime %q size %d omitted %v header %q", a.MIMEType, a.Size, a.Omitted, a.Data[:min(8, len(a.Data))])
 	}
 	// The figure was closed: the next call leaves no new chart.
-	r, err = b.Execute(ctx, shared.ExecuteRequest{Code: "import matplotlib.pyplot as plt\nreturn len(plt.get_fignums())", SessionID: sid, UserID: user, AllowedImports: []string{"matplotlib"}, MemoryMB: 512, Timeout: 90 * time.Second})
+	r, err = b.Execute(ctx, shared.ExecuteRequest{Code: "import matplotlib.pyplot as plt\nreturn len(plt.get_fignums())", SessionID: sid, UserID: user, AllowedImports: []string{"matplotlib", "matplotlib.pyplot"}, MemoryMB: 512, Timeout: 90 * time.Second})
 	if err != nil || !r.Result.Success || len(r.Result.Artifacts) != 0 {
 		t.Errorf("second call: %+v %v", r.Result, err)
 	}

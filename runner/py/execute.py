@@ -462,6 +462,9 @@ def _orq_execute_body(req, hold, state=None):
             ws = None
         if ws is not None:
             safe["workspace"] = _orq_workspace(ws)
+            os_env = __import__("os").environ
+            os_env.setdefault("MPLCONFIGDIR", ws + "/.matplotlib")
+            os_env.setdefault("MPLBACKEND", "agg")
 
         # 4. Run.
         if state is None:

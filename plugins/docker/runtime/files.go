@@ -113,6 +113,9 @@ func artifacts(dir string, before map[string]fileState) []shared.Artifact {
 	after := snapshot(dir)
 	var names []string
 	for n, st := range after {
+		if strings.HasPrefix(n, ".") { // a library's cache (.matplotlib), not the code's output
+			continue
+		}
 		if old, ok := before[n]; !ok || old != st {
 			names = append(names, n)
 		}
