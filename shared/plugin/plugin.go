@@ -48,6 +48,9 @@ func (p *SandboxPlugin) GRPCServer(_ *goplugin.GRPCBroker, s *grpc.Server) error
 		// Optional: absent, the host gets codes.Unimplemented.
 		proto.RegisterSessionToolsServer(s, &GRPCToolsServer{Impl: p.Impl.(shared.SessionTools)})
 	}
+	if st, ok := p.Impl.(shared.Streamer); ok {
+		proto.RegisterStreamingServer(s, &GRPCStreamServer{Impl: st})
+	}
 	return nil
 }
 

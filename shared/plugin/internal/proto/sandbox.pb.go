@@ -26,6 +26,140 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+type OutputChunk struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Stream        string                 `protobuf:"bytes,1,opt,name=stream,proto3" json:"stream,omitempty"` // "stdout" or "stderr"
+	Data          []byte                 `protobuf:"bytes,2,opt,name=data,proto3" json:"data,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *OutputChunk) Reset() {
+	*x = OutputChunk{}
+	mi := &file_sandbox_proto_msgTypes[0]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *OutputChunk) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*OutputChunk) ProtoMessage() {}
+
+func (x *OutputChunk) ProtoReflect() protoreflect.Message {
+	mi := &file_sandbox_proto_msgTypes[0]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use OutputChunk.ProtoReflect.Descriptor instead.
+func (*OutputChunk) Descriptor() ([]byte, []int) {
+	return file_sandbox_proto_rawDescGZIP(), []int{0}
+}
+
+func (x *OutputChunk) GetStream() string {
+	if x != nil {
+		return x.Stream
+	}
+	return ""
+}
+
+func (x *OutputChunk) GetData() []byte {
+	if x != nil {
+		return x.Data
+	}
+	return nil
+}
+
+type ExecuteStreamMessage struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Types that are valid to be assigned to Kind:
+	//
+	//	*ExecuteStreamMessage_Chunk
+	//	*ExecuteStreamMessage_Response
+	Kind          isExecuteStreamMessage_Kind `protobuf_oneof:"kind"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ExecuteStreamMessage) Reset() {
+	*x = ExecuteStreamMessage{}
+	mi := &file_sandbox_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ExecuteStreamMessage) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ExecuteStreamMessage) ProtoMessage() {}
+
+func (x *ExecuteStreamMessage) ProtoReflect() protoreflect.Message {
+	mi := &file_sandbox_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ExecuteStreamMessage.ProtoReflect.Descriptor instead.
+func (*ExecuteStreamMessage) Descriptor() ([]byte, []int) {
+	return file_sandbox_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *ExecuteStreamMessage) GetKind() isExecuteStreamMessage_Kind {
+	if x != nil {
+		return x.Kind
+	}
+	return nil
+}
+
+func (x *ExecuteStreamMessage) GetChunk() *OutputChunk {
+	if x != nil {
+		if x, ok := x.Kind.(*ExecuteStreamMessage_Chunk); ok {
+			return x.Chunk
+		}
+	}
+	return nil
+}
+
+func (x *ExecuteStreamMessage) GetResponse() *ExecuteResponse {
+	if x != nil {
+		if x, ok := x.Kind.(*ExecuteStreamMessage_Response); ok {
+			return x.Response
+		}
+	}
+	return nil
+}
+
+type isExecuteStreamMessage_Kind interface {
+	isExecuteStreamMessage_Kind()
+}
+
+type ExecuteStreamMessage_Chunk struct {
+	Chunk *OutputChunk `protobuf:"bytes,1,opt,name=chunk,proto3,oneof"`
+}
+
+type ExecuteStreamMessage_Response struct {
+	Response *ExecuteResponse `protobuf:"bytes,2,opt,name=response,proto3,oneof"`
+}
+
+func (*ExecuteStreamMessage_Chunk) isExecuteStreamMessage_Kind() {}
+
+func (*ExecuteStreamMessage_Response) isExecuteStreamMessage_Kind() {}
+
 type InfoRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	unknownFields protoimpl.UnknownFields
@@ -34,7 +168,7 @@ type InfoRequest struct {
 
 func (x *InfoRequest) Reset() {
 	*x = InfoRequest{}
-	mi := &file_sandbox_proto_msgTypes[0]
+	mi := &file_sandbox_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -46,7 +180,7 @@ func (x *InfoRequest) String() string {
 func (*InfoRequest) ProtoMessage() {}
 
 func (x *InfoRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sandbox_proto_msgTypes[0]
+	mi := &file_sandbox_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -59,7 +193,7 @@ func (x *InfoRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InfoRequest.ProtoReflect.Descriptor instead.
 func (*InfoRequest) Descriptor() ([]byte, []int) {
-	return file_sandbox_proto_rawDescGZIP(), []int{0}
+	return file_sandbox_proto_rawDescGZIP(), []int{2}
 }
 
 type ConfigAttribute struct {
@@ -76,7 +210,7 @@ type ConfigAttribute struct {
 
 func (x *ConfigAttribute) Reset() {
 	*x = ConfigAttribute{}
-	mi := &file_sandbox_proto_msgTypes[1]
+	mi := &file_sandbox_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -88,7 +222,7 @@ func (x *ConfigAttribute) String() string {
 func (*ConfigAttribute) ProtoMessage() {}
 
 func (x *ConfigAttribute) ProtoReflect() protoreflect.Message {
-	mi := &file_sandbox_proto_msgTypes[1]
+	mi := &file_sandbox_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -101,7 +235,7 @@ func (x *ConfigAttribute) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConfigAttribute.ProtoReflect.Descriptor instead.
 func (*ConfigAttribute) Descriptor() ([]byte, []int) {
-	return file_sandbox_proto_rawDescGZIP(), []int{1}
+	return file_sandbox_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *ConfigAttribute) GetName() string {
@@ -154,7 +288,7 @@ type InfoResponse struct {
 
 func (x *InfoResponse) Reset() {
 	*x = InfoResponse{}
-	mi := &file_sandbox_proto_msgTypes[2]
+	mi := &file_sandbox_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -166,7 +300,7 @@ func (x *InfoResponse) String() string {
 func (*InfoResponse) ProtoMessage() {}
 
 func (x *InfoResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sandbox_proto_msgTypes[2]
+	mi := &file_sandbox_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -179,7 +313,7 @@ func (x *InfoResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InfoResponse.ProtoReflect.Descriptor instead.
 func (*InfoResponse) Descriptor() ([]byte, []int) {
-	return file_sandbox_proto_rawDescGZIP(), []int{2}
+	return file_sandbox_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *InfoResponse) GetName() string {
@@ -246,7 +380,7 @@ type ConfigureRequest struct {
 
 func (x *ConfigureRequest) Reset() {
 	*x = ConfigureRequest{}
-	mi := &file_sandbox_proto_msgTypes[3]
+	mi := &file_sandbox_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -258,7 +392,7 @@ func (x *ConfigureRequest) String() string {
 func (*ConfigureRequest) ProtoMessage() {}
 
 func (x *ConfigureRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sandbox_proto_msgTypes[3]
+	mi := &file_sandbox_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -271,7 +405,7 @@ func (x *ConfigureRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConfigureRequest.ProtoReflect.Descriptor instead.
 func (*ConfigureRequest) Descriptor() ([]byte, []int) {
-	return file_sandbox_proto_rawDescGZIP(), []int{3}
+	return file_sandbox_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *ConfigureRequest) GetConfigJson() []byte {
@@ -310,7 +444,7 @@ type ConfigureResponse struct {
 
 func (x *ConfigureResponse) Reset() {
 	*x = ConfigureResponse{}
-	mi := &file_sandbox_proto_msgTypes[4]
+	mi := &file_sandbox_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -322,7 +456,7 @@ func (x *ConfigureResponse) String() string {
 func (*ConfigureResponse) ProtoMessage() {}
 
 func (x *ConfigureResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sandbox_proto_msgTypes[4]
+	mi := &file_sandbox_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -335,7 +469,7 @@ func (x *ConfigureResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConfigureResponse.ProtoReflect.Descriptor instead.
 func (*ConfigureResponse) Descriptor() ([]byte, []int) {
-	return file_sandbox_proto_rawDescGZIP(), []int{4}
+	return file_sandbox_proto_rawDescGZIP(), []int{6}
 }
 
 type Finding struct {
@@ -351,7 +485,7 @@ type Finding struct {
 
 func (x *Finding) Reset() {
 	*x = Finding{}
-	mi := &file_sandbox_proto_msgTypes[5]
+	mi := &file_sandbox_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -363,7 +497,7 @@ func (x *Finding) String() string {
 func (*Finding) ProtoMessage() {}
 
 func (x *Finding) ProtoReflect() protoreflect.Message {
-	mi := &file_sandbox_proto_msgTypes[5]
+	mi := &file_sandbox_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -376,7 +510,7 @@ func (x *Finding) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Finding.ProtoReflect.Descriptor instead.
 func (*Finding) Descriptor() ([]byte, []int) {
-	return file_sandbox_proto_rawDescGZIP(), []int{5}
+	return file_sandbox_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *Finding) GetRule() string {
@@ -424,7 +558,7 @@ type ValidateRequest struct {
 
 func (x *ValidateRequest) Reset() {
 	*x = ValidateRequest{}
-	mi := &file_sandbox_proto_msgTypes[6]
+	mi := &file_sandbox_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -436,7 +570,7 @@ func (x *ValidateRequest) String() string {
 func (*ValidateRequest) ProtoMessage() {}
 
 func (x *ValidateRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sandbox_proto_msgTypes[6]
+	mi := &file_sandbox_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -449,7 +583,7 @@ func (x *ValidateRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ValidateRequest.ProtoReflect.Descriptor instead.
 func (*ValidateRequest) Descriptor() ([]byte, []int) {
-	return file_sandbox_proto_rawDescGZIP(), []int{6}
+	return file_sandbox_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *ValidateRequest) GetCode() string {
@@ -475,7 +609,7 @@ type ValidateResponse struct {
 
 func (x *ValidateResponse) Reset() {
 	*x = ValidateResponse{}
-	mi := &file_sandbox_proto_msgTypes[7]
+	mi := &file_sandbox_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -487,7 +621,7 @@ func (x *ValidateResponse) String() string {
 func (*ValidateResponse) ProtoMessage() {}
 
 func (x *ValidateResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sandbox_proto_msgTypes[7]
+	mi := &file_sandbox_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -500,7 +634,7 @@ func (x *ValidateResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ValidateResponse.ProtoReflect.Descriptor instead.
 func (*ValidateResponse) Descriptor() ([]byte, []int) {
-	return file_sandbox_proto_rawDescGZIP(), []int{7}
+	return file_sandbox_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *ValidateResponse) GetFindings() []*Finding {
@@ -535,7 +669,7 @@ type ExecuteRequest struct {
 
 func (x *ExecuteRequest) Reset() {
 	*x = ExecuteRequest{}
-	mi := &file_sandbox_proto_msgTypes[8]
+	mi := &file_sandbox_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -547,7 +681,7 @@ func (x *ExecuteRequest) String() string {
 func (*ExecuteRequest) ProtoMessage() {}
 
 func (x *ExecuteRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sandbox_proto_msgTypes[8]
+	mi := &file_sandbox_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -560,7 +694,7 @@ func (x *ExecuteRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExecuteRequest.ProtoReflect.Descriptor instead.
 func (*ExecuteRequest) Descriptor() ([]byte, []int) {
-	return file_sandbox_proto_rawDescGZIP(), []int{8}
+	return file_sandbox_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *ExecuteRequest) GetCode() string {
@@ -658,7 +792,7 @@ type Limits struct {
 
 func (x *Limits) Reset() {
 	*x = Limits{}
-	mi := &file_sandbox_proto_msgTypes[9]
+	mi := &file_sandbox_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -670,7 +804,7 @@ func (x *Limits) String() string {
 func (*Limits) ProtoMessage() {}
 
 func (x *Limits) ProtoReflect() protoreflect.Message {
-	mi := &file_sandbox_proto_msgTypes[9]
+	mi := &file_sandbox_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -683,7 +817,7 @@ func (x *Limits) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Limits.ProtoReflect.Descriptor instead.
 func (*Limits) Descriptor() ([]byte, []int) {
-	return file_sandbox_proto_rawDescGZIP(), []int{9}
+	return file_sandbox_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *Limits) GetTimeoutMs() int64 {
@@ -729,7 +863,7 @@ type ExecutionResult struct {
 
 func (x *ExecutionResult) Reset() {
 	*x = ExecutionResult{}
-	mi := &file_sandbox_proto_msgTypes[10]
+	mi := &file_sandbox_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -741,7 +875,7 @@ func (x *ExecutionResult) String() string {
 func (*ExecutionResult) ProtoMessage() {}
 
 func (x *ExecutionResult) ProtoReflect() protoreflect.Message {
-	mi := &file_sandbox_proto_msgTypes[10]
+	mi := &file_sandbox_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -754,7 +888,7 @@ func (x *ExecutionResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExecutionResult.ProtoReflect.Descriptor instead.
 func (*ExecutionResult) Descriptor() ([]byte, []int) {
-	return file_sandbox_proto_rawDescGZIP(), []int{10}
+	return file_sandbox_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *ExecutionResult) GetSuccess() bool {
@@ -852,7 +986,7 @@ type Event struct {
 
 func (x *Event) Reset() {
 	*x = Event{}
-	mi := &file_sandbox_proto_msgTypes[11]
+	mi := &file_sandbox_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -864,7 +998,7 @@ func (x *Event) String() string {
 func (*Event) ProtoMessage() {}
 
 func (x *Event) ProtoReflect() protoreflect.Message {
-	mi := &file_sandbox_proto_msgTypes[11]
+	mi := &file_sandbox_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -877,7 +1011,7 @@ func (x *Event) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Event.ProtoReflect.Descriptor instead.
 func (*Event) Descriptor() ([]byte, []int) {
-	return file_sandbox_proto_rawDescGZIP(), []int{11}
+	return file_sandbox_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *Event) GetType() string {
@@ -904,7 +1038,7 @@ type ExecuteResponse struct {
 
 func (x *ExecuteResponse) Reset() {
 	*x = ExecuteResponse{}
-	mi := &file_sandbox_proto_msgTypes[12]
+	mi := &file_sandbox_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -916,7 +1050,7 @@ func (x *ExecuteResponse) String() string {
 func (*ExecuteResponse) ProtoMessage() {}
 
 func (x *ExecuteResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sandbox_proto_msgTypes[12]
+	mi := &file_sandbox_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -929,7 +1063,7 @@ func (x *ExecuteResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExecuteResponse.ProtoReflect.Descriptor instead.
 func (*ExecuteResponse) Descriptor() ([]byte, []int) {
-	return file_sandbox_proto_rawDescGZIP(), []int{12}
+	return file_sandbox_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *ExecuteResponse) GetResult() *ExecutionResult {
@@ -956,7 +1090,7 @@ type OpenRequest struct {
 
 func (x *OpenRequest) Reset() {
 	*x = OpenRequest{}
-	mi := &file_sandbox_proto_msgTypes[13]
+	mi := &file_sandbox_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -968,7 +1102,7 @@ func (x *OpenRequest) String() string {
 func (*OpenRequest) ProtoMessage() {}
 
 func (x *OpenRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sandbox_proto_msgTypes[13]
+	mi := &file_sandbox_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -981,7 +1115,7 @@ func (x *OpenRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OpenRequest.ProtoReflect.Descriptor instead.
 func (*OpenRequest) Descriptor() ([]byte, []int) {
-	return file_sandbox_proto_rawDescGZIP(), []int{13}
+	return file_sandbox_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *OpenRequest) GetUserId() string {
@@ -1007,7 +1141,7 @@ type OpenResponse struct {
 
 func (x *OpenResponse) Reset() {
 	*x = OpenResponse{}
-	mi := &file_sandbox_proto_msgTypes[14]
+	mi := &file_sandbox_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1019,7 +1153,7 @@ func (x *OpenResponse) String() string {
 func (*OpenResponse) ProtoMessage() {}
 
 func (x *OpenResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sandbox_proto_msgTypes[14]
+	mi := &file_sandbox_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1032,7 +1166,7 @@ func (x *OpenResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OpenResponse.ProtoReflect.Descriptor instead.
 func (*OpenResponse) Descriptor() ([]byte, []int) {
-	return file_sandbox_proto_rawDescGZIP(), []int{14}
+	return file_sandbox_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *OpenResponse) GetSessionId() string {
@@ -1051,7 +1185,7 @@ type CloseRequest struct {
 
 func (x *CloseRequest) Reset() {
 	*x = CloseRequest{}
-	mi := &file_sandbox_proto_msgTypes[15]
+	mi := &file_sandbox_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1063,7 +1197,7 @@ func (x *CloseRequest) String() string {
 func (*CloseRequest) ProtoMessage() {}
 
 func (x *CloseRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sandbox_proto_msgTypes[15]
+	mi := &file_sandbox_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1076,7 +1210,7 @@ func (x *CloseRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CloseRequest.ProtoReflect.Descriptor instead.
 func (*CloseRequest) Descriptor() ([]byte, []int) {
-	return file_sandbox_proto_rawDescGZIP(), []int{15}
+	return file_sandbox_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *CloseRequest) GetSessionId() string {
@@ -1094,7 +1228,7 @@ type CloseResponse struct {
 
 func (x *CloseResponse) Reset() {
 	*x = CloseResponse{}
-	mi := &file_sandbox_proto_msgTypes[16]
+	mi := &file_sandbox_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1106,7 +1240,7 @@ func (x *CloseResponse) String() string {
 func (*CloseResponse) ProtoMessage() {}
 
 func (x *CloseResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sandbox_proto_msgTypes[16]
+	mi := &file_sandbox_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1119,7 +1253,7 @@ func (x *CloseResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CloseResponse.ProtoReflect.Descriptor instead.
 func (*CloseResponse) Descriptor() ([]byte, []int) {
-	return file_sandbox_proto_rawDescGZIP(), []int{16}
+	return file_sandbox_proto_rawDescGZIP(), []int{18}
 }
 
 type MintTokenRequest struct {
@@ -1133,7 +1267,7 @@ type MintTokenRequest struct {
 
 func (x *MintTokenRequest) Reset() {
 	*x = MintTokenRequest{}
-	mi := &file_sandbox_proto_msgTypes[17]
+	mi := &file_sandbox_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1145,7 +1279,7 @@ func (x *MintTokenRequest) String() string {
 func (*MintTokenRequest) ProtoMessage() {}
 
 func (x *MintTokenRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sandbox_proto_msgTypes[17]
+	mi := &file_sandbox_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1158,7 +1292,7 @@ func (x *MintTokenRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MintTokenRequest.ProtoReflect.Descriptor instead.
 func (*MintTokenRequest) Descriptor() ([]byte, []int) {
-	return file_sandbox_proto_rawDescGZIP(), []int{17}
+	return file_sandbox_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *MintTokenRequest) GetSessionId() string {
@@ -1192,7 +1326,7 @@ type MintTokenResponse struct {
 
 func (x *MintTokenResponse) Reset() {
 	*x = MintTokenResponse{}
-	mi := &file_sandbox_proto_msgTypes[18]
+	mi := &file_sandbox_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1204,7 +1338,7 @@ func (x *MintTokenResponse) String() string {
 func (*MintTokenResponse) ProtoMessage() {}
 
 func (x *MintTokenResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sandbox_proto_msgTypes[18]
+	mi := &file_sandbox_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1217,7 +1351,7 @@ func (x *MintTokenResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MintTokenResponse.ProtoReflect.Descriptor instead.
 func (*MintTokenResponse) Descriptor() ([]byte, []int) {
-	return file_sandbox_proto_rawDescGZIP(), []int{18}
+	return file_sandbox_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *MintTokenResponse) GetToken() string {
@@ -1247,7 +1381,7 @@ type CallToolRequest struct {
 
 func (x *CallToolRequest) Reset() {
 	*x = CallToolRequest{}
-	mi := &file_sandbox_proto_msgTypes[19]
+	mi := &file_sandbox_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1259,7 +1393,7 @@ func (x *CallToolRequest) String() string {
 func (*CallToolRequest) ProtoMessage() {}
 
 func (x *CallToolRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sandbox_proto_msgTypes[19]
+	mi := &file_sandbox_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1272,7 +1406,7 @@ func (x *CallToolRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CallToolRequest.ProtoReflect.Descriptor instead.
 func (*CallToolRequest) Descriptor() ([]byte, []int) {
-	return file_sandbox_proto_rawDescGZIP(), []int{19}
+	return file_sandbox_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *CallToolRequest) GetSessionId() string {
@@ -1323,7 +1457,7 @@ type ToolPolicy struct {
 
 func (x *ToolPolicy) Reset() {
 	*x = ToolPolicy{}
-	mi := &file_sandbox_proto_msgTypes[20]
+	mi := &file_sandbox_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1335,7 +1469,7 @@ func (x *ToolPolicy) String() string {
 func (*ToolPolicy) ProtoMessage() {}
 
 func (x *ToolPolicy) ProtoReflect() protoreflect.Message {
-	mi := &file_sandbox_proto_msgTypes[20]
+	mi := &file_sandbox_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1348,7 +1482,7 @@ func (x *ToolPolicy) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolPolicy.ProtoReflect.Descriptor instead.
 func (*ToolPolicy) Descriptor() ([]byte, []int) {
-	return file_sandbox_proto_rawDescGZIP(), []int{20}
+	return file_sandbox_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *ToolPolicy) GetAllowedImports() []string {
@@ -1389,7 +1523,7 @@ type CallToolResponse struct {
 
 func (x *CallToolResponse) Reset() {
 	*x = CallToolResponse{}
-	mi := &file_sandbox_proto_msgTypes[21]
+	mi := &file_sandbox_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1401,7 +1535,7 @@ func (x *CallToolResponse) String() string {
 func (*CallToolResponse) ProtoMessage() {}
 
 func (x *CallToolResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sandbox_proto_msgTypes[21]
+	mi := &file_sandbox_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1414,7 +1548,7 @@ func (x *CallToolResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CallToolResponse.ProtoReflect.Descriptor instead.
 func (*CallToolResponse) Descriptor() ([]byte, []int) {
-	return file_sandbox_proto_rawDescGZIP(), []int{21}
+	return file_sandbox_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *CallToolResponse) GetResultJson() []byte {
@@ -1454,7 +1588,7 @@ type ErrorDetail struct {
 
 func (x *ErrorDetail) Reset() {
 	*x = ErrorDetail{}
-	mi := &file_sandbox_proto_msgTypes[22]
+	mi := &file_sandbox_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1466,7 +1600,7 @@ func (x *ErrorDetail) String() string {
 func (*ErrorDetail) ProtoMessage() {}
 
 func (x *ErrorDetail) ProtoReflect() protoreflect.Message {
-	mi := &file_sandbox_proto_msgTypes[22]
+	mi := &file_sandbox_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1479,7 +1613,7 @@ func (x *ErrorDetail) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ErrorDetail.ProtoReflect.Descriptor instead.
 func (*ErrorDetail) Descriptor() ([]byte, []int) {
-	return file_sandbox_proto_rawDescGZIP(), []int{22}
+	return file_sandbox_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *ErrorDetail) GetClasses() []string {
@@ -1514,7 +1648,14 @@ var File_sandbox_proto protoreflect.FileDescriptor
 
 const file_sandbox_proto_rawDesc = "" +
 	"\n" +
-	"\rsandbox.proto\x12\x11orqest.sandbox.v1\"\r\n" +
+	"\rsandbox.proto\x12\x11orqest.sandbox.v1\"9\n" +
+	"\vOutputChunk\x12\x16\n" +
+	"\x06stream\x18\x01 \x01(\tR\x06stream\x12\x12\n" +
+	"\x04data\x18\x02 \x01(\fR\x04data\"\x98\x01\n" +
+	"\x14ExecuteStreamMessage\x126\n" +
+	"\x05chunk\x18\x01 \x01(\v2\x1e.orqest.sandbox.v1.OutputChunkH\x00R\x05chunk\x12@\n" +
+	"\bresponse\x18\x02 \x01(\v2\".orqest.sandbox.v1.ExecuteResponseH\x00R\bresponseB\x06\n" +
+	"\x04kind\"\r\n" +
 	"\vInfoRequest\"\xbb\x01\n" +
 	"\x0fConfigAttribute\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x12\n" +
@@ -1646,7 +1787,9 @@ const file_sandbox_proto_rawDesc = "" +
 	"\x05Close\x12\x1f.orqest.sandbox.v1.CloseRequest\x1a .orqest.sandbox.v1.CloseResponse2\xbb\x01\n" +
 	"\fSessionTools\x12V\n" +
 	"\tMintToken\x12#.orqest.sandbox.v1.MintTokenRequest\x1a$.orqest.sandbox.v1.MintTokenResponse\x12S\n" +
-	"\bCallTool\x12\".orqest.sandbox.v1.CallToolRequest\x1a#.orqest.sandbox.v1.CallToolResponseB8Z6github.com/orqest/sandbox/shared/plugin/internal/protob\x06proto3"
+	"\bCallTool\x12\".orqest.sandbox.v1.CallToolRequest\x1a#.orqest.sandbox.v1.CallToolResponse2j\n" +
+	"\tStreaming\x12]\n" +
+	"\rExecuteStream\x12!.orqest.sandbox.v1.ExecuteRequest\x1a'.orqest.sandbox.v1.ExecuteStreamMessage0\x01B8Z6github.com/orqest/sandbox/shared/plugin/internal/protob\x06proto3"
 
 var (
 	file_sandbox_proto_rawDescOnce sync.Once
@@ -1660,64 +1803,70 @@ func file_sandbox_proto_rawDescGZIP() []byte {
 	return file_sandbox_proto_rawDescData
 }
 
-var file_sandbox_proto_msgTypes = make([]protoimpl.MessageInfo, 23)
+var file_sandbox_proto_msgTypes = make([]protoimpl.MessageInfo, 25)
 var file_sandbox_proto_goTypes = []any{
-	(*InfoRequest)(nil),       // 0: orqest.sandbox.v1.InfoRequest
-	(*ConfigAttribute)(nil),   // 1: orqest.sandbox.v1.ConfigAttribute
-	(*InfoResponse)(nil),      // 2: orqest.sandbox.v1.InfoResponse
-	(*ConfigureRequest)(nil),  // 3: orqest.sandbox.v1.ConfigureRequest
-	(*ConfigureResponse)(nil), // 4: orqest.sandbox.v1.ConfigureResponse
-	(*Finding)(nil),           // 5: orqest.sandbox.v1.Finding
-	(*ValidateRequest)(nil),   // 6: orqest.sandbox.v1.ValidateRequest
-	(*ValidateResponse)(nil),  // 7: orqest.sandbox.v1.ValidateResponse
-	(*ExecuteRequest)(nil),    // 8: orqest.sandbox.v1.ExecuteRequest
-	(*Limits)(nil),            // 9: orqest.sandbox.v1.Limits
-	(*ExecutionResult)(nil),   // 10: orqest.sandbox.v1.ExecutionResult
-	(*Event)(nil),             // 11: orqest.sandbox.v1.Event
-	(*ExecuteResponse)(nil),   // 12: orqest.sandbox.v1.ExecuteResponse
-	(*OpenRequest)(nil),       // 13: orqest.sandbox.v1.OpenRequest
-	(*OpenResponse)(nil),      // 14: orqest.sandbox.v1.OpenResponse
-	(*CloseRequest)(nil),      // 15: orqest.sandbox.v1.CloseRequest
-	(*CloseResponse)(nil),     // 16: orqest.sandbox.v1.CloseResponse
-	(*MintTokenRequest)(nil),  // 17: orqest.sandbox.v1.MintTokenRequest
-	(*MintTokenResponse)(nil), // 18: orqest.sandbox.v1.MintTokenResponse
-	(*CallToolRequest)(nil),   // 19: orqest.sandbox.v1.CallToolRequest
-	(*ToolPolicy)(nil),        // 20: orqest.sandbox.v1.ToolPolicy
-	(*CallToolResponse)(nil),  // 21: orqest.sandbox.v1.CallToolResponse
-	(*ErrorDetail)(nil),       // 22: orqest.sandbox.v1.ErrorDetail
+	(*OutputChunk)(nil),          // 0: orqest.sandbox.v1.OutputChunk
+	(*ExecuteStreamMessage)(nil), // 1: orqest.sandbox.v1.ExecuteStreamMessage
+	(*InfoRequest)(nil),          // 2: orqest.sandbox.v1.InfoRequest
+	(*ConfigAttribute)(nil),      // 3: orqest.sandbox.v1.ConfigAttribute
+	(*InfoResponse)(nil),         // 4: orqest.sandbox.v1.InfoResponse
+	(*ConfigureRequest)(nil),     // 5: orqest.sandbox.v1.ConfigureRequest
+	(*ConfigureResponse)(nil),    // 6: orqest.sandbox.v1.ConfigureResponse
+	(*Finding)(nil),              // 7: orqest.sandbox.v1.Finding
+	(*ValidateRequest)(nil),      // 8: orqest.sandbox.v1.ValidateRequest
+	(*ValidateResponse)(nil),     // 9: orqest.sandbox.v1.ValidateResponse
+	(*ExecuteRequest)(nil),       // 10: orqest.sandbox.v1.ExecuteRequest
+	(*Limits)(nil),               // 11: orqest.sandbox.v1.Limits
+	(*ExecutionResult)(nil),      // 12: orqest.sandbox.v1.ExecutionResult
+	(*Event)(nil),                // 13: orqest.sandbox.v1.Event
+	(*ExecuteResponse)(nil),      // 14: orqest.sandbox.v1.ExecuteResponse
+	(*OpenRequest)(nil),          // 15: orqest.sandbox.v1.OpenRequest
+	(*OpenResponse)(nil),         // 16: orqest.sandbox.v1.OpenResponse
+	(*CloseRequest)(nil),         // 17: orqest.sandbox.v1.CloseRequest
+	(*CloseResponse)(nil),        // 18: orqest.sandbox.v1.CloseResponse
+	(*MintTokenRequest)(nil),     // 19: orqest.sandbox.v1.MintTokenRequest
+	(*MintTokenResponse)(nil),    // 20: orqest.sandbox.v1.MintTokenResponse
+	(*CallToolRequest)(nil),      // 21: orqest.sandbox.v1.CallToolRequest
+	(*ToolPolicy)(nil),           // 22: orqest.sandbox.v1.ToolPolicy
+	(*CallToolResponse)(nil),     // 23: orqest.sandbox.v1.CallToolResponse
+	(*ErrorDetail)(nil),          // 24: orqest.sandbox.v1.ErrorDetail
 }
 var file_sandbox_proto_depIdxs = []int32{
-	1,  // 0: orqest.sandbox.v1.ConfigAttribute.attributes:type_name -> orqest.sandbox.v1.ConfigAttribute
-	1,  // 1: orqest.sandbox.v1.InfoResponse.config_schema:type_name -> orqest.sandbox.v1.ConfigAttribute
-	5,  // 2: orqest.sandbox.v1.ValidateResponse.findings:type_name -> orqest.sandbox.v1.Finding
-	9,  // 3: orqest.sandbox.v1.ExecutionResult.limits:type_name -> orqest.sandbox.v1.Limits
-	5,  // 4: orqest.sandbox.v1.ExecutionResult.findings:type_name -> orqest.sandbox.v1.Finding
-	10, // 5: orqest.sandbox.v1.ExecuteResponse.result:type_name -> orqest.sandbox.v1.ExecutionResult
-	11, // 6: orqest.sandbox.v1.ExecuteResponse.events:type_name -> orqest.sandbox.v1.Event
-	20, // 7: orqest.sandbox.v1.CallToolRequest.policy:type_name -> orqest.sandbox.v1.ToolPolicy
-	11, // 8: orqest.sandbox.v1.CallToolResponse.events:type_name -> orqest.sandbox.v1.Event
-	5,  // 9: orqest.sandbox.v1.ErrorDetail.findings:type_name -> orqest.sandbox.v1.Finding
-	0,  // 10: orqest.sandbox.v1.Sandbox.Info:input_type -> orqest.sandbox.v1.InfoRequest
-	3,  // 11: orqest.sandbox.v1.Sandbox.Configure:input_type -> orqest.sandbox.v1.ConfigureRequest
-	6,  // 12: orqest.sandbox.v1.Sandbox.Validate:input_type -> orqest.sandbox.v1.ValidateRequest
-	8,  // 13: orqest.sandbox.v1.Sandbox.Execute:input_type -> orqest.sandbox.v1.ExecuteRequest
-	13, // 14: orqest.sandbox.v1.Sandbox.Open:input_type -> orqest.sandbox.v1.OpenRequest
-	15, // 15: orqest.sandbox.v1.Sandbox.Close:input_type -> orqest.sandbox.v1.CloseRequest
-	17, // 16: orqest.sandbox.v1.SessionTools.MintToken:input_type -> orqest.sandbox.v1.MintTokenRequest
-	19, // 17: orqest.sandbox.v1.SessionTools.CallTool:input_type -> orqest.sandbox.v1.CallToolRequest
-	2,  // 18: orqest.sandbox.v1.Sandbox.Info:output_type -> orqest.sandbox.v1.InfoResponse
-	4,  // 19: orqest.sandbox.v1.Sandbox.Configure:output_type -> orqest.sandbox.v1.ConfigureResponse
-	7,  // 20: orqest.sandbox.v1.Sandbox.Validate:output_type -> orqest.sandbox.v1.ValidateResponse
-	12, // 21: orqest.sandbox.v1.Sandbox.Execute:output_type -> orqest.sandbox.v1.ExecuteResponse
-	14, // 22: orqest.sandbox.v1.Sandbox.Open:output_type -> orqest.sandbox.v1.OpenResponse
-	16, // 23: orqest.sandbox.v1.Sandbox.Close:output_type -> orqest.sandbox.v1.CloseResponse
-	18, // 24: orqest.sandbox.v1.SessionTools.MintToken:output_type -> orqest.sandbox.v1.MintTokenResponse
-	21, // 25: orqest.sandbox.v1.SessionTools.CallTool:output_type -> orqest.sandbox.v1.CallToolResponse
-	18, // [18:26] is the sub-list for method output_type
-	10, // [10:18] is the sub-list for method input_type
-	10, // [10:10] is the sub-list for extension type_name
-	10, // [10:10] is the sub-list for extension extendee
-	0,  // [0:10] is the sub-list for field type_name
+	0,  // 0: orqest.sandbox.v1.ExecuteStreamMessage.chunk:type_name -> orqest.sandbox.v1.OutputChunk
+	14, // 1: orqest.sandbox.v1.ExecuteStreamMessage.response:type_name -> orqest.sandbox.v1.ExecuteResponse
+	3,  // 2: orqest.sandbox.v1.ConfigAttribute.attributes:type_name -> orqest.sandbox.v1.ConfigAttribute
+	3,  // 3: orqest.sandbox.v1.InfoResponse.config_schema:type_name -> orqest.sandbox.v1.ConfigAttribute
+	7,  // 4: orqest.sandbox.v1.ValidateResponse.findings:type_name -> orqest.sandbox.v1.Finding
+	11, // 5: orqest.sandbox.v1.ExecutionResult.limits:type_name -> orqest.sandbox.v1.Limits
+	7,  // 6: orqest.sandbox.v1.ExecutionResult.findings:type_name -> orqest.sandbox.v1.Finding
+	12, // 7: orqest.sandbox.v1.ExecuteResponse.result:type_name -> orqest.sandbox.v1.ExecutionResult
+	13, // 8: orqest.sandbox.v1.ExecuteResponse.events:type_name -> orqest.sandbox.v1.Event
+	22, // 9: orqest.sandbox.v1.CallToolRequest.policy:type_name -> orqest.sandbox.v1.ToolPolicy
+	13, // 10: orqest.sandbox.v1.CallToolResponse.events:type_name -> orqest.sandbox.v1.Event
+	7,  // 11: orqest.sandbox.v1.ErrorDetail.findings:type_name -> orqest.sandbox.v1.Finding
+	2,  // 12: orqest.sandbox.v1.Sandbox.Info:input_type -> orqest.sandbox.v1.InfoRequest
+	5,  // 13: orqest.sandbox.v1.Sandbox.Configure:input_type -> orqest.sandbox.v1.ConfigureRequest
+	8,  // 14: orqest.sandbox.v1.Sandbox.Validate:input_type -> orqest.sandbox.v1.ValidateRequest
+	10, // 15: orqest.sandbox.v1.Sandbox.Execute:input_type -> orqest.sandbox.v1.ExecuteRequest
+	15, // 16: orqest.sandbox.v1.Sandbox.Open:input_type -> orqest.sandbox.v1.OpenRequest
+	17, // 17: orqest.sandbox.v1.Sandbox.Close:input_type -> orqest.sandbox.v1.CloseRequest
+	19, // 18: orqest.sandbox.v1.SessionTools.MintToken:input_type -> orqest.sandbox.v1.MintTokenRequest
+	21, // 19: orqest.sandbox.v1.SessionTools.CallTool:input_type -> orqest.sandbox.v1.CallToolRequest
+	10, // 20: orqest.sandbox.v1.Streaming.ExecuteStream:input_type -> orqest.sandbox.v1.ExecuteRequest
+	4,  // 21: orqest.sandbox.v1.Sandbox.Info:output_type -> orqest.sandbox.v1.InfoResponse
+	6,  // 22: orqest.sandbox.v1.Sandbox.Configure:output_type -> orqest.sandbox.v1.ConfigureResponse
+	9,  // 23: orqest.sandbox.v1.Sandbox.Validate:output_type -> orqest.sandbox.v1.ValidateResponse
+	14, // 24: orqest.sandbox.v1.Sandbox.Execute:output_type -> orqest.sandbox.v1.ExecuteResponse
+	16, // 25: orqest.sandbox.v1.Sandbox.Open:output_type -> orqest.sandbox.v1.OpenResponse
+	18, // 26: orqest.sandbox.v1.Sandbox.Close:output_type -> orqest.sandbox.v1.CloseResponse
+	20, // 27: orqest.sandbox.v1.SessionTools.MintToken:output_type -> orqest.sandbox.v1.MintTokenResponse
+	23, // 28: orqest.sandbox.v1.SessionTools.CallTool:output_type -> orqest.sandbox.v1.CallToolResponse
+	1,  // 29: orqest.sandbox.v1.Streaming.ExecuteStream:output_type -> orqest.sandbox.v1.ExecuteStreamMessage
+	21, // [21:30] is the sub-list for method output_type
+	12, // [12:21] is the sub-list for method input_type
+	12, // [12:12] is the sub-list for extension type_name
+	12, // [12:12] is the sub-list for extension extendee
+	0,  // [0:12] is the sub-list for field type_name
 }
 
 func init() { file_sandbox_proto_init() }
@@ -1725,15 +1874,19 @@ func file_sandbox_proto_init() {
 	if File_sandbox_proto != nil {
 		return
 	}
+	file_sandbox_proto_msgTypes[1].OneofWrappers = []any{
+		(*ExecuteStreamMessage_Chunk)(nil),
+		(*ExecuteStreamMessage_Response)(nil),
+	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_sandbox_proto_rawDesc), len(file_sandbox_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   23,
+			NumMessages:   25,
 			NumExtensions: 0,
-			NumServices:   2,
+			NumServices:   3,
 		},
 		GoTypes:           file_sandbox_proto_goTypes,
 		DependencyIndexes: file_sandbox_proto_depIdxs,
