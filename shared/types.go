@@ -261,6 +261,13 @@ const (
 	StreamStderr = "stderr"
 )
 
+// MetaStream is the `_meta` key of the MCP progress notifications that
+// carry a call's output while it runs, wherever orqest speaks MCP (mcp
+// serve's run_python, the tier-2 runtime's execute_python): its value is
+// StreamStdout or StreamStderr, the notification's message is the text and
+// its progress the bytes sent so far.
+const MetaStream = "orqest/stream"
+
 // OutputChunk is a piece of a call's output: Stream is StreamStdout or
 // StreamStderr, Data the bytes as read (not cut at line or UTF-8
 // boundaries).

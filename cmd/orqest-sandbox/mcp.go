@@ -599,15 +599,10 @@ func (m *mcpServer) runPython(ctx context.Context, req *mcp.CallToolRequest) (*m
 	return execResult(res, err)
 }
 
-// MetaStream is the `_meta` key of a progress notification that carries
-// a piece of a call's output: its value is "stdout" or "stderr", and the
-// notification's message is the text.
-const MetaStream = "orqest/stream"
-
 // progressOutput returns, for a tools/call that asked for progress (a
 // progressToken in its _meta), the callback that sends the code's output
 // as progress notifications while it runs: the message is the text, the
-// progress the bytes sent so far, _meta[MetaStream] the stream. nil when
+// progress the bytes sent so far, _meta[shared.MetaStream] the stream. nil when
 // the client asked for none.
 func progressOutput(ctx context.Context, req *mcp.CallToolRequest) func(shared.OutputChunk) {
 	if req == nil || req.Session == nil || req.Params == nil {
@@ -621,7 +616,7 @@ func progressOutput(ctx context.Context, req *mcp.CallToolRequest) func(shared.O
 	return func(c shared.OutputChunk) {
 		sent += len(c.Data)
 		_ = req.Session.NotifyProgress(ctx, &mcp.ProgressNotificationParams{
-			Meta:          mcp.Meta{MetaStream: c.Stream},
+			Meta:          mcp.Meta{shared.MetaStream: c.Stream},
 			ProgressToken: tok,
 			Message:       string(c.Data),
 			Progress:      float64(sent),

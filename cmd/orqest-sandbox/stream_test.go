@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/orqest/sandbox/shared"
 )
 
 // run prints the code's output as it is written: the first line reaches
@@ -72,7 +74,7 @@ func TestMCPRunPythonStreamsProgress(t *testing.T) {
 	notes := make(chan note, 64)
 	client := mcp.NewClient(&mcp.Implementation{Name: "stream-agent", Version: "1"}, &mcp.ClientOptions{
 		ProgressNotificationHandler: func(_ context.Context, r *mcp.ProgressNotificationClientRequest) {
-			stream, _ := r.Params.Meta[MetaStream].(string)
+			stream, _ := r.Params.Meta[shared.MetaStream].(string)
 			notes <- note{msg: r.Params.Message, stream: stream, at: time.Now()}
 		},
 	})
