@@ -48,8 +48,8 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/orqest/sandbox/plugins/docker/internal/rtproto"
-	"github.com/orqest/sandbox/shared"
 	"github.com/orqest/sandbox/rules"
+	"github.com/orqest/sandbox/shared"
 )
 
 // execMode is how the runtime runs Python (exec.go).
