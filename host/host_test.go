@@ -20,10 +20,12 @@ import (
 	"github.com/orqest/sandbox/shared/plugin"
 )
 
-// pluginDir holds the real subprocess plugin, built by TestMain.
+// pluginDir holds the real subprocess plugin, built by TestMain, and the
+// in-process one when it builds here (inprocessSkipMsg says why not).
 var (
-	pluginDir     string
-	pluginSkipMsg string
+	pluginDir        string
+	pluginSkipMsg    string
+	inprocessSkipMsg string
 )
 
 func TestMain(m *testing.M) {
@@ -38,6 +40,11 @@ func TestMain(m *testing.M) {
 		pluginSkipMsg = fmt.Sprintf("SKIP: the subprocess plugin does not build yet (go build ./cmd/orqest-sandbox-plugin-subprocess: %v)\n%s", err, b)
 	} else {
 		pluginDir = dir
+		in := exec.Command("go", "build", "-o", filepath.Join(dir, plugin.PluginPrefix+"inprocess"), "./cmd/orqest-sandbox-plugin-inprocess")
+		in.Dir = ".."
+		if b, err := in.CombinedOutput(); err != nil {
+			inprocessSkipMsg = fmt.Sprintf("SKIPPING: the in-process plugin does not build here (cgo and libpython3.11-dev): %v\n%s", err, b)
+		}
 		// As an installation would: the package's examples load the
 		// embedded default policy, which finds the plugin here.
 		os.Setenv(PluginDirEnv, dir)

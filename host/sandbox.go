@@ -164,11 +164,28 @@ func (s *Sandbox) Validate(ctx context.Context, code string, extra ...string) er
 // audit log when the policy sets audit_log (docs/observability.md).
 func (s *Sandbox) Execute(ctx context.Context, req shared.ExecuteRequest) (shared.ExecutionResult, error) {
 	return s.observeExecute(ctx, req, func(ctx context.Context, obs *execObservation) (shared.ExecutionResult, error) {
-		return s.execute(ctx, req, obs)
+		return s.execute(ctx, req, obs, nil)
 	})
 }
 
-func (s *Sandbox) execute(ctx context.Context, req shared.ExecuteRequest, obs *execObservation) (shared.ExecutionResult, error) {
+// ExecuteStream runs req as Execute does and gives onChunk the call's
+// stdout and stderr as the code writes them, before it returns the result.
+// On a plugin that declares shared.CapStreaming the chunks arrive while
+// the code runs; on any other, the whole of each stream arrives once, when
+// the call ends. Either way the result's Stdout and Stderr hold the same
+// bytes, and a call that timed out or was killed keeps what it wrote
+// before. onChunk is called from one goroutine at a time and should not
+// block: the plugin waits for it.
+func (s *Sandbox) ExecuteStream(ctx context.Context, req shared.ExecuteRequest, onChunk func(shared.OutputChunk)) (shared.ExecutionResult, error) {
+	if onChunk == nil {
+		return s.Execute(ctx, req)
+	}
+	return s.observeExecute(ctx, req, func(ctx context.Context, obs *execObservation) (shared.ExecutionResult, error) {
+		return s.execute(ctx, req, obs, onChunk)
+	})
+}
+
+func (s *Sandbox) execute(ctx context.Context, req shared.ExecuteRequest, obs *execObservation, onChunk func(shared.OutputChunk)) (shared.ExecutionResult, error) {
 	req, err := s.applyPolicy(req)
 	if err != nil {
 		return shared.ExecutionResult{}, err
@@ -204,8 +221,24 @@ func (s *Sandbox) execute(ctx context.Context, req shared.ExecuteRequest, obs *e
 	start := time.Now()
 	callCtx, span := s.host.tracer.Start(ctx, SpanPluginCall, trace.WithAttributes(
 		attribute.String("orqest.sandbox", s.cfg.Name), attribute.String("orqest.plugin", s.cfg.Plugin)))
+	streamed := false
+	if onChunk != nil {
+		info, err := s.inst.infoOf(ctx)
+		if err != nil {
+			span.End()
+			return shared.ExecutionResult{}, err
+		}
+		streamed = info.Has(shared.CapStreaming)
+	}
 	err = s.inst.do(callCtx, "Execute", func(p shared.Sandbox) error {
 		var err error
+		if st, ok := p.(shared.Streamer); ok && streamed {
+			resp, err = st.ExecuteStream(callCtx, req, func(c shared.OutputChunk) error {
+				onChunk(c)
+				return nil
+			})
+			return err
+		}
 		resp, err = p.Execute(callCtx, req)
 		return err
 	})
@@ -223,6 +256,14 @@ func (s *Sandbox) execute(ctx context.Context, req shared.ExecuteRequest, obs *e
 	}
 	s.publish(resp.Events) // the backend's events (e.g. the tool library's) on the host bus; library.go
 	r := resp.Result
+	if onChunk != nil && !streamed {
+		if r.Stdout != "" {
+			onChunk(shared.OutputChunk{Stream: shared.StreamStdout, Data: []byte(r.Stdout)})
+		}
+		if r.Stderr != "" {
+			onChunk(shared.OutputChunk{Stream: shared.StreamStderr, Data: []byte(r.Stderr)})
+		}
+	}
 	if len(r.Output) == 0 {
 		r.Output = json.RawMessage("null")
 	} else {

@@ -162,6 +162,12 @@ func (f *ToolFactory) Sandbox() *Sandbox { return f.sb }
 
 // execute runs req on the factory's sandbox as its caller (RunAs).
 func (f *ToolFactory) execute(ctx context.Context, req shared.ExecuteRequest) (shared.ExecutionResult, error) {
+	return f.executeStream(ctx, req, nil)
+}
+
+// executeStream is execute with the output given to onChunk as it is
+// written (nil: none).
+func (f *ToolFactory) executeStream(ctx context.Context, req shared.ExecuteRequest, onChunk func(shared.OutputChunk)) (shared.ExecutionResult, error) {
 	req.UserID = f.user
 	if f.session != nil {
 		id, err := f.session(ctx)
@@ -170,7 +176,7 @@ func (f *ToolFactory) execute(ctx context.Context, req shared.ExecuteRequest) (s
 		}
 		req.SessionID = id
 	}
-	return f.sb.Execute(ctx, req)
+	return f.sb.ExecuteStream(ctx, req, onChunk)
 }
 
 // Bus returns the bus the factory publishes on (nil for none).
@@ -718,6 +724,9 @@ type RunPythonRequest struct {
 	// factory needs a session (RunAs) and the sandbox the
 	// "stateful_sessions" capability, else Execute refuses it.
 	Stateful bool
+	// OnOutput, when set, gets the code's stdout and stderr as it writes
+	// them (Sandbox.ExecuteStream); the result holds the same bytes.
+	OnOutput func(shared.OutputChunk)
 }
 
 // RunPython runs a one-off function body under the rules a spawned tool
@@ -774,7 +783,7 @@ func (f *ToolFactory) RunPython(ctx context.Context, req RunPythonRequest) (shar
 			return shared.Rejected(fs, shared.Limits{TimeoutMS: timeout.Milliseconds(), MemoryMB: pol.MemoryMB, MaxOutputBytes: pol.MaxOutputBytes}), nil
 		})
 	} else {
-		res, err = f.execute(ctx, ereq)
+		res, err = f.executeStream(ctx, ereq, req.OnOutput)
 	}
 	switch {
 	case err != nil:

@@ -89,6 +89,9 @@ const (
 	// figures it leaves open) come back as ExecutionResult.Artifacts. The
 	// host refuses file calls on a backend without it (ErrNotSupported).
 	CapFiles Capability = "files"
+	// CapStreaming: the backend implements Streamer: a call's stdout and
+	// stderr reach the caller as the code writes them, before the result.
+	CapStreaming Capability = "streaming"
 )
 
 // InfoRequest asks a backend to describe itself.
@@ -243,6 +246,40 @@ type ExecuteResponse struct {
 type Event struct {
 	Type    string
 	Payload json.RawMessage
+}
+
+// Streamer is an optional interface of backends that stream a call's
+// output (CapStreaming). ExecuteStream runs req as Execute does and calls
+// send with each piece of stdout and stderr as the code writes it, in the
+// order the backend read it, before it returns the result. What is sent
+// is within the call's output cap: the result's Stdout and Stderr hold the
+// same bytes (so a caller may ignore the chunks), also when the call timed
+// out or was killed. An error from send cancels the call. A backend
+// without it answers codes.Unimplemented over gRPC, which the host sees
+// as ErrNotSupported.
+type Streamer interface {
+	ExecuteStream(ctx context.Context, req ExecuteRequest, send func(OutputChunk) error) (ExecuteResponse, error)
+}
+
+// Streams an OutputChunk comes from.
+const (
+	StreamStdout = "stdout"
+	StreamStderr = "stderr"
+)
+
+// MetaStream is the `_meta` key of the MCP progress notifications that
+// carry a call's output while it runs, wherever orqest speaks MCP (mcp
+// serve's run_python, the tier-2 runtime's execute_python): its value is
+// StreamStdout or StreamStderr, the notification's message is the text and
+// its progress the bytes sent so far.
+const MetaStream = "orqest/stream"
+
+// OutputChunk is a piece of a call's output: Stream is StreamStdout or
+// StreamStderr, Data the bytes as read (not cut at line or UTF-8
+// boundaries).
+type OutputChunk struct {
+	Stream string
+	Data   []byte
 }
 
 // SessionTools is an optional interface of session backends whose sessions

@@ -594,8 +594,34 @@ func (m *mcpServer) runPython(ctx context.Context, req *mcp.CallToolRequest) (*m
 		AllowedImports: in.AllowedImports,
 		Timeout:        timeout,
 		Stateful:       in.Stateful,
+		OnOutput:       progressOutput(ctx, req),
 	})
 	return execResult(res, err)
+}
+
+// progressOutput returns, for a tools/call that asked for progress (a
+// progressToken in its _meta), the callback that sends the code's output
+// as progress notifications while it runs: the message is the text, the
+// progress the bytes sent so far, _meta[shared.MetaStream] the stream. nil when
+// the client asked for none.
+func progressOutput(ctx context.Context, req *mcp.CallToolRequest) func(shared.OutputChunk) {
+	if req == nil || req.Session == nil || req.Params == nil {
+		return nil
+	}
+	tok := req.Params.GetProgressToken()
+	if tok == nil {
+		return nil
+	}
+	sent := 0
+	return func(c shared.OutputChunk) {
+		sent += len(c.Data)
+		_ = req.Session.NotifyProgress(ctx, &mcp.ProgressNotificationParams{
+			Meta:          mcp.Meta{shared.MetaStream: c.Stream},
+			ProgressToken: tok,
+			Message:       string(c.Data),
+			Progress:      float64(sent),
+		})
+	}
 }
 
 // mcpCaller marks ctx with the MCP client as the caller of its executions:

@@ -32,7 +32,7 @@ import (
 
 const mcpPolicy = `
 policy "default" {
-  allowed_imports = ["re", "math"]
+  allowed_imports = ["re", "math", "time"]
   timeout         = "3s"
 }
 sandbox "tier1" {

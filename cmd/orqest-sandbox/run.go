@@ -120,9 +120,25 @@ func cmdRun(ctx context.Context, e *env, args []string) int {
 		return reportErr(e, err)
 	}
 	defer h.Close()
-	res, err := executeInSession(ctx, e, h, sb, req) // session tiers: Open, Execute, Close (tools.go)
+	// Text output streams: the code's stdout and stderr are printed as it
+	// writes them (at the end on a plugin without streaming). --json
+	// prints one object at the end.
+	var onChunk func(shared.OutputChunk)
+	if !f.json {
+		onChunk = func(c shared.OutputChunk) {
+			w := e.stdout
+			if c.Stream == shared.StreamStderr {
+				w = e.stderr
+			}
+			_, _ = w.Write(c.Data)
+		}
+	}
+	res, err := executeInSession(ctx, e, h, sb, req, onChunk) // session tiers: Open, Execute, Close (tools.go)
 	if err != nil {
 		return reportErr(e, err)
+	}
+	if onChunk != nil {
+		res.Stdout, res.Stderr = "", "" // printed already
 	}
 	return printResult(e, res, f.json)
 }

@@ -24,7 +24,7 @@ import (
 // generated one when empty), executes in it and closes it; the tool
 // library's events of the call (promotion, pending, demotion, an unavailable
 // library) are noted on stderr. Other sandboxes run req as is.
-func executeInSession(ctx context.Context, e *env, h *host.Host, sb *host.Sandbox, req shared.ExecuteRequest) (shared.ExecutionResult, error) {
+func executeInSession(ctx context.Context, e *env, h *host.Host, sb *host.Sandbox, req shared.ExecuteRequest, onChunk func(shared.OutputChunk)) (shared.ExecutionResult, error) {
 	info, err := sb.Info(ctx)
 	if err != nil {
 		return shared.ExecutionResult{}, err
@@ -41,7 +41,7 @@ func executeInSession(ctx context.Context, e *env, h *host.Host, sb *host.Sandbo
 			fmt.Fprintf(e.stderr, "orqest-sandbox: --tool %q ignored: sandbox %q (plugin %q) keeps no tool library\n", req.ToolName, sb.Name(), sb.PluginName())
 			req.ToolName = ""
 		}
-		return sb.Execute(ctx, req)
+		return sb.ExecuteStream(ctx, req, onChunk)
 	}
 	user := req.UserID
 	if user == "" {
@@ -61,7 +61,7 @@ func executeInSession(ctx context.Context, e *env, h *host.Host, sb *host.Sandbo
 		}
 	}()
 	req.UserID, req.SessionID = user, open.SessionID
-	res, err := sb.Execute(ctx, req)
+	res, err := sb.ExecuteStream(ctx, req, onChunk)
 	for {
 		select {
 		case ev := <-sub.C:

@@ -691,10 +691,10 @@ func (fs *ForkServer) run(ctx context.Context, job Job) (shared.ExecutionResult,
 		defer close(pipesDone)
 		stdoutC := make(chan captured, 1)
 		stderrC := make(chan captured, 1)
-		go capture(stdoutR, job.MaxOutput, stdoutC)
-		go capture(stderrR, job.MaxOutput, stderrC)
+		go capture(stdoutR, job.MaxOutput, stdoutC, job.stream(shared.StreamStdout))
+		go capture(stderrR, job.MaxOutput, stderrC, job.stream(shared.StreamStderr))
 		respC := make(chan captured, 1)
-		capture(respR, job.MaxOutput+MaxResponseSlack, respC)
+		capture(respR, job.MaxOutput+MaxResponseSlack, respC, nil)
 		o.resp = <-respC
 		close(respDone)
 		o.out, o.errOut = <-stdoutC, <-stderrC

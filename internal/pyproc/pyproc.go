@@ -84,6 +84,21 @@ type Job struct {
 	// OnStart, when set, is told the pid (and the spawn working directory)
 	// of the child right after it started.
 	OnStart func(pid int, dir string)
+	// OnOutput, when set, is given each piece of stdout and stderr
+	// (shared.StreamStdout, shared.StreamStderr) as it is read, up to
+	// MaxOutput per stream: the same bytes the result holds. It is called
+	// from the readers' goroutines (one per stream), each stream in order;
+	// it must not block for long, or the child blocks on a full pipe.
+	OnOutput func(stream string, data []byte)
+}
+
+// stream returns the OnOutput callback of one stream (nil: none).
+func (j *Job) stream(name string) func([]byte) {
+	if j.OnOutput == nil {
+		return nil
+	}
+	on := j.OnOutput
+	return func(p []byte) { on(name, p) }
 }
 
 func (j *Job) cpuSeconds() int { return int(math.Ceil(j.Timeout.Seconds())) + 1 }
@@ -99,7 +114,10 @@ type captured struct {
 //
 // It keeps up to utf8.UTFMax bytes beyond limit so that the caller can cut
 // at limit on a rune boundary (runner.TruncateUTF8).
-func capture(r *os.File, limit int, out chan<- captured) {
+//
+// on, when not nil, is given a copy of each piece read within limit, as
+// it is read.
+func capture(r *os.File, limit int, out chan<- captured, on func([]byte)) {
 	var c captured
 	keep := limit + utf8.UTFMax
 	// Most outputs are small: start with a little room and grow, rather
@@ -115,6 +133,9 @@ func capture(r *os.File, limit int, out chan<- captured) {
 				buf = slices.Grow(buf, min(max(cap(buf), 512), keep-len(buf)))
 			}
 			n, err = r.Read(buf[len(buf):min(cap(buf), keep)])
+			if on != nil && n > 0 && len(buf) < limit {
+				on(bytes.Clone(buf[len(buf):min(len(buf)+n, limit)]))
+			}
 			buf = buf[:len(buf)+n]
 		} else {
 			if drain == nil {

@@ -199,9 +199,9 @@ func SpawnWith(ctx context.Context, argv []string, job Job, opts SpawnOptions, l
 	stdoutC := make(chan captured, 1)
 	stderrC := make(chan captured, 1)
 	respC := make(chan captured, 1)
-	go capture(stdoutR, job.MaxOutput, stdoutC)
-	go capture(stderrR, job.MaxOutput, stderrC)
-	go capture(respR, job.MaxOutput+MaxResponseSlack, respC)
+	go capture(stdoutR, job.MaxOutput, stdoutC, job.stream(shared.StreamStdout))
+	go capture(stderrR, job.MaxOutput, stderrC, job.stream(shared.StreamStderr))
+	go capture(respR, job.MaxOutput+MaxResponseSlack, respC, nil)
 	go func() {
 		_, _ = stdinW.Write(payload) // EPIPE if the child died: classified below
 		stdinW.Close()

@@ -327,9 +327,9 @@ func (b *Backend) Configure(ctx context.Context, req shared.ConfigureRequest) (s
 	// the configured mode (this starts the fork-server).
 	var res shared.ExecutionResult
 	if cfg.Mode == ModeForkServer {
-		res, err = b.runFork(ctx, cfg, seal, "", runner.Request{Code: "return 1+1", MemoryMB: DefaultMemoryMB}, 10*time.Second, DefaultMaxOutputBytes, b.rules)
+		res, err = b.runFork(ctx, cfg, seal, "", runner.Request{Code: "return 1+1", MemoryMB: DefaultMemoryMB}, 10*time.Second, DefaultMaxOutputBytes, b.rules, nil)
 	} else {
-		res, err = b.runSpawn(ctx, cfg, runner.Request{Code: "return 1+1", MemoryMB: DefaultMemoryMB, Seal: seal.seal(b.test.disable, b.test.readPaths...)}, 10*time.Second, DefaultMaxOutputBytes)
+		res, err = b.runSpawn(ctx, cfg, runner.Request{Code: "return 1+1", MemoryMB: DefaultMemoryMB, Seal: seal.seal(b.test.disable, b.test.readPaths...)}, 10*time.Second, DefaultMaxOutputBytes, nil)
 	}
 	if err != nil {
 		return shared.ConfigureResponse{}, fmt.Errorf("subprocess config: python %q failed its self-test: %v: %w", python, err, shared.ErrUnavailable)
@@ -415,6 +415,34 @@ func (b *Backend) Validate(ctx context.Context, req shared.ValidateRequest) (sha
 
 // Execute validates req.Code and runs it in a fresh interpreter.
 func (b *Backend) Execute(ctx context.Context, req shared.ExecuteRequest) (shared.ExecuteResponse, error) {
+	return b.execute(ctx, req, nil)
+}
+
+// ExecuteStream implements shared.Streamer: Execute, with the child's
+// stdout and stderr sent as they are read. A send that fails cancels the
+// call (the child is killed).
+func (b *Backend) ExecuteStream(ctx context.Context, req shared.ExecuteRequest, send func(shared.OutputChunk) error) (shared.ExecuteResponse, error) {
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	var mu sync.Mutex // the two streams' readers send one at a time
+	resp, err := b.execute(ctx, req, func(stream string, data []byte) {
+		mu.Lock()
+		defer mu.Unlock()
+		if ctx.Err() != nil {
+			return
+		}
+		if err := send(shared.OutputChunk{Stream: stream, Data: data}); err != nil {
+			cancel(err)
+		}
+	})
+	if cause := context.Cause(ctx); cause != nil && cause != context.Canceled && err == nil {
+		return shared.ExecuteResponse{}, fmt.Errorf("execute stream: sending output: %w", cause)
+	}
+	return resp, err
+}
+
+// execute runs req; onOutput, when set, gets the output as it is read.
+func (b *Backend) execute(ctx context.Context, req shared.ExecuteRequest, onOutput func(stream string, data []byte)) (shared.ExecuteResponse, error) {
 	start := time.Now()
 	p, err := runner.Prepare(req, runner.Defaults{
 		Timeout: DefaultTimeout, MemoryMB: DefaultMemoryMB, MaxOutputBytes: DefaultMaxOutputBytes,
@@ -449,11 +477,11 @@ func (b *Backend) Execute(ctx context.Context, req shared.ExecuteRequest) (share
 	}
 	var res shared.ExecutionResult
 	if cfg.Mode == ModeForkServer {
-		res, err = b.runFork(ctx, cfg, seal, req.UserID, preq, timeout, maxOut, rules)
+		res, err = b.runFork(ctx, cfg, seal, req.UserID, preq, timeout, maxOut, rules, onOutput)
 	} else {
 		preq.Rules = rules
 		preq.Seal = seal.seal(b.test.disable, b.test.readPaths...)
-		res, err = b.runSpawn(ctx, cfg, preq, timeout, maxOut)
+		res, err = b.runSpawn(ctx, cfg, preq, timeout, maxOut, onOutput)
 	}
 	if err != nil {
 		return shared.ExecuteResponse{}, err
@@ -470,9 +498,9 @@ func msSince(t time.Time) float64 {
 // runSpawn spawns one interpreter for req and classifies its outcome. A Go
 // error means infrastructure failure (or ctx cancellation); everything the
 // user's code did is in the result. req.Rules defaults to the rules table.
-func (b *Backend) runSpawn(ctx context.Context, cfg Config, req runner.Request, timeout time.Duration, maxOut int) (shared.ExecutionResult, error) {
+func (b *Backend) runSpawn(ctx context.Context, cfg Config, req runner.Request, timeout time.Duration, maxOut int, onOutput func(string, []byte)) (shared.ExecutionResult, error) {
 	if req.Rules == nil {
 		req.Rules = b.rules
 	}
-	return pyproc.Spawn(ctx, b.argv(cfg.Python), pyproc.Job{Request: req, Timeout: timeout, MaxOutput: maxOut, OnStart: b.onSpawn}, b.logger)
+	return pyproc.Spawn(ctx, b.argv(cfg.Python), pyproc.Job{Request: req, Timeout: timeout, MaxOutput: maxOut, OnStart: b.onSpawn, OnOutput: onOutput}, b.logger)
 }

@@ -47,6 +47,7 @@ var baseCaps = []shared.Capability{
 	shared.CapProcessIsolation,
 	shared.CapFreshProcess,
 	shared.CapOutputLimit,
+	shared.CapStreaming,
 	CapEmptyEnvironment,
 }
 

@@ -29,12 +29,12 @@ const forkServerPool = 4
 // runFork runs req in a child forked by tenant's zygote and classifies the
 // outcome, like runSpawn. rules is the rules table for the in-child
 // checker and the builtins.
-func (b *Backend) runFork(ctx context.Context, cfg Config, seal *sealInfo, tenant string, req runner.Request, timeout time.Duration, maxOut int, rules json.RawMessage) (shared.ExecutionResult, error) {
+func (b *Backend) runFork(ctx context.Context, cfg Config, seal *sealInfo, tenant string, req runner.Request, timeout time.Duration, maxOut int, rules json.RawMessage, onOutput func(string, []byte)) (shared.ExecutionResult, error) {
 	if err := ctx.Err(); err != nil {
 		return shared.ExecutionResult{}, fmt.Errorf("execute: %w", err)
 	}
 	key, start := b.forkServer(cfg, seal, rules)
-	return b.zygotes.Run(ctx, tenant, key, start, pyproc.Job{Request: req, Timeout: timeout, MaxOutput: maxOut, OnStart: b.onSpawn})
+	return b.zygotes.Run(ctx, tenant, key, start, pyproc.Job{Request: req, Timeout: timeout, MaxOutput: maxOut, OnStart: b.onSpawn, OnOutput: onOutput})
 }
 
 // forkServer returns the key of the zygote configuration cfg asks for and

@@ -53,6 +53,7 @@ var allCases = []testCase{
 	{name: "LimitsEchoed", run: caseLimitsEchoed},
 	{name: "Duration", run: caseDuration},
 	{name: "Concurrent", run: caseConcurrent},
+	{name: "Streaming", needs: []shared.Capability{shared.CapStreaming}, run: caseStreaming},
 	{name: "Sessions", noSession: true, run: caseSessions},
 	{name: "UnsafeOptIn", unconfigured: true, run: caseUnsafeOptIn},
 }
@@ -698,4 +699,73 @@ func checkSchema(t *testing.T, where string, schema []shared.ConfigAttribute) {
 			t.Errorf("%s attribute %q has type %q; want string, number, bool, list(string) or %q", where, a.Name, a.Type, shared.ConfigBlock)
 		}
 	}
+}
+
+// caseStreaming: a backend that declares streaming implements
+// shared.Streamer; the chunks it sends add up to the result's stdout, stay
+// within the output cap, and an error from send ends the call promptly.
+func caseStreaming(t *testing.T, h *harness) {
+	st, ok := h.sb.(shared.Streamer)
+	if !ok {
+		t.Fatalf("the backend declares %q but does not implement shared.Streamer", shared.CapStreaming)
+	}
+	stream := func(req shared.ExecuteRequest, send func(shared.OutputChunk) error) (shared.ExecutionResult, error) {
+		if h.session != "" {
+			req.SessionID, req.UserID = h.session, h.cfg.sessionFor
+		}
+		resp, err := st.ExecuteStream(h.ctx(t), req, send)
+		return resp.Result, err
+	}
+	t.Run("adds_up", func(t *testing.T) {
+		var mu sync.Mutex
+		var got strings.Builder
+		code := "print('hi')\nprint('ü', 2)\nreturn 1"
+		res, err := stream(shared.ExecuteRequest{Code: code}, func(c shared.OutputChunk) error {
+			mu.Lock()
+			defer mu.Unlock()
+			if c.Stream != shared.StreamStdout {
+				t.Errorf("a chunk of stream %q, want %q", c.Stream, shared.StreamStdout)
+			}
+			got.Write(c.Data)
+			return nil
+		})
+		if err != nil {
+			t.Fatalf("ExecuteStream(%s): %v", quote(code), err)
+		}
+		expectSuccess(t, code, res, "1")
+		if got.String() != "hi\nü 2\n" || res.Stdout != got.String() {
+			t.Errorf("streamed %q, result stdout %q, want both %q", got.String(), res.Stdout, "hi\nü 2\n")
+		}
+	})
+	t.Run("within_the_cap", func(t *testing.T) {
+		const limit = 64 << 10
+		var mu sync.Mutex
+		n := 0
+		code := "for i in range(3000):\n    print('x' * 99)\nreturn 'done'"
+		res, err := stream(shared.ExecuteRequest{Code: code, MaxOutputBytes: limit, Timeout: 20 * time.Second}, func(c shared.OutputChunk) error {
+			mu.Lock()
+			defer mu.Unlock()
+			n += len(c.Data)
+			return nil
+		})
+		if err != nil {
+			t.Fatalf("ExecuteStream: %v", err)
+		}
+		expectSuccess(t, code, res, `"done"`)
+		if n > limit+256 {
+			t.Errorf("streamed %d bytes with max_output_bytes %d", n, limit)
+		}
+	})
+	t.Run("send_error_ends_the_call", func(t *testing.T) {
+		stop := errors.New("the caller went away")
+		code := "print('x', flush=True)\nwhile True:\n    pass"
+		start := time.Now()
+		_, err := stream(shared.ExecuteRequest{Code: code, Timeout: 30 * time.Second}, func(shared.OutputChunk) error { return stop })
+		if err == nil {
+			t.Fatalf("ExecuteStream(%s) with a send that fails: no error", quote(code))
+		}
+		if d := time.Since(start); d > 15*time.Second {
+			t.Errorf("a failing send ended the call only after %v (timeout 30 s)", d)
+		}
+	})
 }

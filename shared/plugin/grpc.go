@@ -24,6 +24,7 @@ type GRPCClient struct {
 	client proto.SandboxClient
 	tools  proto.SessionToolsClient
 	files  proto.FileStoreClient
+	stream proto.StreamingClient
 	// exited is done when the plugin process has exited (go-plugin's
 	// plugin-exit context; never done for a connection without a process).
 	exited context.Context
@@ -37,7 +38,7 @@ func NewGRPCClient(conn grpc.ClientConnInterface, exited context.Context) *GRPCC
 	if exited == nil {
 		exited = context.Background()
 	}
-	return &GRPCClient{client: proto.NewSandboxClient(conn), tools: proto.NewSessionToolsClient(conn), files: proto.NewFileStoreClient(conn), exited: exited}
+	return &GRPCClient{client: proto.NewSandboxClient(conn), tools: proto.NewSessionToolsClient(conn), files: proto.NewFileStoreClient(conn), stream: proto.NewStreamingClient(conn), exited: exited}
 }
 
 // begin starts a call: it returns the context to make it with and the
@@ -100,20 +101,7 @@ func (c *GRPCClient) Validate(ctx context.Context, req shared.ValidateRequest) (
 // Execute implements shared.Sandbox.
 func (c *GRPCClient) Execute(ctx context.Context, req shared.ExecuteRequest) (shared.ExecuteResponse, error) {
 	ctx, done := c.begin(ctx)
-	r, err := c.client.Execute(ctx, &proto.ExecuteRequest{
-		Code:           req.Code,
-		ArgsJson:       req.Args,
-		AllowedImports: req.AllowedImports,
-		TimeoutMs:      req.Timeout.Milliseconds(),
-		MemoryMb:       int32(req.MemoryMB),
-		MaxOutputBytes: int64(req.MaxOutputBytes),
-		SessionId:      req.SessionID,
-		UserId:         req.UserID,
-		AgentId:        req.AgentID,
-		ToolName:       req.ToolName,
-		Dependencies:   req.Dependencies,
-		Stateful:       req.Stateful,
-	})
+	r, err := c.client.Execute(ctx, executeRequestToProto(req))
 	if err != nil {
 		return shared.ExecuteResponse{}, done(err)
 	}
@@ -183,20 +171,7 @@ func (s *GRPCServer) Validate(ctx context.Context, req *proto.ValidateRequest) (
 
 // Execute implements proto.SandboxServer.
 func (s *GRPCServer) Execute(ctx context.Context, req *proto.ExecuteRequest) (*proto.ExecuteResponse, error) {
-	r, err := s.Impl.Execute(ctx, shared.ExecuteRequest{
-		Code:           req.GetCode(),
-		Args:           json.RawMessage(req.GetArgsJson()),
-		AllowedImports: req.GetAllowedImports(),
-		Timeout:        time.Duration(req.GetTimeoutMs()) * time.Millisecond,
-		MemoryMB:       int(req.GetMemoryMb()),
-		MaxOutputBytes: int(req.GetMaxOutputBytes()),
-		SessionID:      req.GetSessionId(),
-		UserID:         req.GetUserId(),
-		AgentID:        req.GetAgentId(),
-		ToolName:       req.GetToolName(),
-		Dependencies:   req.GetDependencies(),
-		Stateful:       req.GetStateful(),
-	})
+	r, err := s.Impl.Execute(ctx, executeRequestFromProto(req))
 	if err != nil {
 		return nil, ToGRPC(err)
 	}
@@ -308,4 +283,41 @@ func schemaFromProto(schema []*proto.ConfigAttribute) []shared.ConfigAttribute {
 		})
 	}
 	return out
+}
+
+// executeRequestToProto and executeRequestFromProto convert an
+// ExecuteRequest for the wire (Execute and ExecuteStream carry the same
+// message).
+func executeRequestToProto(req shared.ExecuteRequest) *proto.ExecuteRequest {
+	return &proto.ExecuteRequest{
+		Code:           req.Code,
+		ArgsJson:       req.Args,
+		AllowedImports: req.AllowedImports,
+		TimeoutMs:      req.Timeout.Milliseconds(),
+		MemoryMb:       int32(req.MemoryMB),
+		MaxOutputBytes: int64(req.MaxOutputBytes),
+		SessionId:      req.SessionID,
+		UserId:         req.UserID,
+		AgentId:        req.AgentID,
+		ToolName:       req.ToolName,
+		Dependencies:   req.Dependencies,
+		Stateful:       req.Stateful,
+	}
+}
+
+func executeRequestFromProto(req *proto.ExecuteRequest) shared.ExecuteRequest {
+	return shared.ExecuteRequest{
+		Code:           req.GetCode(),
+		Args:           json.RawMessage(req.GetArgsJson()),
+		AllowedImports: req.GetAllowedImports(),
+		Timeout:        time.Duration(req.GetTimeoutMs()) * time.Millisecond,
+		MemoryMB:       int(req.GetMemoryMb()),
+		MaxOutputBytes: int(req.GetMaxOutputBytes()),
+		SessionID:      req.GetSessionId(),
+		UserID:         req.GetUserId(),
+		AgentID:        req.GetAgentId(),
+		ToolName:       req.GetToolName(),
+		Dependencies:   req.GetDependencies(),
+		Stateful:       req.GetStateful(),
+	}
 }

@@ -51,6 +51,9 @@ func (p *SandboxPlugin) GRPCServer(_ *goplugin.GRPCBroker, s *grpc.Server) error
 	if fs, ok := p.Impl.(shared.FileStore); ok {
 		proto.RegisterFileStoreServer(s, &GRPCFilesServer{Impl: fs})
 	}
+	if st, ok := p.Impl.(shared.Streamer); ok {
+		proto.RegisterStreamingServer(s, &GRPCStreamServer{Impl: st})
+	}
 	return nil
 }
 

@@ -231,8 +231,9 @@ func (e *executor) shutdown() {
 }
 
 // run executes one call. A Go error is an infrastructure failure; everything
-// the user's code did is in the result.
-func (e *executor) run(ctx context.Context, a rtproto.ExecuteArgs) (res shared.ExecutionResult, err error) {
+// the user's code did is in the result. onOutput, when set, gets the
+// child's stdout and stderr as they are read (pyproc.Job.OnOutput).
+func (e *executor) run(ctx context.Context, a rtproto.ExecuteArgs, onOutput func(stream string, data []byte)) (res shared.ExecutionResult, err error) {
 	start := time.Now()
 	timeout := time.Duration(a.TimeoutS * float64(time.Second))
 	memMB, maxOut := a.MemoryMB, a.MaxOutputBytes
@@ -300,6 +301,7 @@ func (e *executor) run(ctx context.Context, a rtproto.ExecuteArgs) (res shared.E
 		Timeout:   timeout,
 		MaxOutput: maxOut,
 		Dir:       dir,
+		OnOutput:  onOutput,
 	}
 	if a.Stateful {
 		res, err = e.runStateful(ctx, agent, dir, python, extraPath, readPath, seal, job)

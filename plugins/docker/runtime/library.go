@@ -522,7 +522,7 @@ func (rt *runtime) promotedHandler(e toollib.Entry) mcp.ToolHandler {
 			a.AllowedImports = slices.DeleteFunc(slices.Clone(e.AllowedImports), func(m string) bool { return slices.Contains(dropped, m) })
 			a.TimeoutS, a.MemoryMB, a.MaxOutputBytes = p.TimeoutS, p.MemoryMB, p.MaxOutputBytes
 		}
-		res, err := rt.exec.run(ctx, a)
+		res, err := rt.exec.run(ctx, a, nil)
 		if err == nil && len(dropped) > 0 && res.ErrorKind == shared.KindValidation {
 			var why []string
 			for _, f := range res.Findings {

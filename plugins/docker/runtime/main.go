@@ -39,6 +39,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -48,6 +49,7 @@ import (
 
 	"github.com/orqest/sandbox/plugins/docker/internal/rtproto"
 	"github.com/orqest/sandbox/rules"
+	"github.com/orqest/sandbox/shared"
 )
 
 // execMode is how the runtime runs Python (exec.go).
@@ -303,7 +305,7 @@ func (rt *runtime) executePython(ctx context.Context, req *mcp.CallToolRequest) 
 	if err := rt.exec.envs.check(a.Dependencies); err != nil {
 		return toolError(errorClass(err), "%v", err), nil
 	}
-	res, err := rt.exec.run(ctx, a)
+	res, err := rt.exec.run(ctx, a, progressOutput(ctx, req))
 	if err != nil {
 		return toolError(errorClass(err), "%v", err), nil // deps.go
 	}
@@ -330,4 +332,33 @@ func (rt *runtime) runtimeInfo(_ context.Context, req *mcp.CallToolRequest) (*mc
 	info.Sealing, info.SealingMissing = rt.exec.sealLayers()
 	text, _ := json.Marshal(info)
 	return &mcp.CallToolResult{StructuredContent: info, Content: []mcp.Content{&mcp.TextContent{Text: string(text)}}}, nil
+}
+
+// progressOutput returns, for an execute_python call that carries a
+// progress token, the callback that sends the child's output to the
+// plugin as progress notifications while it runs (rtproto.MetaStream
+// names the stream, the message is the text, progress counts the bytes
+// sent); nil when the call asked for none. The two streams' readers call
+// it concurrently: one notification at a time keeps progress increasing.
+func progressOutput(ctx context.Context, req *mcp.CallToolRequest) func(string, []byte) {
+	if req == nil || req.Session == nil || req.Params == nil {
+		return nil
+	}
+	tok := req.Params.GetProgressToken()
+	if tok == nil {
+		return nil
+	}
+	var mu sync.Mutex
+	sent := 0
+	return func(stream string, data []byte) {
+		mu.Lock()
+		defer mu.Unlock()
+		sent += len(data)
+		_ = req.Session.NotifyProgress(ctx, &mcp.ProgressNotificationParams{
+			Meta:          mcp.Meta{shared.MetaStream: stream},
+			ProgressToken: tok,
+			Message:       string(data),
+			Progress:      float64(sent),
+		})
+	}
 }

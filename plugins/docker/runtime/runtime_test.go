@@ -197,7 +197,7 @@ func TestRootRuntimeRefusesChildrenOnRoot(t *testing.T) {
 	}
 	for _, mode := range []string{modeForkServer, modeSpawn} {
 		e := &executor{python: py, rules: rules.JSON(), workdir: containerWorkdir(t), mode: mode, disable: []string{layerUID}}
-		res, err := e.run(context.Background(), rtproto.ExecuteArgs{Code: "return 1"})
+		res, err := e.run(context.Background(), rtproto.ExecuteArgs{Code: "return 1"}, nil)
 		if !errors.Is(err, shared.ErrUnavailable) || !strings.Contains(err.Error(), "cannot drop to an unprivileged uid") {
 			t.Errorf("%s: run = %+v, %v; want ErrUnavailable naming the uid drop", mode, res, err)
 		}

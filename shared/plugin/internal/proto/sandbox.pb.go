@@ -26,6 +26,140 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+type OutputChunk struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Stream        string                 `protobuf:"bytes,1,opt,name=stream,proto3" json:"stream,omitempty"` // "stdout" or "stderr"
+	Data          []byte                 `protobuf:"bytes,2,opt,name=data,proto3" json:"data,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *OutputChunk) Reset() {
+	*x = OutputChunk{}
+	mi := &file_sandbox_proto_msgTypes[0]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *OutputChunk) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*OutputChunk) ProtoMessage() {}
+
+func (x *OutputChunk) ProtoReflect() protoreflect.Message {
+	mi := &file_sandbox_proto_msgTypes[0]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use OutputChunk.ProtoReflect.Descriptor instead.
+func (*OutputChunk) Descriptor() ([]byte, []int) {
+	return file_sandbox_proto_rawDescGZIP(), []int{0}
+}
+
+func (x *OutputChunk) GetStream() string {
+	if x != nil {
+		return x.Stream
+	}
+	return ""
+}
+
+func (x *OutputChunk) GetData() []byte {
+	if x != nil {
+		return x.Data
+	}
+	return nil
+}
+
+type ExecuteStreamMessage struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Types that are valid to be assigned to Kind:
+	//
+	//	*ExecuteStreamMessage_Chunk
+	//	*ExecuteStreamMessage_Response
+	Kind          isExecuteStreamMessage_Kind `protobuf_oneof:"kind"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ExecuteStreamMessage) Reset() {
+	*x = ExecuteStreamMessage{}
+	mi := &file_sandbox_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ExecuteStreamMessage) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ExecuteStreamMessage) ProtoMessage() {}
+
+func (x *ExecuteStreamMessage) ProtoReflect() protoreflect.Message {
+	mi := &file_sandbox_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ExecuteStreamMessage.ProtoReflect.Descriptor instead.
+func (*ExecuteStreamMessage) Descriptor() ([]byte, []int) {
+	return file_sandbox_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *ExecuteStreamMessage) GetKind() isExecuteStreamMessage_Kind {
+	if x != nil {
+		return x.Kind
+	}
+	return nil
+}
+
+func (x *ExecuteStreamMessage) GetChunk() *OutputChunk {
+	if x != nil {
+		if x, ok := x.Kind.(*ExecuteStreamMessage_Chunk); ok {
+			return x.Chunk
+		}
+	}
+	return nil
+}
+
+func (x *ExecuteStreamMessage) GetResponse() *ExecuteResponse {
+	if x != nil {
+		if x, ok := x.Kind.(*ExecuteStreamMessage_Response); ok {
+			return x.Response
+		}
+	}
+	return nil
+}
+
+type isExecuteStreamMessage_Kind interface {
+	isExecuteStreamMessage_Kind()
+}
+
+type ExecuteStreamMessage_Chunk struct {
+	Chunk *OutputChunk `protobuf:"bytes,1,opt,name=chunk,proto3,oneof"`
+}
+
+type ExecuteStreamMessage_Response struct {
+	Response *ExecuteResponse `protobuf:"bytes,2,opt,name=response,proto3,oneof"`
+}
+
+func (*ExecuteStreamMessage_Chunk) isExecuteStreamMessage_Kind() {}
+
+func (*ExecuteStreamMessage_Response) isExecuteStreamMessage_Kind() {}
+
 type InfoRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	unknownFields protoimpl.UnknownFields
@@ -34,7 +168,7 @@ type InfoRequest struct {
 
 func (x *InfoRequest) Reset() {
 	*x = InfoRequest{}
-	mi := &file_sandbox_proto_msgTypes[0]
+	mi := &file_sandbox_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -46,7 +180,7 @@ func (x *InfoRequest) String() string {
 func (*InfoRequest) ProtoMessage() {}
 
 func (x *InfoRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sandbox_proto_msgTypes[0]
+	mi := &file_sandbox_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -59,7 +193,7 @@ func (x *InfoRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InfoRequest.ProtoReflect.Descriptor instead.
 func (*InfoRequest) Descriptor() ([]byte, []int) {
-	return file_sandbox_proto_rawDescGZIP(), []int{0}
+	return file_sandbox_proto_rawDescGZIP(), []int{2}
 }
 
 type ConfigAttribute struct {
@@ -76,7 +210,7 @@ type ConfigAttribute struct {
 
 func (x *ConfigAttribute) Reset() {
 	*x = ConfigAttribute{}
-	mi := &file_sandbox_proto_msgTypes[1]
+	mi := &file_sandbox_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -88,7 +222,7 @@ func (x *ConfigAttribute) String() string {
 func (*ConfigAttribute) ProtoMessage() {}
 
 func (x *ConfigAttribute) ProtoReflect() protoreflect.Message {
-	mi := &file_sandbox_proto_msgTypes[1]
+	mi := &file_sandbox_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -101,7 +235,7 @@ func (x *ConfigAttribute) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConfigAttribute.ProtoReflect.Descriptor instead.
 func (*ConfigAttribute) Descriptor() ([]byte, []int) {
-	return file_sandbox_proto_rawDescGZIP(), []int{1}
+	return file_sandbox_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *ConfigAttribute) GetName() string {
@@ -154,7 +288,7 @@ type InfoResponse struct {
 
 func (x *InfoResponse) Reset() {
 	*x = InfoResponse{}
-	mi := &file_sandbox_proto_msgTypes[2]
+	mi := &file_sandbox_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -166,7 +300,7 @@ func (x *InfoResponse) String() string {
 func (*InfoResponse) ProtoMessage() {}
 
 func (x *InfoResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sandbox_proto_msgTypes[2]
+	mi := &file_sandbox_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -179,7 +313,7 @@ func (x *InfoResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InfoResponse.ProtoReflect.Descriptor instead.
 func (*InfoResponse) Descriptor() ([]byte, []int) {
-	return file_sandbox_proto_rawDescGZIP(), []int{2}
+	return file_sandbox_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *InfoResponse) GetName() string {
@@ -246,7 +380,7 @@ type ConfigureRequest struct {
 
 func (x *ConfigureRequest) Reset() {
 	*x = ConfigureRequest{}
-	mi := &file_sandbox_proto_msgTypes[3]
+	mi := &file_sandbox_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -258,7 +392,7 @@ func (x *ConfigureRequest) String() string {
 func (*ConfigureRequest) ProtoMessage() {}
 
 func (x *ConfigureRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sandbox_proto_msgTypes[3]
+	mi := &file_sandbox_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -271,7 +405,7 @@ func (x *ConfigureRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConfigureRequest.ProtoReflect.Descriptor instead.
 func (*ConfigureRequest) Descriptor() ([]byte, []int) {
-	return file_sandbox_proto_rawDescGZIP(), []int{3}
+	return file_sandbox_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *ConfigureRequest) GetConfigJson() []byte {
@@ -310,7 +444,7 @@ type ConfigureResponse struct {
 
 func (x *ConfigureResponse) Reset() {
 	*x = ConfigureResponse{}
-	mi := &file_sandbox_proto_msgTypes[4]
+	mi := &file_sandbox_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -322,7 +456,7 @@ func (x *ConfigureResponse) String() string {
 func (*ConfigureResponse) ProtoMessage() {}
 
 func (x *ConfigureResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sandbox_proto_msgTypes[4]
+	mi := &file_sandbox_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -335,7 +469,7 @@ func (x *ConfigureResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConfigureResponse.ProtoReflect.Descriptor instead.
 func (*ConfigureResponse) Descriptor() ([]byte, []int) {
-	return file_sandbox_proto_rawDescGZIP(), []int{4}
+	return file_sandbox_proto_rawDescGZIP(), []int{6}
 }
 
 type Finding struct {
@@ -351,7 +485,7 @@ type Finding struct {
 
 func (x *Finding) Reset() {
 	*x = Finding{}
-	mi := &file_sandbox_proto_msgTypes[5]
+	mi := &file_sandbox_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -363,7 +497,7 @@ func (x *Finding) String() string {
 func (*Finding) ProtoMessage() {}
 
 func (x *Finding) ProtoReflect() protoreflect.Message {
-	mi := &file_sandbox_proto_msgTypes[5]
+	mi := &file_sandbox_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -376,7 +510,7 @@ func (x *Finding) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Finding.ProtoReflect.Descriptor instead.
 func (*Finding) Descriptor() ([]byte, []int) {
-	return file_sandbox_proto_rawDescGZIP(), []int{5}
+	return file_sandbox_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *Finding) GetRule() string {
@@ -424,7 +558,7 @@ type ValidateRequest struct {
 
 func (x *ValidateRequest) Reset() {
 	*x = ValidateRequest{}
-	mi := &file_sandbox_proto_msgTypes[6]
+	mi := &file_sandbox_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -436,7 +570,7 @@ func (x *ValidateRequest) String() string {
 func (*ValidateRequest) ProtoMessage() {}
 
 func (x *ValidateRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sandbox_proto_msgTypes[6]
+	mi := &file_sandbox_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -449,7 +583,7 @@ func (x *ValidateRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ValidateRequest.ProtoReflect.Descriptor instead.
 func (*ValidateRequest) Descriptor() ([]byte, []int) {
-	return file_sandbox_proto_rawDescGZIP(), []int{6}
+	return file_sandbox_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *ValidateRequest) GetCode() string {
@@ -475,7 +609,7 @@ type ValidateResponse struct {
 
 func (x *ValidateResponse) Reset() {
 	*x = ValidateResponse{}
-	mi := &file_sandbox_proto_msgTypes[7]
+	mi := &file_sandbox_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -487,7 +621,7 @@ func (x *ValidateResponse) String() string {
 func (*ValidateResponse) ProtoMessage() {}
 
 func (x *ValidateResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sandbox_proto_msgTypes[7]
+	mi := &file_sandbox_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -500,7 +634,7 @@ func (x *ValidateResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ValidateResponse.ProtoReflect.Descriptor instead.
 func (*ValidateResponse) Descriptor() ([]byte, []int) {
-	return file_sandbox_proto_rawDescGZIP(), []int{7}
+	return file_sandbox_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *ValidateResponse) GetFindings() []*Finding {
@@ -535,7 +669,7 @@ type ExecuteRequest struct {
 
 func (x *ExecuteRequest) Reset() {
 	*x = ExecuteRequest{}
-	mi := &file_sandbox_proto_msgTypes[8]
+	mi := &file_sandbox_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -547,7 +681,7 @@ func (x *ExecuteRequest) String() string {
 func (*ExecuteRequest) ProtoMessage() {}
 
 func (x *ExecuteRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sandbox_proto_msgTypes[8]
+	mi := &file_sandbox_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -560,7 +694,7 @@ func (x *ExecuteRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExecuteRequest.ProtoReflect.Descriptor instead.
 func (*ExecuteRequest) Descriptor() ([]byte, []int) {
-	return file_sandbox_proto_rawDescGZIP(), []int{8}
+	return file_sandbox_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *ExecuteRequest) GetCode() string {
@@ -658,7 +792,7 @@ type Limits struct {
 
 func (x *Limits) Reset() {
 	*x = Limits{}
-	mi := &file_sandbox_proto_msgTypes[9]
+	mi := &file_sandbox_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -670,7 +804,7 @@ func (x *Limits) String() string {
 func (*Limits) ProtoMessage() {}
 
 func (x *Limits) ProtoReflect() protoreflect.Message {
-	mi := &file_sandbox_proto_msgTypes[9]
+	mi := &file_sandbox_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -683,7 +817,7 @@ func (x *Limits) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Limits.ProtoReflect.Descriptor instead.
 func (*Limits) Descriptor() ([]byte, []int) {
-	return file_sandbox_proto_rawDescGZIP(), []int{9}
+	return file_sandbox_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *Limits) GetTimeoutMs() int64 {
@@ -732,7 +866,7 @@ type ExecutionResult struct {
 
 func (x *ExecutionResult) Reset() {
 	*x = ExecutionResult{}
-	mi := &file_sandbox_proto_msgTypes[10]
+	mi := &file_sandbox_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -744,7 +878,7 @@ func (x *ExecutionResult) String() string {
 func (*ExecutionResult) ProtoMessage() {}
 
 func (x *ExecutionResult) ProtoReflect() protoreflect.Message {
-	mi := &file_sandbox_proto_msgTypes[10]
+	mi := &file_sandbox_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -757,7 +891,7 @@ func (x *ExecutionResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExecutionResult.ProtoReflect.Descriptor instead.
 func (*ExecutionResult) Descriptor() ([]byte, []int) {
-	return file_sandbox_proto_rawDescGZIP(), []int{10}
+	return file_sandbox_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *ExecutionResult) GetSuccess() bool {
@@ -865,7 +999,7 @@ type Artifact struct {
 
 func (x *Artifact) Reset() {
 	*x = Artifact{}
-	mi := &file_sandbox_proto_msgTypes[11]
+	mi := &file_sandbox_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -877,7 +1011,7 @@ func (x *Artifact) String() string {
 func (*Artifact) ProtoMessage() {}
 
 func (x *Artifact) ProtoReflect() protoreflect.Message {
-	mi := &file_sandbox_proto_msgTypes[11]
+	mi := &file_sandbox_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -890,7 +1024,7 @@ func (x *Artifact) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Artifact.ProtoReflect.Descriptor instead.
 func (*Artifact) Descriptor() ([]byte, []int) {
-	return file_sandbox_proto_rawDescGZIP(), []int{11}
+	return file_sandbox_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *Artifact) GetName() string {
@@ -940,7 +1074,7 @@ type FileInfo struct {
 
 func (x *FileInfo) Reset() {
 	*x = FileInfo{}
-	mi := &file_sandbox_proto_msgTypes[12]
+	mi := &file_sandbox_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -952,7 +1086,7 @@ func (x *FileInfo) String() string {
 func (*FileInfo) ProtoMessage() {}
 
 func (x *FileInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_sandbox_proto_msgTypes[12]
+	mi := &file_sandbox_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -965,7 +1099,7 @@ func (x *FileInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FileInfo.ProtoReflect.Descriptor instead.
 func (*FileInfo) Descriptor() ([]byte, []int) {
-	return file_sandbox_proto_rawDescGZIP(), []int{12}
+	return file_sandbox_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *FileInfo) GetName() string {
@@ -1007,7 +1141,7 @@ type PutFileRequest struct {
 
 func (x *PutFileRequest) Reset() {
 	*x = PutFileRequest{}
-	mi := &file_sandbox_proto_msgTypes[13]
+	mi := &file_sandbox_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1019,7 +1153,7 @@ func (x *PutFileRequest) String() string {
 func (*PutFileRequest) ProtoMessage() {}
 
 func (x *PutFileRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sandbox_proto_msgTypes[13]
+	mi := &file_sandbox_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1032,7 +1166,7 @@ func (x *PutFileRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PutFileRequest.ProtoReflect.Descriptor instead.
 func (*PutFileRequest) Descriptor() ([]byte, []int) {
-	return file_sandbox_proto_rawDescGZIP(), []int{13}
+	return file_sandbox_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *PutFileRequest) GetSessionId() string {
@@ -1065,7 +1199,7 @@ type PutFileResponse struct {
 
 func (x *PutFileResponse) Reset() {
 	*x = PutFileResponse{}
-	mi := &file_sandbox_proto_msgTypes[14]
+	mi := &file_sandbox_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1077,7 +1211,7 @@ func (x *PutFileResponse) String() string {
 func (*PutFileResponse) ProtoMessage() {}
 
 func (x *PutFileResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sandbox_proto_msgTypes[14]
+	mi := &file_sandbox_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1090,7 +1224,7 @@ func (x *PutFileResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PutFileResponse.ProtoReflect.Descriptor instead.
 func (*PutFileResponse) Descriptor() ([]byte, []int) {
-	return file_sandbox_proto_rawDescGZIP(), []int{14}
+	return file_sandbox_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *PutFileResponse) GetFile() *FileInfo {
@@ -1110,7 +1244,7 @@ type GetFileRequest struct {
 
 func (x *GetFileRequest) Reset() {
 	*x = GetFileRequest{}
-	mi := &file_sandbox_proto_msgTypes[15]
+	mi := &file_sandbox_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1122,7 +1256,7 @@ func (x *GetFileRequest) String() string {
 func (*GetFileRequest) ProtoMessage() {}
 
 func (x *GetFileRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sandbox_proto_msgTypes[15]
+	mi := &file_sandbox_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1135,7 +1269,7 @@ func (x *GetFileRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetFileRequest.ProtoReflect.Descriptor instead.
 func (*GetFileRequest) Descriptor() ([]byte, []int) {
-	return file_sandbox_proto_rawDescGZIP(), []int{15}
+	return file_sandbox_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *GetFileRequest) GetSessionId() string {
@@ -1162,7 +1296,7 @@ type GetFileResponse struct {
 
 func (x *GetFileResponse) Reset() {
 	*x = GetFileResponse{}
-	mi := &file_sandbox_proto_msgTypes[16]
+	mi := &file_sandbox_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1174,7 +1308,7 @@ func (x *GetFileResponse) String() string {
 func (*GetFileResponse) ProtoMessage() {}
 
 func (x *GetFileResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sandbox_proto_msgTypes[16]
+	mi := &file_sandbox_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1187,7 +1321,7 @@ func (x *GetFileResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetFileResponse.ProtoReflect.Descriptor instead.
 func (*GetFileResponse) Descriptor() ([]byte, []int) {
-	return file_sandbox_proto_rawDescGZIP(), []int{16}
+	return file_sandbox_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *GetFileResponse) GetFile() *FileInfo {
@@ -1214,7 +1348,7 @@ type ListFilesRequest struct {
 
 func (x *ListFilesRequest) Reset() {
 	*x = ListFilesRequest{}
-	mi := &file_sandbox_proto_msgTypes[17]
+	mi := &file_sandbox_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1226,7 +1360,7 @@ func (x *ListFilesRequest) String() string {
 func (*ListFilesRequest) ProtoMessage() {}
 
 func (x *ListFilesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sandbox_proto_msgTypes[17]
+	mi := &file_sandbox_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1239,7 +1373,7 @@ func (x *ListFilesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListFilesRequest.ProtoReflect.Descriptor instead.
 func (*ListFilesRequest) Descriptor() ([]byte, []int) {
-	return file_sandbox_proto_rawDescGZIP(), []int{17}
+	return file_sandbox_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *ListFilesRequest) GetSessionId() string {
@@ -1265,7 +1399,7 @@ type ListFilesResponse struct {
 
 func (x *ListFilesResponse) Reset() {
 	*x = ListFilesResponse{}
-	mi := &file_sandbox_proto_msgTypes[18]
+	mi := &file_sandbox_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1277,7 +1411,7 @@ func (x *ListFilesResponse) String() string {
 func (*ListFilesResponse) ProtoMessage() {}
 
 func (x *ListFilesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sandbox_proto_msgTypes[18]
+	mi := &file_sandbox_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1290,7 +1424,7 @@ func (x *ListFilesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListFilesResponse.ProtoReflect.Descriptor instead.
 func (*ListFilesResponse) Descriptor() ([]byte, []int) {
-	return file_sandbox_proto_rawDescGZIP(), []int{18}
+	return file_sandbox_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *ListFilesResponse) GetFiles() []*FileInfo {
@@ -1311,7 +1445,7 @@ type Event struct {
 
 func (x *Event) Reset() {
 	*x = Event{}
-	mi := &file_sandbox_proto_msgTypes[19]
+	mi := &file_sandbox_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1323,7 +1457,7 @@ func (x *Event) String() string {
 func (*Event) ProtoMessage() {}
 
 func (x *Event) ProtoReflect() protoreflect.Message {
-	mi := &file_sandbox_proto_msgTypes[19]
+	mi := &file_sandbox_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1336,7 +1470,7 @@ func (x *Event) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Event.ProtoReflect.Descriptor instead.
 func (*Event) Descriptor() ([]byte, []int) {
-	return file_sandbox_proto_rawDescGZIP(), []int{19}
+	return file_sandbox_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *Event) GetType() string {
@@ -1363,7 +1497,7 @@ type ExecuteResponse struct {
 
 func (x *ExecuteResponse) Reset() {
 	*x = ExecuteResponse{}
-	mi := &file_sandbox_proto_msgTypes[20]
+	mi := &file_sandbox_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1375,7 +1509,7 @@ func (x *ExecuteResponse) String() string {
 func (*ExecuteResponse) ProtoMessage() {}
 
 func (x *ExecuteResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sandbox_proto_msgTypes[20]
+	mi := &file_sandbox_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1388,7 +1522,7 @@ func (x *ExecuteResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExecuteResponse.ProtoReflect.Descriptor instead.
 func (*ExecuteResponse) Descriptor() ([]byte, []int) {
-	return file_sandbox_proto_rawDescGZIP(), []int{20}
+	return file_sandbox_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *ExecuteResponse) GetResult() *ExecutionResult {
@@ -1415,7 +1549,7 @@ type OpenRequest struct {
 
 func (x *OpenRequest) Reset() {
 	*x = OpenRequest{}
-	mi := &file_sandbox_proto_msgTypes[21]
+	mi := &file_sandbox_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1427,7 +1561,7 @@ func (x *OpenRequest) String() string {
 func (*OpenRequest) ProtoMessage() {}
 
 func (x *OpenRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sandbox_proto_msgTypes[21]
+	mi := &file_sandbox_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1440,7 +1574,7 @@ func (x *OpenRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OpenRequest.ProtoReflect.Descriptor instead.
 func (*OpenRequest) Descriptor() ([]byte, []int) {
-	return file_sandbox_proto_rawDescGZIP(), []int{21}
+	return file_sandbox_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *OpenRequest) GetUserId() string {
@@ -1466,7 +1600,7 @@ type OpenResponse struct {
 
 func (x *OpenResponse) Reset() {
 	*x = OpenResponse{}
-	mi := &file_sandbox_proto_msgTypes[22]
+	mi := &file_sandbox_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1478,7 +1612,7 @@ func (x *OpenResponse) String() string {
 func (*OpenResponse) ProtoMessage() {}
 
 func (x *OpenResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sandbox_proto_msgTypes[22]
+	mi := &file_sandbox_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1491,7 +1625,7 @@ func (x *OpenResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OpenResponse.ProtoReflect.Descriptor instead.
 func (*OpenResponse) Descriptor() ([]byte, []int) {
-	return file_sandbox_proto_rawDescGZIP(), []int{22}
+	return file_sandbox_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *OpenResponse) GetSessionId() string {
@@ -1510,7 +1644,7 @@ type CloseRequest struct {
 
 func (x *CloseRequest) Reset() {
 	*x = CloseRequest{}
-	mi := &file_sandbox_proto_msgTypes[23]
+	mi := &file_sandbox_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1522,7 +1656,7 @@ func (x *CloseRequest) String() string {
 func (*CloseRequest) ProtoMessage() {}
 
 func (x *CloseRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sandbox_proto_msgTypes[23]
+	mi := &file_sandbox_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1535,7 +1669,7 @@ func (x *CloseRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CloseRequest.ProtoReflect.Descriptor instead.
 func (*CloseRequest) Descriptor() ([]byte, []int) {
-	return file_sandbox_proto_rawDescGZIP(), []int{23}
+	return file_sandbox_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *CloseRequest) GetSessionId() string {
@@ -1553,7 +1687,7 @@ type CloseResponse struct {
 
 func (x *CloseResponse) Reset() {
 	*x = CloseResponse{}
-	mi := &file_sandbox_proto_msgTypes[24]
+	mi := &file_sandbox_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1565,7 +1699,7 @@ func (x *CloseResponse) String() string {
 func (*CloseResponse) ProtoMessage() {}
 
 func (x *CloseResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sandbox_proto_msgTypes[24]
+	mi := &file_sandbox_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1578,7 +1712,7 @@ func (x *CloseResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CloseResponse.ProtoReflect.Descriptor instead.
 func (*CloseResponse) Descriptor() ([]byte, []int) {
-	return file_sandbox_proto_rawDescGZIP(), []int{24}
+	return file_sandbox_proto_rawDescGZIP(), []int{26}
 }
 
 type MintTokenRequest struct {
@@ -1592,7 +1726,7 @@ type MintTokenRequest struct {
 
 func (x *MintTokenRequest) Reset() {
 	*x = MintTokenRequest{}
-	mi := &file_sandbox_proto_msgTypes[25]
+	mi := &file_sandbox_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1604,7 +1738,7 @@ func (x *MintTokenRequest) String() string {
 func (*MintTokenRequest) ProtoMessage() {}
 
 func (x *MintTokenRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sandbox_proto_msgTypes[25]
+	mi := &file_sandbox_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1617,7 +1751,7 @@ func (x *MintTokenRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MintTokenRequest.ProtoReflect.Descriptor instead.
 func (*MintTokenRequest) Descriptor() ([]byte, []int) {
-	return file_sandbox_proto_rawDescGZIP(), []int{25}
+	return file_sandbox_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *MintTokenRequest) GetSessionId() string {
@@ -1651,7 +1785,7 @@ type MintTokenResponse struct {
 
 func (x *MintTokenResponse) Reset() {
 	*x = MintTokenResponse{}
-	mi := &file_sandbox_proto_msgTypes[26]
+	mi := &file_sandbox_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1663,7 +1797,7 @@ func (x *MintTokenResponse) String() string {
 func (*MintTokenResponse) ProtoMessage() {}
 
 func (x *MintTokenResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sandbox_proto_msgTypes[26]
+	mi := &file_sandbox_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1676,7 +1810,7 @@ func (x *MintTokenResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MintTokenResponse.ProtoReflect.Descriptor instead.
 func (*MintTokenResponse) Descriptor() ([]byte, []int) {
-	return file_sandbox_proto_rawDescGZIP(), []int{26}
+	return file_sandbox_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *MintTokenResponse) GetToken() string {
@@ -1706,7 +1840,7 @@ type CallToolRequest struct {
 
 func (x *CallToolRequest) Reset() {
 	*x = CallToolRequest{}
-	mi := &file_sandbox_proto_msgTypes[27]
+	mi := &file_sandbox_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1718,7 +1852,7 @@ func (x *CallToolRequest) String() string {
 func (*CallToolRequest) ProtoMessage() {}
 
 func (x *CallToolRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sandbox_proto_msgTypes[27]
+	mi := &file_sandbox_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1731,7 +1865,7 @@ func (x *CallToolRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CallToolRequest.ProtoReflect.Descriptor instead.
 func (*CallToolRequest) Descriptor() ([]byte, []int) {
-	return file_sandbox_proto_rawDescGZIP(), []int{27}
+	return file_sandbox_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *CallToolRequest) GetSessionId() string {
@@ -1782,7 +1916,7 @@ type ToolPolicy struct {
 
 func (x *ToolPolicy) Reset() {
 	*x = ToolPolicy{}
-	mi := &file_sandbox_proto_msgTypes[28]
+	mi := &file_sandbox_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1794,7 +1928,7 @@ func (x *ToolPolicy) String() string {
 func (*ToolPolicy) ProtoMessage() {}
 
 func (x *ToolPolicy) ProtoReflect() protoreflect.Message {
-	mi := &file_sandbox_proto_msgTypes[28]
+	mi := &file_sandbox_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1807,7 +1941,7 @@ func (x *ToolPolicy) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolPolicy.ProtoReflect.Descriptor instead.
 func (*ToolPolicy) Descriptor() ([]byte, []int) {
-	return file_sandbox_proto_rawDescGZIP(), []int{28}
+	return file_sandbox_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *ToolPolicy) GetAllowedImports() []string {
@@ -1848,7 +1982,7 @@ type CallToolResponse struct {
 
 func (x *CallToolResponse) Reset() {
 	*x = CallToolResponse{}
-	mi := &file_sandbox_proto_msgTypes[29]
+	mi := &file_sandbox_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1860,7 +1994,7 @@ func (x *CallToolResponse) String() string {
 func (*CallToolResponse) ProtoMessage() {}
 
 func (x *CallToolResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sandbox_proto_msgTypes[29]
+	mi := &file_sandbox_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1873,7 +2007,7 @@ func (x *CallToolResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CallToolResponse.ProtoReflect.Descriptor instead.
 func (*CallToolResponse) Descriptor() ([]byte, []int) {
-	return file_sandbox_proto_rawDescGZIP(), []int{29}
+	return file_sandbox_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *CallToolResponse) GetResultJson() []byte {
@@ -1913,7 +2047,7 @@ type ErrorDetail struct {
 
 func (x *ErrorDetail) Reset() {
 	*x = ErrorDetail{}
-	mi := &file_sandbox_proto_msgTypes[30]
+	mi := &file_sandbox_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1925,7 +2059,7 @@ func (x *ErrorDetail) String() string {
 func (*ErrorDetail) ProtoMessage() {}
 
 func (x *ErrorDetail) ProtoReflect() protoreflect.Message {
-	mi := &file_sandbox_proto_msgTypes[30]
+	mi := &file_sandbox_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1938,7 +2072,7 @@ func (x *ErrorDetail) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ErrorDetail.ProtoReflect.Descriptor instead.
 func (*ErrorDetail) Descriptor() ([]byte, []int) {
-	return file_sandbox_proto_rawDescGZIP(), []int{30}
+	return file_sandbox_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *ErrorDetail) GetClasses() []string {
@@ -1973,7 +2107,14 @@ var File_sandbox_proto protoreflect.FileDescriptor
 
 const file_sandbox_proto_rawDesc = "" +
 	"\n" +
-	"\rsandbox.proto\x12\x11orqest.sandbox.v1\"\r\n" +
+	"\rsandbox.proto\x12\x11orqest.sandbox.v1\"9\n" +
+	"\vOutputChunk\x12\x16\n" +
+	"\x06stream\x18\x01 \x01(\tR\x06stream\x12\x12\n" +
+	"\x04data\x18\x02 \x01(\fR\x04data\"\x98\x01\n" +
+	"\x14ExecuteStreamMessage\x126\n" +
+	"\x05chunk\x18\x01 \x01(\v2\x1e.orqest.sandbox.v1.OutputChunkH\x00R\x05chunk\x12@\n" +
+	"\bresponse\x18\x02 \x01(\v2\".orqest.sandbox.v1.ExecuteResponseH\x00R\bresponseB\x06\n" +
+	"\x04kind\"\r\n" +
 	"\vInfoRequest\"\xbb\x01\n" +
 	"\x0fConfigAttribute\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x12\n" +
@@ -2141,7 +2282,9 @@ const file_sandbox_proto_rawDesc = "" +
 	"\tFileStore\x12P\n" +
 	"\aPutFile\x12!.orqest.sandbox.v1.PutFileRequest\x1a\".orqest.sandbox.v1.PutFileResponse\x12P\n" +
 	"\aGetFile\x12!.orqest.sandbox.v1.GetFileRequest\x1a\".orqest.sandbox.v1.GetFileResponse\x12V\n" +
-	"\tListFiles\x12#.orqest.sandbox.v1.ListFilesRequest\x1a$.orqest.sandbox.v1.ListFilesResponseB8Z6github.com/orqest/sandbox/shared/plugin/internal/protob\x06proto3"
+	"\tListFiles\x12#.orqest.sandbox.v1.ListFilesRequest\x1a$.orqest.sandbox.v1.ListFilesResponse2j\n" +
+	"\tStreaming\x12]\n" +
+	"\rExecuteStream\x12!.orqest.sandbox.v1.ExecuteRequest\x1a'.orqest.sandbox.v1.ExecuteStreamMessage0\x01B8Z6github.com/orqest/sandbox/shared/plugin/internal/protob\x06proto3"
 
 var (
 	file_sandbox_proto_rawDescOnce sync.Once
@@ -2155,82 +2298,88 @@ func file_sandbox_proto_rawDescGZIP() []byte {
 	return file_sandbox_proto_rawDescData
 }
 
-var file_sandbox_proto_msgTypes = make([]protoimpl.MessageInfo, 31)
+var file_sandbox_proto_msgTypes = make([]protoimpl.MessageInfo, 33)
 var file_sandbox_proto_goTypes = []any{
-	(*InfoRequest)(nil),       // 0: orqest.sandbox.v1.InfoRequest
-	(*ConfigAttribute)(nil),   // 1: orqest.sandbox.v1.ConfigAttribute
-	(*InfoResponse)(nil),      // 2: orqest.sandbox.v1.InfoResponse
-	(*ConfigureRequest)(nil),  // 3: orqest.sandbox.v1.ConfigureRequest
-	(*ConfigureResponse)(nil), // 4: orqest.sandbox.v1.ConfigureResponse
-	(*Finding)(nil),           // 5: orqest.sandbox.v1.Finding
-	(*ValidateRequest)(nil),   // 6: orqest.sandbox.v1.ValidateRequest
-	(*ValidateResponse)(nil),  // 7: orqest.sandbox.v1.ValidateResponse
-	(*ExecuteRequest)(nil),    // 8: orqest.sandbox.v1.ExecuteRequest
-	(*Limits)(nil),            // 9: orqest.sandbox.v1.Limits
-	(*ExecutionResult)(nil),   // 10: orqest.sandbox.v1.ExecutionResult
-	(*Artifact)(nil),          // 11: orqest.sandbox.v1.Artifact
-	(*FileInfo)(nil),          // 12: orqest.sandbox.v1.FileInfo
-	(*PutFileRequest)(nil),    // 13: orqest.sandbox.v1.PutFileRequest
-	(*PutFileResponse)(nil),   // 14: orqest.sandbox.v1.PutFileResponse
-	(*GetFileRequest)(nil),    // 15: orqest.sandbox.v1.GetFileRequest
-	(*GetFileResponse)(nil),   // 16: orqest.sandbox.v1.GetFileResponse
-	(*ListFilesRequest)(nil),  // 17: orqest.sandbox.v1.ListFilesRequest
-	(*ListFilesResponse)(nil), // 18: orqest.sandbox.v1.ListFilesResponse
-	(*Event)(nil),             // 19: orqest.sandbox.v1.Event
-	(*ExecuteResponse)(nil),   // 20: orqest.sandbox.v1.ExecuteResponse
-	(*OpenRequest)(nil),       // 21: orqest.sandbox.v1.OpenRequest
-	(*OpenResponse)(nil),      // 22: orqest.sandbox.v1.OpenResponse
-	(*CloseRequest)(nil),      // 23: orqest.sandbox.v1.CloseRequest
-	(*CloseResponse)(nil),     // 24: orqest.sandbox.v1.CloseResponse
-	(*MintTokenRequest)(nil),  // 25: orqest.sandbox.v1.MintTokenRequest
-	(*MintTokenResponse)(nil), // 26: orqest.sandbox.v1.MintTokenResponse
-	(*CallToolRequest)(nil),   // 27: orqest.sandbox.v1.CallToolRequest
-	(*ToolPolicy)(nil),        // 28: orqest.sandbox.v1.ToolPolicy
-	(*CallToolResponse)(nil),  // 29: orqest.sandbox.v1.CallToolResponse
-	(*ErrorDetail)(nil),       // 30: orqest.sandbox.v1.ErrorDetail
+	(*OutputChunk)(nil),          // 0: orqest.sandbox.v1.OutputChunk
+	(*ExecuteStreamMessage)(nil), // 1: orqest.sandbox.v1.ExecuteStreamMessage
+	(*InfoRequest)(nil),          // 2: orqest.sandbox.v1.InfoRequest
+	(*ConfigAttribute)(nil),      // 3: orqest.sandbox.v1.ConfigAttribute
+	(*InfoResponse)(nil),         // 4: orqest.sandbox.v1.InfoResponse
+	(*ConfigureRequest)(nil),     // 5: orqest.sandbox.v1.ConfigureRequest
+	(*ConfigureResponse)(nil),    // 6: orqest.sandbox.v1.ConfigureResponse
+	(*Finding)(nil),              // 7: orqest.sandbox.v1.Finding
+	(*ValidateRequest)(nil),      // 8: orqest.sandbox.v1.ValidateRequest
+	(*ValidateResponse)(nil),     // 9: orqest.sandbox.v1.ValidateResponse
+	(*ExecuteRequest)(nil),       // 10: orqest.sandbox.v1.ExecuteRequest
+	(*Limits)(nil),               // 11: orqest.sandbox.v1.Limits
+	(*ExecutionResult)(nil),      // 12: orqest.sandbox.v1.ExecutionResult
+	(*Artifact)(nil),             // 13: orqest.sandbox.v1.Artifact
+	(*FileInfo)(nil),             // 14: orqest.sandbox.v1.FileInfo
+	(*PutFileRequest)(nil),       // 15: orqest.sandbox.v1.PutFileRequest
+	(*PutFileResponse)(nil),      // 16: orqest.sandbox.v1.PutFileResponse
+	(*GetFileRequest)(nil),       // 17: orqest.sandbox.v1.GetFileRequest
+	(*GetFileResponse)(nil),      // 18: orqest.sandbox.v1.GetFileResponse
+	(*ListFilesRequest)(nil),     // 19: orqest.sandbox.v1.ListFilesRequest
+	(*ListFilesResponse)(nil),    // 20: orqest.sandbox.v1.ListFilesResponse
+	(*Event)(nil),                // 21: orqest.sandbox.v1.Event
+	(*ExecuteResponse)(nil),      // 22: orqest.sandbox.v1.ExecuteResponse
+	(*OpenRequest)(nil),          // 23: orqest.sandbox.v1.OpenRequest
+	(*OpenResponse)(nil),         // 24: orqest.sandbox.v1.OpenResponse
+	(*CloseRequest)(nil),         // 25: orqest.sandbox.v1.CloseRequest
+	(*CloseResponse)(nil),        // 26: orqest.sandbox.v1.CloseResponse
+	(*MintTokenRequest)(nil),     // 27: orqest.sandbox.v1.MintTokenRequest
+	(*MintTokenResponse)(nil),    // 28: orqest.sandbox.v1.MintTokenResponse
+	(*CallToolRequest)(nil),      // 29: orqest.sandbox.v1.CallToolRequest
+	(*ToolPolicy)(nil),           // 30: orqest.sandbox.v1.ToolPolicy
+	(*CallToolResponse)(nil),     // 31: orqest.sandbox.v1.CallToolResponse
+	(*ErrorDetail)(nil),          // 32: orqest.sandbox.v1.ErrorDetail
 }
 var file_sandbox_proto_depIdxs = []int32{
-	1,  // 0: orqest.sandbox.v1.ConfigAttribute.attributes:type_name -> orqest.sandbox.v1.ConfigAttribute
-	1,  // 1: orqest.sandbox.v1.InfoResponse.config_schema:type_name -> orqest.sandbox.v1.ConfigAttribute
-	5,  // 2: orqest.sandbox.v1.ValidateResponse.findings:type_name -> orqest.sandbox.v1.Finding
-	9,  // 3: orqest.sandbox.v1.ExecutionResult.limits:type_name -> orqest.sandbox.v1.Limits
-	5,  // 4: orqest.sandbox.v1.ExecutionResult.findings:type_name -> orqest.sandbox.v1.Finding
-	11, // 5: orqest.sandbox.v1.ExecutionResult.artifacts:type_name -> orqest.sandbox.v1.Artifact
-	12, // 6: orqest.sandbox.v1.PutFileResponse.file:type_name -> orqest.sandbox.v1.FileInfo
-	12, // 7: orqest.sandbox.v1.GetFileResponse.file:type_name -> orqest.sandbox.v1.FileInfo
-	12, // 8: orqest.sandbox.v1.ListFilesResponse.files:type_name -> orqest.sandbox.v1.FileInfo
-	10, // 9: orqest.sandbox.v1.ExecuteResponse.result:type_name -> orqest.sandbox.v1.ExecutionResult
-	19, // 10: orqest.sandbox.v1.ExecuteResponse.events:type_name -> orqest.sandbox.v1.Event
-	28, // 11: orqest.sandbox.v1.CallToolRequest.policy:type_name -> orqest.sandbox.v1.ToolPolicy
-	19, // 12: orqest.sandbox.v1.CallToolResponse.events:type_name -> orqest.sandbox.v1.Event
-	5,  // 13: orqest.sandbox.v1.ErrorDetail.findings:type_name -> orqest.sandbox.v1.Finding
-	0,  // 14: orqest.sandbox.v1.Sandbox.Info:input_type -> orqest.sandbox.v1.InfoRequest
-	3,  // 15: orqest.sandbox.v1.Sandbox.Configure:input_type -> orqest.sandbox.v1.ConfigureRequest
-	6,  // 16: orqest.sandbox.v1.Sandbox.Validate:input_type -> orqest.sandbox.v1.ValidateRequest
-	8,  // 17: orqest.sandbox.v1.Sandbox.Execute:input_type -> orqest.sandbox.v1.ExecuteRequest
-	21, // 18: orqest.sandbox.v1.Sandbox.Open:input_type -> orqest.sandbox.v1.OpenRequest
-	23, // 19: orqest.sandbox.v1.Sandbox.Close:input_type -> orqest.sandbox.v1.CloseRequest
-	25, // 20: orqest.sandbox.v1.SessionTools.MintToken:input_type -> orqest.sandbox.v1.MintTokenRequest
-	27, // 21: orqest.sandbox.v1.SessionTools.CallTool:input_type -> orqest.sandbox.v1.CallToolRequest
-	13, // 22: orqest.sandbox.v1.FileStore.PutFile:input_type -> orqest.sandbox.v1.PutFileRequest
-	15, // 23: orqest.sandbox.v1.FileStore.GetFile:input_type -> orqest.sandbox.v1.GetFileRequest
-	17, // 24: orqest.sandbox.v1.FileStore.ListFiles:input_type -> orqest.sandbox.v1.ListFilesRequest
-	2,  // 25: orqest.sandbox.v1.Sandbox.Info:output_type -> orqest.sandbox.v1.InfoResponse
-	4,  // 26: orqest.sandbox.v1.Sandbox.Configure:output_type -> orqest.sandbox.v1.ConfigureResponse
-	7,  // 27: orqest.sandbox.v1.Sandbox.Validate:output_type -> orqest.sandbox.v1.ValidateResponse
-	20, // 28: orqest.sandbox.v1.Sandbox.Execute:output_type -> orqest.sandbox.v1.ExecuteResponse
-	22, // 29: orqest.sandbox.v1.Sandbox.Open:output_type -> orqest.sandbox.v1.OpenResponse
-	24, // 30: orqest.sandbox.v1.Sandbox.Close:output_type -> orqest.sandbox.v1.CloseResponse
-	26, // 31: orqest.sandbox.v1.SessionTools.MintToken:output_type -> orqest.sandbox.v1.MintTokenResponse
-	29, // 32: orqest.sandbox.v1.SessionTools.CallTool:output_type -> orqest.sandbox.v1.CallToolResponse
-	14, // 33: orqest.sandbox.v1.FileStore.PutFile:output_type -> orqest.sandbox.v1.PutFileResponse
-	16, // 34: orqest.sandbox.v1.FileStore.GetFile:output_type -> orqest.sandbox.v1.GetFileResponse
-	18, // 35: orqest.sandbox.v1.FileStore.ListFiles:output_type -> orqest.sandbox.v1.ListFilesResponse
-	25, // [25:36] is the sub-list for method output_type
-	14, // [14:25] is the sub-list for method input_type
-	14, // [14:14] is the sub-list for extension type_name
-	14, // [14:14] is the sub-list for extension extendee
-	0,  // [0:14] is the sub-list for field type_name
+	0,  // 0: orqest.sandbox.v1.ExecuteStreamMessage.chunk:type_name -> orqest.sandbox.v1.OutputChunk
+	22, // 1: orqest.sandbox.v1.ExecuteStreamMessage.response:type_name -> orqest.sandbox.v1.ExecuteResponse
+	3,  // 2: orqest.sandbox.v1.ConfigAttribute.attributes:type_name -> orqest.sandbox.v1.ConfigAttribute
+	3,  // 3: orqest.sandbox.v1.InfoResponse.config_schema:type_name -> orqest.sandbox.v1.ConfigAttribute
+	7,  // 4: orqest.sandbox.v1.ValidateResponse.findings:type_name -> orqest.sandbox.v1.Finding
+	11, // 5: orqest.sandbox.v1.ExecutionResult.limits:type_name -> orqest.sandbox.v1.Limits
+	7,  // 6: orqest.sandbox.v1.ExecutionResult.findings:type_name -> orqest.sandbox.v1.Finding
+	13, // 7: orqest.sandbox.v1.ExecutionResult.artifacts:type_name -> orqest.sandbox.v1.Artifact
+	14, // 8: orqest.sandbox.v1.PutFileResponse.file:type_name -> orqest.sandbox.v1.FileInfo
+	14, // 9: orqest.sandbox.v1.GetFileResponse.file:type_name -> orqest.sandbox.v1.FileInfo
+	14, // 10: orqest.sandbox.v1.ListFilesResponse.files:type_name -> orqest.sandbox.v1.FileInfo
+	12, // 11: orqest.sandbox.v1.ExecuteResponse.result:type_name -> orqest.sandbox.v1.ExecutionResult
+	21, // 12: orqest.sandbox.v1.ExecuteResponse.events:type_name -> orqest.sandbox.v1.Event
+	30, // 13: orqest.sandbox.v1.CallToolRequest.policy:type_name -> orqest.sandbox.v1.ToolPolicy
+	21, // 14: orqest.sandbox.v1.CallToolResponse.events:type_name -> orqest.sandbox.v1.Event
+	7,  // 15: orqest.sandbox.v1.ErrorDetail.findings:type_name -> orqest.sandbox.v1.Finding
+	2,  // 16: orqest.sandbox.v1.Sandbox.Info:input_type -> orqest.sandbox.v1.InfoRequest
+	5,  // 17: orqest.sandbox.v1.Sandbox.Configure:input_type -> orqest.sandbox.v1.ConfigureRequest
+	8,  // 18: orqest.sandbox.v1.Sandbox.Validate:input_type -> orqest.sandbox.v1.ValidateRequest
+	10, // 19: orqest.sandbox.v1.Sandbox.Execute:input_type -> orqest.sandbox.v1.ExecuteRequest
+	23, // 20: orqest.sandbox.v1.Sandbox.Open:input_type -> orqest.sandbox.v1.OpenRequest
+	25, // 21: orqest.sandbox.v1.Sandbox.Close:input_type -> orqest.sandbox.v1.CloseRequest
+	27, // 22: orqest.sandbox.v1.SessionTools.MintToken:input_type -> orqest.sandbox.v1.MintTokenRequest
+	29, // 23: orqest.sandbox.v1.SessionTools.CallTool:input_type -> orqest.sandbox.v1.CallToolRequest
+	15, // 24: orqest.sandbox.v1.FileStore.PutFile:input_type -> orqest.sandbox.v1.PutFileRequest
+	17, // 25: orqest.sandbox.v1.FileStore.GetFile:input_type -> orqest.sandbox.v1.GetFileRequest
+	19, // 26: orqest.sandbox.v1.FileStore.ListFiles:input_type -> orqest.sandbox.v1.ListFilesRequest
+	10, // 27: orqest.sandbox.v1.Streaming.ExecuteStream:input_type -> orqest.sandbox.v1.ExecuteRequest
+	4,  // 28: orqest.sandbox.v1.Sandbox.Info:output_type -> orqest.sandbox.v1.InfoResponse
+	6,  // 29: orqest.sandbox.v1.Sandbox.Configure:output_type -> orqest.sandbox.v1.ConfigureResponse
+	9,  // 30: orqest.sandbox.v1.Sandbox.Validate:output_type -> orqest.sandbox.v1.ValidateResponse
+	22, // 31: orqest.sandbox.v1.Sandbox.Execute:output_type -> orqest.sandbox.v1.ExecuteResponse
+	24, // 32: orqest.sandbox.v1.Sandbox.Open:output_type -> orqest.sandbox.v1.OpenResponse
+	26, // 33: orqest.sandbox.v1.Sandbox.Close:output_type -> orqest.sandbox.v1.CloseResponse
+	28, // 34: orqest.sandbox.v1.SessionTools.MintToken:output_type -> orqest.sandbox.v1.MintTokenResponse
+	31, // 35: orqest.sandbox.v1.SessionTools.CallTool:output_type -> orqest.sandbox.v1.CallToolResponse
+	16, // 36: orqest.sandbox.v1.FileStore.PutFile:output_type -> orqest.sandbox.v1.PutFileResponse
+	18, // 37: orqest.sandbox.v1.FileStore.GetFile:output_type -> orqest.sandbox.v1.GetFileResponse
+	20, // 38: orqest.sandbox.v1.FileStore.ListFiles:output_type -> orqest.sandbox.v1.ListFilesResponse
+	1,  // 39: orqest.sandbox.v1.Streaming.ExecuteStream:output_type -> orqest.sandbox.v1.ExecuteStreamMessage
+	28, // [28:40] is the sub-list for method output_type
+	16, // [16:28] is the sub-list for method input_type
+	16, // [16:16] is the sub-list for extension type_name
+	16, // [16:16] is the sub-list for extension extendee
+	0,  // [0:16] is the sub-list for field type_name
 }
 
 func init() { file_sandbox_proto_init() }
@@ -2238,15 +2387,19 @@ func file_sandbox_proto_init() {
 	if File_sandbox_proto != nil {
 		return
 	}
+	file_sandbox_proto_msgTypes[1].OneofWrappers = []any{
+		(*ExecuteStreamMessage_Chunk)(nil),
+		(*ExecuteStreamMessage_Response)(nil),
+	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_sandbox_proto_rawDesc), len(file_sandbox_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   31,
+			NumMessages:   33,
 			NumExtensions: 0,
-			NumServices:   3,
+			NumServices:   4,
 		},
 		GoTypes:           file_sandbox_proto_goTypes,
 		DependencyIndexes: file_sandbox_proto_depIdxs,

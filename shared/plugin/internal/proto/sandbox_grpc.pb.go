@@ -644,3 +644,118 @@ var FileStore_ServiceDesc = grpc.ServiceDesc{
 	Streams:  []grpc.StreamDesc{},
 	Metadata: "sandbox.proto",
 }
+
+const (
+	Streaming_ExecuteStream_FullMethodName = "/orqest.sandbox.v1.Streaming/ExecuteStream"
+)
+
+// StreamingClient is the client API for Streaming service.
+//
+// For semantics around ctx use and closing/ending streaming RPCs, please refer to https://pkg.go.dev/google.golang.org/grpc/?tab=doc#ClientConn.NewStream.
+//
+// Streaming is optional (shared.Streamer): a backend without it is not
+// registered, and the host sees codes.Unimplemented.
+type StreamingClient interface {
+	// ExecuteStream sends the call's output chunks as the code writes them,
+	// then exactly one message with the response, and ends.
+	ExecuteStream(ctx context.Context, in *ExecuteRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[ExecuteStreamMessage], error)
+}
+
+type streamingClient struct {
+	cc grpc.ClientConnInterface
+}
+
+func NewStreamingClient(cc grpc.ClientConnInterface) StreamingClient {
+	return &streamingClient{cc}
+}
+
+func (c *streamingClient) ExecuteStream(ctx context.Context, in *ExecuteRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[ExecuteStreamMessage], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &Streaming_ServiceDesc.Streams[0], Streaming_ExecuteStream_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[ExecuteRequest, ExecuteStreamMessage]{ClientStream: stream}
+	if err := x.ClientStream.SendMsg(in); err != nil {
+		return nil, err
+	}
+	if err := x.ClientStream.CloseSend(); err != nil {
+		return nil, err
+	}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Streaming_ExecuteStreamClient = grpc.ServerStreamingClient[ExecuteStreamMessage]
+
+// StreamingServer is the server API for Streaming service.
+// All implementations must embed UnimplementedStreamingServer
+// for forward compatibility.
+//
+// Streaming is optional (shared.Streamer): a backend without it is not
+// registered, and the host sees codes.Unimplemented.
+type StreamingServer interface {
+	// ExecuteStream sends the call's output chunks as the code writes them,
+	// then exactly one message with the response, and ends.
+	ExecuteStream(*ExecuteRequest, grpc.ServerStreamingServer[ExecuteStreamMessage]) error
+	mustEmbedUnimplementedStreamingServer()
+}
+
+// UnimplementedStreamingServer must be embedded to have
+// forward compatible implementations.
+//
+// NOTE: this should be embedded by value instead of pointer to avoid a nil
+// pointer dereference when methods are called.
+type UnimplementedStreamingServer struct{}
+
+func (UnimplementedStreamingServer) ExecuteStream(*ExecuteRequest, grpc.ServerStreamingServer[ExecuteStreamMessage]) error {
+	return status.Error(codes.Unimplemented, "method ExecuteStream not implemented")
+}
+func (UnimplementedStreamingServer) mustEmbedUnimplementedStreamingServer() {}
+func (UnimplementedStreamingServer) testEmbeddedByValue()                   {}
+
+// UnsafeStreamingServer may be embedded to opt out of forward compatibility for this service.
+// Use of this interface is not recommended, as added methods to StreamingServer will
+// result in compilation errors.
+type UnsafeStreamingServer interface {
+	mustEmbedUnimplementedStreamingServer()
+}
+
+func RegisterStreamingServer(s grpc.ServiceRegistrar, srv StreamingServer) {
+	// If the following call panics, it indicates UnimplementedStreamingServer was
+	// embedded by pointer and is nil.  This will cause panics if an
+	// unimplemented method is ever invoked, so we test this at initialization
+	// time to prevent it from happening at runtime later due to I/O.
+	if t, ok := srv.(interface{ testEmbeddedByValue() }); ok {
+		t.testEmbeddedByValue()
+	}
+	s.RegisterService(&Streaming_ServiceDesc, srv)
+}
+
+func _Streaming_ExecuteStream_Handler(srv interface{}, stream grpc.ServerStream) error {
+	m := new(ExecuteRequest)
+	if err := stream.RecvMsg(m); err != nil {
+		return err
+	}
+	return srv.(StreamingServer).ExecuteStream(m, &grpc.GenericServerStream[ExecuteRequest, ExecuteStreamMessage]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Streaming_ExecuteStreamServer = grpc.ServerStreamingServer[ExecuteStreamMessage]
+
+// Streaming_ServiceDesc is the grpc.ServiceDesc for Streaming service.
+// It's only intended for direct use with grpc.RegisterService,
+// and not to be introspected or modified (even as a copy)
+var Streaming_ServiceDesc = grpc.ServiceDesc{
+	ServiceName: "orqest.sandbox.v1.Streaming",
+	HandlerType: (*StreamingServer)(nil),
+	Methods:     []grpc.MethodDesc{},
+	Streams: []grpc.StreamDesc{
+		{
+			StreamName:    "ExecuteStream",
+			Handler:       _Streaming_ExecuteStream_Handler,
+			ServerStreams: true,
+		},
+	},
+	Metadata: "sandbox.proto",
+}

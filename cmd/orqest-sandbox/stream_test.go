@@ -1,0 +1,114 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/orqest/sandbox/shared"
+)
+
+// run prints the code's output as it is written: the first line reaches
+// the CLI's stdout while the code still sleeps, and the value follows
+// the rest of the output at the end.
+func TestRunStreamsOutput(t *testing.T) {
+	needPlugin(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, cli, "run", "--allow", "time", "-e", "import time\nprint('first', flush=True)\ntime.sleep(2)\nprint('second')\nreturn 3")
+	cmd.Dir = t.TempDir()
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	r := bufio.NewReader(out)
+	line, err := r.ReadString('\n')
+	firstAt := time.Now()
+	if err != nil || line != "first\n" {
+		t.Fatalf("first line %q, %v", line, err)
+	}
+	rest := new(strings.Builder)
+	for {
+		l, err := r.ReadString('\n')
+		rest.WriteString(l)
+		if err != nil {
+			break
+		}
+	}
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("run: %v", err)
+	}
+	if early := time.Since(firstAt); early < time.Second {
+		t.Errorf("the first line came %v before the CLI exited; want it while the code slept 2 s", early)
+	}
+	if rest.String() != "second\n3\n" {
+		t.Errorf("after the first line: %q", rest.String())
+	}
+}
+
+// run_python called with a progress token streams the code's output as
+// progress notifications while it runs: the first line arrives before
+// the result, each notification names its stream, and the messages add
+// up to the result's stdout.
+func TestMCPRunPythonStreamsProgress(t *testing.T) {
+	s, _ := newTestMCPServer(t)
+	ctx := context.Background()
+	st, ct := mcp.NewInMemoryTransports()
+	ss, err := s.server.Connect(ctx, st, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ss.Close() })
+	type note struct {
+		msg, stream string
+		at          time.Time
+	}
+	notes := make(chan note, 64)
+	client := mcp.NewClient(&mcp.Implementation{Name: "stream-agent", Version: "1"}, &mcp.ClientOptions{
+		ProgressNotificationHandler: func(_ context.Context, r *mcp.ProgressNotificationClientRequest) {
+			stream, _ := r.Params.Meta[shared.MetaStream].(string)
+			notes <- note{msg: r.Params.Message, stream: stream, at: time.Now()}
+		},
+	})
+	cs, err := client.Connect(ctx, ct, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cs.Close() })
+	params := &mcp.CallToolParams{Name: mcpRunPython, Arguments: map[string]any{
+		"code":            "import time\nprint('first', flush=True)\ntime.sleep(1.5)\nprint('second')\nreturn 1",
+		"allowed_imports": []string{"time"},
+	}}
+	params.SetProgressToken("p1")
+	res, err := cs.CallTool(ctx, params)
+	end := time.Now()
+	if err != nil || res.IsError {
+		t.Fatalf("%v %+v", err, res)
+	}
+	close(notes)
+	var all []note
+	for n := range notes {
+		all = append(all, n)
+	}
+	if len(all) == 0 || all[0].msg != "first\n" || all[0].stream != "stdout" {
+		t.Fatalf("notifications: %+v", all)
+	}
+	if early := end.Sub(all[0].at); early < 700*time.Millisecond {
+		t.Errorf("the first line arrived %v before the result; want it while the code slept", early)
+	}
+	var joined strings.Builder
+	for _, n := range all {
+		joined.WriteString(n.msg)
+	}
+	if joined.String() != "first\nsecond\n" {
+		t.Errorf("notifications add up to %q", joined.String())
+	}
+}
