@@ -40,7 +40,16 @@ RUN mkdir -p /data /workspace \
  && /usr/local/bin/orqest-agent-runtime -version \
  && (test -x /usr/bin/python3 || test -x /usr/local/bin/python3) \
  && python3 -I -S -B -c 'import json, resource; print("python ok")' \
- && python3 -I -c 'import venv; print("venv ok")'
+ && python3 -I -c 'import venv; print("venv ok")' \
+ && if python3 -c 'import matplotlib' 2>/dev/null; then \
+      mkdir -p /opt/orqest/matplotlib \
+      && MPLCONFIGDIR=/opt/orqest/matplotlib MPLBACKEND=agg python3 -c 'import matplotlib.pyplot; print("matplotlib font cache ok")' \
+      && chmod -R a+rX /opt/orqest/matplotlib; \
+    fi
+
+# /opt/orqest/matplotlib (data-science variant): matplotlib's font cache,
+# built here because sandboxed code may not walk the font directories; the
+# runtime copies it into each session's workspace (.matplotlib).
 
 # The runtime runs as root with every capability dropped but CHOWN, KILL, SETUID
 # and SETGID (the plugin's --cap-drop ALL --cap-add ..., no-new-privileges); the

@@ -279,6 +279,11 @@ type Request struct {
 	// stdlib) before the allowed imports are loaded: a tier-2 agent's venv
 	// site-packages, which -S keeps site.py from adding.
 	ExtraSysPath []string `json:"extra_sys_path,omitempty"`
+	// ExtraReadPaths lists absolute directories, besides sys.path and the
+	// stdlib, whose files the audit hook lets the body's imports read:
+	// package data read at import time (Debian's /usr/share/matplotlib).
+	// The seal's ReadPaths must grant them too (Landlock is the wall).
+	ExtraReadPaths []string `json:"extra_read_paths,omitempty"`
 	// Workspace is an absolute directory the body may read and write (its
 	// Seal, or its zygote's, must list it in WritePaths: the kernel's
 	// wall). The runner's audit hook lets the rules table's

@@ -440,6 +440,8 @@ def _orq_execute_body(req, hold, state=None):
         for p in req.get("extra_sys_path") or ():
             if isinstance(p, str) and p and p not in sys.path:
                 sys.path.append(p)
+        _orq_audit_extra_read[:] = [p for p in req.get("extra_read_paths") or ()
+                                    if isinstance(p, str) and p.startswith("/")]
         rules = req.get("rules") or {}
         max_out = int(req.get("max_output_bytes") or 0)
         classes = req.get("classes") is True
@@ -450,21 +452,24 @@ def _orq_execute_body(req, hold, state=None):
         if failed is not None:
             return respond(*failed)
 
-        # 3. Curated builtins (the one list in the rules table) + import shim;
-        #    the allowed modules imported.
-        safe, allowed, made = _orq_env(allowed_imports, rules, classes=classes,
-                                       state=state)
-
-        # The execution's writable directory (tier 2's session workspace),
-        # as the builtin `workspace`.
+        # The execution's writable directory (tier 2's session workspace).
+        # matplotlib's config directory points into it before the allowed
+        # modules are imported (an import without it fails quietly, and the
+        # body's own import then runs under the audit hook).
         ws = req.get("workspace")
         if not (isinstance(ws, str) and ws.startswith("/")):
             ws = None
         if ws is not None:
-            safe["workspace"] = _orq_workspace(ws)
             os_env = __import__("os").environ
             os_env.setdefault("MPLCONFIGDIR", ws + "/.matplotlib")
             os_env.setdefault("MPLBACKEND", "agg")
+
+        # 3. Curated builtins (the one list in the rules table) + import shim;
+        #    the allowed modules imported.
+        safe, allowed, made = _orq_env(allowed_imports, rules, classes=classes,
+                                       state=state)
+        if ws is not None:
+            safe["workspace"] = _orq_workspace(ws)
 
         # 4. Run.
         if state is None:

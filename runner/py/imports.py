@@ -391,6 +391,11 @@ def _orq_guards(user_builtins, rules=None):
             ("operator", "methodcaller"): methodcaller}
 
 
+# The request's extra_read_paths (runner.Request.ExtraReadPaths), set by
+# the runner before it arms the audit hook.
+_orq_audit_extra_read = []
+
+
 def _orq_audit_make():
     """Return (arm, disarm) over the audit hook's state, which lives in
     this closure only (no module global holds it)."""
@@ -457,16 +462,24 @@ def _orq_audit_arm_in(st, rules, allowed, workspace=None):
     os_too = not any(m.partition(".")[0] in os_modules for m in allowed)
     st["exact"], st["prefixes"] = prep[2][os_too]
     st["check_open"] = os_too
+    import os
+
+    # What the import system may read: sys.path as it is now (a request's
+    # extra_sys_path is appended after the hook was installed, e.g. in a
+    # zygote), the stdlib, the time zones and the request's
+    # extra_read_paths (package data such as matplotlib's mpl-data).
+    key = (tuple(sys.path), tuple(_orq_audit_extra_read))
+    if st.get("roots_key") != key:
+        roots = []
+        for p in list(sys.path) + [os.path.dirname(os.__file__), "/usr/share/zoneinfo"] \
+                + list(_orq_audit_extra_read):
+            if isinstance(p, str) and p:
+                roots.append(os.path.normpath(p) + os.sep)
+        st["roots"], st["roots_key"] = tuple(roots), key
     st["armed"] = True
     if st.get("installed"):
         return st
-    import os
 
-    roots = []
-    for p in list(sys.path) + [os.path.dirname(os.__file__), "/usr/share/zoneinfo"]:
-        if isinstance(p, str) and p:
-            roots.append(os.path.normpath(p) + os.sep)
-    roots = tuple(roots)
     normpath, fspath = os.path.normpath, os.fspath
     inspect_reads = frozenset(("__code__", "__defaults__", "__kwdefaults__"))
     _str, _bytes, _isinstance, _RuntimeError = str, bytes, isinstance, RuntimeError
@@ -488,9 +501,10 @@ def _orq_audit_arm_in(st, rules, allowed, workspace=None):
                 return
             raise _RuntimeError("sandbox: introspection (%s) is not allowed"
                                 % (args[1] if len(args) > 1 else "?",))
-        if event in ("os.listdir", "os.scandir") and args and _isinstance(args[0], _str) \
-                and (normpath(args[0]) + "/").startswith(roots):
-            return  # the import system refreshing its directory caches
+        if event in ("os.listdir", "os.scandir", "os.walk") and args \
+                and _isinstance(args[0], _str) \
+                and (normpath(args[0]) + "/").startswith(st["roots"]):
+            return  # the import system's directory caches; package data (fonts)
         if event in st["exact"] or event.startswith(st["prefixes"]):
             raise _RuntimeError("sandbox: %s is not allowed" % event)
         if event == "open" and st["check_open"]:
@@ -505,7 +519,7 @@ def _orq_audit_arm_in(st, rules, allowed, workspace=None):
                 writes = mode is not None and any(c in mode for c in "wax+")
                 if _isinstance(flags, int) and flags & 0o3:  # O_WRONLY/O_RDWR
                     writes = True
-                ok = not writes and (normpath(p) + "/").startswith(roots)
+                ok = not writes and (normpath(p) + "/").startswith(st["roots"])
             if not ok:
                 raise _RuntimeError("sandbox: open(%r) is not allowed" % (path,))
 

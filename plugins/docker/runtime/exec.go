@@ -295,6 +295,7 @@ func (e *executor) run(ctx context.Context, a rtproto.ExecuteArgs, onOutput func
 			Rules:          e.rules,
 			MemoryMB:       memMB,
 			ExtraSysPath:   extraPath,
+			ExtraReadPaths: e.system.dataDirs(),
 			Classes:        e.classes,
 			Workspace:      files,
 		},

@@ -64,13 +64,65 @@ func (e *executor) filesDir() (string, error) {
 	if st, err := os.Lstat(dir); err != nil || !st.IsDir() {
 		return "", fmt.Errorf("workspace %s is not a directory: %w", dir, shared.ErrInternal)
 	}
-	if made && os.Geteuid() == 0 {
-		if err := shareDir(dir); err != nil {
+	if made {
+		// matplotlib's config and cache directory (the runner points
+		// MPLCONFIGDIR at it): the children cannot make directories.
+		mpl := filepath.Join(dir, mplConfigDir)
+		if err := os.Mkdir(mpl, 0o700); err != nil && !errors.Is(err, fs.ErrExist) {
 			return "", fmt.Errorf("workspace: %v: %w", err, shared.ErrInternal)
+		}
+		if os.Geteuid() == 0 {
+			if err := errors.Join(shareDir(dir), shareDir(mpl)); err != nil {
+				return "", fmt.Errorf("workspace: %v: %w", err, shared.ErrInternal)
+			}
+		}
+		if err := seedMatplotlib(mpl); err != nil {
+			return "", fmt.Errorf("workspace: matplotlib's font cache: %v: %w", err, shared.ErrInternal)
 		}
 	}
 	return dir, nil
 }
+
+// mplCacheSeed holds the font cache the data-science image builds
+// (Dockerfile): matplotlib walks the system's font directories to build
+// one otherwise, which the sandbox refuses.
+const mplCacheSeed = "/opt/orqest/matplotlib"
+
+// seedMatplotlib copies the image's matplotlib font cache (regular files
+// of mplCacheSeed, when there is one) into dir, readable and writable by
+// the children's group.
+func seedMatplotlib(dir string) error {
+	ents, err := os.ReadDir(mplCacheSeed)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	for _, e := range ents {
+		if !e.Type().IsRegular() {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join(mplCacheSeed, e.Name()))
+		if err != nil {
+			return err
+		}
+		dst := filepath.Join(dir, e.Name())
+		if err := os.WriteFile(dst, b, 0o660); err != nil {
+			return err
+		}
+		if os.Geteuid() == 0 {
+			if err := os.Lchown(dst, -1, childUID); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// mplConfigDir is the workspace entry the runner names in MPLCONFIGDIR
+// (hidden: never an artifact).
+const mplConfigDir = ".matplotlib"
 
 // shareDir gives a directory of the workspace to the children's group.
 func shareDir(dir string) error {

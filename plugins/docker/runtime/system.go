@@ -12,9 +12,12 @@ import (
 func systemSiteDirs() []string { return []string{"/usr/lib/python3/dist-packages"} }
 
 // systemDataDirs are data those packages read at import time (Debian moves
-// matplotlib's mpl-data to /usr/share/matplotlib, its fonts come from
-// fonts-dejavu); read-only, and only when the image has site-packages.
-func systemDataDirs() []string { return []string{"/usr/share/matplotlib", "/usr/share/fonts"} }
+// matplotlib's mpl-data to /usr/share/matplotlib and ships its rc file as
+// /etc/matplotlibrc, its fonts come from fonts-dejavu); read-only, and only
+// when the image has site-packages. Files and directories alike.
+func systemDataDirs() []string {
+	return []string{"/usr/share/matplotlib", "/usr/share/fonts", "/etc/matplotlibrc"}
+}
 
 // systemSite is the image's system site-packages: the directories a call's
 // sys.path gains, and what Landlock must let its child read to import from
@@ -25,6 +28,7 @@ func systemDataDirs() []string { return []string{"/usr/share/matplotlib", "/usr/
 type systemSite struct {
 	dirs []string
 	read []string
+	data []string // the systemDataDirs present: read at import time
 }
 
 // systemPackages returns the image's system site-packages, or nil when
@@ -40,12 +44,23 @@ func systemPackages() *systemSite {
 		return nil
 	}
 	read := append(append([]string(nil), dirs...), pyproc.LibraryPaths(dirs)...)
+	var data []string
 	for _, d := range systemDataDirs() {
 		if _, err := os.Stat(d); err == nil {
 			read = append(read, d)
+			data = append(data, d)
 		}
 	}
-	return &systemSite{dirs: dirs, read: read}
+	return &systemSite{dirs: dirs, read: read, data: data}
+}
+
+// dataDirs returns the package data directories a call's imports read
+// (runner.Request.ExtraReadPaths); nil without system site-packages.
+func (s *systemSite) dataDirs() []string {
+	if s == nil {
+		return nil
+	}
+	return s.data
 }
 
 // paths returns a call's sys.path additions (extra, then the system
