@@ -355,3 +355,29 @@ func runscList(t *testing.T, root string) string {
 	}
 	return strings.TrimSpace(string(out))
 }
+
+// TestSessionMemoryCap: session_memory_mb caps the whole sandbox (the
+// spec's linux.resources): a call allowed 2000 MB by its own limit that
+// touches 600 MB kills a 200 MB session's sandbox, an infrastructure
+// error; in a 1500 MB session the same call succeeds.
+func TestSessionMemoryCap(t *testing.T) {
+	code := "x = bytearray(600 * 1024 * 1024)\nfor i in range(0, len(x), 4096):\n    x[i] = 1\nreturn len(x)"
+	for _, tc := range []struct {
+		mb   int
+		fits bool
+	}{{200, false}, {1500, true}} {
+		b, _ := newSessionBackend(t, map[string]any{"session_memory_mb": tc.mb})
+		id := openSession(t, b, "mem")
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		resp, err := b.Execute(ctx, shared.ExecuteRequest{SessionID: id, Code: code, MemoryMB: 2000, Timeout: 30 * time.Second})
+		cancel()
+		switch {
+		case tc.fits && (err != nil || !resp.Result.Success):
+			t.Errorf("session of %d MB: %+v, %v; want success", tc.mb, resp.Result, err)
+		case !tc.fits && !errors.Is(err, shared.ErrUnavailable):
+			t.Errorf("session of %d MB: %+v, %v; want ErrUnavailable (the sandbox killed)", tc.mb, resp.Result, err)
+		default:
+			t.Logf("session of %d MB: success=%v err=%v", tc.mb, resp.Result.Success, err)
+		}
+	}
+}
