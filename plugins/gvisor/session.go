@@ -325,6 +325,9 @@ func exitedCleanly(cmd *exec.Cmd) bool {
 
 // Close ends the session's sandbox; the user's data directory persists.
 func (b *Backend) Close(_ context.Context, req shared.CloseRequest) (shared.CloseResponse, error) {
+	if err := b.sessionsOffered(); err != nil {
+		return shared.CloseResponse{}, fmt.Errorf("close: %w", err)
+	}
 	if err := rtproto.CheckID("session_id", req.SessionID); err != nil {
 		return shared.CloseResponse{}, fmt.Errorf("close: %v: %w", err, shared.ErrInvalidArgument)
 	}
@@ -364,7 +367,21 @@ func (b *Backend) closeAll() {
 	wg.Wait()
 }
 
+// sessionsOffered is ErrNotSupported when the backend has no runtime (Info
+// then does not declare sessions).
+func (b *Backend) sessionsOffered() error {
+	b.mu.RLock()
+	defer b.mu.RUnlock()
+	if b.runtime == "" {
+		return fmt.Errorf("no agent runtime (%s: set config runtime or build it with `make runtime`), so no sessions: %w", RuntimeName, shared.ErrNotSupported)
+	}
+	return nil
+}
+
 func (b *Backend) openSession(id string) (*session, error) {
+	if err := b.sessionsOffered(); err != nil {
+		return nil, err
+	}
 	if err := rtproto.CheckID("session_id", id); err != nil {
 		return nil, fmt.Errorf("%v: %w", err, shared.ErrInvalidArgument)
 	}
