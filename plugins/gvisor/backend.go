@@ -62,6 +62,9 @@ type Config struct {
 	// Configure with ErrFailedPrecondition.
 	Require []string `json:"require"`
 
+	// Sessions, when false, offers no sessions even with a runtime: every
+	// execution then runs in a fresh sandbox (nil: true).
+	Sessions *bool `json:"sessions"`
 	// Runtime is the agent runtime binary of sessions (orqest-agent-runtime,
 	// built by `make runtime`); "" finds it next to the plugin's executable
 	// or in $PATH. Without one, sessions are not offered.
@@ -228,6 +231,7 @@ func (b *Backend) Info(context.Context, shared.InfoRequest) (shared.InfoResponse
 			{Name: "runsc", Type: "string", Description: "the runsc binary (default: found in $PATH or /usr/bin; `apt-get install runsc`)"},
 			{Name: "python", Type: "string", Description: "the interpreter inside the sandbox (default " + DefaultPython + "; the host's /usr, read-only)"},
 			{Name: "require", Type: "list(string)", Description: `capabilities that must be in force, e.g. ["kernel_boundary"]; a missing one (or runsc itself) fails startup`},
+			{Name: "sessions", Type: "bool", Description: "false: no sessions even with a runtime; every execution in a fresh sandbox (default true)"},
 			{Name: "runtime", Type: "string", Description: "the agent runtime of sessions (" + RuntimeName + ", `make runtime`); default: next to the plugin, else $PATH; without one, no sessions"},
 			{Name: "data_dir", Type: "string", Description: "host directory of the per-user data directories (0700 each, bound on /data of the user's sessions: the tool library); default: the user cache directory's orqest-sandbox/gvisor-users"},
 			{Name: "session_memory_mb", Type: "number", Description: fmt.Sprintf("memory of a session's sandbox in MB (default %d); each call has its own limit too", DefaultSessionMB)},
@@ -287,11 +291,13 @@ func (b *Backend) Configure(ctx context.Context, req shared.ConfigureRequest) (s
 	if _, err := os.Stat(cfg.Python); err != nil {
 		return shared.ConfigureResponse{}, fmt.Errorf("gvisor config: python %q: %v: %w", cfg.Python, err, shared.ErrUnavailable)
 	}
-	runtime, err := findRuntime(cfg.Runtime)
-	if err != nil {
-		return shared.ConfigureResponse{}, err
+	var runtime string
+	if cfg.Sessions == nil || *cfg.Sessions {
+		if runtime, err = findRuntime(cfg.Runtime); err != nil {
+			return shared.ConfigureResponse{}, err
+		}
 	}
-	if runtime == "" {
+	if runtime == "" && (cfg.Sessions == nil || *cfg.Sessions) {
 		b.logger.Warn("no agent runtime (" + RuntimeName + "; set config runtime or `make runtime`): sessions are not offered")
 	}
 	b.reapOnce(runsc)

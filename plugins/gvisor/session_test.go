@@ -219,7 +219,8 @@ func TestSessionKillMidCall(t *testing.T) {
 	}
 }
 
-// TestSessionsNeedTheRuntime: without a runtime binary the backend does
+// TestSessionsNeedTheRuntime: a configured runtime that is missing fails
+// Configure; with sessions = false, or without a runtime, the backend does
 // not declare sessions and Open is ErrNotSupported.
 func TestSessionsNeedTheRuntime(t *testing.T) {
 	needRunsc(t)
@@ -228,6 +229,18 @@ func TestSessionsNeedTheRuntime(t *testing.T) {
 	raw, _ := json.Marshal(map[string]any{"runtime": "/nonexistent/" + RuntimeName})
 	if _, err := b.Configure(context.Background(), shared.ConfigureRequest{Config: raw}); !errors.Is(err, shared.ErrUnavailable) {
 		t.Fatalf("Configure with a missing runtime: %v; want ErrUnavailable", err)
+	}
+	off := NewBackend(hclog.NewNullLogger())
+	defer off.Shutdown()
+	raw = sessionConfig(t, map[string]any{"sessions": false})
+	if _, err := off.Configure(context.Background(), shared.ConfigureRequest{Config: raw}); err != nil {
+		t.Fatalf("Configure with sessions = false: %v", err)
+	}
+	if info, _ := off.Info(context.Background(), shared.InfoRequest{}); slices.Contains(info.Capabilities, shared.CapSessions) {
+		t.Fatalf("sessions declared with sessions = false: %v", info.Capabilities)
+	}
+	if _, err := off.Open(context.Background(), shared.OpenRequest{UserID: "u"}); !errors.Is(err, shared.ErrNotSupported) {
+		t.Fatalf("Open with sessions = false: %v; want ErrNotSupported", err)
 	}
 	b2 := NewBackend(hclog.NewNullLogger())
 	defer b2.Shutdown()
