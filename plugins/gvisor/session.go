@@ -31,6 +31,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"os/user"
 	"path/filepath"
 	"strconv"
 	"sync"
@@ -112,11 +113,17 @@ func findRuntime(path string) (string, error) {
 
 // defaultDataDir is where the per-user data directories live when data_dir
 // is not set: the user cache directory ($XDG_CACHE_HOME or ~/.cache), so
-// a user's library outlives the plugin process.
+// a user's library outlives the plugin process. A plugin usually runs
+// with the host's narrowed environment (no HOME): the home directory then
+// comes from the user database.
 func defaultDataDir() (string, error) {
 	c, err := os.UserCacheDir()
 	if err != nil {
-		return "", fmt.Errorf("gvisor config: no data_dir and no user cache directory: %v: %w", err, shared.ErrFailedPrecondition)
+		u, uerr := user.Current()
+		if uerr != nil || u.HomeDir == "" || !filepath.IsAbs(u.HomeDir) {
+			return "", fmt.Errorf("gvisor config: no data_dir and no user cache directory (%v; %v): %w", err, uerr, shared.ErrFailedPrecondition)
+		}
+		c = filepath.Join(u.HomeDir, ".cache")
 	}
 	return filepath.Join(c, "orqest-sandbox", "gvisor-users"), nil
 }

@@ -394,3 +394,15 @@ func TestSessionMemoryCap(t *testing.T) {
 		}
 	}
 }
+
+// TestDefaultDataDirWithoutHome: a plugin started with the host's narrowed
+// environment (no HOME, no XDG_CACHE_HOME) still finds a default data_dir,
+// under the user's home directory from the user database.
+func TestDefaultDataDirWithoutHome(t *testing.T) {
+	t.Setenv("HOME", "")
+	t.Setenv("XDG_CACHE_HOME", "")
+	d, err := defaultDataDir()
+	if err != nil || !filepath.IsAbs(d) || !strings.HasSuffix(d, filepath.Join(".cache", "orqest-sandbox", "gvisor-users")) {
+		t.Fatalf("defaultDataDir() = %q, %v", d, err)
+	}
+}
