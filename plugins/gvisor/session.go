@@ -73,6 +73,7 @@ type session struct {
 	secret    []byte
 	cmd       *exec.Cmd
 	stdin     io.WriteCloser
+	stdout    io.ReadCloser
 	mcp       *mcp.ClientSession
 	gone      chan struct{} // closed when runsc run has exited
 	stopOnce  sync.Once
@@ -240,7 +241,7 @@ func (b *Backend) startSession(ctx context.Context, cfg Config, runsc, state, ru
 	}
 	inR.Close()
 	outW.Close()
-	s.cmd, s.stdin = cmd, inW
+	s.cmd, s.stdin, s.stdout = cmd, inW, outR
 	go func() {
 		_ = cmd.Wait()
 		logW.Flush()
@@ -321,6 +322,7 @@ func (b *Backend) stopSession(s *session) error {
 				b.logger.Debug("removing a killed session sandbox's state", "sandbox", s.container, "error", err)
 			}
 		}
+		s.stdout.Close()
 		os.RemoveAll(s.dir)
 	})
 	return s.stopErr

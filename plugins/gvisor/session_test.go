@@ -406,3 +406,21 @@ func TestDefaultDataDirWithoutHome(t *testing.T) {
 		t.Fatalf("defaultDataDir() = %q, %v", d, err)
 	}
 }
+
+// TestSessionUserCodeCannotReachData: /data (the user's directory: the
+// tool library) is the runtime's; user code, on uid 65534, cannot list it.
+func TestSessionUserCodeCannotReachData(t *testing.T) {
+	b, _ := newSessionBackend(t, nil)
+	id := openSession(t, b, "dave")
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	resp, err := b.Execute(ctx, shared.ExecuteRequest{SessionID: id, Code: "import os\nreturn os.listdir('/data')", AllowedImports: []string{"os"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res := resp.Result
+	if res.Success || res.ErrorKind == shared.KindValidation || !strings.Contains(res.Error+res.Stderr, "Permission") {
+		t.Fatalf("user code listing /data: %+v; want a PermissionError at run time", res)
+	}
+	t.Logf("listing /data: %s: %s", res.ErrorKind, res.Error)
+}
