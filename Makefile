@@ -94,7 +94,7 @@ bench: build image bench-go bench-system
 bench-go:
 	ORQEST_FORKCORE=$(FORKCORE) $(GO) test -run '^$$' -bench . -benchmem -count=1 ./validator/ ./plugins/... ./host/
 
-BENCH_SANDBOXES ?= inprocess,forkserver,spawn,docker,gvisor
+BENCH_SANDBOXES ?= inprocess,forkserver,spawn,docker,gvisor,gvisor-fresh
 bench-system:
 	$(BIN)/orqest-sandbox bench --config bench.hcl --sandbox $(BENCH_SANDBOXES) -n 300 --concurrency 1
 	$(BIN)/orqest-sandbox bench --config bench.hcl --sandbox $(BENCH_SANDBOXES) -n 300 --concurrency 2

@@ -32,8 +32,20 @@ sandbox "docker" {
   policy = "bench"
 }
 
+# With the runtime beside the plugin (make build runtime), gvisor is a
+# session tier: one sandbox running the agent runtime, the load inside it.
 sandbox "gvisor" {
   plugin = "gvisor"
   policy = "bench"
   config { platform = "ptrace" }
+}
+
+# Tier 3 without sessions: each call in a fresh sandbox.
+sandbox "gvisor-fresh" {
+  plugin = "gvisor"
+  policy = "bench"
+  config {
+    platform = "ptrace"
+    sessions = false
+  }
 }

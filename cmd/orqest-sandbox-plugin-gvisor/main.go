@@ -13,7 +13,7 @@ func main() {
 	logger := plugin.NewPluginLogger("gvisor")
 	// A plugin killed mid-call cannot remove its state directory; the next
 	// plugin process sweeps what dead ones left.
-	if n, err := gvisor.SweepStale(""); err != nil {
+	if n, err := gvisor.SweepStale("", ""); err != nil {
 		logger.Warn("sweeping stale state directories", "error", err)
 	} else if n > 0 {
 		logger.Info("removed state directories of dead plugin processes", "count", n)

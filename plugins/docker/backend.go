@@ -18,7 +18,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/moby/moby/client"
 
-	"github.com/orqest/sandbox/plugins/docker/internal/rtproto"
+	"github.com/orqest/sandbox/internal/rtproto"
 	"github.com/orqest/sandbox/runner"
 	"github.com/orqest/sandbox/shared"
 	"github.com/orqest/sandbox/shared/toollib"
@@ -46,11 +46,6 @@ const (
 
 	// MaxArgsBytes caps the JSON args of one execution.
 	MaxArgsBytes = shared.DefaultMaxArgsBytes
-	// tokenSlack is added to an execution's timeout for its token's expiry.
-	tokenSlack = 30 * time.Second
-	// callSlack is how long past the execution timeout the plugin waits for
-	// the runtime's answer before declaring the container unresponsive.
-	callSlack = 15 * time.Second
 )
 
 // Config is the backend's `config {}` block.
@@ -530,8 +525,8 @@ func (b *Backend) Execute(ctx context.Context, req shared.ExecuteRequest) (share
 		return shared.ExecuteResponse{}, fmt.Errorf("execute: session %q belongs to another user: %w", req.SessionID, shared.ErrInvalidArgument)
 	}
 
-	var events []shared.Event // the tool library's events (library.go)
-	res, err := b.call(ctx, s, &events, rtproto.ExecuteArgs{
+	// The tool library's events come back with the result.
+	res, events, err := s.target().Execute(ctx, rtproto.ExecuteArgs{
 		Code:           req.Code,
 		Args:           args,
 		AllowedImports: req.AllowedImports,

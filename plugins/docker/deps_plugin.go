@@ -3,7 +3,7 @@ package docker
 import (
 	"github.com/moby/moby/api/types/mount"
 
-	"github.com/orqest/sandbox/plugins/docker/internal/rtproto"
+	"github.com/orqest/sandbox/internal/rtproto"
 )
 
 // wheelMounts bind-mounts the operator's wheel_dir read-only at

@@ -12,7 +12,8 @@ import (
 	"github.com/moby/moby/client"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/orqest/sandbox/plugins/docker/internal/rtproto"
+	"github.com/orqest/sandbox/internal/rtclient"
+	"github.com/orqest/sandbox/internal/rtproto"
 	"github.com/orqest/sandbox/plugins/docker/internal/wheeltest"
 	"github.com/orqest/sandbox/shared"
 )
@@ -103,7 +104,7 @@ func TestDependencies(t *testing.T) {
 		if !out.IsError {
 			return nil
 		}
-		return toolErr(out)
+		return rtclient.ToolErr(out)
 	}
 	if err := direct(rtproto.ExecuteArgs{Code: "return 1", AgentID: "agentA", Dependencies: []string{"orqsecret"}}); !errors.Is(err, shared.ErrPermissionDenied) || !strings.Contains(err.Error(), "orqsecret") {
 		t.Fatalf("runtime: orqsecret: want ErrPermissionDenied, got %v", err)

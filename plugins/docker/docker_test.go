@@ -18,7 +18,8 @@ import (
 	"github.com/moby/moby/client"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/orqest/sandbox/plugins/docker/internal/rtproto"
+	"github.com/orqest/sandbox/internal/rtclient"
+	"github.com/orqest/sandbox/internal/rtproto"
 	"github.com/orqest/sandbox/shared"
 )
 
@@ -422,19 +423,19 @@ func TestForgedTokens(t *testing.T) {
 	sort.Strings(names)
 	for _, n := range names {
 		out := call(rtproto.ToolExecute, rejected[n])
-		if !out.IsError || !strings.Contains(toolErr(out).Error(), "unauthorized") || !errors.Is(toolErr(out), shared.ErrPermissionDenied) {
+		if !out.IsError || !strings.Contains(rtclient.ToolErr(out).Error(), "unauthorized") || !errors.Is(rtclient.ToolErr(out), shared.ErrPermissionDenied) {
 			t.Errorf("%s token: execute_python not refused with ErrPermissionDenied: %+v", n, out)
 		}
 	}
 	if out := call(rtproto.ToolExecute, good); out.IsError {
-		t.Errorf("valid token refused: %v", toolErr(out))
+		t.Errorf("valid token refused: %v", rtclient.ToolErr(out))
 	}
 	// Scope: agent (explicit or missing) may not call the operator tool.
-	if out := call(rtproto.ToolInfo, good); !out.IsError || !strings.Contains(toolErr(out).Error(), "operator scope") {
+	if out := call(rtproto.ToolInfo, good); !out.IsError || !strings.Contains(rtclient.ToolErr(out).Error(), "operator scope") {
 		t.Errorf("agent-scope token reached runtime_info: %+v", out)
 	}
 	if out := call(rtproto.ToolInfo, operator); out.IsError {
-		t.Errorf("operator token refused on runtime_info: %v", toolErr(out))
+		t.Errorf("operator token refused on runtime_info: %v", rtclient.ToolErr(out))
 	}
 
 	// agent_id is checked at the MCP boundary.
@@ -445,7 +446,7 @@ func TestForgedTokens(t *testing.T) {
 		Meta:      mcp.Meta{rtproto.MetaAuthorization: "Bearer " + good},
 		Arguments: rtproto.ExecuteArgs{Code: "return 1", AgentID: "../escape"},
 	})
-	if err != nil || !out.IsError || !errors.Is(toolErr(out), shared.ErrInvalidArgument) {
+	if err != nil || !out.IsError || !errors.Is(rtclient.ToolErr(out), shared.ErrInvalidArgument) {
 		t.Errorf("agent_id ../escape: err=%v out=%+v", err, out)
 	}
 	// dependencies fail closed: nothing is in allowed_packages here.
@@ -454,7 +455,7 @@ func TestForgedTokens(t *testing.T) {
 		Meta:      mcp.Meta{rtproto.MetaAuthorization: "Bearer " + good},
 		Arguments: rtproto.ExecuteArgs{Code: "return 1", Dependencies: []string{"requests"}},
 	})
-	if err != nil || !out.IsError || !errors.Is(toolErr(out), shared.ErrPermissionDenied) {
+	if err != nil || !out.IsError || !errors.Is(rtclient.ToolErr(out), shared.ErrPermissionDenied) {
 		t.Errorf("dependencies: err=%v out=%+v", err, out)
 	}
 }

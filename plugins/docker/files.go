@@ -9,13 +9,9 @@ package docker
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
-	"time"
 
-	"github.com/modelcontextprotocol/go-sdk/mcp"
-
-	"github.com/orqest/sandbox/plugins/docker/internal/rtproto"
+	"github.com/orqest/sandbox/internal/rtproto"
 	"github.com/orqest/sandbox/shared"
 )
 
@@ -67,33 +63,5 @@ func (b *Backend) fileCall(ctx context.Context, sessionID, tool string, args, ou
 	if err != nil {
 		return fmt.Errorf("%s: %w", tool, err)
 	}
-	tok, err := rtproto.Mint(s.secret, s.user, s.id, rtproto.ScopeAgent, time.Minute)
-	if err != nil {
-		return fmt.Errorf("%s: minting the token: %v: %w", tool, err, shared.ErrInternal)
-	}
-	cctx, cancel := context.WithTimeout(ctx, time.Minute)
-	defer cancel()
-	res, err := s.mcp.CallTool(cctx, &mcp.CallToolParams{
-		Meta:      mcp.Meta{rtproto.MetaAuthorization: "Bearer " + tok},
-		Name:      tool,
-		Arguments: args,
-	})
-	if err != nil {
-		if s.dead() {
-			return fmt.Errorf("%s: the session container %s is gone: %v: %w", tool, s.name, err, shared.ErrUnavailable)
-		}
-		return fmt.Errorf("%s: MCP call to the runtime in %s: %v: %w", tool, s.name, err, shared.ErrUnavailable)
-	}
-	if res.IsError {
-		return fmt.Errorf("%s: %w", tool, toolErr(res))
-	}
-	for _, c := range res.Content {
-		if tc, ok := c.(*mcp.TextContent); ok {
-			if err := json.Unmarshal([]byte(tc.Text), out); err != nil {
-				return fmt.Errorf("%s: malformed result from the runtime: %v: %w", tool, err, shared.ErrInternal)
-			}
-			return nil
-		}
-	}
-	return fmt.Errorf("%s: the runtime returned no result: %w", tool, shared.ErrInternal)
+	return s.target().Call(ctx, tool, args, out)
 }

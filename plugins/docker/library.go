@@ -9,14 +9,12 @@ package docker
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
 
-	"github.com/modelcontextprotocol/go-sdk/mcp"
-
-	"github.com/orqest/sandbox/plugins/docker/internal/rtproto"
+	"github.com/orqest/sandbox/internal/rtclient"
+	"github.com/orqest/sandbox/internal/rtproto"
 	"github.com/orqest/sandbox/shared"
 	"github.com/orqest/sandbox/shared/toollib"
 )
@@ -24,7 +22,7 @@ import (
 var _ shared.SessionTools = (*Backend)(nil)
 
 // DefaultOperatorTokenTTL is the lifetime of a token minted without a TTL.
-const DefaultOperatorTokenTTL = 5 * time.Minute
+const DefaultOperatorTokenTTL = rtclient.DefaultOperatorTokenTTL
 
 // normalizePromotion fills the policy's defaults and checks it.
 func (c *Config) normalizePromotion() error {
@@ -61,32 +59,6 @@ func checkToolName(name string) error {
 	return nil
 }
 
-// eventsFromMeta converts the runtime's _meta events to shared events.
-func eventsFromMeta(meta mcp.Meta) []shared.Event {
-	raw, ok := meta[rtproto.MetaEvents]
-	if !ok {
-		return nil
-	}
-	b, err := json.Marshal(raw)
-	if err != nil {
-		return nil
-	}
-	var evs []struct {
-		Type    string          `json:"type"`
-		Payload json.RawMessage `json:"payload"`
-	}
-	if json.Unmarshal(b, &evs) != nil {
-		return nil
-	}
-	out := make([]shared.Event, 0, len(evs))
-	for _, e := range evs {
-		if e.Type != "" {
-			out = append(out, shared.Event{Type: e.Type, Payload: e.Payload})
-		}
-	}
-	return out
-}
-
 func (b *Backend) openSession(id string) (*session, error) {
 	if err := rtproto.CheckID("session_id", id); err != nil {
 		return nil, fmt.Errorf("%v: %w", err, shared.ErrInvalidArgument)
@@ -101,100 +73,26 @@ func (b *Backend) openSession(id string) (*session, error) {
 }
 
 // MintToken mints a bearer token for an open session: scope "agent" or
-// "operator", at most
-// rtproto.MaxTokenTTL. The plugin itself only ever stamps agent scope on
-// the calls it makes; operator scope exists only in tokens minted here, at
-// the host's explicit request.
+// "operator", at most rtproto.MaxTokenTTL (rtclient.Target.MintToken).
 func (b *Backend) MintToken(_ context.Context, req shared.MintTokenRequest) (shared.MintTokenResponse, error) {
 	s, err := b.openSession(req.SessionID)
 	if err != nil {
 		return shared.MintTokenResponse{}, fmt.Errorf("mint token: %w", err)
 	}
-	switch req.Scope {
-	case shared.ScopeAgent, shared.ScopeOperator:
-	default:
-		return shared.MintTokenResponse{}, fmt.Errorf("mint token: scope %q: want %q or %q: %w", req.Scope, shared.ScopeAgent, shared.ScopeOperator, shared.ErrInvalidArgument)
-	}
-	ttl := req.TTL
-	if ttl == 0 {
-		ttl = DefaultOperatorTokenTTL
-	}
-	if ttl < 0 || ttl > rtproto.MaxTokenTTL {
-		return shared.MintTokenResponse{}, fmt.Errorf("mint token: ttl %v: want (0, %v]: %w", ttl, rtproto.MaxTokenTTL, shared.ErrInvalidArgument)
-	}
-	tok, err := rtproto.Mint(s.secret, s.user, s.id, req.Scope, ttl)
+	resp, err := s.target().MintToken(req)
 	if err != nil {
-		return shared.MintTokenResponse{}, fmt.Errorf("mint token: %v: %w", err, shared.ErrInternal)
+		return resp, err
 	}
-	b.logger.Info("token minted", "session", s.id, "user", s.user, "scope", req.Scope, "ttl", ttl)
-	return shared.MintTokenResponse{Token: tok, ExpiresAt: time.Now().Add(ttl)}, nil
+	b.logger.Info("token minted", "session", s.id, "user", s.user, "scope", req.Scope, "ttl", time.Until(resp.ExpiresAt).Round(time.Second))
+	return resp, nil
 }
 
 // CallTool calls a tool of the session's runtime with the caller's token
-// (never one the plugin mints): the library's list_tools, promote_tool,
-// forget_tool (operator scope), runtime_info, or a promoted tool (agent
-// scope). A refused token is shared.ErrPermissionDenied.
+// (never one the plugin mints); see rtclient.Target.CallTool.
 func (b *Backend) CallTool(ctx context.Context, req shared.CallToolRequest) (shared.CallToolResponse, error) {
 	s, err := b.openSession(req.SessionID)
 	if err != nil {
 		return shared.CallToolResponse{}, fmt.Errorf("call tool: %w", err)
 	}
-	if req.Tool == rtproto.ToolExecute {
-		return shared.CallToolResponse{}, fmt.Errorf("call tool: use Execute for %s: %w", rtproto.ToolExecute, shared.ErrInvalidArgument)
-	}
-	if req.Tool != rtproto.ToolInfo && req.Tool != toollib.ToolListTools && req.Tool != toollib.ToolPromote && req.Tool != toollib.ToolForget {
-		if err := rtproto.CheckToolName(req.Tool); err != nil {
-			return shared.CallToolResponse{}, fmt.Errorf("call tool: %v: %w", err, shared.ErrInvalidArgument)
-		}
-	}
-	if len(req.Arguments) > MaxArgsBytes {
-		return shared.CallToolResponse{}, fmt.Errorf("call tool: arguments are %d bytes, over %d: %w", len(req.Arguments), MaxArgsBytes, shared.ErrInvalidArgument)
-	}
-	args := json.RawMessage("{}")
-	if len(req.Arguments) > 0 && string(req.Arguments) != "null" {
-		var obj map[string]json.RawMessage
-		if err := json.Unmarshal(req.Arguments, &obj); err != nil {
-			return shared.CallToolResponse{}, fmt.Errorf("call tool: arguments must be a JSON object: %v: %w", err, shared.ErrInvalidArgument)
-		}
-		args = req.Arguments
-	}
-	cctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
-	defer cancel()
-	meta := mcp.Meta{rtproto.MetaAuthorization: "Bearer " + req.Token}
-	if p := req.Policy; p != nil {
-		imports := p.AllowedImports
-		if imports == nil {
-			imports = []string{}
-		}
-		meta[rtproto.MetaPolicy] = rtproto.ToolPolicy{AllowedImports: imports, TimeoutS: p.Timeout.Seconds(), MemoryMB: p.MemoryMB, MaxOutputBytes: p.MaxOutputBytes}
-	}
-	out, err := s.mcp.CallTool(cctx, &mcp.CallToolParams{
-		Meta:      meta,
-		Name:      req.Tool,
-		Arguments: args,
-	})
-	if err != nil {
-		if s.dead() {
-			return shared.CallToolResponse{}, fmt.Errorf("call tool %s: the session container %s is gone: %v: %w", req.Tool, s.name, err, shared.ErrUnavailable)
-		}
-		if ctx.Err() != nil {
-			return shared.CallToolResponse{}, fmt.Errorf("call tool %s: %w", req.Tool, ctx.Err())
-		}
-		// An unknown tool is a protocol error in MCP.
-		return shared.CallToolResponse{}, fmt.Errorf("call tool %s: %v: %w", req.Tool, err, shared.ErrNotFound)
-	}
-	if out.IsError {
-		return shared.CallToolResponse{}, fmt.Errorf("call tool %s: %w", req.Tool, toolErr(out))
-	}
-	var text string
-	for _, c := range out.Content {
-		if tc, ok := c.(*mcp.TextContent); ok {
-			text = tc.Text
-			break
-		}
-	}
-	if !json.Valid([]byte(text)) {
-		return shared.CallToolResponse{}, fmt.Errorf("call tool %s: the runtime's result is not JSON: %w", req.Tool, shared.ErrInternal)
-	}
-	return shared.CallToolResponse{Result: json.RawMessage(text), Events: eventsFromMeta(out.Meta)}, nil
+	return s.target().CallTool(ctx, req)
 }

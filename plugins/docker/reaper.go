@@ -7,6 +7,7 @@ import (
 	"syscall"
 
 	"github.com/moby/moby/client"
+
 	"github.com/orqest/sandbox/internal/procfs"
 )
 

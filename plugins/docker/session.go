@@ -9,14 +9,11 @@ import (
 	"io"
 	"net/http"
 	"net/netip"
-	"slices"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
 
 	cerrdefs "github.com/containerd/errdefs"
-	"github.com/hashicorp/go-hclog"
 	"github.com/moby/moby/api/pkg/stdcopy"
 	"github.com/moby/moby/api/types/container"
 	"github.com/moby/moby/api/types/mount"
@@ -24,7 +21,8 @@ import (
 	"github.com/moby/moby/client"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/orqest/sandbox/plugins/docker/internal/rtproto"
+	"github.com/orqest/sandbox/internal/rtclient"
+	"github.com/orqest/sandbox/internal/rtproto"
 	"github.com/orqest/sandbox/shared"
 )
 
@@ -56,6 +54,11 @@ type session struct {
 	endpoint    string         // bridge mode: the runtime's MCP URL on 127.0.0.1
 	stopOnce    sync.Once
 	stopErr     error
+}
+
+// target is the session as rtclient calls it.
+func (s *session) target() rtclient.Target {
+	return rtclient.Target{MCP: s.mcp, Secret: s.secret, User: s.user, Session: s.id, Name: "the session container " + s.name, Gone: s.gone}
 }
 
 // dead reports whether the container's stdio has ended.
@@ -146,11 +149,6 @@ func hardenedConfig(cfg Config, owner ownerInfo, user, sessionID string) (*conta
 	}
 	return cc, hc
 }
-
-// maxFrameBytes bounds one MCP frame from the runtime: an execution's
-// result carries its artifacts (at most 8 MiB of bytes, base64, in both
-// the structured and the text content) besides its output and streams.
-const maxFrameBytes = 48 << 20
 
 // runtimePort is the runtime's HTTP port inside the container (bridge mode).
 const runtimePort = "8000"
@@ -248,14 +246,14 @@ func (b *Backend) prepare(ctx context.Context, cfg Config, dc *client.Client, us
 	s.hijack = att.HijackedResponse
 	pr, pw := io.Pipe()
 	s.stdout = pr
-	logW := &lineLogger{log: b.logger.Named("runtime").With("container", s.name)}
+	logW := &rtclient.LogWriter{Log: b.logger.Named("runtime").With("container", s.name)}
 	go func() {
 		_, err := stdcopy.StdCopy(pw, logW, s.hijack.Reader)
 		if err == nil {
 			err = io.EOF
 		}
 		pw.CloseWithError(err)
-		logW.flush()
+		logW.Flush()
 		close(s.gone)
 	}()
 
@@ -270,21 +268,25 @@ func (b *Backend) prepare(ctx context.Context, cfg Config, dc *client.Client, us
 // connection.
 func (b *Backend) bind(ctx context.Context, cfg Config, dc *client.Client, s *session, sessionID string) error {
 	s.id = sessionID
-	hello, _ := json.Marshal(withPromotion(cfg, sessionHello(cfg, s.secret, s.user, sessionID))) // library.go
-	if _, err := s.hijack.Conn.Write(append(hello, '\n')); err != nil {
-		return fmt.Errorf("open: sending the session secret to the runtime: %v: %w", err, shared.ErrUnavailable)
-	}
-	mc := mcp.NewClient(&mcp.Implementation{Name: "orqest-sandbox-plugin-docker", Version: version}, nil)
+	hello := withPromotion(cfg, sessionHello(cfg, s.secret, s.user, sessionID)) // library.go
+	impl := &mcp.Implementation{Name: "orqest-sandbox-plugin-docker", Version: version}
 	var cs *mcp.ClientSession
 	var err error
 	if cfg.Network == NetworkBridge {
+		line, _ := json.Marshal(hello)
+		if _, err := s.hijack.Conn.Write(append(line, '\n')); err != nil {
+			return fmt.Errorf("open: sending the session secret to the runtime: %v: %w", err, shared.ErrUnavailable)
+		}
 		go func() { _, _ = io.Copy(io.Discard, s.stdout) }() // stdout is unused over HTTP
-		cs, err = b.connectHTTP(ctx, dc, s, mc)
+		cs, err = b.connectHTTP(ctx, dc, s, mcp.NewClient(impl, nil))
+		if err != nil {
+			err = fmt.Errorf("MCP initialize with the runtime: %v: %w", err, shared.ErrUnavailable)
+		}
 	} else {
-		cs, err = mc.Connect(ctx, &mcp.IOTransport{Reader: s.stdout, Writer: &stdinWriter{s: s}, MaxLineLength: maxFrameBytes}, nil)
+		cs, err = rtclient.Bind(ctx, impl, hello, &stdinWriter{s: s}, s.stdout)
 	}
 	if err != nil {
-		return fmt.Errorf("open: MCP initialize with the runtime in %s: %v: %w", s.name, err, shared.ErrUnavailable)
+		return fmt.Errorf("open: %s: %w", s.name, err)
 	}
 	s.mcp = cs
 	b.logger.Debug("session open", "session", sessionID, "user", s.user, "container", s.containerID[:12])
@@ -401,101 +403,6 @@ func shortID(id string) string {
 	return id
 }
 
-// call runs execute_python in s with a fresh agent-scope token.
-func (b *Backend) call(ctx context.Context, s *session, events *[]shared.Event, args rtproto.ExecuteArgs, timeout time.Duration) (shared.ExecutionResult, error) {
-	var res shared.ExecutionResult
-	if timeout <= 0 {
-		timeout = shared.DefaultTimeout
-	}
-	ttl := min(timeout+tokenSlack, rtproto.MaxTokenTTL)
-	tok, err := rtproto.Mint(s.secret, s.user, s.id, rtproto.ScopeAgent, ttl)
-	if err != nil {
-		return res, fmt.Errorf("execute: minting the token: %v: %w", err, shared.ErrInternal)
-	}
-	cctx, cancel := context.WithTimeout(ctx, timeout+callSlack)
-	defer cancel()
-	out, err := s.mcp.CallTool(cctx, &mcp.CallToolParams{
-		Meta:      mcp.Meta{rtproto.MetaAuthorization: "Bearer " + tok},
-		Name:      rtproto.ToolExecute,
-		Arguments: args,
-	})
-	if err != nil {
-		if ctx.Err() != nil {
-			return res, fmt.Errorf("execute: %w", ctx.Err())
-		}
-		// Give the attach stream a moment to report EOF if the container died.
-		select {
-		case <-s.gone:
-		case <-time.After(200 * time.Millisecond):
-		}
-		if s.dead() {
-			return res, fmt.Errorf("execute: the session container %s is gone (killed, out of memory or crashed): %v: %w", s.name, err, shared.ErrUnavailable)
-		}
-		return res, fmt.Errorf("execute: MCP call to the runtime in %s: %v: %w", s.name, err, shared.ErrUnavailable)
-	}
-	if out.IsError {
-		return res, toolErr(out)
-	}
-	*events = eventsFromMeta(out.Meta) // library.go
-	// The result is read from the text content, which carries the runtime's
-	// exact JSON: StructuredContent arrives decoded into `any`, which turns
-	// big integers into float64.
-	var text string
-	for _, c := range out.Content {
-		if tc, ok := c.(*mcp.TextContent); ok {
-			text = tc.Text
-			break
-		}
-	}
-	if text == "" {
-		return res, fmt.Errorf("execute: runtime returned no result: %w", shared.ErrInternal)
-	}
-	if err := json.Unmarshal([]byte(text), &res); err != nil {
-		return res, fmt.Errorf("execute: malformed result from the runtime: %v: %w", err, shared.ErrInternal)
-	}
-	if res.Success && len(res.Output) == 0 {
-		res.Output = json.RawMessage("null")
-	}
-	return res, nil
-}
-
-// toolErr maps a runtime tool error to a shared error class.
-func toolErr(out *mcp.CallToolResult) error {
-	var te struct {
-		Class   string `json:"error_class"`
-		Message string `json:"message"`
-	}
-	if raw, err := json.Marshal(out.StructuredContent); err == nil {
-		_ = json.Unmarshal(raw, &te)
-	}
-	if te.Message == "" {
-		for _, c := range out.Content {
-			if t, ok := c.(*mcp.TextContent); ok {
-				te.Message = t.Text
-			}
-		}
-	}
-	var class error
-	switch te.Class {
-	case "invalid_argument":
-		class = shared.ErrInvalidArgument
-	case "not_supported":
-		class = shared.ErrNotSupported
-	case "unauthorized", "permission_denied":
-		// A refused token, or a dependency outside allowed_packages.
-		class = shared.ErrPermissionDenied
-	case "failed_precondition":
-		class = shared.ErrFailedPrecondition
-	case "unavailable":
-		class = shared.ErrUnavailable
-	case "not_found":
-		class = shared.ErrNotFound
-	default:
-		class = shared.ErrInternal
-	}
-	return fmt.Errorf("runtime: %s: %w", te.Message, class)
-}
-
 // classifyDocker wraps an engine error in a shared error class.
 func classifyDocker(what string, err error) error {
 	switch {
@@ -507,72 +414,4 @@ func classifyDocker(what string, err error) error {
 		return fmt.Errorf("%s: %w", what, err)
 	}
 	return fmt.Errorf("%s: %v: %w", what, err, shared.ErrUnavailable)
-}
-
-// lineLogger re-emits the runtime's stderr line by line (capped).
-type lineLogger struct {
-	log hclog.Logger
-	buf []byte
-}
-
-func (l *lineLogger) Write(p []byte) (int, error) {
-	l.buf = append(l.buf, p...)
-	for {
-		i := strings.IndexByte(string(l.buf), '\n')
-		if i < 0 {
-			break
-		}
-		l.emit(string(l.buf[:i]))
-		l.buf = l.buf[i+1:]
-	}
-	if len(l.buf) > 16<<10 {
-		l.emit(string(l.buf))
-		l.buf = l.buf[:0]
-	}
-	return len(p), nil
-}
-
-func (l *lineLogger) flush() {
-	if len(l.buf) > 0 {
-		l.emit(string(l.buf))
-		l.buf = nil
-	}
-}
-
-// emit re-emits one line: a JSON record of the runtime's log (slog) at its
-// own level, with its message and attributes, so a runtime warning is a
-// plugin warning; anything else (a Python traceback, say) at debug.
-func (l *lineLogger) emit(line string) {
-	line = strings.TrimSpace(line)
-	if line == "" {
-		return
-	}
-	var rec map[string]any
-	if line[0] != '{' || json.Unmarshal([]byte(line), &rec) != nil {
-		l.log.Debug(line)
-		return
-	}
-	msg, _ := rec["msg"].(string)
-	lvl, _ := rec["level"].(string)
-	keys := make([]string, 0, len(rec))
-	for k := range rec {
-		if k != "msg" && k != "level" && k != "time" {
-			keys = append(keys, k)
-		}
-	}
-	slices.Sort(keys)
-	args := make([]any, 0, 2*len(keys))
-	for _, k := range keys {
-		args = append(args, k, rec[k])
-	}
-	level := hclog.Debug
-	switch strings.ToUpper(lvl) {
-	case "INFO":
-		level = hclog.Info
-	case "WARN":
-		level = hclog.Warn
-	case "ERROR":
-		level = hclog.Error
-	}
-	l.log.Log(level, msg, args...)
 }

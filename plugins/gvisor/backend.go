@@ -1,8 +1,10 @@
-// Package gvisor is tier 3: each execution runs the shared Python runner
-// in a fresh gVisor sandbox (`runsc run` of a one-call OCI bundle), so user
-// code's system calls are served by gVisor's Sentry, a kernel in user
-// space, not by the host kernel. It is sessionless, like tier 1's spawn
-// mode.
+// Package gvisor is tier 3: user code's system calls are served by
+// gVisor's Sentry, a kernel in user space, not by the host kernel. An
+// execution without a session runs the shared Python runner in a fresh
+// gVisor sandbox (`runsc run` of a one-call OCI bundle); a session
+// (session.go) is one gVisor sandbox running tier 2's agent runtime,
+// spoken to over MCP on the sandbox's stdio as tier 2 speaks to its
+// containers.
 package gvisor
 
 import (
@@ -11,9 +13,11 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"sort"
@@ -29,6 +33,7 @@ import (
 	"github.com/orqest/sandbox/plugins/subprocess"
 	"github.com/orqest/sandbox/runner"
 	"github.com/orqest/sandbox/shared"
+	"github.com/orqest/sandbox/shared/toollib"
 	"github.com/orqest/sandbox/validator"
 )
 
@@ -56,6 +61,30 @@ type Config struct {
 	// Require lists capabilities that must be in force; a missing one fails
 	// Configure with ErrFailedPrecondition.
 	Require []string `json:"require"`
+
+	// Sessions, when false, offers no sessions even with a runtime: every
+	// execution then runs in a fresh sandbox (nil: true).
+	Sessions *bool `json:"sessions"`
+	// Runtime is the agent runtime binary of sessions (orqest-agent-runtime,
+	// built by `make runtime`); "" finds it next to the plugin's executable
+	// or in $PATH. Without one, sessions are not offered.
+	Runtime string `json:"runtime"`
+	// DataDir holds one directory per user (0700), bound on /data of that
+	// user's sessions (the tool library); "" is the user cache directory's
+	// orqest-sandbox/gvisor-users.
+	DataDir string `json:"data_dir"`
+	// SessionMB caps a session sandbox's memory, MB (each call is capped
+	// again by its own memory limit, RLIMIT_AS).
+	SessionMB int `json:"session_memory_mb"`
+	// WorkspaceMB is the size of a session's /workspace tmpfs, MB.
+	WorkspaceMB int `json:"workspace_mb"`
+	// OpenTimeout bounds a session's start to MCP initialize, e.g. "30s".
+	OpenTimeout string `json:"open_timeout"`
+	// Promotion is the tool library's policy, as in tier 2.
+	Promotion *toollib.Promotion `json:"promotion"`
+
+	openTimeout time.Duration
+	classes     bool
 }
 
 // testHooks are seams for this package's tests only (unexported: no
@@ -74,8 +103,6 @@ type testHooks struct {
 
 // Backend is the tier-3 gVisor sandbox. It is safe for concurrent use.
 type Backend struct {
-	shared.NoSessions
-
 	logger       hclog.Logger
 	validator    *validator.Validator
 	rules        json.RawMessage
@@ -84,9 +111,13 @@ type Backend struct {
 	mu      sync.RWMutex
 	cfg     Config
 	runsc   string // resolved binary; "" until configured
+	runtime string // the agent runtime of sessions; "": no sessions
+	reaped  bool   // SweepStale ran with the configured runsc
 	state   string // per-plugin directory: runsc's --root, the rootfs, the calls
 	layers  *pyproc.SealInfo
 	classes bool
+	// sessions are the open sessions (nil while one starts).
+	sessions map[string]*session
 	// pending counts background `runsc delete` runs of killed sandboxes.
 	pending sync.WaitGroup
 
@@ -105,8 +136,13 @@ func NewBackend(logger hclog.Logger) *Backend {
 		validator:    validator.New(validator.WithCache(validator.DefaultCacheSize)),
 		rules:        json.RawMessage(validator.RulesJSON()),
 		maxCodeBytes: validator.MaxCodeBytes(),
-		cfg:          Config{Platform: DefaultPlatform, Python: DefaultPython},
+		cfg:          defaultConfig(),
+		sessions:     map[string]*session{},
 	}
+}
+
+func defaultConfig() Config {
+	return Config{Platform: DefaultPlatform, Python: DefaultPython, SessionMB: DefaultSessionMB, WorkspaceMB: DefaultWorkspaceMB, openTimeout: DefaultOpenTimeout}
 }
 
 // baseCaps hold on every run: the wall clock and output caps are Go's,
@@ -180,6 +216,9 @@ func (b *Backend) Info(context.Context, shared.InfoRequest) (shared.InfoResponse
 	if b.classes {
 		c = append(c, shared.CapClasses)
 	}
+	if b.runtime != "" {
+		c = append(c, shared.CapSessions, shared.CapToolLibrary)
+	}
 	b.mu.RUnlock()
 	return shared.InfoResponse{
 		Name:         "gvisor",
@@ -192,8 +231,19 @@ func (b *Backend) Info(context.Context, shared.InfoRequest) (shared.InfoResponse
 			{Name: "runsc", Type: "string", Description: "the runsc binary (default: found in $PATH or /usr/bin; `apt-get install runsc`)"},
 			{Name: "python", Type: "string", Description: "the interpreter inside the sandbox (default " + DefaultPython + "; the host's /usr, read-only)"},
 			{Name: "require", Type: "list(string)", Description: `capabilities that must be in force, e.g. ["kernel_boundary"]; a missing one (or runsc itself) fails startup`},
+			{Name: "sessions", Type: "bool", Description: "false: no sessions even with a runtime; every execution in a fresh sandbox (default true)"},
+			{Name: "runtime", Type: "string", Description: "the agent runtime of sessions (" + RuntimeName + ", `make runtime`); default: next to the plugin, else $PATH; without one, no sessions"},
+			{Name: "data_dir", Type: "string", Description: "host directory of the per-user data directories (0700 each, bound on /data of the user's sessions: the tool library); default: the user cache directory's orqest-sandbox/gvisor-users"},
+			{Name: "session_memory_mb", Type: "number", Description: fmt.Sprintf("memory of a session's sandbox in MB (default %d); each call has its own limit too", DefaultSessionMB)},
+			{Name: "workspace_mb", Type: "number", Description: fmt.Sprintf("size of a session's /workspace tmpfs in MB (default %d)", DefaultWorkspaceMB)},
+			{Name: "open_timeout", Type: "string", Description: `sandbox start to MCP initialize bound (default "30s")`},
+			{Name: "promotion", Type: shared.ConfigBlock, Description: "the per-user tool library's promotion policy (as in tier 2)", Attributes: []shared.ConfigAttribute{
+				{Name: "policy", Type: "string", Description: `"threshold" (default), "eager" or "operator_approval"`},
+				{Name: "threshold", Type: "number", Description: fmt.Sprintf("successful invocations that promote a tool (default %d)", toollib.DefaultThreshold)},
+				{Name: "demote_after_failures", Type: "number", Description: "demote a promoted tool after this many consecutive failures (default 0: never)"},
+			}},
 		},
-		Description: "Tier 3: each execution in a fresh gVisor sandbox (runsc): user code's system calls are served by gVisor's Sentry, not the host kernel; no network device, a read-only root (/usr only), RLIMIT_AS/CPU, a wall clock, an empty environment, uid 65534; the runner's own seal where the Sentry supports it.",
+		Description: "Tier 3: user code's system calls are served by gVisor's Sentry (runsc), not the host kernel. Without a session, each execution in a fresh sandbox: no network device, a read-only root (/usr only), RLIMIT_AS/CPU, a wall clock, an empty environment, uid 65534, the runner's own seal where the Sentry supports it. A session is one sandbox (no network device, no host path but /usr read-only and the user's data directory) running the tier-2 agent runtime over MCP on its stdio, every call with a per-session HS256 JWT.",
 	}, nil
 }
 
@@ -201,7 +251,7 @@ func (b *Backend) Info(context.Context, shared.InfoRequest) (shared.InfoResponse
 // the runner's layers hold inside the sandbox and runs a self-test. It
 // fails closed (ErrUnavailable naming runsc) when runsc is missing.
 func (b *Backend) Configure(ctx context.Context, req shared.ConfigureRequest) (shared.ConfigureResponse, error) {
-	cfg := Config{Platform: DefaultPlatform, Python: DefaultPython}
+	cfg := defaultConfig()
 	if t := bytes.TrimSpace(req.Config); len(t) > 0 && string(t) != "null" {
 		dec := json.NewDecoder(bytes.NewReader(req.Config))
 		dec.DisallowUnknownFields()
@@ -215,6 +265,10 @@ func (b *Backend) Configure(ctx context.Context, req shared.ConfigureRequest) (s
 			cfg.Python = DefaultPython
 		}
 	}
+	if err := cfg.normalizeSessions(); err != nil {
+		return shared.ConfigureResponse{}, err
+	}
+	cfg.classes = req.Classes
 	switch cfg.Platform {
 	case "ptrace", "kvm":
 	default:
@@ -237,6 +291,16 @@ func (b *Backend) Configure(ctx context.Context, req shared.ConfigureRequest) (s
 	if _, err := os.Stat(cfg.Python); err != nil {
 		return shared.ConfigureResponse{}, fmt.Errorf("gvisor config: python %q: %v: %w", cfg.Python, err, shared.ErrUnavailable)
 	}
+	var runtime string
+	if cfg.Sessions == nil || *cfg.Sessions {
+		if runtime, err = findRuntime(cfg.Runtime); err != nil {
+			return shared.ConfigureResponse{}, err
+		}
+	}
+	if runtime == "" && (cfg.Sessions == nil || *cfg.Sessions) {
+		b.logger.Warn("no agent runtime (" + RuntimeName + "; set config runtime or `make runtime`): sessions are not offered")
+	}
+	b.reapOnce(runsc)
 
 	state, err := b.ensureState()
 	if err != nil {
@@ -269,7 +333,7 @@ func (b *Backend) Configure(ctx context.Context, req shared.ConfigureRequest) (s
 		b.logger.Warn("runner layers not in force inside gVisor (the Sentry does not support them); NOT enforced: "+layers.MissingText(nil), "in_force", layers.Layers)
 	}
 	b.mu.Lock()
-	b.cfg, b.runsc, b.layers, b.classes = cfg, runsc, layers, req.Classes
+	b.cfg, b.runsc, b.runtime, b.layers, b.classes = cfg, runsc, runtime, layers, req.Classes
 	b.mu.Unlock()
 	b.logger.Debug("configured", "runsc", runsc, "platform", cfg.Platform, "layers", layers.Layers)
 	return shared.ConfigureResponse{}, nil
@@ -311,13 +375,19 @@ func (b *Backend) ensureState() (string, error) {
 // plugin's pid and a dash).
 const statePrefix = "orqest-gvisor-"
 
-// SweepStale removes the state directories (under tmp, "" meaning
-// os.TempDir()) that plugin processes no longer alive left: a plugin
-// killed mid-call cannot run Shutdown. Their sandboxes died with their
-// runsc (attached); only files are left. It returns how many it removed.
-func SweepStale(tmp string) (int, error) {
+// SweepStale is the reaper: under tmp ("" meaning os.TempDir()) it finds
+// the state directories of plugin processes no longer alive (a plugin
+// killed mid-call or with sessions open cannot run Shutdown), kills every
+// sandbox still listed in their runsc roots and the runsc processes
+// serving it, deletes it (`runsc delete --force`) and removes the
+// directory. runsc "" finds runsc; without one only files are removed. It
+// returns how many directories it removed.
+func SweepStale(tmp, runsc string) (int, error) {
 	if tmp == "" {
 		tmp = os.TempDir()
+	}
+	if runsc == "" {
+		runsc, _ = lookRunsc("")
 	}
 	ents, err := os.ReadDir(tmp)
 	if err != nil {
@@ -337,17 +407,60 @@ func SweepStale(tmp string) (int, error) {
 		if err := unix.Kill(pid, 0); err == nil || err == unix.EPERM {
 			continue // alive (or another user's): not ours to remove
 		}
-		if err := os.RemoveAll(filepath.Join(tmp, e.Name())); err == nil {
+		dir := filepath.Join(tmp, e.Name())
+		if runsc != "" {
+			reapRoot(runsc, filepath.Join(dir, "runsc"))
+		}
+		if err := os.RemoveAll(dir); err == nil {
 			n++
 		}
 	}
 	return n, nil
 }
 
-// Shutdown removes the plugin's state directory (runsc's root, the rootfs
-// skeleton, any call directory). Calls still running are killed with
-// their runsc when the plugin exits (their sandboxes are attached).
+// reapRoot kills and deletes every container runsc lists under root.
+func reapRoot(runsc, root string) {
+	if _, err := os.Stat(root); err != nil {
+		return
+	}
+	globals := []string{"--root=" + root}
+	if os.Geteuid() != 0 {
+		globals = append(globals, "--rootless")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, runsc, append(globals, "list", "--quiet")...).Output()
+	if err != nil {
+		return
+	}
+	for _, id := range strings.Fields(string(out)) {
+		killSandbox(id)
+		_ = deleteContainer(runsc, globals, id)
+	}
+}
+
+// reapOnce runs the reaper with the configured runsc once per backend.
+func (b *Backend) reapOnce(runsc string) {
+	b.mu.Lock()
+	done := b.reaped
+	b.reaped = true
+	b.mu.Unlock()
+	if done {
+		return
+	}
+	if n, err := SweepStale("", runsc); err != nil {
+		b.logger.Warn("reaper", "error", err)
+	} else if n > 0 {
+		b.logger.Info("reaper removed the sandboxes and state of dead plugin processes", "count", n)
+	}
+}
+
+// Shutdown ends every open session's sandbox and removes the plugin's
+// state directory (runsc's root, the rootfs skeleton, any call directory).
+// Calls still running are killed with their runsc when the plugin exits
+// (their sandboxes are attached).
 func (b *Backend) Shutdown() {
+	b.closeAll() // session.go
 	b.pending.Wait()
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -368,8 +481,12 @@ func (b *Backend) Validate(ctx context.Context, req shared.ValidateRequest) (sha
 	return shared.ValidateResponse{Findings: b.validator.CheckWith(ctx, req.Code, req.AllowedImports, f)}, nil
 }
 
-// Execute validates req.Code and runs it in a fresh gVisor sandbox.
+// Execute validates req.Code and runs it in the session's sandbox
+// (req.SessionID) or, without one, in a fresh gVisor sandbox.
 func (b *Backend) Execute(ctx context.Context, req shared.ExecuteRequest) (shared.ExecuteResponse, error) {
+	if req.SessionID != "" {
+		return b.executeInSession(ctx, req) // session.go
+	}
 	start := time.Now()
 	p, err := runner.Prepare(req, runner.Defaults{
 		Timeout: shared.DefaultTimeout, MemoryMB: shared.DefaultMemoryMB, MaxOutputBytes: shared.DefaultMaxOutputBytes,
@@ -403,6 +520,51 @@ func (b *Backend) Execute(ctx context.Context, req shared.ExecuteRequest) (share
 	res.Limits = limits
 	res.DurationMS = msSince(start)
 	return shared.ExecuteResponse{Result: res}, nil
+}
+
+// normalizeSessions fills the session attributes' defaults and checks them.
+func (c *Config) normalizeSessions() error {
+	def := defaultConfig()
+	if c.SessionMB < 0 || c.WorkspaceMB < 0 {
+		return fmt.Errorf("gvisor config: negative session_memory_mb or workspace_mb: %w", shared.ErrInvalidArgument)
+	}
+	if c.SessionMB == 0 {
+		c.SessionMB = def.SessionMB
+	}
+	if c.WorkspaceMB == 0 {
+		c.WorkspaceMB = def.WorkspaceMB
+	}
+	c.openTimeout = def.openTimeout
+	if c.OpenTimeout != "" {
+		d, err := time.ParseDuration(c.OpenTimeout)
+		if err != nil || d <= 0 {
+			return fmt.Errorf("gvisor config: %w", &shared.FieldError{Field: "open_timeout", Reason: fmt.Sprintf("%q: want a positive duration like \"30s\"", c.OpenTimeout)})
+		}
+		c.openTimeout = d
+	}
+	if c.DataDir == "" {
+		d, err := defaultDataDir()
+		if err != nil {
+			return err
+		}
+		c.DataDir = d
+	} else if !filepath.IsAbs(c.DataDir) {
+		return fmt.Errorf("gvisor config: %w", &shared.FieldError{Field: "data_dir", Reason: fmt.Sprintf("%q: want an absolute path", c.DataDir)})
+	}
+	p := toollib.Promotion{}
+	if c.Promotion != nil {
+		p = *c.Promotion
+	}
+	p, err := p.Normalize()
+	if err != nil {
+		var fe *shared.FieldError
+		if errors.As(err, &fe) {
+			return fmt.Errorf("gvisor config: %w", &shared.FieldError{Field: "promotion." + fe.Field, Reason: fe.Reason})
+		}
+		return fmt.Errorf("gvisor config: %v: %w", err, shared.ErrInvalidArgument)
+	}
+	c.Promotion = &p
+	return nil
 }
 
 func msSince(t time.Time) float64 { return float64(time.Since(t).Microseconds()) / 1000 }
@@ -486,11 +648,8 @@ func (b *Backend) run(ctx context.Context, runsc string, cfg Config, state strin
 	if err != nil {
 		return res, fmt.Errorf("gvisor: call directory: %v: %w", err, shared.ErrInternal)
 	}
-	globals := []string{"--root=" + filepath.Join(state, "runsc"), "--network=none", "--platform=" + cfg.Platform, "--host-fifo=open"}
-	if os.Geteuid() != 0 {
-		globals = append(globals, "--rootless")
-	}
-	argv := append([]string{runsc}, globals...)
+	argv := b.globals(runsc, cfg, state)
+	globals := argv[1:]
 	argv = append(argv, "run", "--bundle", bundle, id)
 	return pyproc.SpawnWith(ctx, argv, pyproc.Job{Request: req, Timeout: timeout, MaxOutput: maxOut, Dir: call}, pyproc.SpawnOptions{
 		ResponseFIFO: fifo,

@@ -377,7 +377,7 @@ func TestSweepStale(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	n, err := SweepStale(tmp)
+	n, err := SweepStale(tmp, "")
 	if err != nil || n != 1 {
 		t.Fatalf("SweepStale = %d, %v; want 1", n, err)
 	}

@@ -11,7 +11,10 @@ import (
 
 // TestConformance runs the shared contract suite against the gVisor
 // backend with the real runsc, in-process and over the real go-plugin gRPC
-// path.
+// path, sessionless: each call in a fresh sandbox. No runtime is
+// configured and none is next to the test binary, so this backend declares
+// no sessions and the Sessions case checks that Open and Close say
+// ErrNotSupported.
 func TestConformance(t *testing.T) {
 	needRunsc(t)
 	conformance.Run(t, func(t *testing.T) shared.Sandbox {
@@ -19,5 +22,23 @@ func TestConformance(t *testing.T) {
 		t.Cleanup(b.Shutdown)
 		return b
 	}, conformance.WithConfigure(shared.ConfigureRequest{Classes: true}))
+	assertNoSandboxes(t)
+}
+
+// TestConformanceSessions runs the suite with a session per case
+// (WithSession): every call goes to the agent runtime in that session's
+// gVisor sandbox.
+func TestConformanceSessions(t *testing.T) {
+	needRunsc(t)
+	cfg := sessionConfig(t, nil)
+	conformance.Run(t, func(t *testing.T) shared.Sandbox {
+		b := NewBackend(hclog.NewNullLogger())
+		t.Cleanup(b.Shutdown)
+		return b
+	},
+		conformance.WithSession("conformance"),
+		conformance.WithConfigure(shared.ConfigureRequest{Config: cfg, Classes: true}),
+		conformance.WithTimeoutScale(3),
+	)
 	assertNoSandboxes(t)
 }

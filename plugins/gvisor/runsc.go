@@ -58,11 +58,17 @@ func lookRunsc(path string) (string, error) {
 // /lib64 point into /usr) and nothing else. What the interpreter needs is
 // bind-mounted read-only onto it (mounts).
 func rootfs(dir string) error {
-	for _, d := range []string{"usr", "proc", "tmp", "dev", "etc", strings.TrimPrefix(InnerDir, "/")} {
+	for _, d := range []string{"usr", "proc", "tmp", "dev", "etc", "data", "workspace", filepath.Dir(strings.TrimPrefix(RuntimePath, "/")), strings.TrimPrefix(InnerDir, "/")} {
 		if err := os.MkdirAll(filepath.Join(dir, d), 0o755); err != nil {
 			return err
 		}
 	}
+	// The mount point of the runtime binary (sessions).
+	f, err := os.OpenFile(filepath.Join(dir, strings.TrimPrefix(RuntimePath, "/")), os.O_CREATE|os.O_RDONLY, 0o755)
+	if err != nil {
+		return err
+	}
+	f.Close()
 	for _, name := range topLevel {
 		host := "/" + name
 		fi, err := os.Lstat(host)
@@ -121,17 +127,9 @@ func spec(root, callIO string, args []string, memMB, cpuSeconds int) ([]byte, er
 	mounts := []ociMount{
 		{Destination: "/proc", Type: "proc", Source: "proc"},
 		{Destination: "/tmp", Type: "tmpfs", Source: "tmpfs", Options: []string{"nosuid", "nodev", "noexec", "size=16m", "mode=1777"}},
-		{Destination: "/usr", Type: "bind", Source: "/usr", Options: []string{"rbind", "ro", "nosuid", "nodev"}},
 		{Destination: InnerDir, Type: "bind", Source: callIO, Options: []string{"bind", "rw", "nosuid", "nodev", "noexec"}},
 	}
-	for _, name := range topLevel {
-		if fi, err := os.Lstat("/" + name); err == nil && fi.IsDir() {
-			mounts = append(mounts, ociMount{Destination: "/" + name, Type: "bind", Source: "/" + name, Options: []string{"rbind", "ro", "nosuid", "nodev"}})
-		}
-	}
-	if _, err := os.Stat("/etc/ld.so.cache"); err == nil {
-		mounts = append(mounts, ociMount{Destination: "/etc/ld.so.cache", Type: "bind", Source: "/etc/ld.so.cache", Options: []string{"bind", "ro"}})
-	}
+	mounts = append(mounts, hostMounts()...)
 	mem := uint64(memMB) << 20
 	s := map[string]any{
 		"ociVersion": "1.0.2",
@@ -154,6 +152,80 @@ func spec(root, callIO string, args []string, memMB, cpuSeconds int) ([]byte, er
 		"linux": map[string]any{
 			"namespaces": []map[string]string{
 				{"type": "pid"}, {"type": "ipc"}, {"type": "uts"}, {"type": "mount"}, {"type": "network"},
+			},
+		},
+	}
+	return json.Marshal(s)
+}
+
+// hostMounts are the read-only host paths every sandbox sees: /usr, the
+// real top-level library directories and the loader's cache.
+func hostMounts() []ociMount {
+	mounts := []ociMount{{Destination: "/usr", Type: "bind", Source: "/usr", Options: []string{"rbind", "ro", "nosuid", "nodev"}}}
+	for _, name := range topLevel {
+		if fi, err := os.Lstat("/" + name); err == nil && fi.IsDir() {
+			mounts = append(mounts, ociMount{Destination: "/" + name, Type: "bind", Source: "/" + name, Options: []string{"rbind", "ro", "nosuid", "nodev"}})
+		}
+	}
+	if _, err := os.Stat("/etc/ld.so.cache"); err == nil {
+		mounts = append(mounts, ociMount{Destination: "/etc/ld.so.cache", Type: "bind", Source: "/etc/ld.so.cache", Options: []string{"bind", "ro"}})
+	}
+	return mounts
+}
+
+// runtimeCaps are the capabilities of a session's runtime inside the
+// sandbox (the Sentry's, not the host's), as in the tier-2 container:
+// SETUID and SETGID to drop its Python children to 65534, KILL to kill
+// them at their wall clock, CHOWN to own /data. The children lose them
+// all when they drop.
+var runtimeCaps = []string{"CAP_CHOWN", "CAP_KILL", "CAP_SETGID", "CAP_SETUID"}
+
+// sessionSpec returns the OCI runtime spec of a session: the agent runtime
+// (bound read-only from the host at RuntimePath) as the sandbox's root
+// with runtimeCaps and no-new-privileges, the read-only root of rootfs
+// with the host paths of hostMounts, the user's data directory on /data,
+// tmpfs on /workspace (0711: the children traverse it to their agent's
+// directory) and /tmp, and the sandbox's memory capped at cfg.SessionMB.
+func sessionSpec(root, runtime, data string, cfg Config) ([]byte, error) {
+	mounts := []ociMount{
+		{Destination: "/proc", Type: "proc", Source: "proc"},
+		{Destination: "/tmp", Type: "tmpfs", Source: "tmpfs", Options: []string{"nosuid", "nodev", "noexec", "size=16m", "mode=1777"}},
+		{Destination: "/workspace", Type: "tmpfs", Source: "tmpfs", Options: []string{"nosuid", "nodev", "noexec", "size=" + memLimit(cfg.WorkspaceMB), "mode=0711"}},
+		{Destination: "/data", Type: "bind", Source: data, Options: []string{"bind", "rw", "nosuid", "nodev", "noexec"}},
+		{Destination: RuntimePath, Type: "bind", Source: runtime, Options: []string{"bind", "ro", "nosuid", "nodev"}},
+	}
+	mounts = append(mounts, hostMounts()...)
+	// spawn: one interpreter per call. The runtime's fork-server keeps its
+	// children by pidfd (pidfd_open, pidfd_send_signal), which the Sentry
+	// of runsc 20221219 does not implement (ENOSYS): its pre-fork fails.
+	args := []string{RuntimePath, "-python", cfg.Python, "-workdir", "/workspace", "-exec-mode", "spawn"}
+	if cfg.classes {
+		args = append(args, "-classes")
+	}
+	mem := int64(cfg.SessionMB) << 20
+	s := map[string]any{
+		"ociVersion": "1.0.2",
+		"process": map[string]any{
+			"terminal": false,
+			"user":     map[string]any{"uid": 0, "gid": 0},
+			"args":     args,
+			"env":      []string{"PATH=/usr/local/bin:/usr/bin:/bin"},
+			"cwd":      "/workspace",
+			"capabilities": map[string][]string{
+				"bounding": runtimeCaps, "effective": runtimeCaps, "permitted": runtimeCaps,
+			},
+			"noNewPrivileges": true,
+			"rlimits":         []ociRlimit{{Type: "RLIMIT_CORE", Hard: 0, Soft: 0}},
+		},
+		"root":     map[string]any{"path": root, "readonly": true},
+		"hostname": "orqest",
+		"mounts":   mounts,
+		"linux": map[string]any{
+			"namespaces": []map[string]string{
+				{"type": "pid"}, {"type": "ipc"}, {"type": "uts"}, {"type": "mount"}, {"type": "network"},
+			},
+			"resources": map[string]any{
+				"memory": map[string]any{"limit": mem, "swap": mem},
 			},
 		},
 	}

@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"github.com/orqest/sandbox/internal/pyproc"
-	"github.com/orqest/sandbox/plugins/docker/internal/rtproto"
+	"github.com/orqest/sandbox/internal/rtproto"
 	"github.com/orqest/sandbox/runner"
 	"github.com/orqest/sandbox/shared"
 )

@@ -15,7 +15,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/orqest/sandbox/internal/httpauth"
-	"github.com/orqest/sandbox/plugins/docker/internal/rtproto"
+	"github.com/orqest/sandbox/internal/rtproto"
 )
 
 // The optional HTTP transport (policy `network = "bridge"`): MCP over

@@ -47,7 +47,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"golang.org/x/sys/unix"
 
-	"github.com/orqest/sandbox/plugins/docker/internal/rtproto"
+	"github.com/orqest/sandbox/internal/rtproto"
 	"github.com/orqest/sandbox/rules"
 	"github.com/orqest/sandbox/shared"
 )

@@ -13,7 +13,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/orqest/sandbox/plugins/docker/internal/rtproto"
+	"github.com/orqest/sandbox/internal/rtproto"
 	"github.com/orqest/sandbox/shared"
 )
 

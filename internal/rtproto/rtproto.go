@@ -1,5 +1,6 @@
-// Package rtproto is the private protocol between the tier-2 plugin (host
-// side) and the agent runtime inside the container: the hello line that
+// Package rtproto is the private protocol between a session plugin (host
+// side: tier 2, plugins/docker, and tier 3, plugins/gvisor) and the agent
+// runtime inside the container or sandbox: the hello line that
 // carries the per-session secret, the MCP tool names and argument shapes,
 // the JWT claims and their HS256 minting and verification, and the
 // identifier rule. Both sides import it so they cannot drift.

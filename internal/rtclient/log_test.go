@@ -1,4 +1,4 @@
-package docker
+package rtclient
 
 import (
 	"bytes"
@@ -12,7 +12,7 @@ import (
 // runtime warning is a plugin warning); other stderr lines at debug.
 func TestLineLoggerKeepsRuntimeLevels(t *testing.T) {
 	var out bytes.Buffer
-	l := &lineLogger{log: hclog.New(&hclog.LoggerOptions{Output: &out, Level: hclog.Info})}
+	l := &LogWriter{Log: hclog.New(&hclog.LoggerOptions{Output: &out, Level: hclog.Info})}
 	_, _ = l.Write([]byte(`{"time":"2026-12-03T08:00:00Z","level":"WARN","msg":"fork-server died; restarting","agent":"default","pid":42}` + "\n"))
 	_, _ = l.Write([]byte(`{"level":"DEBUG","msg":"quiet"}` + "\nTraceback (most recent call last):\n"))
 	_, _ = l.Write([]byte(`{"level":"ERROR","msg":"broken",`))

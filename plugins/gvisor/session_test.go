@@ -1,0 +1,426 @@
+package gvisor
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"golang.org/x/sys/unix"
+
+	"github.com/orqest/sandbox/internal/rtproto"
+	"github.com/orqest/sandbox/shared"
+)
+
+// runtimeBinary returns the agent runtime `make runtime` built into the
+// repository's bin/; without it the session tests skip (fail with
+// ORQEST_REQUIRE_GVISOR=1).
+func runtimeBinary(t *testing.T) string {
+	t.Helper()
+	dir, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			break
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			t.Fatal("no go.mod above the test's directory")
+		}
+		dir = parent
+	}
+	p := filepath.Join(dir, "bin", RuntimeName)
+	if _, err := os.Stat(p); err != nil {
+		if os.Getenv("ORQEST_REQUIRE_GVISOR") == "1" {
+			t.Fatalf("ORQEST_REQUIRE_GVISOR=1 but %s is missing (make runtime)", p)
+		}
+		t.Skipf("SKIPPING the gVisor session tests: %s is missing (make runtime)", p)
+	}
+	return p
+}
+
+// sessionConfig is the config block of a backend with sessions: the
+// repository's runtime and a data directory of the test's own.
+func sessionConfig(t *testing.T, extra map[string]any) []byte {
+	t.Helper()
+	cfg := map[string]any{"runtime": runtimeBinary(t), "data_dir": filepath.Join(t.TempDir(), "users")}
+	for k, v := range extra {
+		cfg[k] = v
+	}
+	raw, _ := json.Marshal(cfg)
+	return raw
+}
+
+// newSessionBackend returns a configured backend with sessions; at
+// cleanup it is shut down and no runsc process of it may be left.
+func newSessionBackend(t *testing.T, extra map[string]any) (*Backend, []byte) {
+	t.Helper()
+	needRunsc(t)
+	raw := sessionConfig(t, extra)
+	b := NewBackend(testLogger(t))
+	t.Cleanup(func() {
+		b.Shutdown()
+		assertNoSandboxes(t)
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if _, err := b.Configure(ctx, shared.ConfigureRequest{Config: raw, Classes: true}); err != nil {
+		t.Fatalf("Configure: %v", err)
+	}
+	return b, raw
+}
+
+// testLogger logs the plugin and its runtimes to the test's output under
+// -v; it is quiet otherwise.
+func testLogger(t *testing.T) hclog.Logger {
+	if !testing.Verbose() {
+		return hclog.NewNullLogger()
+	}
+	return hclog.New(&hclog.LoggerOptions{Name: t.Name(), Level: hclog.Debug, Output: os.Stderr})
+}
+
+func openSession(t *testing.T, b *Backend, user string) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	start := time.Now()
+	resp, err := b.Open(ctx, shared.OpenRequest{UserID: user})
+	if err != nil {
+		t.Fatalf("Open: %v", err)
+	}
+	t.Logf("session %s open in %v", resp.SessionID, time.Since(start))
+	return resp.SessionID
+}
+
+// TestSessionRunsTheRuntime: a session's calls reach the agent runtime in
+// gVisor (the kernel is the Sentry), tokens work (runtime_info needs an
+// operator token and refuses an agent one), the tool library lives in the
+// user's data directory (0700) and Close leaves no sandbox.
+func TestSessionRunsTheRuntime(t *testing.T) {
+	b, raw := newSessionBackend(t, nil)
+	var cfg Config
+	_ = json.Unmarshal(raw, &cfg)
+	info, _ := b.Info(context.Background(), shared.InfoRequest{})
+	for _, c := range []shared.Capability{shared.CapSessions, shared.CapKernelBoundary, shared.CapToolLibrary} {
+		if !slices.Contains(info.Capabilities, c) {
+			t.Errorf("Info lacks %s: %v", c, info.Capabilities)
+		}
+	}
+	id := openSession(t, b, "alice")
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	code := "import os\nreturn [os.uname().release, os.getuid(), args['x'] * 2]"
+	var uts unix.Utsname
+	if err := unix.Uname(&uts); err != nil {
+		t.Fatal(err)
+	}
+	hostRelease := unix.ByteSliceToString(uts.Release[:])
+	for i := range 2 {
+		start := time.Now()
+		resp, err := b.Execute(ctx, shared.ExecuteRequest{SessionID: id, UserID: "alice", Code: code, Args: []byte(`{"x":21}`), AllowedImports: []string{"os"}})
+		if err != nil {
+			t.Fatalf("Execute %d: %v", i, err)
+		}
+		res := resp.Result
+		if !res.Success {
+			t.Fatalf("Execute %d: %+v", i, res)
+		}
+		var out []any
+		_ = json.Unmarshal(res.Output, &out)
+		if len(out) != 3 || out[0] == hostRelease || out[1] != float64(65534) || out[2] != float64(42) {
+			t.Fatalf("Execute %d: output %s (want gVisor's kernel release, not the host's %q, and uid 65534)", i, res.Output, hostRelease)
+		}
+		t.Logf("call %d in %v: %s", i, time.Since(start), res.Output)
+	}
+	if _, err := b.Execute(ctx, shared.ExecuteRequest{SessionID: id, UserID: "bob", Code: "return 1"}); !errors.Is(err, shared.ErrInvalidArgument) {
+		t.Errorf("another user's Execute in alice's session: %v; want ErrInvalidArgument", err)
+	}
+
+	agent, err := b.MintToken(ctx, shared.MintTokenRequest{SessionID: id, Scope: shared.ScopeAgent})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.CallTool(ctx, shared.CallToolRequest{SessionID: id, Tool: rtproto.ToolInfo, Token: agent.Token}); !errors.Is(err, shared.ErrPermissionDenied) {
+		t.Errorf("runtime_info with an agent token: %v; want ErrPermissionDenied", err)
+	}
+	op, err := b.MintToken(ctx, shared.MintTokenRequest{SessionID: id, Scope: shared.ScopeOperator})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := b.CallTool(ctx, shared.CallToolRequest{SessionID: id, Tool: rtproto.ToolInfo, Token: op.Token})
+	if err != nil {
+		t.Fatalf("runtime_info: %v", err)
+	}
+	var ri rtproto.InfoResult
+	if err := json.Unmarshal(out.Result, &ri); err != nil || ri.Python != DefaultPython {
+		t.Fatalf("runtime_info: %s (%v)", out.Result, err)
+	}
+	t.Logf("runtime in gVisor: sealing %v, missing %v", ri.Sealing, ri.SealingMissing)
+
+	userDir := filepath.Join(cfg.DataDir, "alice")
+	st, err := os.Stat(userDir)
+	if err != nil || st.Mode().Perm() != 0o700 {
+		t.Fatalf("user directory %s: %v %v", userDir, st, err)
+	}
+	if _, err := os.Stat(filepath.Join(userDir, filepath.Base(rtproto.LibraryPath))); err != nil {
+		t.Errorf("the tool library is not in the user's directory: %v", err)
+	}
+	b.mu.RLock()
+	container := b.sessions[id].container
+	b.mu.RUnlock()
+	start := time.Now()
+	if _, err := b.Close(ctx, shared.CloseRequest{SessionID: id}); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	t.Logf("Close took %v", time.Since(start))
+	if pids := sandboxPIDs(container); len(pids) > 0 {
+		t.Fatalf("runsc processes of %s left after Close: %v", container, pids)
+	}
+	if _, err := b.Execute(ctx, shared.ExecuteRequest{SessionID: id, Code: "return 1"}); !errors.Is(err, shared.ErrNotFound) {
+		t.Errorf("Execute in a closed session: %v; want ErrNotFound", err)
+	}
+}
+
+// TestSessionKillMidCall: a session sandbox killed during a call is an
+// infrastructure error (ErrUnavailable), not a result, and ends the
+// session.
+func TestSessionKillMidCall(t *testing.T) {
+	b, _ := newSessionBackend(t, nil)
+	id := openSession(t, b, "carol")
+	b.mu.RLock()
+	container := b.sessions[id].container
+	b.mu.RUnlock()
+	go func() {
+		time.Sleep(time.Second)
+		killSandbox(container)
+	}()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	start := time.Now()
+	resp, err := b.Execute(ctx, shared.ExecuteRequest{SessionID: id, Code: "while True:\n    pass", Timeout: 30 * time.Second})
+	if !errors.Is(err, shared.ErrUnavailable) {
+		t.Fatalf("kill mid-call: %+v, %v; want ErrUnavailable", resp.Result, err)
+	}
+	t.Logf("kill mid-call returned after %v: %v", time.Since(start), err)
+	if _, err := b.Execute(ctx, shared.ExecuteRequest{SessionID: id, Code: "return 1"}); !errors.Is(err, shared.ErrNotFound) {
+		t.Errorf("Execute in the killed session: %v; want ErrNotFound (the session ended)", err)
+	}
+	if pids := sandboxPIDs(container); len(pids) > 0 {
+		t.Fatalf("runsc processes of %s left: %v", container, pids)
+	}
+}
+
+// TestSessionsNeedTheRuntime: a configured runtime that is missing fails
+// Configure; with sessions = false, or without a runtime, the backend does
+// not declare sessions and Open is ErrNotSupported.
+func TestSessionsNeedTheRuntime(t *testing.T) {
+	needRunsc(t)
+	b := NewBackend(hclog.NewNullLogger())
+	defer b.Shutdown()
+	raw, _ := json.Marshal(map[string]any{"runtime": "/nonexistent/" + RuntimeName})
+	if _, err := b.Configure(context.Background(), shared.ConfigureRequest{Config: raw}); !errors.Is(err, shared.ErrUnavailable) {
+		t.Fatalf("Configure with a missing runtime: %v; want ErrUnavailable", err)
+	}
+	off := NewBackend(hclog.NewNullLogger())
+	defer off.Shutdown()
+	raw = sessionConfig(t, map[string]any{"sessions": false})
+	if _, err := off.Configure(context.Background(), shared.ConfigureRequest{Config: raw}); err != nil {
+		t.Fatalf("Configure with sessions = false: %v", err)
+	}
+	if info, _ := off.Info(context.Background(), shared.InfoRequest{}); slices.Contains(info.Capabilities, shared.CapSessions) {
+		t.Fatalf("sessions declared with sessions = false: %v", info.Capabilities)
+	}
+	if _, err := off.Open(context.Background(), shared.OpenRequest{UserID: "u"}); !errors.Is(err, shared.ErrNotSupported) {
+		t.Fatalf("Open with sessions = false: %v; want ErrNotSupported", err)
+	}
+	b2 := NewBackend(hclog.NewNullLogger())
+	defer b2.Shutdown()
+	b2.runsc, b2.state = "/usr/bin/runsc", t.TempDir() // configured, but no runtime
+	if _, err := b2.Open(context.Background(), shared.OpenRequest{UserID: "u"}); !errors.Is(err, shared.ErrNotSupported) {
+		t.Fatalf("Open without a runtime: %v; want ErrNotSupported", err)
+	}
+	info, _ := b2.Info(context.Background(), shared.InfoRequest{})
+	if slices.Contains(info.Capabilities, shared.CapSessions) {
+		t.Fatalf("sessions declared without a runtime: %v", info.Capabilities)
+	}
+}
+
+// crashHelperEnv makes the test binary a plugin stand-in that opens a
+// session, prints its state directory and waits to be killed
+// (TestCrashHelper).
+const crashHelperEnv = "ORQEST_GVISOR_CRASH_HELPER"
+
+// TestCrashHelper is not a test on its own: TestReaperAfterCrash runs the
+// test binary with crashHelperEnv set to a config block.
+func TestCrashHelper(t *testing.T) {
+	raw := os.Getenv(crashHelperEnv)
+	if raw == "" {
+		t.Skip("helper process of TestReaperAfterCrash")
+	}
+	b := NewBackend(hclog.NewNullLogger())
+	ctx := context.Background()
+	if _, err := b.Configure(ctx, shared.ConfigureRequest{Config: []byte(raw)}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.Open(ctx, shared.OpenRequest{UserID: "crash"}); err != nil {
+		t.Fatal(err)
+	}
+	os.Stdout.WriteString("STATE " + b.state + "\n")
+	time.Sleep(5 * time.Minute)
+}
+
+// TestReaperAfterCrash: a plugin process SIGKILLed with a session open
+// leaves nothing running: its sandbox dies with it (stdin closes, runsc
+// has a parent-death signal), and the reaper then deletes what runsc
+// listed under the dead plugin's root and removes its state directory;
+// `runsc list` of that root shows no container and no runsc process of it
+// is left.
+func TestReaperAfterCrash(t *testing.T) {
+	needRunsc(t)
+	raw := sessionConfig(t, nil)
+	cmd := exec.Command(os.Args[0], "-test.run=^TestCrashHelper$", "-test.v")
+	cmd.Env = append(os.Environ(), crashHelperEnv+"="+string(raw))
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Process.Kill()
+	var state string
+	buf := make([]byte, 0, 4096)
+	deadline := time.Now().Add(2 * time.Minute)
+	for state == "" && time.Now().Before(deadline) {
+		chunk := make([]byte, 1024)
+		n, err := stdout.Read(chunk)
+		buf = append(buf, chunk[:n]...)
+		for _, l := range strings.Split(string(buf), "\n") {
+			if s, ok := strings.CutPrefix(l, "STATE "); ok && strings.HasSuffix(string(buf), "\n") {
+				state = strings.TrimSpace(s)
+			}
+		}
+		if err != nil {
+			t.Fatalf("helper ended before opening its session: %v\n%s", err, buf)
+		}
+	}
+	if state == "" {
+		t.Fatalf("helper did not open its session:\n%s", buf)
+	}
+	root := filepath.Join(state, "runsc")
+	if left := runscProcesses(t, state); len(left) == 0 {
+		t.Fatalf("no runsc process of the helper's session under %s", state)
+	}
+	if err := cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	_ = cmd.Wait()
+
+	// Nothing of the dead plugin keeps running.
+	deadline = time.Now().Add(10 * time.Second)
+	for len(runscProcesses(t, state)) > 0 && time.Now().Before(deadline) {
+		time.Sleep(50 * time.Millisecond)
+	}
+	if left := runscProcesses(t, state); len(left) > 0 {
+		t.Fatalf("runsc processes outlived their plugin: %v", left)
+	}
+	listed := runscList(t, root)
+	t.Logf("runsc list of the dead plugin's root before the reaper: %q", listed)
+
+	n, err := SweepStale(filepath.Dir(state), "")
+	if err != nil || n < 1 {
+		t.Fatalf("SweepStale = %d, %v; want the dead plugin's directory removed", n, err)
+	}
+	if _, err := os.Stat(state); !os.IsNotExist(err) {
+		t.Fatalf("state directory %s kept: %v", state, err)
+	}
+	if got := runscList(t, root); got != "" {
+		t.Fatalf("runsc --root=%s list after the reaper: %q", root, got)
+	}
+	if left := runscProcesses(t, state); len(left) > 0 {
+		t.Fatalf("runsc processes left after the reaper: %v", left)
+	}
+}
+
+// runscList returns the container ids `runsc --root=root list -quiet`
+// prints ("" for none or a root that no longer exists).
+func runscList(t *testing.T, root string) string {
+	t.Helper()
+	runsc, err := lookRunsc("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(root); os.IsNotExist(err) {
+		return ""
+	}
+	out, err := exec.Command(runsc, "--root="+root, "list", "--quiet").CombinedOutput()
+	if err != nil {
+		t.Fatalf("runsc list: %v: %s", err, out)
+	}
+	return strings.TrimSpace(string(out))
+}
+
+// TestSessionMemoryCap: session_memory_mb caps the whole sandbox (the
+// spec's linux.resources): a call allowed 2000 MB by its own limit that
+// touches 600 MB kills a 200 MB session's sandbox, an infrastructure
+// error; in a 1500 MB session the same call succeeds.
+func TestSessionMemoryCap(t *testing.T) {
+	code := "x = bytearray(600 * 1024 * 1024)\nfor i in range(0, len(x), 4096):\n    x[i] = 1\nreturn len(x)"
+	for _, tc := range []struct {
+		mb   int
+		fits bool
+	}{{200, false}, {1500, true}} {
+		b, _ := newSessionBackend(t, map[string]any{"session_memory_mb": tc.mb})
+		id := openSession(t, b, "mem")
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		resp, err := b.Execute(ctx, shared.ExecuteRequest{SessionID: id, Code: code, MemoryMB: 2000, Timeout: 30 * time.Second})
+		cancel()
+		switch {
+		case tc.fits && (err != nil || !resp.Result.Success):
+			t.Errorf("session of %d MB: %+v, %v; want success", tc.mb, resp.Result, err)
+		case !tc.fits && !errors.Is(err, shared.ErrUnavailable):
+			t.Errorf("session of %d MB: %+v, %v; want ErrUnavailable (the sandbox killed)", tc.mb, resp.Result, err)
+		default:
+			t.Logf("session of %d MB: success=%v err=%v", tc.mb, resp.Result.Success, err)
+		}
+	}
+}
+
+// TestDefaultDataDirWithoutHome: a plugin started with the host's narrowed
+// environment (no HOME, no XDG_CACHE_HOME) still finds a default data_dir,
+// under the user's home directory from the user database.
+func TestDefaultDataDirWithoutHome(t *testing.T) {
+	t.Setenv("HOME", "")
+	t.Setenv("XDG_CACHE_HOME", "")
+	d, err := defaultDataDir()
+	if err != nil || !filepath.IsAbs(d) || !strings.HasSuffix(d, filepath.Join(".cache", "orqest-sandbox", "gvisor-users")) {
+		t.Fatalf("defaultDataDir() = %q, %v", d, err)
+	}
+}
+
+// TestSessionUserCodeCannotReachData: /data (the user's directory: the
+// tool library) is the runtime's; user code, on uid 65534, cannot list it.
+func TestSessionUserCodeCannotReachData(t *testing.T) {
+	b, _ := newSessionBackend(t, nil)
+	id := openSession(t, b, "dave")
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	resp, err := b.Execute(ctx, shared.ExecuteRequest{SessionID: id, Code: "import os\nreturn os.listdir('/data')", AllowedImports: []string{"os"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res := resp.Result
+	if res.Success || res.ErrorKind == shared.KindValidation || !strings.Contains(res.Error+res.Stderr, "Permission") {
+		t.Fatalf("user code listing /data: %+v; want a PermissionError at run time", res)
+	}
+	t.Logf("listing /data: %s: %s", res.ErrorKind, res.Error)
+}
