@@ -17,7 +17,9 @@ import (
 	"fmt"
 	"io"
 	"slices"
+	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -59,6 +61,10 @@ type Target struct {
 	// Gone is closed when the runtime's stdio has ended (the container or
 	// sandbox died or was removed).
 	Gone <-chan struct{}
+	// Streams routes the runtime's streamed output to ExecuteStream's
+	// callers: the one whose Options the MCP client was made with (nil:
+	// ExecuteStream hands over the whole streams at the end).
+	Streams *Streams
 }
 
 // Dead reports whether the runtime's stdio has ended.
@@ -73,8 +79,9 @@ func (t Target) Dead() bool {
 
 // Bind sends the hello line on stdin and initializes MCP over the
 // runtime's stdio (stdin carries the plugin's frames after the hello line,
-// stdout the runtime's). Closing stdin ends the runtime.
-func Bind(ctx context.Context, impl *mcp.Implementation, hello rtproto.Hello, stdin io.WriteCloser, stdout io.ReadCloser) (*mcp.ClientSession, error) {
+// stdout the runtime's). Closing stdin ends the runtime. opts are the MCP
+// client's (Streams.Options routes streamed output; nil: none).
+func Bind(ctx context.Context, impl *mcp.Implementation, opts *mcp.ClientOptions, hello rtproto.Hello, stdin io.WriteCloser, stdout io.ReadCloser) (*mcp.ClientSession, error) {
 	line, err := json.Marshal(hello)
 	if err != nil {
 		return nil, fmt.Errorf("encoding the hello line: %v: %w", err, shared.ErrInternal)
@@ -82,7 +89,7 @@ func Bind(ctx context.Context, impl *mcp.Implementation, hello rtproto.Hello, st
 	if _, err := stdin.Write(append(line, '\n')); err != nil {
 		return nil, fmt.Errorf("sending the session secret to the runtime: %v: %w", err, shared.ErrUnavailable)
 	}
-	cs, err := mcp.NewClient(impl, nil).Connect(ctx, &mcp.IOTransport{Reader: stdout, Writer: stdin, MaxLineLength: MaxFrameBytes}, nil)
+	cs, err := mcp.NewClient(impl, opts).Connect(ctx, &mcp.IOTransport{Reader: stdout, Writer: stdin, MaxLineLength: MaxFrameBytes}, nil)
 	if err != nil {
 		return nil, fmt.Errorf("MCP initialize with the runtime: %v: %w", err, shared.ErrUnavailable)
 	}
@@ -94,7 +101,24 @@ func Bind(ctx context.Context, impl *mcp.Implementation, hello rtproto.Hello, st
 // during the call is shared.ErrUnavailable (an infrastructure error, not a
 // result).
 func (t Target) Execute(ctx context.Context, args rtproto.ExecuteArgs, timeout time.Duration) (shared.ExecutionResult, []shared.Event, error) {
+	return t.ExecuteStream(ctx, args, timeout, nil)
+}
+
+// ExecuteStream is Execute that gives send the call's stdout and stderr
+// as the runtime streams them (progress notifications carrying
+// shared.MetaStream), then whatever of the result's Stdout and Stderr the
+// notifications had not carried yet, so the chunks always add up to the
+// result's streams. send nil: Execute.
+func (t Target) ExecuteStream(ctx context.Context, args rtproto.ExecuteArgs, timeout time.Duration, send func(shared.OutputChunk)) (shared.ExecutionResult, []shared.Event, error) {
 	var res shared.ExecutionResult
+	var call *streamCall
+	if send != nil {
+		call = &streamCall{send: send}
+		if t.Streams != nil {
+			call.token = t.Streams.add(call)
+			defer t.Streams.remove(call.token)
+		}
+	}
 	if timeout <= 0 {
 		timeout = shared.DefaultTimeout
 	}
@@ -105,11 +129,15 @@ func (t Target) Execute(ctx context.Context, args rtproto.ExecuteArgs, timeout t
 	}
 	cctx, cancel := context.WithTimeout(ctx, timeout+CallSlack)
 	defer cancel()
-	out, err := t.MCP.CallTool(cctx, &mcp.CallToolParams{
+	params := &mcp.CallToolParams{
 		Meta:      mcp.Meta{rtproto.MetaAuthorization: "Bearer " + tok},
 		Name:      rtproto.ToolExecute,
 		Arguments: args,
-	})
+	}
+	if call != nil && call.token != "" {
+		params.SetProgressToken(call.token)
+	}
+	out, err := t.MCP.CallTool(cctx, params)
 	if err != nil {
 		if ctx.Err() != nil {
 			return res, nil, fmt.Errorf("execute: %w", ctx.Err())
@@ -141,7 +169,103 @@ func (t Target) Execute(ctx context.Context, args rtproto.ExecuteArgs, timeout t
 	if res.Success && len(res.Output) == 0 {
 		res.Output = json.RawMessage("null")
 	}
+	if call != nil {
+		call.finish(res)
+	}
 	return res, events, nil
+}
+
+// Streams routes progress notifications that carry a call's output
+// (shared.MetaStream) to the ExecuteStream call whose progress token they
+// name. One per MCP client; safe for concurrent use.
+type Streams struct {
+	mu    sync.Mutex
+	next  uint64
+	calls map[string]*streamCall
+}
+
+// Options returns the MCP client options that deliver the runtime's
+// progress notifications to s.
+func (s *Streams) Options() *mcp.ClientOptions {
+	return &mcp.ClientOptions{ProgressNotificationHandler: s.handle}
+}
+
+func (s *Streams) add(c *streamCall) string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.next++
+	tok := "orqest-out-" + strconv.FormatUint(s.next, 10)
+	if s.calls == nil {
+		s.calls = map[string]*streamCall{}
+	}
+	s.calls[tok] = c
+	return tok
+}
+
+func (s *Streams) remove(tok string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.calls, tok)
+}
+
+func (s *Streams) handle(_ context.Context, req *mcp.ProgressNotificationClientRequest) {
+	p := req.Params
+	if p == nil {
+		return
+	}
+	tok, _ := p.ProgressToken.(string)
+	stream, _ := p.Meta[shared.MetaStream].(string)
+	if stream != shared.StreamStdout && stream != shared.StreamStderr {
+		return
+	}
+	s.mu.Lock()
+	c := s.calls[tok]
+	s.mu.Unlock()
+	if c != nil {
+		c.deliver(stream, []byte(p.Message))
+	}
+}
+
+// streamCall is one ExecuteStream call: what it has handed to send, per
+// stream. The result ends it: what no notification carried (the last ones
+// may be handled after the result arrives) is sent from the result, and
+// later notifications are dropped.
+type streamCall struct {
+	token string
+	send  func(shared.OutputChunk)
+
+	mu               sync.Mutex
+	done             bool
+	sentOut, sentErr int
+}
+
+func (c *streamCall) deliver(stream string, data []byte) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.done || len(data) == 0 {
+		return
+	}
+	if stream == shared.StreamStdout {
+		c.sentOut += len(data)
+	} else {
+		c.sentErr += len(data)
+	}
+	c.send(shared.OutputChunk{Stream: stream, Data: data})
+}
+
+func (c *streamCall) finish(res shared.ExecutionResult) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.done {
+		return
+	}
+	c.done = true
+	if c.sentOut < len(res.Stdout) {
+		c.send(shared.OutputChunk{Stream: shared.StreamStdout, Data: []byte(res.Stdout[c.sentOut:])})
+	}
+	if c.sentErr < len(res.Stderr) {
+		c.send(shared.OutputChunk{Stream: shared.StreamStderr, Data: []byte(res.Stderr[c.sentErr:])})
+	}
 }
 
 // Call calls tool of t with a fresh agent-scope token and decodes the

@@ -170,6 +170,7 @@ func (b *Backend) Info(context.Context, shared.InfoRequest) (shared.InfoResponse
 		shared.CapDependencies,
 		shared.CapToolLibrary,
 		shared.CapStatefulSessions,
+		shared.CapStreaming,
 		shared.CapFiles,
 	}
 	if b.config().classes {
@@ -447,6 +448,31 @@ func (b *Backend) Shutdown(ctx context.Context) {
 // Execute validates req.Code in Go and runs it in the session's container.
 // Without a SessionID it opens a temporary session and closes it after.
 func (b *Backend) Execute(ctx context.Context, req shared.ExecuteRequest) (shared.ExecuteResponse, error) {
+	return b.execute(ctx, req, nil)
+}
+
+// ExecuteStream implements shared.Streamer: Execute, with the code's
+// stdout and stderr sent as the runtime streams them. A send that fails
+// cancels the call.
+func (b *Backend) ExecuteStream(ctx context.Context, req shared.ExecuteRequest, send func(shared.OutputChunk) error) (shared.ExecuteResponse, error) {
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	resp, err := b.execute(ctx, req, func(c shared.OutputChunk) {
+		if ctx.Err() != nil {
+			return
+		}
+		if err := send(c); err != nil {
+			cancel(err)
+		}
+	})
+	if cause := context.Cause(ctx); cause != nil && cause != context.Canceled && err == nil {
+		return shared.ExecuteResponse{}, fmt.Errorf("execute stream: sending output: %w", cause)
+	}
+	return resp, err
+}
+
+// execute runs req; send, when set, gets the output as it is streamed.
+func (b *Backend) execute(ctx context.Context, req shared.ExecuteRequest, send func(shared.OutputChunk)) (shared.ExecuteResponse, error) {
 	start := time.Now()
 	// Zero limits stay zero here: the runtime applies the session's defaults.
 	p, err := runner.Prepare(req, runner.Defaults{MaxCodeBytes: b.maxCodeBytes, MaxArgsBytes: MaxArgsBytes})
@@ -526,7 +552,7 @@ func (b *Backend) Execute(ctx context.Context, req shared.ExecuteRequest) (share
 	}
 
 	// The tool library's events come back with the result.
-	res, events, err := s.target().Execute(ctx, rtproto.ExecuteArgs{
+	res, events, err := s.target().ExecuteStream(ctx, rtproto.ExecuteArgs{
 		Code:           req.Code,
 		Args:           args,
 		AllowedImports: req.AllowedImports,
@@ -537,7 +563,7 @@ func (b *Backend) Execute(ctx context.Context, req shared.ExecuteRequest) (share
 		MaxOutputBytes: req.MaxOutputBytes,
 		ToolName:       req.ToolName,
 		Stateful:       req.Stateful,
-	}, req.Timeout)
+	}, req.Timeout, send)
 	if err != nil {
 		if s.dead() {
 			// The container is gone (killed, OOM, crashed): drop the session

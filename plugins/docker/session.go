@@ -49,16 +49,17 @@ type session struct {
 	secret      []byte
 	hijack      client.HijackedResponse
 	mcp         *mcp.ClientSession
-	gone        chan struct{}  // closed when the attach stream ends
-	stdout      *io.PipeReader // the runtime's stdout (MCP), demultiplexed from the attach stream
-	endpoint    string         // bridge mode: the runtime's MCP URL on 127.0.0.1
+	streams     rtclient.Streams // the runtime's streamed output, per call
+	gone        chan struct{}    // closed when the attach stream ends
+	stdout      *io.PipeReader   // the runtime's stdout (MCP), demultiplexed from the attach stream
+	endpoint    string           // bridge mode: the runtime's MCP URL on 127.0.0.1
 	stopOnce    sync.Once
 	stopErr     error
 }
 
 // target is the session as rtclient calls it.
 func (s *session) target() rtclient.Target {
-	return rtclient.Target{MCP: s.mcp, Secret: s.secret, User: s.user, Session: s.id, Name: "the session container " + s.name, Gone: s.gone}
+	return rtclient.Target{MCP: s.mcp, Secret: s.secret, User: s.user, Session: s.id, Name: "the session container " + s.name, Gone: s.gone, Streams: &s.streams}
 }
 
 // dead reports whether the container's stdio has ended.
@@ -278,12 +279,12 @@ func (b *Backend) bind(ctx context.Context, cfg Config, dc *client.Client, s *se
 			return fmt.Errorf("open: sending the session secret to the runtime: %v: %w", err, shared.ErrUnavailable)
 		}
 		go func() { _, _ = io.Copy(io.Discard, s.stdout) }() // stdout is unused over HTTP
-		cs, err = b.connectHTTP(ctx, dc, s, mcp.NewClient(impl, nil))
+		cs, err = b.connectHTTP(ctx, dc, s, mcp.NewClient(impl, s.streams.Options()))
 		if err != nil {
 			err = fmt.Errorf("MCP initialize with the runtime: %v: %w", err, shared.ErrUnavailable)
 		}
 	} else {
-		cs, err = rtclient.Bind(ctx, impl, hello, &stdinWriter{s: s}, s.stdout)
+		cs, err = rtclient.Bind(ctx, impl, s.streams.Options(), hello, &stdinWriter{s: s}, s.stdout)
 	}
 	if err != nil {
 		return fmt.Errorf("open: %s: %w", s.name, err)

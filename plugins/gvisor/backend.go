@@ -160,6 +160,7 @@ var baseCaps = []shared.Capability{
 	shared.CapNetworkIsolation,
 	shared.CapFilesystemIsolation,
 	shared.CapKernelBoundary,
+	shared.CapStreaming,
 	subprocess.CapEmptyEnvironment,
 }
 
@@ -321,7 +322,7 @@ func (b *Backend) Configure(ctx context.Context, req shared.ConfigureRequest) (s
 		return shared.ConfigureResponse{}, fmt.Errorf("gvisor config: required capabilities not in force inside the sandbox: %s (not enforced: %s): %w",
 			strings.Join(lacking, ", "), layers.MissingText(nil), shared.ErrFailedPrecondition)
 	}
-	res, err := b.run(ctx, runsc, cfg, state, layers, runner.Request{Code: "return 1+1", MemoryMB: shared.DefaultMemoryMB, Rules: b.rules}, 20*time.Second, shared.DefaultMaxOutputBytes)
+	res, err := b.run(ctx, runsc, cfg, state, layers, runner.Request{Code: "return 1+1", MemoryMB: shared.DefaultMemoryMB, Rules: b.rules}, 20*time.Second, shared.DefaultMaxOutputBytes, nil)
 	if err != nil {
 		return shared.ConfigureResponse{}, fmt.Errorf("gvisor config: runsc %s failed its self-test: %w", runsc, err)
 	}
@@ -484,8 +485,36 @@ func (b *Backend) Validate(ctx context.Context, req shared.ValidateRequest) (sha
 // Execute validates req.Code and runs it in the session's sandbox
 // (req.SessionID) or, without one, in a fresh gVisor sandbox.
 func (b *Backend) Execute(ctx context.Context, req shared.ExecuteRequest) (shared.ExecuteResponse, error) {
+	return b.execute(ctx, req, nil)
+}
+
+// ExecuteStream implements shared.Streamer: Execute, with the code's
+// stdout and stderr sent as they are read (in a session, as its runtime
+// streams them). A send that fails cancels the call.
+func (b *Backend) ExecuteStream(ctx context.Context, req shared.ExecuteRequest, send func(shared.OutputChunk) error) (shared.ExecuteResponse, error) {
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	var mu sync.Mutex // the two streams' readers send one at a time
+	resp, err := b.execute(ctx, req, func(c shared.OutputChunk) {
+		mu.Lock()
+		defer mu.Unlock()
+		if ctx.Err() != nil {
+			return
+		}
+		if err := send(c); err != nil {
+			cancel(err)
+		}
+	})
+	if cause := context.Cause(ctx); cause != nil && cause != context.Canceled && err == nil {
+		return shared.ExecuteResponse{}, fmt.Errorf("execute stream: sending output: %w", cause)
+	}
+	return resp, err
+}
+
+// execute runs req; send, when set, gets the output as it is read.
+func (b *Backend) execute(ctx context.Context, req shared.ExecuteRequest, send func(shared.OutputChunk)) (shared.ExecuteResponse, error) {
 	if req.SessionID != "" {
-		return b.executeInSession(ctx, req) // session.go
+		return b.executeInSession(ctx, req, send) // session.go
 	}
 	start := time.Now()
 	p, err := runner.Prepare(req, runner.Defaults{
@@ -513,7 +542,7 @@ func (b *Backend) Execute(ctx context.Context, req shared.ExecuteRequest) (share
 	res, err := b.run(ctx, runsc, cfg, state, layers, runner.Request{
 		Code: req.Code, Args: p.Args, AllowedImports: req.AllowedImports,
 		MemoryMB: p.MemoryMB, Classes: classes, Rules: rules,
-	}, p.Timeout, p.MaxOutputBytes)
+	}, p.Timeout, p.MaxOutputBytes, send)
 	if err != nil {
 		return shared.ExecuteResponse{}, err
 	}
@@ -572,7 +601,7 @@ func msSince(t time.Time) float64 { return float64(time.Since(t).Microseconds())
 // probe runs the runner's probe inside a sandbox: it seals itself as far
 // as the Sentry allows and reports the layers in force there.
 func (b *Backend) probe(ctx context.Context, runsc string, cfg Config, state string) (*pyproc.SealInfo, error) {
-	res, err := b.run(ctx, runsc, cfg, state, nil, runner.Request{Op: runner.OpProbe, MemoryMB: 256, Seal: &runner.Seal{}, Rules: b.rules}, 20*time.Second, 1<<20)
+	res, err := b.run(ctx, runsc, cfg, state, nil, runner.Request{Op: runner.OpProbe, MemoryMB: 256, Seal: &runner.Seal{}, Rules: b.rules}, 20*time.Second, 1<<20, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -596,7 +625,7 @@ func (b *Backend) probe(ctx context.Context, runsc string, cfg Config, state str
 // `runsc delete --force` when runsc was killed, and the directory removed.
 // layers (nil for the probe) are required of the runner's seal, so a child
 // that cannot establish one fails closed.
-func (b *Backend) run(ctx context.Context, runsc string, cfg Config, state string, layers *pyproc.SealInfo, req runner.Request, timeout time.Duration, maxOut int) (shared.ExecutionResult, error) {
+func (b *Backend) run(ctx context.Context, runsc string, cfg Config, state string, layers *pyproc.SealInfo, req runner.Request, timeout time.Duration, maxOut int, send func(shared.OutputChunk)) (shared.ExecutionResult, error) {
 	var res shared.ExecutionResult
 	if layers != nil {
 		var require []string
@@ -651,7 +680,11 @@ func (b *Backend) run(ctx context.Context, runsc string, cfg Config, state strin
 	argv := b.globals(runsc, cfg, state)
 	globals := argv[1:]
 	argv = append(argv, "run", "--bundle", bundle, id)
-	return pyproc.SpawnWith(ctx, argv, pyproc.Job{Request: req, Timeout: timeout, MaxOutput: maxOut, Dir: call}, pyproc.SpawnOptions{
+	job := pyproc.Job{Request: req, Timeout: timeout, MaxOutput: maxOut, Dir: call}
+	if send != nil {
+		job.OnOutput = func(stream string, data []byte) { send(shared.OutputChunk{Stream: stream, Data: data}) }
+	}
+	return pyproc.SpawnWith(ctx, argv, job, pyproc.SpawnOptions{
 		ResponseFIFO: fifo,
 		LimitsInside: true,
 		SignalExits:  true,

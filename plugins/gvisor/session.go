@@ -75,13 +75,14 @@ type session struct {
 	stdin     io.WriteCloser
 	stdout    io.ReadCloser
 	mcp       *mcp.ClientSession
-	gone      chan struct{} // closed when runsc run has exited
+	streams   rtclient.Streams // the runtime's streamed output, per call
+	gone      chan struct{}    // closed when runsc run has exited
 	stopOnce  sync.Once
 	stopErr   error
 }
 
 func (s *session) target() rtclient.Target {
-	return rtclient.Target{MCP: s.mcp, Secret: s.secret, User: s.user, Session: s.id, Name: "the gVisor sandbox " + s.container, Gone: s.gone}
+	return rtclient.Target{MCP: s.mcp, Secret: s.secret, User: s.user, Session: s.id, Name: "the gVisor sandbox " + s.container, Gone: s.gone, Streams: &s.streams}
 }
 
 func (s *session) dead() bool { return s.target().Dead() }
@@ -263,7 +264,7 @@ func (b *Backend) startSession(ctx context.Context, cfg Config, runsc, state, ru
 	}
 	done := make(chan bound, 1)
 	go func() {
-		cs, err := rtclient.Bind(octx, impl, hello, inW, outR)
+		cs, err := rtclient.Bind(octx, impl, s.streams.Options(), hello, inW, outR)
 		done <- bound{cs, err}
 	}()
 	select {
@@ -406,7 +407,7 @@ func (b *Backend) openSession(id string) (*session, error) {
 // executeInSession validates req.Code in Go and runs it in the session's
 // runtime. A sandbox that died during the call (killed, crashed) is an
 // infrastructure error (shared.ErrUnavailable) and ends the session.
-func (b *Backend) executeInSession(ctx context.Context, req shared.ExecuteRequest) (shared.ExecuteResponse, error) {
+func (b *Backend) executeInSession(ctx context.Context, req shared.ExecuteRequest, send func(shared.OutputChunk)) (shared.ExecuteResponse, error) {
 	start := time.Now()
 	// Zero limits stay zero here: the runtime applies its defaults.
 	p, err := runner.Prepare(req, runner.Defaults{MaxCodeBytes: b.maxCodeBytes, MaxArgsBytes: shared.DefaultMaxArgsBytes})
@@ -454,7 +455,7 @@ func (b *Backend) executeInSession(ctx context.Context, req shared.ExecuteReques
 		res.DurationMS = msSince(start)
 		return shared.ExecuteResponse{Result: res}, nil
 	}
-	res, events, err := s.target().Execute(ctx, rtproto.ExecuteArgs{
+	res, events, err := s.target().ExecuteStream(ctx, rtproto.ExecuteArgs{
 		Code:           req.Code,
 		Args:           p.Args,
 		AllowedImports: req.AllowedImports,
@@ -463,7 +464,7 @@ func (b *Backend) executeInSession(ctx context.Context, req shared.ExecuteReques
 		MemoryMB:       req.MemoryMB,
 		MaxOutputBytes: req.MaxOutputBytes,
 		ToolName:       req.ToolName,
-	}, req.Timeout)
+	}, req.Timeout, send)
 	if err != nil {
 		if s.dead() {
 			b.mu.Lock()
