@@ -20,10 +20,12 @@ import (
 	"github.com/orqest/sandbox/shared/plugin"
 )
 
-// pluginDir holds the real subprocess plugin, built by TestMain, and the
-// in-process one when it builds here (inprocessSkipMsg says why not).
+// pluginDir holds the real subprocess plugin, built by TestMain, and
+// inprocessDir the in-process one when it builds here (inprocessSkipMsg
+// says why not).
 var (
 	pluginDir        string
+	inprocessDir     string
 	pluginSkipMsg    string
 	inprocessSkipMsg string
 )
@@ -40,7 +42,10 @@ func TestMain(m *testing.M) {
 		pluginSkipMsg = fmt.Sprintf("SKIP: the subprocess plugin does not build yet (go build ./cmd/orqest-sandbox-plugin-subprocess: %v)\n%s", err, b)
 	} else {
 		pluginDir = dir
-		in := exec.Command("go", "build", "-o", filepath.Join(dir, plugin.PluginPrefix+"inprocess"), "./cmd/orqest-sandbox-plugin-inprocess")
+		// The in-process plugin goes in a directory of its own: the
+		// catalog tests expect pluginDir to hold subprocess alone.
+		inprocessDir = filepath.Join(dir, "inprocess")
+		in := exec.Command("go", "build", "-o", filepath.Join(inprocessDir, plugin.PluginPrefix+"inprocess"), "./cmd/orqest-sandbox-plugin-inprocess")
 		in.Dir = ".."
 		if b, err := in.CombinedOutput(); err != nil {
 			inprocessSkipMsg = fmt.Sprintf("SKIPPING: the in-process plugin does not build here (cgo and libpython3.11-dev): %v\n%s", err, b)

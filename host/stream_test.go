@@ -2,6 +2,7 @@ package host
 
 import (
 	"context"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -92,13 +93,21 @@ func TestExecuteStreamFallback(t *testing.T) {
 	if inprocessSkipMsg != "" {
 		t.Skip(inprocessSkipMsg)
 	}
-	h := newHost(t, `
+	cfg, diags := ParseConfig(filepath.Join(t.TempDir(), "config.hcl"), []byte(`
 policy "default" {}
 sandbox "a" {
   plugin = "inprocess"
   unsafe = true
 }
-`)
+`))
+	if diags.HasErrors() {
+		t.Fatal(diags)
+	}
+	h, err := Load(context.Background(), cfg, WithPluginDirs(pluginDir, inprocessDir))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { h.Close() })
 	sb := defaultSandbox(t, h)
 	info, err := sb.Info(context.Background())
 	if err != nil {
