@@ -130,9 +130,13 @@ func tempEntries(t *testing.T) map[string]bool {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// This process's entries only (the backend runs in it and names its
+	// directories orqest-<what>-<pid>-): other test packages running at
+	// the same time make orqest-* entries of their own.
+	mine := "-" + strconv.Itoa(os.Getpid()) + "-"
 	m := map[string]bool{}
 	for _, e := range ents {
-		if strings.HasPrefix(e.Name(), "orqest-") {
+		if strings.HasPrefix(e.Name(), "orqest-") && strings.Contains(e.Name(), mine) {
 			m[e.Name()] = true
 		}
 	}
