@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	specs "github.com/opencontainers/runtime-spec/specs-go"
 	"golang.org/x/sys/unix"
 
 	"github.com/orqest/sandbox/internal/procfs"
@@ -104,18 +105,26 @@ func rootfs(dir string) error {
 // others.
 var topLevel = []string{"bin", "lib", "lib64", "lib32", "libx32", "sbin"}
 
-// ociMount is one entry of an OCI runtime spec's mounts.
-type ociMount struct {
-	Destination string   `json:"destination"`
-	Type        string   `json:"type"`
-	Source      string   `json:"source"`
-	Options     []string `json:"options,omitempty"`
-}
+// ociVersion is the runtime-spec version the bundles declare.
+const ociVersion = "1.0.2"
 
-type ociRlimit struct {
-	Type string `json:"type"`
-	Hard uint64 `json:"hard"`
-	Soft uint64 `json:"soft"`
+// baseSpec is what every bundle shares: the read-only root, the hostname,
+// /proc, a small private tmpfs on /tmp, the host paths of hostMounts and
+// new pid, ipc, uts, mount and network namespaces.
+func baseSpec(root string) *specs.Spec {
+	return &specs.Spec{
+		Version:  ociVersion,
+		Root:     &specs.Root{Path: root, Readonly: true},
+		Hostname: "orqest",
+		Mounts: append([]specs.Mount{
+			{Destination: "/proc", Type: "proc", Source: "proc"},
+			{Destination: "/tmp", Type: "tmpfs", Source: "tmpfs", Options: []string{"nosuid", "nodev", "noexec", "size=16m", "mode=1777"}},
+		}, hostMounts()...),
+		Linux: &specs.Linux{Namespaces: []specs.LinuxNamespace{
+			{Type: specs.PIDNamespace}, {Type: specs.IPCNamespace}, {Type: specs.UTSNamespace},
+			{Type: specs.MountNamespace}, {Type: specs.NetworkNamespace},
+		}},
+	}
 }
 
 // spec returns the OCI runtime spec of one call: the runner as uid/gid
@@ -124,35 +133,19 @@ type ociRlimit struct {
 // private tmpfs on /tmp, and the call's directory (the response pipe) on
 // InnerDir.
 func spec(root, callIO string, args []string, memMB, cpuSeconds int) ([]byte, error) {
-	mounts := []ociMount{
-		{Destination: "/proc", Type: "proc", Source: "proc"},
-		{Destination: "/tmp", Type: "tmpfs", Source: "tmpfs", Options: []string{"nosuid", "nodev", "noexec", "size=16m", "mode=1777"}},
-		{Destination: InnerDir, Type: "bind", Source: callIO, Options: []string{"bind", "rw", "nosuid", "nodev", "noexec"}},
-	}
-	mounts = append(mounts, hostMounts()...)
+	s := baseSpec(root)
+	s.Mounts = append(s.Mounts, specs.Mount{Destination: InnerDir, Type: "bind", Source: callIO, Options: []string{"bind", "rw", "nosuid", "nodev", "noexec"}})
 	mem := uint64(memMB) << 20
-	s := map[string]any{
-		"ociVersion": "1.0.2",
-		"process": map[string]any{
-			"terminal":        false,
-			"user":            map[string]any{"uid": 65534, "gid": 65534},
-			"args":            args,
-			"env":             []string{},
-			"cwd":             "/tmp",
-			"noNewPrivileges": true,
-			"rlimits": []ociRlimit{
-				{Type: "RLIMIT_AS", Hard: mem, Soft: mem},
-				{Type: "RLIMIT_CPU", Hard: uint64(cpuSeconds) + 1, Soft: uint64(cpuSeconds)},
-				{Type: "RLIMIT_CORE", Hard: 0, Soft: 0},
-			},
-		},
-		"root":     map[string]any{"path": root, "readonly": true},
-		"hostname": "orqest",
-		"mounts":   mounts,
-		"linux": map[string]any{
-			"namespaces": []map[string]string{
-				{"type": "pid"}, {"type": "ipc"}, {"type": "uts"}, {"type": "mount"}, {"type": "network"},
-			},
+	s.Process = &specs.Process{
+		User:            specs.User{UID: 65534, GID: 65534},
+		Args:            args,
+		Env:             []string{},
+		Cwd:             "/tmp",
+		NoNewPrivileges: true,
+		Rlimits: []specs.POSIXRlimit{
+			{Type: "RLIMIT_AS", Hard: mem, Soft: mem},
+			{Type: "RLIMIT_CPU", Hard: uint64(cpuSeconds) + 1, Soft: uint64(cpuSeconds)},
+			{Type: "RLIMIT_CORE", Hard: 0, Soft: 0},
 		},
 	}
 	return json.Marshal(s)
@@ -160,15 +153,15 @@ func spec(root, callIO string, args []string, memMB, cpuSeconds int) ([]byte, er
 
 // hostMounts are the read-only host paths every sandbox sees: /usr, the
 // real top-level library directories and the loader's cache.
-func hostMounts() []ociMount {
-	mounts := []ociMount{{Destination: "/usr", Type: "bind", Source: "/usr", Options: []string{"rbind", "ro", "nosuid", "nodev"}}}
+func hostMounts() []specs.Mount {
+	mounts := []specs.Mount{{Destination: "/usr", Type: "bind", Source: "/usr", Options: []string{"rbind", "ro", "nosuid", "nodev"}}}
 	for _, name := range topLevel {
 		if fi, err := os.Lstat("/" + name); err == nil && fi.IsDir() {
-			mounts = append(mounts, ociMount{Destination: "/" + name, Type: "bind", Source: "/" + name, Options: []string{"rbind", "ro", "nosuid", "nodev"}})
+			mounts = append(mounts, specs.Mount{Destination: "/" + name, Type: "bind", Source: "/" + name, Options: []string{"rbind", "ro", "nosuid", "nodev"}})
 		}
 	}
 	if _, err := os.Stat("/etc/ld.so.cache"); err == nil {
-		mounts = append(mounts, ociMount{Destination: "/etc/ld.so.cache", Type: "bind", Source: "/etc/ld.so.cache", Options: []string{"bind", "ro"}})
+		mounts = append(mounts, specs.Mount{Destination: "/etc/ld.so.cache", Type: "bind", Source: "/etc/ld.so.cache", Options: []string{"bind", "ro"}})
 	}
 	return mounts
 }
@@ -187,14 +180,12 @@ var runtimeCaps = []string{"CAP_CHOWN", "CAP_KILL", "CAP_SETGID", "CAP_SETUID"}
 // tmpfs on /workspace (0711: the children traverse it to their agent's
 // directory) and /tmp, and the sandbox's memory capped at cfg.SessionMB.
 func sessionSpec(root, runtime, data string, cfg Config) ([]byte, error) {
-	mounts := []ociMount{
-		{Destination: "/proc", Type: "proc", Source: "proc"},
-		{Destination: "/tmp", Type: "tmpfs", Source: "tmpfs", Options: []string{"nosuid", "nodev", "noexec", "size=16m", "mode=1777"}},
-		{Destination: "/workspace", Type: "tmpfs", Source: "tmpfs", Options: []string{"nosuid", "nodev", "noexec", "size=" + memLimit(cfg.WorkspaceMB), "mode=0711"}},
-		{Destination: "/data", Type: "bind", Source: data, Options: []string{"bind", "rw", "nosuid", "nodev", "noexec"}},
-		{Destination: RuntimePath, Type: "bind", Source: runtime, Options: []string{"bind", "ro", "nosuid", "nodev"}},
-	}
-	mounts = append(mounts, hostMounts()...)
+	s := baseSpec(root)
+	s.Mounts = append(s.Mounts,
+		specs.Mount{Destination: "/workspace", Type: "tmpfs", Source: "tmpfs", Options: []string{"nosuid", "nodev", "noexec", "size=" + memLimit(cfg.WorkspaceMB), "mode=0711"}},
+		specs.Mount{Destination: "/data", Type: "bind", Source: data, Options: []string{"bind", "rw", "nosuid", "nodev", "noexec"}},
+		specs.Mount{Destination: RuntimePath, Type: "bind", Source: runtime, Options: []string{"bind", "ro", "nosuid", "nodev"}},
+	)
 	// spawn: one interpreter per call. The runtime's fork-server keeps its
 	// children by pidfd (pidfd_open, pidfd_send_signal), which the Sentry
 	// of runsc 20221219 does not implement (ENOSYS): its pre-fork fails.
@@ -202,33 +193,18 @@ func sessionSpec(root, runtime, data string, cfg Config) ([]byte, error) {
 	if cfg.classes {
 		args = append(args, "-classes")
 	}
-	mem := int64(cfg.SessionMB) << 20
-	s := map[string]any{
-		"ociVersion": "1.0.2",
-		"process": map[string]any{
-			"terminal": false,
-			"user":     map[string]any{"uid": 0, "gid": 0},
-			"args":     args,
-			"env":      []string{"PATH=/usr/local/bin:/usr/bin:/bin"},
-			"cwd":      "/workspace",
-			"capabilities": map[string][]string{
-				"bounding": runtimeCaps, "effective": runtimeCaps, "permitted": runtimeCaps,
-			},
-			"noNewPrivileges": true,
-			"rlimits":         []ociRlimit{{Type: "RLIMIT_CORE", Hard: 0, Soft: 0}},
-		},
-		"root":     map[string]any{"path": root, "readonly": true},
-		"hostname": "orqest",
-		"mounts":   mounts,
-		"linux": map[string]any{
-			"namespaces": []map[string]string{
-				{"type": "pid"}, {"type": "ipc"}, {"type": "uts"}, {"type": "mount"}, {"type": "network"},
-			},
-			"resources": map[string]any{
-				"memory": map[string]any{"limit": mem, "swap": mem},
-			},
-		},
+	caps := slices.Clone(runtimeCaps)
+	s.Process = &specs.Process{
+		User:            specs.User{UID: 0, GID: 0},
+		Args:            args,
+		Env:             []string{"PATH=/usr/local/bin:/usr/bin:/bin"},
+		Cwd:             "/workspace",
+		Capabilities:    &specs.LinuxCapabilities{Bounding: caps, Effective: caps, Permitted: caps},
+		NoNewPrivileges: true,
+		Rlimits:         []specs.POSIXRlimit{{Type: "RLIMIT_CORE", Hard: 0, Soft: 0}},
 	}
+	mem := int64(cfg.SessionMB) << 20
+	s.Linux.Resources = &specs.LinuxResources{Memory: &specs.LinuxMemory{Limit: &mem, Swap: &mem}}
 	return json.Marshal(s)
 }
 
