@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -14,6 +15,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/modelcontextprotocol/go-sdk/auth"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -229,6 +231,7 @@ type mcpClients struct {
 	bus      *host.Bus
 	sessions bool      // the sandbox has sessions: one per client
 	library  bool      // and a tool library: its promoted tools are listed
+	files    bool      // and a workspace: put_file, get_file, list_files
 	stderr   io.Writer // where problems no call reports go (nil: nowhere)
 
 	mu   sync.Mutex
@@ -248,7 +251,8 @@ func newMCPClients(ctx context.Context, sb *host.Sandbox, bus *host.Bus) (*mcpCl
 		return nil, err
 	}
 	return &mcpClients{sb: sb, bus: bus, sessions: info.Has(shared.CapSessions),
-		library: info.Has(shared.CapSessions) && info.Has(shared.CapToolLibrary), byID: map[string]*mcpClient{}}, nil
+		library: info.Has(shared.CapSessions) && info.Has(shared.CapToolLibrary),
+		files:   info.Has(shared.CapSessions) && info.Has(shared.CapFiles), byID: map[string]*mcpClient{}}, nil
 }
 
 // get returns the server of client id, making it on first use.
@@ -264,12 +268,127 @@ func (c *mcpClients) get(ctx context.Context, id string) *mcpServer {
 		session = func(ctx context.Context) (string, error) { return c.openSession(ctx, cl, id) }
 	}
 	cl.srv = newMCPServer(c.sb, c.bus, host.RunAs(id, session))
+	if c.files {
+		c.exposeFiles(cl, id)
+	}
 	c.byID[id] = cl
 	c.mu.Unlock()
 	if c.library { // outside the lock: it may open a container
 		c.exposeLibrary(ctx, cl, id)
 	}
 	return cl.srv
+}
+
+// MCP tools of a session tier with a writable workspace (shared.CapFiles):
+// files the client uploads are what its code reads; files its code writes
+// are what it downloads. They act on the client's own session.
+const (
+	mcpPutFile   = "put_file"
+	mcpGetFile   = "get_file"
+	mcpListFiles = "list_files"
+)
+
+// exposeFiles adds put_file, get_file and list_files to the client's
+// server: each acts on the client's session's workspace (Sandbox.PutFile,
+// GetFile, ListFiles).
+func (c *mcpClients) exposeFiles(cl *mcpClient, user string) {
+	session := func(ctx context.Context) (string, error) { return c.openSession(ctx, cl, user) }
+	srv := cl.srv.server
+	srv.AddTool(&mcp.Tool{
+		Name:        mcpPutFile,
+		Title:       "Upload a file",
+		Description: "Write a file into your session's workspace, where run_python code reads it as workspace.read_text(path) or workspace.read_bytes(path). Give `text`, or `base64` for binary data.",
+		InputSchema: json.RawMessage(`{"type":"object","properties":{"path":{"type":"string","description":"a relative path, e.g. data.csv"},"text":{"type":"string"},"base64":{"type":"string"}},"required":["path"],"additionalProperties":false}`),
+	}, func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		var in struct {
+			Path   string  `json:"path"`
+			Text   *string `json:"text"`
+			Base64 *string `json:"base64"`
+		}
+		if err := json.Unmarshal(req.Params.Arguments, &in); err != nil {
+			return argError(mcpPutFile, "", err.Error()), nil
+		}
+		var data []byte
+		switch {
+		case in.Text != nil && in.Base64 == nil:
+			data = []byte(*in.Text)
+		case in.Base64 != nil && in.Text == nil:
+			b, err := base64.StdEncoding.DecodeString(*in.Base64)
+			if err != nil {
+				return argError(mcpPutFile, "base64", "not standard base64: "+err.Error()), nil
+			}
+			data = b
+		default:
+			return argError(mcpPutFile, "text", "give exactly one of text and base64"), nil
+		}
+		sid, err := session(ctx)
+		if err != nil {
+			return errorResult(err.Error(), nil), nil
+		}
+		r, err := c.sb.PutFile(ctx, shared.PutFileRequest{SessionID: sid, Path: in.Path, Data: data})
+		if err != nil {
+			return errorResult(err.Error(), nil), nil
+		}
+		return jsonResult(r), nil
+	})
+	srv.AddTool(&mcp.Tool{
+		Name:        mcpGetFile,
+		Title:       "Download a file",
+		Description: "Read a file of your session's workspace (one your code wrote, or an artifact marked omitted). UTF-8 text comes back as text, anything else as base64.",
+		InputSchema: json.RawMessage(`{"type":"object","properties":{"path":{"type":"string"}},"required":["path"],"additionalProperties":false}`),
+	}, func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		var in struct {
+			Path string `json:"path"`
+		}
+		if err := json.Unmarshal(req.Params.Arguments, &in); err != nil {
+			return argError(mcpGetFile, "", err.Error()), nil
+		}
+		sid, err := session(ctx)
+		if err != nil {
+			return errorResult(err.Error(), nil), nil
+		}
+		r, err := c.sb.GetFile(ctx, shared.GetFileRequest{SessionID: sid, Path: in.Path})
+		if err != nil {
+			return errorResult(err.Error(), nil), nil
+		}
+		out := map[string]any{"path": in.Path, "size": len(r.Data)}
+		if utf8.Valid(r.Data) {
+			out["text"] = string(r.Data)
+		} else {
+			out["base64"] = base64.StdEncoding.EncodeToString(r.Data)
+		}
+		return jsonResult(out), nil
+	})
+	srv.AddTool(&mcp.Tool{
+		Name:        mcpListFiles,
+		Title:       "List files",
+		Description: "List the files of your session's workspace (under `path` when given).",
+		InputSchema: json.RawMessage(`{"type":"object","properties":{"path":{"type":"string"}},"additionalProperties":false}`),
+	}, func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		var in struct {
+			Path string `json:"path"`
+		}
+		if len(req.Params.Arguments) > 0 {
+			if err := json.Unmarshal(req.Params.Arguments, &in); err != nil {
+				return argError(mcpListFiles, "", err.Error()), nil
+			}
+		}
+		sid, err := session(ctx)
+		if err != nil {
+			return errorResult(err.Error(), nil), nil
+		}
+		r, err := c.sb.ListFiles(ctx, shared.ListFilesRequest{SessionID: sid, Path: in.Path})
+		if err != nil {
+			return errorResult(err.Error(), nil), nil
+		}
+		return jsonResult(r), nil
+	})
+}
+
+// jsonResult is a tool result of v as JSON text and structured content.
+func jsonResult(v any) *mcp.CallToolResult {
+	b, _ := json.Marshal(v)
+	return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: string(b)}}, StructuredContent: json.RawMessage(b)}
 }
 
 // exposeLibrary lists the promoted tools of user's library (a session tier
@@ -414,7 +533,7 @@ type mcpServer struct {
 func newMCPServer(sb *host.Sandbox, bus *host.Bus, opts ...host.FactoryOption) *mcpServer {
 	m := &mcpServer{
 		sb:      sb,
-		factory: host.NewToolFactory(sb, bus, append([]host.FactoryOption{host.WithReservedNames(mcpSpawnTool, mcpRunPython)}, opts...)...),
+		factory: host.NewToolFactory(sb, bus, append([]host.FactoryOption{host.WithReservedNames(mcpSpawnTool, mcpRunPython, mcpPutFile, mcpGetFile, mcpListFiles)}, opts...)...),
 		server: mcp.NewServer(&mcp.Implementation{Name: "orqest-sandbox", Version: version}, &mcp.ServerOptions{
 			Instructions: "Runs Python function bodies in the orqest-sandbox sandbox " + fmt.Sprintf("%q", sb.Name()) +
 				". Use run_python for one-off code, or spawn_tool to turn code into a named tool you can call again; spawned tools appear in tools/list.",

@@ -220,3 +220,70 @@ sandbox "docker" {
 		t.Errorf("bob lists alice's library tool: %v", names)
 	}
 }
+
+// Over mcp serve --http on a tier with a workspace, a client uploads a
+// file its run_python code reads, downloads the file the code wrote, and
+// lists its own files; another client's workspace is another session's.
+func TestMCPClientFiles(t *testing.T) {
+	needDockerPlugin(t)
+	alice, bob := "orqtest-mcpfa-"+randomID(), "orqtest-mcpfb-"+randomID()
+	t.Cleanup(func() {
+		for _, u := range []string{alice, bob} {
+			_ = exec.Command("docker", "volume", "rm", "-f", "orqest-user-"+u).Run()
+		}
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	cfg, diags := host.ParseConfig(filepath.Join(t.TempDir(), "config.hcl"), []byte(`
+sandbox "docker" {
+  plugin = "docker"
+  config { image = "orqest/agent-runtime:0.1.0" }
+}
+`))
+	if diags.HasErrors() {
+		t.Fatal(diags)
+	}
+	h, err := host.Load(ctx, cfg, host.WithPluginDirs(binDir))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close()
+	sb, err := h.Sandbox(ctx, "docker")
+	if err != nil {
+		t.Fatal(err)
+	}
+	clients, err := newMCPClients(ctx, sb, h.Bus())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer clients.close(&env{stderr: os.Stderr})
+	const aliceTok, bobTok = "0123456789abcdef0123456789abcdef", "fedcba9876543210fedcba9876543210"
+	ts := httptest.NewServer(clients.httpHandler(httpauth.NewVerifier(map[string]string{aliceTok: alice, bobTok: bob}, nil), http.NotFoundHandler()))
+	t.Cleanup(ts.Close)
+	a := httpClientSession(t, ts.URL+"/mcp", aliceTok, nil)
+	if names := toolNames(t, a); !slices.Contains(names, mcpPutFile) || !slices.Contains(names, mcpGetFile) || !slices.Contains(names, mcpListFiles) {
+		t.Fatalf("tools: %v, want the file tools", names)
+	}
+	if r := call(t, a, mcpPutFile, map[string]any{"path": "in.csv", "text": "a,b\n1,2\n"}); r.IsError {
+		t.Fatalf("put_file: %s", text(r))
+	}
+	r := call(t, a, mcpRunPython, map[string]any{"code": "rows = workspace.read_text('in.csv').splitlines()\nworkspace.write_text('out.txt', 'rows=%d' % len(rows))\nreturn len(rows)"})
+	if r.IsError || text(r) != "2" {
+		t.Fatalf("run_python reading the upload: %s", text(r))
+	}
+	r = call(t, a, mcpGetFile, map[string]any{"path": "out.txt"})
+	if r.IsError || !strings.Contains(text(r), `"text":"rows=2"`) {
+		t.Fatalf("get_file: %s", text(r))
+	}
+	r = call(t, a, mcpListFiles, map[string]any{})
+	if r.IsError || !strings.Contains(text(r), "in.csv") || !strings.Contains(text(r), "out.txt") {
+		t.Fatalf("list_files: %s", text(r))
+	}
+	if r := call(t, a, mcpGetFile, map[string]any{"path": "../etc/passwd"}); !r.IsError {
+		t.Errorf("get_file ../etc/passwd: %s, want an error", text(r))
+	}
+	b := httpClientSession(t, ts.URL+"/mcp", bobTok, nil)
+	if r := call(t, b, mcpGetFile, map[string]any{"path": "out.txt"}); !r.IsError {
+		t.Errorf("bob downloads alice's file: %s", text(r))
+	}
+}
