@@ -218,7 +218,7 @@ func (b *Backend) Info(context.Context, shared.InfoRequest) (shared.InfoResponse
 		c = append(c, shared.CapClasses)
 	}
 	if b.runtime != "" {
-		c = append(c, shared.CapSessions, shared.CapToolLibrary)
+		c = append(c, shared.CapSessions, shared.CapToolLibrary, shared.CapStatefulSessions)
 	}
 	b.mu.RUnlock()
 	return shared.InfoResponse{
@@ -515,6 +515,9 @@ func (b *Backend) ExecuteStream(ctx context.Context, req shared.ExecuteRequest, 
 func (b *Backend) execute(ctx context.Context, req shared.ExecuteRequest, send func(shared.OutputChunk)) (shared.ExecuteResponse, error) {
 	if req.SessionID != "" {
 		return b.executeInSession(ctx, req, send) // session.go
+	}
+	if req.Stateful {
+		return shared.ExecuteResponse{}, &shared.FieldError{Field: "stateful", Reason: "a stateful call runs in a session's long-lived interpreter: open a session (Open) and pass its id"}
 	}
 	start := time.Now()
 	p, err := runner.Prepare(req, runner.Defaults{

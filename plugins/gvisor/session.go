@@ -464,6 +464,7 @@ func (b *Backend) executeInSession(ctx context.Context, req shared.ExecuteReques
 		MemoryMB:       req.MemoryMB,
 		MaxOutputBytes: req.MaxOutputBytes,
 		ToolName:       req.ToolName,
+		Stateful:       req.Stateful,
 	}, req.Timeout, send)
 	if err != nil {
 		if s.dead() {

@@ -424,3 +424,37 @@ func TestSessionUserCodeCannotReachData(t *testing.T) {
 	}
 	t.Logf("listing /data: %s: %s", res.ErrorKind, res.Error)
 }
+
+// Stateful calls in a tier-3 session keep their globals (the runtime's
+// notebook interpreter, inside the gVisor sandbox); a stateless call does
+// not see them; a stateful call without a session is refused.
+func TestSessionStateful(t *testing.T) {
+	b, _ := newSessionBackend(t, nil)
+	info, _ := b.Info(context.Background(), shared.InfoRequest{})
+	if !info.Has(shared.CapStatefulSessions) {
+		t.Fatalf("Info lacks %s: %v", shared.CapStatefulSessions, info.Capabilities)
+	}
+	id := openSession(t, b, "alice")
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	run := func(code string, stateful bool) shared.ExecutionResult {
+		t.Helper()
+		resp, err := b.Execute(ctx, shared.ExecuteRequest{SessionID: id, UserID: "alice", Code: code, Stateful: stateful})
+		if err != nil {
+			t.Fatalf("%q: %v", code, err)
+		}
+		return resp.Result
+	}
+	run("counter = 41", true)
+	run("counter += 1", true)
+	if r := run("return counter", true); !r.Success || string(r.Output) != "42" {
+		t.Fatalf("state across three calls: %+v", r)
+	}
+	if r := run("return counter", false); r.Success || r.ErrorKind != shared.KindRuntime {
+		t.Errorf("a stateless call saw the session's globals: %+v", r)
+	}
+	var fe *shared.FieldError
+	if _, err := b.Execute(ctx, shared.ExecuteRequest{Code: "return 1", Stateful: true}); !errors.As(err, &fe) || fe.Field != "stateful" {
+		t.Errorf("stateful without a session: %v", err)
+	}
+}
