@@ -492,23 +492,9 @@ func (b *Backend) Execute(ctx context.Context, req shared.ExecuteRequest) (share
 // stdout and stderr sent as they are read (in a session, as its runtime
 // streams them). A send that fails cancels the call.
 func (b *Backend) ExecuteStream(ctx context.Context, req shared.ExecuteRequest, send func(shared.OutputChunk) error) (shared.ExecuteResponse, error) {
-	ctx, cancel := context.WithCancelCause(ctx)
-	defer cancel(nil)
-	var mu sync.Mutex // the two streams' readers send one at a time
-	resp, err := b.execute(ctx, req, func(c shared.OutputChunk) {
-		mu.Lock()
-		defer mu.Unlock()
-		if ctx.Err() != nil {
-			return
-		}
-		if err := send(c); err != nil {
-			cancel(err)
-		}
+	return shared.StreamExecute(ctx, send, func(ctx context.Context, onChunk func(shared.OutputChunk)) (shared.ExecuteResponse, error) {
+		return b.execute(ctx, req, onChunk)
 	})
-	if cause := context.Cause(ctx); cause != nil && cause != context.Canceled && err == nil {
-		return shared.ExecuteResponse{}, fmt.Errorf("execute stream: sending output: %w", cause)
-	}
-	return resp, err
 }
 
 // execute runs req; send, when set, gets the output as it is read.

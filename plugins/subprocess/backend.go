@@ -422,23 +422,11 @@ func (b *Backend) Execute(ctx context.Context, req shared.ExecuteRequest) (share
 // stdout and stderr sent as they are read. A send that fails cancels the
 // call (the child is killed).
 func (b *Backend) ExecuteStream(ctx context.Context, req shared.ExecuteRequest, send func(shared.OutputChunk) error) (shared.ExecuteResponse, error) {
-	ctx, cancel := context.WithCancelCause(ctx)
-	defer cancel(nil)
-	var mu sync.Mutex // the two streams' readers send one at a time
-	resp, err := b.execute(ctx, req, func(stream string, data []byte) {
-		mu.Lock()
-		defer mu.Unlock()
-		if ctx.Err() != nil {
-			return
-		}
-		if err := send(shared.OutputChunk{Stream: stream, Data: data}); err != nil {
-			cancel(err)
-		}
+	return shared.StreamExecute(ctx, send, func(ctx context.Context, onChunk func(shared.OutputChunk)) (shared.ExecuteResponse, error) {
+		return b.execute(ctx, req, func(stream string, data []byte) {
+			onChunk(shared.OutputChunk{Stream: stream, Data: data})
+		})
 	})
-	if cause := context.Cause(ctx); cause != nil && cause != context.Canceled && err == nil {
-		return shared.ExecuteResponse{}, fmt.Errorf("execute stream: sending output: %w", cause)
-	}
-	return resp, err
 }
 
 // execute runs req; onOutput, when set, gets the output as it is read.
