@@ -196,6 +196,10 @@ def _orq_forkserver_main():
                 core, core_error = None, "%s: %s" % (type(e).__name__, e)
             finally:
                 os.close(core_fd)
+        # The zygote keeps its children by pidfd: where there are none (an
+        # old kernel, gVisor's Sentry), say so now as a fatal start, and
+        # the caller spawns instead of waiting for a child that never comes.
+        os.close(os.pidfd_open(os.getpid()))
         st = _orq_seal_prepare(cfg.get("seal") or {})
         _orq_seal_apply(st, "zygote")
         rules = cfg.get("rules") or {}
