@@ -594,6 +594,84 @@ func childPipe(childReads bool) (mine *os.File, theirs int, err error) {
 	return os.NewFile(uintptr(m), "child-pipe"), t, nil
 }
 
+// callPipes are a call's four pipes for a child that gets its ends as
+// SCM_RIGHTS (a fork-server child, a notebook): mine are ours (stdin's
+// writer; stdout's, stderr's and the response's readers), theirs the
+// child's, sent with rights().
+type callPipes struct {
+	mine   []*os.File
+	theirs [4]int
+}
+
+func newCallPipes() (*callPipes, error) {
+	p := &callPipes{theirs: [4]int{-1, -1, -1, -1}}
+	for i := range p.theirs {
+		f, fd, err := childPipe(i == 0)
+		if err != nil {
+			p.close()
+			return nil, fmt.Errorf("execute: pipes: %v: %w", err, shared.ErrInternal)
+		}
+		p.mine = append(p.mine, f)
+		p.theirs[i] = fd
+	}
+	return p, nil
+}
+
+// rights is the SCM_RIGHTS message that hands the child its ends.
+func (p *callPipes) rights() []byte { return unix.UnixRights(p.theirs[:]...) }
+
+// sent closes the child's ends once they were sent (the kernel holds them
+// in flight), so the pipes reach EOF when the child exits.
+func (p *callPipes) sent() {
+	for i, fd := range p.theirs {
+		if fd >= 0 {
+			unix.Close(fd)
+		}
+		p.theirs[i] = -1
+	}
+}
+
+// close closes every end still open.
+func (p *callPipes) close() {
+	for _, f := range p.mine {
+		f.Close()
+	}
+	p.sent()
+}
+
+// start starts the three readers into o (the response, then stdout and
+// stderr, capped by job) and writes payload to the child's stdin:
+// respDone is closed when the response reached EOF, pipesDone when all
+// three did. The request normally fits the pipe and is written here,
+// without a goroutine; what does not fit is written by one (the child
+// reads it while the caller waits).
+func (p *callPipes) start(job *Job, payload []byte, o *outcome) (respDone, pipesDone chan struct{}) {
+	stdinW, stdoutR, stderrR, respR := p.mine[0], p.mine[1], p.mine[2], p.mine[3]
+	respDone = make(chan struct{})
+	pipesDone = make(chan struct{})
+	go func() {
+		defer close(pipesDone)
+		stdoutC := make(chan captured, 1)
+		stderrC := make(chan captured, 1)
+		go capture(stdoutR, job.MaxOutput, stdoutC, job.stream(shared.StreamStdout))
+		go capture(stderrR, job.MaxOutput, stderrC, job.stream(shared.StreamStderr))
+		respC := make(chan captured, 1)
+		capture(respR, job.MaxOutput+MaxResponseSlack, respC, nil)
+		o.resp = <-respC
+		close(respDone)
+		o.out, o.errOut = <-stdoutC, <-stderrC
+	}()
+	if n, err := writeNonblock(stdinW, payload); err != nil || n == len(payload) {
+		stdinW.Close() // EPIPE if the child died: the caller classifies it
+	} else {
+		go func() {
+			_, _ = stdinW.Write(payload[n:])
+			stdinW.Close()
+		}()
+	}
+	return respDone, pipesDone
+}
+
 // Run runs job in a child of the zygote and classifies the outcome like
 // Spawn. When Run returns, the child has been sent SIGKILL through its
 // pidfd after its usable response (it runs nothing any more; the zygote
@@ -619,36 +697,16 @@ func (fs *ForkServer) run(ctx context.Context, job Job) (shared.ExecutionResult,
 		return res, fmt.Errorf("execute: %w", err)
 	}
 
-	var mine []*os.File
-	var theirs [4]int
-	for i := range theirs {
-		theirs[i] = -1
+	pipes, err := newCallPipes()
+	if err != nil {
+		return res, err
 	}
-	defer func() {
-		for _, f := range mine {
-			f.Close()
-		}
-		for _, fd := range theirs {
-			if fd >= 0 {
-				unix.Close(fd)
-			}
-		}
-	}()
-	for i := range theirs {
-		f, fd, err := childPipe(i == 0)
-		if err != nil {
-			return res, fmt.Errorf("execute: pipes: %v: %w", err, shared.ErrInternal)
-		}
-		mine = append(mine, f)
-		theirs[i] = fd
-	}
-	stdinW, stdoutR, stderrR, respR := mine[0], mine[1], mine[2], mine[3]
+	defer pipes.close()
 
 	// A ready child gets its limits and the descriptors straight from
 	// here: "r <memory MB> <CPU seconds>" with SCM_RIGHTS.
 	var c *fsChild
 	var payload []byte
-	var err error
 	for {
 		if c, err = fs.take(ctx); err != nil {
 			return res, err
@@ -663,7 +721,7 @@ func (fs *ForkServer) run(ctx context.Context, job Job) (shared.ExecutionResult,
 			return res, err
 		}
 		msg := fmt.Appendf(nil, runner.ExecFormat, req.MemoryMB, req.CPUSeconds)
-		err = unix.Sendmsg(c.sock, msg, unix.UnixRights(theirs[:]...), nil, unix.MSG_NOSIGNAL)
+		err = unix.Sendmsg(c.sock, msg, pipes.rights(), nil, unix.MSG_NOSIGNAL)
 		unix.Close(c.sock)
 		c.sock = -1
 		if err == nil {
@@ -671,45 +729,14 @@ func (fs *ForkServer) run(ctx context.Context, job Job) (shared.ExecutionResult,
 		}
 		c.closeFDs() // it died idle; the zygote reaps and reports it
 	}
-	// The kernel holds the child's ends in flight; ours go now, so the
-	// pipes reach EOF when the child exits.
-	for i, fd := range theirs {
-		unix.Close(fd)
-		theirs[i] = -1
-	}
+	pipes.sent()
 	defer c.closeFDs()
 	kill := func() { _ = unix.PidfdSendSignal(c.pidfd, unix.SIGKILL, nil, 0) }
 	timer := time.NewTimer(job.Timeout)
 	defer timer.Stop()
 
-	// The three readers; respDone is closed when the response reached EOF,
-	// pipesDone when all three did.
 	var o outcome
-	respDone := make(chan struct{})
-	pipesDone := make(chan struct{})
-	go func() {
-		defer close(pipesDone)
-		stdoutC := make(chan captured, 1)
-		stderrC := make(chan captured, 1)
-		go capture(stdoutR, job.MaxOutput, stdoutC, job.stream(shared.StreamStdout))
-		go capture(stderrR, job.MaxOutput, stderrC, job.stream(shared.StreamStderr))
-		respC := make(chan captured, 1)
-		capture(respR, job.MaxOutput+MaxResponseSlack, respC, nil)
-		o.resp = <-respC
-		close(respDone)
-		o.out, o.errOut = <-stdoutC, <-stderrC
-	}()
-	// The request normally fits the pipe: written here, without a
-	// goroutine; what does not fit is written by one (the child reads it
-	// while we wait below).
-	if n, err := writeNonblock(stdinW, payload); err != nil || n == len(payload) {
-		stdinW.Close() // EPIPE if the child died: classified below
-	} else {
-		go func() {
-			_, _ = stdinW.Write(payload[n:])
-			stdinW.Close()
-		}()
-	}
+	respDone, pipesDone := pipes.start(&job, payload, &o)
 	o.pid = c.pid
 	if job.OnStart != nil {
 		job.OnStart(c.pid, "")
@@ -747,7 +774,7 @@ wait:
 			}
 			// Normally already at EOF (the runner closed them); if user code
 			// kept a duplicate, they reach it when the killed child dies.
-			drain(pipesDone, mine)
+			drain(pipesDone, pipes.mine)
 			res, err := conclude(ctx, fs.logger, &job, o)
 			if err == nil && warmable(res) {
 				fs.warm(req.Code, req.AllowedImports, req.Classes)
@@ -800,7 +827,7 @@ wait:
 		// The zygote is gone; so is the child (PDEATHSIG), but nobody
 		// reported its exit: make sure, and fail the call.
 		kill()
-		stopReaders(mine)
+		stopReaders(pipes.mine)
 		<-pipesDone
 		return res, fs.Err()
 	}
@@ -812,7 +839,7 @@ wait:
 	}
 
 	// Collect the pipes; bounded in case something still holds them.
-	drain(pipesDone, mine)
+	drain(pipesDone, pipes.mine)
 	if !reported && !o.timedOut && !o.cancelled && !usable(o.resp) {
 		select {
 		case ex = <-c.exited:

@@ -251,67 +251,24 @@ func (n *Notebook) Run(ctx context.Context, job Job) (res shared.ExecutionResult
 	if err := ctx.Err(); err != nil {
 		return res, false, fmt.Errorf("execute: %w", err)
 	}
-	var mine []*os.File
-	var theirs [4]int
-	for i := range theirs {
-		theirs[i] = -1
+	pipes, err := newCallPipes()
+	if err != nil {
+		return res, false, err
 	}
-	defer func() {
-		for _, f := range mine {
-			f.Close()
-		}
-		for _, fd := range theirs {
-			if fd >= 0 {
-				unix.Close(fd)
-			}
-		}
-	}()
-	for i := range theirs {
-		f, fd, err := childPipe(i == 0)
-		if err != nil {
-			return res, false, fmt.Errorf("execute: pipes: %v: %w", err, shared.ErrInternal)
-		}
-		mine = append(mine, f)
-		theirs[i] = fd
-	}
-	stdinW, stdoutR, stderrR, respR := mine[0], mine[1], mine[2], mine[3]
+	defer pipes.close()
 	msg := fmt.Appendf(nil, runner.ExecFormat, req.MemoryMB, req.CPUSeconds)
-	if err := unix.Sendmsg(n.ctl, msg, unix.UnixRights(theirs[:]...), nil, unix.MSG_NOSIGNAL); err != nil {
+	if err := unix.Sendmsg(n.ctl, msg, pipes.rights(), nil, unix.MSG_NOSIGNAL); err != nil {
 		n.stop()
 		return res, false, fmt.Errorf("execute: %w (%v): %w", ErrNotebookGone, err, shared.ErrNotRun)
 	}
-	for i, fd := range theirs {
-		unix.Close(fd)
-		theirs[i] = -1
-	}
+	pipes.sent()
 	if job.OnStart != nil {
 		job.OnStart(n.pid, "")
 	}
 
 	var o outcome
 	o.pid = n.pid
-	respDone := make(chan struct{})
-	pipesDone := make(chan struct{})
-	go func() {
-		defer close(pipesDone)
-		stdoutC := make(chan captured, 1)
-		stderrC := make(chan captured, 1)
-		go capture(stdoutR, job.MaxOutput, stdoutC, job.stream(shared.StreamStdout))
-		go capture(stderrR, job.MaxOutput, stderrC, job.stream(shared.StreamStderr))
-		respC := make(chan captured, 1)
-		capture(respR, job.MaxOutput+MaxResponseSlack, respC, nil)
-		o.resp = <-respC
-		close(respDone)
-		o.out, o.errOut = <-stdoutC, <-stderrC
-	}()
-	if k, err := writeNonblock(stdinW, payload); err != nil || k == len(payload) {
-		stdinW.Close()
-	} else {
-		go func() {
-			_, _ = stdinW.Write(payload[k:])
-			stdinW.Close()
-		}()
-	}
+	respDone, pipesDone := pipes.start(&job, payload, &o)
 
 	timer := time.NewTimer(job.Timeout)
 	defer timer.Stop()
@@ -319,7 +276,7 @@ func (n *Notebook) Run(ctx context.Context, job Job) (res shared.ExecutionResult
 	case <-respDone:
 		if usable(o.resp) {
 			// The call is over and the interpreter waits for the next one.
-			drain(pipesDone, mine)
+			drain(pipesDone, pipes.mine)
 			res, err := conclude(ctx, n.log, &job, o)
 			if k := n.threadsLeft(); k > 1 {
 				// A thread the call started would run between calls,
@@ -339,7 +296,7 @@ func (n *Notebook) Run(ctx context.Context, job Job) (res shared.ExecutionResult
 	}
 	// The interpreter died, or is killed now: the state is gone.
 	n.stop()
-	drain(pipesDone, mine)
+	drain(pipesDone, pipes.mine)
 	if n.state != nil {
 		o.status, _ = n.state.Sys().(syscall.WaitStatus)
 	}

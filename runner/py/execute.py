@@ -601,11 +601,9 @@ def _orq_session_serve(req, out):
     protocol): serve call after call in one globals dict. Never returns."""
     import array
     import fcntl
-    import json
     import os
     import resource
     import socket
-    import sys
 
     ctl = socket.socket(fileno=fcntl.fcntl(out.fileno(), fcntl.F_DUPFD_CLOEXEC, 16))
     out.close()
@@ -636,28 +634,9 @@ def _orq_session_serve(req, out):
                 resource.setrlimit(resource.RLIMIT_AS, (int(mb) << 20, inf))
             ru = resource.getrusage(resource.RUSAGE_SELF)
             resource.setrlimit(resource.RLIMIT_CPU, (int(ru.ru_utime + ru.ru_stime) + 1 + int(cpu), inf))
-            chunks = []
-            while True:
-                c = os.read(0, 1 << 16)
-                if not c:
-                    break
-                chunks.append(c)
-            cell = json.loads(b"".join(chunks))
+            cell = _orq_read_request()
             if cell.get("rules") is None:
                 cell["rules"] = req.get("rules") or {}
         except BaseException as e:  # noqa: BLE001
             _orq_child_fail(e)
-        resp = _orq_execute_child(cell, state)
-        try:
-            sys.stdout.flush()
-            sys.stderr.flush()
-        except BaseException:  # noqa: BLE001
-            pass
-        try:
-            view = memoryview(resp)
-            while view:
-                view = view[os.write(3, view):]
-            for fd in (3, 1, 2, 0):
-                os.close(fd)
-        except OSError:
-            os._exit(_orq_exit_response_lost)
+        _orq_send_response(_orq_execute_child(cell, state))

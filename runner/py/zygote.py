@@ -16,6 +16,44 @@ def _orq_child_fail(e):
         os._exit(_orq_exit_cannot_serve)
 
 
+def _orq_read_request():
+    """The request a child got on fd 0, read to end-of-file and parsed."""
+    import json
+    import os
+
+    chunks = []
+    while True:
+        b = os.read(0, 1 << 16)
+        if not b:
+            break
+        chunks.append(b)
+    return json.loads(b"".join(chunks))
+
+
+def _orq_send_response(resp):
+    """Flush the user's stdout and stderr, write resp to fd 3 and close fds
+    0-3: end-of-file for the parent now, before the address space is torn
+    down (it has the whole result and need not wait for the exit). A
+    response that cannot be written ends the process with
+    _orq_exit_response_lost."""
+    import os
+    import sys
+
+    try:
+        sys.stdout.flush()
+        sys.stderr.flush()
+    except BaseException:  # noqa: BLE001
+        pass
+    try:
+        view = memoryview(resp)
+        while view:
+            view = view[os.write(3, view):]
+        for fd in (3, 1, 2, 0):
+            os.close(fd)
+    except OSError:
+        os._exit(_orq_exit_response_lost)
+
+
 def _orq_forkserver_child(sock_fd, st, zygote_pid, rules):
     """A pre-forked child of the Python loop. While idle (off the critical
     path): make itself a process group leader, close every descriptor but
@@ -67,22 +105,14 @@ def _orq_forkserver_serve(rules, max_procs=0):
     so the caches are in the shared heap; a second one per child only
     pre-copied ~280 pages, which cost more throughput (the refill competes
     for the cores) than the faults it saved an execution."""
-    import json
     import os
-    import sys
 
     _orq_one_shot[0] = True
     try:
         if max_procs > 0:  # a child of the C loop: its RLIMIT_NPROC (Seal.MaxProcs)
             import resource
             resource.setrlimit(resource.RLIMIT_NPROC, (max_procs, max_procs))
-        chunks = []
-        while True:
-            b = os.read(0, 1 << 16)
-            if not b:
-                break
-            chunks.append(b)
-        req = json.loads(b"".join(chunks))
+        req = _orq_read_request()
         if not isinstance(req, dict) or req.get("op", "execute") != "execute":
             raise ValueError("bad request")
         if req.get("rules") is None:  # null: the zygote's table, parsed once
@@ -91,22 +121,7 @@ def _orq_forkserver_serve(rules, max_procs=0):
         _orq_child_fail(e)
     if not req.get("limits_applied"):  # else Go set them with prlimit
         _orq_apply_limits(req)
-    resp = _orq_execute_child(req)
-    try:
-        sys.stdout.flush()
-        sys.stderr.flush()
-    except BaseException:  # noqa: BLE001
-        pass
-    try:
-        view = memoryview(resp)
-        while view:
-            view = view[os.write(3, view):]
-        # EOF for the parent now, before the address space is torn down:
-        # it has the whole result and need not wait for the exit.
-        for fd in (3, 1, 2, 0):
-            os.close(fd)
-    except OSError:
-        os._exit(_orq_exit_response_lost)
+    _orq_send_response(_orq_execute_child(req))
     os._exit(0)
 
 
