@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/orqest/sandbox/host"
 	"github.com/orqest/sandbox/internal/httpauth"
 	"github.com/orqest/sandbox/shared"
@@ -160,36 +161,13 @@ sandbox "docker" {
 // Over mcp serve --http on a session tier, a client sees and calls the
 // promoted tools of its own user's library, not another user's.
 func TestMCPClientSeesItsLibrary(t *testing.T) {
-	needDockerPlugin(t)
 	alice, bob := "orqtest-mcpa-"+randomID(), "orqtest-mcpb-"+randomID()
-	t.Cleanup(func() {
-		for _, u := range []string{alice, bob} {
-			_ = exec.Command("docker", "volume", "rm", "-f", "orqest-user-"+u).Run()
-		}
-	})
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	cfg, diags := host.ParseConfig(filepath.Join(t.TempDir(), "config.hcl"), []byte(`
-sandbox "docker" {
-  plugin = "docker"
-  config {
+	h, sb := dockerSandbox(t, ctx, `config {
     image = "orqest/agent-runtime:0.1.0"
     promotion { policy = "eager" }
-  }
-}
-`))
-	if diags.HasErrors() {
-		t.Fatal(diags)
-	}
-	h, err := host.Load(ctx, cfg, host.WithPluginDirs(binDir))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer h.Close()
-	sb, err := h.Sandbox(ctx, "docker")
-	if err != nil {
-		t.Fatal(err)
-	}
+  }`, alice, bob)
 	// alice's library gets a promoted tool.
 	open, err := sb.Open(ctx, shared.OpenRequest{UserID: alice})
 	if err != nil {
@@ -200,22 +178,13 @@ sandbox "docker" {
 	}
 	sb.CloseSession(ctx, open.SessionID)
 
-	clients, err := newMCPClients(ctx, sb, h.Bus())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer clients.close(&env{stderr: os.Stderr})
-	const aliceTok, bobTok = "0123456789abcdef0123456789abcdef", "fedcba9876543210fedcba9876543210"
-	ts := httptest.NewServer(clients.httpHandler(httpauth.NewVerifier(map[string]string{aliceTok: alice, bobTok: bob}, nil), http.NotFoundHandler()))
-	t.Cleanup(ts.Close)
-	a := httpClientSession(t, ts.URL+"/mcp", aliceTok, nil)
+	a, b := mcpHTTPClients(t, ctx, h, sb, alice, bob)
 	if names := toolNames(t, a); !slices.Contains(names, "double") {
 		t.Fatalf("alice's tools: %v, want her promoted tool double", names)
 	}
 	if r := call(t, a, "double", map[string]any{"x": 21}); r.IsError || text(r) != "42" {
 		t.Fatalf("double: %q", text(r))
 	}
-	b := httpClientSession(t, ts.URL+"/mcp", bobTok, nil)
 	if names := toolNames(t, b); slices.Contains(names, "double") {
 		t.Errorf("bob lists alice's library tool: %v", names)
 	}
@@ -225,42 +194,11 @@ sandbox "docker" {
 // file its run_python code reads, downloads the file the code wrote, and
 // lists its own files; another client's workspace is another session's.
 func TestMCPClientFiles(t *testing.T) {
-	needDockerPlugin(t)
 	alice, bob := "orqtest-mcpfa-"+randomID(), "orqtest-mcpfb-"+randomID()
-	t.Cleanup(func() {
-		for _, u := range []string{alice, bob} {
-			_ = exec.Command("docker", "volume", "rm", "-f", "orqest-user-"+u).Run()
-		}
-	})
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	cfg, diags := host.ParseConfig(filepath.Join(t.TempDir(), "config.hcl"), []byte(`
-sandbox "docker" {
-  plugin = "docker"
-  config { image = "orqest/agent-runtime:0.1.0" }
-}
-`))
-	if diags.HasErrors() {
-		t.Fatal(diags)
-	}
-	h, err := host.Load(ctx, cfg, host.WithPluginDirs(binDir))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer h.Close()
-	sb, err := h.Sandbox(ctx, "docker")
-	if err != nil {
-		t.Fatal(err)
-	}
-	clients, err := newMCPClients(ctx, sb, h.Bus())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer clients.close(&env{stderr: os.Stderr})
-	const aliceTok, bobTok = "0123456789abcdef0123456789abcdef", "fedcba9876543210fedcba9876543210"
-	ts := httptest.NewServer(clients.httpHandler(httpauth.NewVerifier(map[string]string{aliceTok: alice, bobTok: bob}, nil), http.NotFoundHandler()))
-	t.Cleanup(ts.Close)
-	a := httpClientSession(t, ts.URL+"/mcp", aliceTok, nil)
+	h, sb := dockerSandbox(t, ctx, `config { image = "orqest/agent-runtime:0.1.0" }`, alice, bob)
+	a, b := mcpHTTPClients(t, ctx, h, sb, alice, bob)
 	if names := toolNames(t, a); !slices.Contains(names, mcpPutFile) || !slices.Contains(names, mcpGetFile) || !slices.Contains(names, mcpListFiles) {
 		t.Fatalf("tools: %v, want the file tools", names)
 	}
@@ -282,8 +220,49 @@ sandbox "docker" {
 	if r := call(t, a, mcpGetFile, map[string]any{"path": "../etc/passwd"}); !r.IsError {
 		t.Errorf("get_file ../etc/passwd: %s, want an error", text(r))
 	}
-	b := httpClientSession(t, ts.URL+"/mcp", bobTok, nil)
 	if r := call(t, b, mcpGetFile, map[string]any{"path": "out.txt"}); !r.IsError {
 		t.Errorf("bob downloads alice's file: %s", text(r))
 	}
+}
+
+// dockerSandbox loads a host with one docker sandbox whose body is config
+// and returns the host and it; the users' volumes are removed when the test ends. It
+// skips (or fails, with ORQEST_REQUIRE_DOCKER=1) as needDockerPlugin does.
+func dockerSandbox(t *testing.T, ctx context.Context, config string, users ...string) (*host.Host, *host.Sandbox) {
+	t.Helper()
+	needDockerPlugin(t)
+	t.Cleanup(func() {
+		for _, u := range users {
+			_ = exec.Command("docker", "volume", "rm", "-f", "orqest-user-"+u).Run()
+		}
+	})
+	cfg, diags := host.ParseConfig(filepath.Join(t.TempDir(), "config.hcl"), []byte("sandbox \"docker\" {\n  plugin = \"docker\"\n  "+config+"\n}\n"))
+	if diags.HasErrors() {
+		t.Fatal(diags)
+	}
+	h, err := host.Load(ctx, cfg, host.WithPluginDirs(binDir))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { h.Close() })
+	sb, err := h.Sandbox(ctx, "docker")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return h, sb
+}
+
+// mcpHTTPClients serves sb's per-client MCP servers over HTTP with a
+// bearer token for each of the two users and returns their sessions.
+func mcpHTTPClients(t *testing.T, ctx context.Context, h *host.Host, sb *host.Sandbox, alice, bob string) (a, b *mcp.ClientSession) {
+	t.Helper()
+	clients, err := newMCPClients(ctx, sb, h.Bus())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { clients.close(&env{stderr: os.Stderr}) })
+	const aliceTok, bobTok = "0123456789abcdef0123456789abcdef", "fedcba9876543210fedcba9876543210"
+	ts := httptest.NewServer(clients.httpHandler(httpauth.NewVerifier(map[string]string{aliceTok: alice, bobTok: bob}, nil), http.NotFoundHandler()))
+	t.Cleanup(ts.Close)
+	return httpClientSession(t, ts.URL+"/mcp", aliceTok, nil), httpClientSession(t, ts.URL+"/mcp", bobTok, nil)
 }
