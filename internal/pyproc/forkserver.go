@@ -67,6 +67,7 @@ type ForkServer struct {
 	miss   map[string]string
 	core   bool   // the zygote runs forkcore's C loop
 	coreEr string // why it does not, when a core was offered
+	hot    int    // pages each idle child copies ahead (fsMsg.HotPages)
 	noFork bool   // seccomp in force: children cannot fork
 	noWarm bool   // ForkServerOptions.NoWarm
 
@@ -128,6 +129,9 @@ type fsMsg struct {
 	Missing map[string]string `json:"missing"`
 	Core    bool              `json:"core"`
 	CoreErr string            `json:"core_error"`
+	// HotPages is how many pages each idle child of the C loop copies
+	// ahead of its execution (runner.ForkServerConfig.NoHotPages).
+	HotPages int `json:"hot_pages"`
 }
 
 // StartForkServer launches a zygote with argv (runner.ForkServerArgv, or
@@ -217,10 +221,10 @@ func StartForkServer(argv []string, cfg runner.ForkServerConfig, opts ForkServer
 		return nil, fmt.Errorf("fork-server: unexpected first message %q: %w", buf[:n], shared.ErrInternal)
 	}
 	fs.layers, fs.miss = m.Layers, m.Missing
-	fs.core, fs.coreEr = m.Core, m.CoreErr
+	fs.core, fs.coreEr, fs.hot = m.Core, m.CoreErr, m.HotPages
 	fs.noFork = slices.Contains(m.Layers, runner.LayerSeccomp)
 	go fs.read()
-	logger.Debug("fork-server ready", "pid", fs.pid, "layers", m.Layers, "c_loop", m.Core)
+	logger.Debug("fork-server ready", "pid", fs.pid, "layers", m.Layers, "c_loop", m.Core, "hot_pages", m.HotPages)
 	return fs, nil
 }
 
@@ -237,6 +241,10 @@ func (fs *ForkServer) Missing() map[string]string { return fs.miss }
 // Core reports whether the zygote runs forkcore's C loop and, if a core
 // was offered and not used, why.
 func (fs *ForkServer) Core() (bool, string) { return fs.core, fs.coreEr }
+
+// HotPages is how many of the zygote's pages each idle child copies ahead
+// of its execution (0: none; see runner.ForkServerConfig.NoHotPages).
+func (fs *ForkServer) HotPages() int { return fs.hot }
 
 // sealedMemfd returns a read-only-forever memfd holding data: what the
 // zygote loads is exactly what the caller checked, whatever happens to the

@@ -29,3 +29,26 @@ def _orq_check(code, allowed_imports, rules, classes=False):
     return _orq_check_real(code, allowed_imports, rules, classes)
 ` + prog[i:]
 }
+
+// FaultRecordingProgram is the runner program with one change: a
+// fork-server child records its minor page faults so far
+// (sys.orq_flt0) when it starts serving its execution, before it reads
+// the request; a body can then return how many faults its execution took.
+func FaultRecordingProgram() string {
+	prog := runner.Program()
+	i := strings.Index(prog, "\nif __name__ == \"__main__\":")
+	if i < 0 {
+		panic("runnertest: runner layout changed: no __main__ block")
+	}
+	return prog[:i] + `
+_orq_serve_real = _orq_forkserver_serve
+
+
+def _orq_forkserver_serve(rules, max_procs=0, hold=-1):
+    import resource
+    import sys
+
+    sys.orq_flt0 = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+    _orq_serve_real(rules, max_procs, hold)
+` + prog[i:]
+}

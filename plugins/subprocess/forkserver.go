@@ -45,7 +45,8 @@ func (b *Backend) forkServer(cfg Config, s *sealInfo, rules json.RawMessage) (st
 	// force (s is probed once per interpreter), the C loop and the rules
 	// table. The key names the table by identity (it is b.rules, or a
 	// test's): a 19 KB marshal or comparison per call costs more.
-	fcfg := runner.ForkServerConfig{Preload: cfg.Preload, Seal: s.seal(b.test.disable, b.test.readPaths...), Pool: forkServerPool}
+	fcfg := runner.ForkServerConfig{Preload: cfg.Preload, Seal: s.seal(b.test.disable, b.test.readPaths...), Pool: forkServerPool,
+		NoHotPages: cfg.HotPages != nil && !*cfg.HotPages}
 	keyJSON, _ := json.Marshal(fcfg)
 	b.fsMu.Lock()
 	core, coreID, coreWhy := b.core, b.coreID, b.coreWhy
