@@ -122,32 +122,146 @@ static void orq_close_from(int lo, int keep1, int keep2)
     syscall(SYS_close_range, (unsigned)lo, ~0U, 0);
 }
 
-/* The pages a child writes during a typical execution, learned once by the
- * zygote (runner/py/zygote.py, _orq_hot_pages) as (start, length) pairs.
- * An idle child copies them with one madvise(MADV_POPULATE_WRITE) per run
- * instead of taking a copy-on-write fault per page during its execution:
- * off the critical path, and a fraction of the CPU of the faults (each
- * fault is a trap; where traps are expensive, as in a paravirtualised
- * guest, ~25 us against ~8 us a page populated). Set once before the loop
- * starts; read-only afterwards. */
+/* The pages a child writes during a typical execution, learned once by
+ * orq_learn_hot_pages as (start, length) runs. An idle child copies them
+ * with one madvise(MADV_POPULATE_WRITE) per run instead of taking a
+ * copy-on-write fault per page during its execution: off the critical
+ * path, and a fraction of the CPU of the faults (each fault is a trap;
+ * where traps are expensive, as in a paravirtualised guest, ~25 us against
+ * ~8 us a page populated). Written once before the loop starts. */
+#define ORQ_HOT_MAX_RUNS 4096
 static struct {
-    const unsigned long long *runs;
+    unsigned long long runs[2 * ORQ_HOT_MAX_RUNS];
     int n;
 } orq_hot;
 
-/* orq_set_hot_pages keeps n (start, length) pairs (copied) that every new
- * child populates while idle. Returns the number kept, -1 without memory. */
-int orq_set_hot_pages(const unsigned long long *runs, int n)
+/* Scratch space of orq_learn_hot_pages, static so that learning writes
+ * no page of the heap it measures (these pages are left out). */
+static struct {
+    char maps[1 << 18];
+    unsigned long long pm[4096];
+    char resp[4096];
+} orq_learn;
+
+static ssize_t orq_read_all(int fd, char *buf, size_t cap)
 {
-    if (n <= 0 || runs == NULL)
-        return 0;
-    unsigned long long *copy = malloc((size_t)n * 2 * sizeof(*copy));
-    if (copy == NULL)
+    size_t got = 0;
+    for (;;) {
+        ssize_t n = read(fd, buf + got, cap - got);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            return n < 0 ? -1 : (ssize_t)got;
+        got += (size_t)n;
+        if (got == cap) { /* keep only the head; drain the rest */
+            char sink[512];
+            while ((n = read(fd, sink, sizeof(sink))) > 0 || (n < 0 && errno == EINTR))
+                ;
+            return (ssize_t)got;
+        }
+    }
+}
+
+static void orq_hot_add(unsigned long long page)
+{
+    unsigned long long lo = (uintptr_t)&orq_learn, hi = lo + sizeof(orq_learn);
+    if (page + 4096 > lo && page < hi)
+        return;
+    int n = orq_hot.n;
+    if (n > 0 && orq_hot.runs[2 * n - 2] + orq_hot.runs[2 * n - 1] == page) {
+        orq_hot.runs[2 * n - 1] += 4096;
+        return;
+    }
+    if (n == ORQ_HOT_MAX_RUNS)
+        return;
+    orq_hot.runs[2 * n] = page;
+    orq_hot.runs[2 * n + 1] = 4096;
+    orq_hot.n = n + 1;
+}
+
+/* orq_learn_hot_pages learns the zygote's hot pages from one training
+ * child. fds are the child's ends of its stdin (holding a typical request),
+ * stdout, stderr and response pipes, and the read end of a hold pipe;
+ * resp_r and hold_w are the zygote's ends. The child takes fds[0-3] as fd
+ * 0-3 and calls serve (a Python callable that runs the execution and then
+ * waits on the hold pipe before it exits). Every page the child wrote
+ * since the fork is a copy now, so the zygote's own page is mapped once
+ * ("exclusively mapped", bit 56 of /proc/self/pagemap, pagemap_fd) where
+ * before the fork it was shared. The zygote waits for the response and
+ * reads its pagemap here, in C with static buffers, so that its own writes
+ * after the fork (a few stack pages) are not mistaken for the child's.
+ * maps_fd is /proc/self/maps. Both were opened before the seal. Returns
+ * how many pages every new child will copy (0: none learned), -1 if the
+ * child could not be started. Call before orq_zygote_loop. */
+int orq_learn_hot_pages(int pagemap_fd, int maps_fd, const int fds[5], int resp_r, int hold_w, PyObject *serve)
+{
+    orq_hot.n = 0;
+    pid_t pid = fork();
+    if (pid < 0)
         return -1;
-    memcpy(copy, runs, (size_t)n * 2 * sizeof(*copy));
-    orq_hot.runs = copy;
-    orq_hot.n = n;
-    return n;
+    if (pid == 0) {
+        PyOS_AfterFork_Child();
+        close(resp_r);
+        close(hold_w);
+        int hold = fcntl(fds[4], F_DUPFD_CLOEXEC, 10);
+        for (int i = 0; i < 4; i++)
+            if (hold < 0 || dup2(fds[i], i) != i)
+                _exit(ORQ_EXIT_DESCRIPTORS);
+        orq_close_from(4, hold, -1);
+        PyObject *r = PyObject_CallOneArg(serve, PyLong_FromLong(hold));
+        if (r == NULL)
+            PyErr_Print();
+        _exit(ORQ_EXIT_CANNOT_SERVE);
+    }
+    for (int i = 0; i < 5; i++)
+        close(fds[i]);
+    ssize_t n = orq_read_all(resp_r, orq_learn.resp, sizeof(orq_learn.resp) - 1);
+    int ok = n > 0;
+    if (ok) {
+        orq_learn.resp[n] = 0;
+        ok = strstr(orq_learn.resp, "\"success\": true") != NULL || strstr(orq_learn.resp, "\"success\":true") != NULL;
+    }
+    ssize_t m = ok && lseek(maps_fd, 0, SEEK_SET) == 0 ? orq_read_all(maps_fd, orq_learn.maps, sizeof(orq_learn.maps) - 1) : -1;
+    if (m > 0) {
+        orq_learn.maps[m] = 0;
+        for (char *line = orq_learn.maps; line != NULL && *line != 0;) {
+            char *next = strchr(line, '\n');
+            if (next != NULL)
+                *next++ = 0;
+            unsigned long long lo, hi;
+            char perms[8];
+            int off = 0;
+            if (sscanf(line, "%llx-%llx %7s %*s %*s %*s %n", &lo, &hi, perms, &off) >= 3 &&
+                perms[1] == 'w' && perms[3] == 'p' && hi - lo <= (1ULL << 30) &&
+                strncmp(line + off, "[v", 2) != 0) { /* [vvar], [vdso], [vsyscall] */
+                for (unsigned long long a = lo; a < hi;) {
+                    size_t want = (size_t)((hi - a) / 4096);
+                    if (want > sizeof(orq_learn.pm) / sizeof(orq_learn.pm[0]))
+                        want = sizeof(orq_learn.pm) / sizeof(orq_learn.pm[0]);
+                    ssize_t got = pread(pagemap_fd, orq_learn.pm, want * 8, (off_t)(a / 4096 * 8));
+                    if (got <= 0)
+                        break;
+                    for (ssize_t k = 0; k < got / 8; k++) {
+                        unsigned long long v = orq_learn.pm[k];
+                        if ((v >> 63 & 1) && (v >> 56 & 1)) /* present, exclusively mapped */
+                            orq_hot_add(a + (unsigned long long)k * 4096);
+                    }
+                    a += (unsigned long long)(got / 8) * 4096;
+                }
+            }
+            line = next;
+        }
+    }
+    close(hold_w); /* the child exits */
+    close(resp_r);
+    while (waitpid(pid, NULL, 0) < 0 && errno == EINTR)
+        ;
+    if (!ok)
+        orq_hot.n = 0;
+    int pages = 0;
+    for (int i = 0; i < orq_hot.n; i++)
+        pages += (int)(orq_hot.runs[2 * i + 1] / 4096);
+    return pages;
 }
 
 /* Copy the hot pages into this child now, while it is idle. Best effort: a

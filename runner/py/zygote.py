@@ -137,95 +137,31 @@ _orq_hot_request = (b'{"op":"execute","code":"total = sum(x * x for x in args[\'
                     b'"rules":null,"max_output_bytes":65536,"limits_applied":true}')
 
 
-def _orq_hot_pages(pagemap_fd, maps_fd, rules):
-    """The zygote's pages a child writes during a typical execution, as
-    [(start, length)] runs, learned from one training child: it forks, the
-    child runs _orq_hot_request through _orq_forkserver_serve and waits;
-    every page the child wrote since the fork is a copy now, so the
-    zygote's own page is mapped once ("exclusively mapped", bit 56 of
-    /proc/self/pagemap) where before the fork it was shared. (Pages the
-    zygote itself writes meanwhile are counted too: a few.) The C loop's
-    children populate these runs while idle. pagemap_fd and maps_fd were
-    opened before the seal; [] when anything fails."""
+def _orq_hot_pages(core, pagemap_fd, maps_fd, rules):
+    """Have the C loop learn the zygote's hot pages (forkcore.c,
+    orq_learn_hot_pages) from one training child that runs
+    _orq_hot_request through _orq_forkserver_serve, then waits so the
+    zygote can see which of its pages the child wrote. pagemap_fd and
+    maps_fd were opened before the seal. Returns how many pages each new
+    child will copy ahead (0: none; children fault them in, as before)."""
+    import ctypes
     import os
-    import struct
 
-    fds, pid = [], 0
+    pipes = [os.pipe() for _ in range(5)]  # stdin, stdout, stderr, response, hold
     try:
-        pipes = [os.pipe() for _ in range(5)]  # stdin, stdout, stderr, response, hold
-        fds = [f for p in pipes for f in p]
         os.write(pipes[0][1], _orq_hot_request)
         os.close(pipes[0][1])
-        pid = os.fork()
-        if pid == 0:
-            try:
-                hold = os.dup(pipes[4][0])
-                for i, f in enumerate((pipes[0][0], pipes[1][1], pipes[2][1], pipes[3][1])):
-                    os.dup2(f, i)
-                for f in fds:
-                    if f > 3 and f != hold:
-                        try:
-                            os.close(f)
-                        except OSError:
-                            pass
-            except BaseException:  # noqa: BLE001
-                os._exit(_orq_exit_cannot_serve)
-            _orq_forkserver_serve(rules, 0, hold)
-        for f in (pipes[0][0], pipes[1][1], pipes[2][1], pipes[3][1], pipes[4][0]):
-            os.close(f)
-        fds = [pipes[1][0], pipes[2][0], pipes[3][0], pipes[4][1]]
-        resp = b""
-        while True:
-            b = os.read(pipes[3][0], 1 << 16)
-            if not b:
-                break
-            resp += b
-        runs = []
-        if b'"success": true' in resp or b'"success":true' in resp:
-            os.lseek(maps_fd, 0, os.SEEK_SET)
-            maps = b""
-            while True:
-                b = os.read(maps_fd, 1 << 16)
-                if not b:
-                    break
-                maps += b
-            for line in maps.split(b"\n"):
-                f = line.split()
-                if len(f) < 2 or b"w" not in f[1] or not f[1].endswith(b"p"):
-                    continue
-                if len(f) >= 6 and f[5].startswith(b"[v"):  # [vvar], [vdso], [vsyscall]
-                    continue
-                lo, hi = (int(x, 16) for x in f[0].split(b"-"))
-                if hi - lo > 1 << 30:
-                    continue
-                raw = os.pread(pagemap_fd, (hi - lo) // 4096 * 8, lo // 4096 * 8)
-                start = n = 0
-                for i, (v,) in enumerate(struct.iter_unpack("<Q", raw)):
-                    if v >> 63 & 1 and v >> 56 & 1:  # present, exclusively mapped
-                        if n and start + n * 4096 == lo + i * 4096:
-                            n += 1
-                            continue
-                        if n:
-                            runs.append((start, n * 4096))
-                        start, n = lo + i * 4096, 1
-                if n:
-                    runs.append((start, n * 4096))
-        return runs
-    except Exception:  # noqa: BLE001 - children fault their pages in, as before
-        return []
+        child = (ctypes.c_int * 5)(pipes[0][0], pipes[1][1], pipes[2][1], pipes[3][1], pipes[4][0])
+        core.orq_learn_hot_pages.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_void_p,
+                                             ctypes.c_int, ctypes.c_int, ctypes.py_object]
+        core.orq_learn_hot_pages.restype = ctypes.c_int
+        # The C side closes the child's ends, the response and the hold pipe.
+        n = core.orq_learn_hot_pages(pagemap_fd, maps_fd, child, pipes[3][0], pipes[4][1],
+                                     lambda hold: _orq_forkserver_serve(rules, 0, hold))
+        return max(n, 0)
     finally:
-        for f in fds:  # the hold pipe's end too: the child exits
-            try:
-                os.close(f)
-            except OSError:
-                pass
-        if pid:
-            try:
-                os.waitpid(pid, 0)
-            except OSError:
-                pass
-
-
+        for f in (pipes[1][0], pipes[2][0]):
+            os.close(f)
 
 
 def _orq_forkserver_main():
@@ -359,16 +295,9 @@ def _orq_forkserver_main():
     gc.freeze()  # keep the heap shared copy-on-write with the children
     hot = 0
     if hot_fds:
-        runs = _orq_hot_pages(hot_fds[0], hot_fds[1], rules)
+        hot = _orq_hot_pages(core, hot_fds[0], hot_fds[1], rules)
         for f in hot_fds:
             os.close(f)
-        if runs:
-            import ctypes
-
-            flat = (ctypes.c_ulonglong * (2 * len(runs)))(*[v for r in runs for v in r])
-            core.orq_set_hot_pages.argtypes = [ctypes.c_void_p, ctypes.c_int]
-            if core.orq_set_hot_pages(flat, len(runs)) > 0:
-                hot = sum(r[1] for r in runs) // 4096
     send({"t": _orq_msg_ready, "pid": me, "layers": st["layers"], "missing": st["missing"],
           "core": core is not None, "core_error": core_error, "hot_pages": hot})
     pool = max(1, min(int(cfg.get("pool") or 2), 8))
