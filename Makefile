@@ -96,7 +96,7 @@ bench-go:
 
 BENCH_SANDBOXES ?= inprocess,forkserver,spawn,docker,gvisor,gvisor-fresh
 bench-system:
-	$(BIN)/orqest-sandbox bench --config bench.hcl --sandbox $(BENCH_SANDBOXES) -n 300 --concurrency 1
+	$(BIN)/orqest-sandbox bench --config bench.hcl --sandbox $(BENCH_SANDBOXES) -n 300 --concurrency 1 --new-bodies
 	$(BIN)/orqest-sandbox bench --config bench.hcl --sandbox $(BENCH_SANDBOXES) -n 300 --concurrency 2
 	bash scripts/bench-batch.sh $(BIN)/orqest-sandbox
 

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/orqest/sandbox/host"
@@ -23,7 +24,7 @@ const benchWant = "385"
 // cmdBench runs the whole-system load (host → plugin → child) for each named
 // sandbox and a naive one-python3-per-call baseline in the same run.
 func cmdBench(ctx context.Context, e *env, args []string) int {
-	fs := newFlagSet(e, "bench", "bench [--config F] [--sandbox NAME …] [-n N] [--concurrency C] [--python P] [--json]")
+	fs := newFlagSet(e, "bench", "bench [--config F] [--sandbox NAME …] [-n N] [--concurrency C] [--new-bodies] [--python P] [--json]")
 	var (
 		config      string
 		sandboxes   multiFlag
@@ -31,6 +32,7 @@ func cmdBench(ctx context.Context, e *env, args []string) int {
 		python      string
 		asJSON      bool
 		noBaseline  bool
+		newBodies   bool
 		warmupCalls int
 	)
 	fs.StringVar(&config, "config", "", "policy file (default ./config.hcl, else the embedded default)")
@@ -41,6 +43,7 @@ func cmdBench(ctx context.Context, e *env, args []string) int {
 	fs.BoolVar(&asJSON, "json", false, `print {"results": [...]} as JSON`)
 	fs.BoolVar(&noBaseline, "no-baseline", false, "skip the naive one-python3-per-call baseline")
 	fs.IntVar(&warmupCalls, "warmup", 5, "unmeasured calls per sandbox before measuring")
+	fs.BoolVar(&newBodies, "new-bodies", false, "also measure, per sandbox, a row of distinct generated ~1.3 KB bodies importing 8 stdlib modules (every call a body never seen before)")
 	pos, err := parseFlags(fs, args)
 	if err != nil {
 		return flagErr(err)
@@ -107,6 +110,29 @@ func cmdBench(ctx context.Context, e *env, args []string) int {
 		r := loadtest.Run(ctx, label, n, conc, call)
 		r.OpenMS = openMS
 		results = append(results, r)
+		if newBodies {
+			// Every call a body never seen before: the warm-up bodies and
+			// the measured ones never repeat.
+			newArgs, _ := json.Marshal(newBodyArgs)
+			var next atomic.Int64
+			fresh := func(ctx context.Context) error {
+				res, err := sb.Execute(ctx, shared.ExecuteRequest{Code: newBody(int(next.Add(1))), Args: newArgs,
+					AllowedImports: newBodyImports, SessionID: sessionID, UserID: "bench"})
+				if err != nil {
+					return err
+				}
+				if !res.Success {
+					return fmt.Errorf("%s: %s", res.ErrorKind, res.Error)
+				}
+				return nil
+			}
+			for i := 0; i < warmupCalls; i++ {
+				if err := fresh(ctx); err != nil {
+					return reportErr(e, fmt.Errorf("sandbox %q new-bodies warm-up: %w", name, err))
+				}
+			}
+			results = append(results, loadtest.Run(ctx, label+"/new-bodies", n, conc, fresh))
+		}
 	}
 	if !noBaseline {
 		base := loadtest.NaiveBaseline(python, benchBody, benchArgs, benchWant)

@@ -49,3 +49,41 @@ func TestBenchUnknownSandbox(t *testing.T) {
 		t.Fatalf("exit %d: %s", r.code, r.stderr)
 	}
 }
+
+// `bench --new-bodies` adds a row of generated bodies after the sandbox's
+// row; every call is a body never seen before, and every one must run
+// (they import the 8 modules the generator names).
+func TestBenchNewBodies(t *testing.T) {
+	needPlugin(t)
+	seen := map[string]bool{}
+	for i := range 50 {
+		b := newBody(i)
+		if seen[b] {
+			t.Fatalf("body %d repeats an earlier one", i)
+		}
+		seen[b] = true
+		if n := len(b); n < 1000 || n > 3000 {
+			t.Fatalf("body %d is %d bytes, want a 1-3 KB candidate", i, n)
+		}
+	}
+	r := runCLI(t, "", "", "bench", "-n", "4", "--warmup", "1", "--new-bodies", "--no-baseline", "--json")
+	if r.code != 0 {
+		t.Fatalf("exit %d: %s\n%s", r.code, r.stderr, r.stdout)
+	}
+	var out struct {
+		Results []struct {
+			Name   string `json:"name"`
+			N      int    `json:"n"`
+			Errors int    `json:"errors"`
+		} `json:"results"`
+	}
+	if err := json.Unmarshal([]byte(r.stdout), &out); err != nil {
+		t.Fatalf("not JSON: %v\n%s", err, r.stdout)
+	}
+	if len(out.Results) != 2 || out.Results[1].Name != out.Results[0].Name+"/new-bodies" {
+		t.Fatalf("want the sandbox row and its new-bodies row, got %+v", out.Results)
+	}
+	if row := out.Results[1]; row.N != 4 || row.Errors != 0 {
+		t.Errorf("new-bodies row %+v", row)
+	}
+}
