@@ -1,9 +1,11 @@
 # orqest/agent-runtime — the tier-2 container image (plugins/docker).
 #
 # The build context is the repository root; .dockerignore admits only the runtime
-# binary below (it embeds the rules table). Build the static runtime first:
+# binary below (it embeds the rules table) and the fork-server's C loop. Build
+# both first:
 #
 #   CGO_ENABLED=0 go build -o bin/orqest-agent-runtime ./plugins/docker/runtime
+#   make forkcore
 #
 # then, on a machine with no registry (`make image` does all of this):
 #
@@ -26,6 +28,10 @@ LABEL org.opencontainers.image.title="orqest agent runtime" \
       org.opencontainers.image.version="${ORQEST_VERSION}"
 
 COPY bin/orqest-agent-runtime /usr/local/bin/orqest-agent-runtime
+# The fork-server's C loop (runner/forkcore, built against Debian's Python
+# 3.11 headers by `make forkcore`): the runtime hands it to its zygotes. A
+# Python of another major.minor refuses it and loops in Python.
+COPY bin/orqest-forkcore.so /usr/local/lib/orqest/orqest-forkcore.so
 
 # /data is the mount point of the per-user named volume: a fresh volume copies
 # this directory's ownership and mode, so only the runtime (root, see below)
@@ -37,6 +43,7 @@ RUN mkdir -p /data /workspace \
  && chmod 0700 /data \
  && chmod 0711 /workspace \
  && chmod 0755 /usr/local/bin/orqest-agent-runtime \
+ && chmod 0644 /usr/local/lib/orqest/orqest-forkcore.so \
  && /usr/local/bin/orqest-agent-runtime -version \
  && (test -x /usr/bin/python3 || test -x /usr/local/bin/python3) \
  && python3 -I -S -B -c 'import json, resource; print("python ok")' \

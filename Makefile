@@ -59,7 +59,7 @@ runtime:
 
 # Tier-2 image. The default base is assembled locally from Debian packages (no
 # registry needed). Elsewhere: make image BASE_IMAGE=python:3.11-slim
-image: setup-image runtime
+image: setup-image runtime forkcore
 	@if [ "$(BASE_IMAGE)" = "orqest/python-base:bookworm" ]; then ORQEST_BASE_IMAGE=$(BASE_IMAGE) bash scripts/build-base-image.sh; fi
 	docker build -q --build-arg BASE_IMAGE=$(BASE_IMAGE) --build-arg ORQEST_VERSION=$(VERSION) -t $(IMAGE) .
 
@@ -69,7 +69,7 @@ image: setup-image runtime
 IMAGE_DS      ?= $(IMAGE)-datascience
 BASE_IMAGE_DS ?= orqest/python-base:bookworm-datascience
 DS_PACKAGES   ?= python3-numpy,python3-pandas,python3-matplotlib
-image-datascience: setup-image runtime
+image-datascience: setup-image runtime forkcore
 	ORQEST_BASE_IMAGE=$(BASE_IMAGE_DS) ORQEST_BASE_EXTRA=$(DS_PACKAGES) bash scripts/build-base-image.sh
 	docker build -q --build-arg BASE_IMAGE=$(BASE_IMAGE_DS) --build-arg ORQEST_VERSION=$(VERSION) -t $(IMAGE_DS) .
 

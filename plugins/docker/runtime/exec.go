@@ -69,6 +69,9 @@ type executor struct {
 	log     *slog.Logger
 	// mode is modeForkServer ("" too) or modeSpawn.
 	mode string
+	// core is the fork-server's C loop (runner/forkcore as a shared
+	// object, -forkcore); nil: the zygotes loop in Python.
+	core []byte
 	// classes: bodies may define classes (runner.Request.Classes).
 	classes bool
 	// disable lists sealing layers not to attempt: a seam for tests only
@@ -192,12 +195,16 @@ func (e *executor) forkServer(agent, dir, python string, extraPath, readPath []s
 			Seal:  seal.SealWriting(e.disable, e.writePaths(), readPath...),
 			Rules: e.rules,
 			Pool:  zygotePool,
-		}, pyproc.ForkServerOptions{Logger: e.logger(), Stderr: logWriter{e.logger()}, Dir: dir})
+		}, pyproc.ForkServerOptions{Logger: e.logger(), Stderr: logWriter{e.logger()}, Dir: dir, Core: e.core})
 		if err != nil {
 			return nil, err
 		}
 		e.forked.Store(true)
-		e.logger().Debug("fork-server started", "agent", agent, "pid", fs.PID(), "layers", fs.Layers())
+		inC, why := fs.Core()
+		if len(e.core) > 0 && !inC {
+			e.logger().Warn("fork-server: the C loop did not load; the zygote loops in Python (slower)", "agent", agent, "reason", why)
+		}
+		e.logger().Debug("fork-server started", "agent", agent, "pid", fs.PID(), "layers", fs.Layers(), "c_loop", inC, "hot_pages", fs.HotPages())
 		return fs, nil
 	})
 }

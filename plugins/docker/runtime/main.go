@@ -57,6 +57,12 @@ var execMode = flag.String("exec-mode", modeForkServer, `how Python runs: "forks
 
 var classesFlag = flag.Bool("classes", false, "bodies may define classes (the sandbox's policy `classes`)")
 
+// defaultForkCore is where the image puts the fork-server's C loop
+// (runner/forkcore built as a shared object, `make image`).
+const defaultForkCore = "/usr/local/lib/orqest/orqest-forkcore.so"
+
+var forkCoreFlag = flag.String("forkcore", defaultForkCore, `the fork-server's C loop (a shared object built for this image's Python); "" or a missing file keeps the zygotes' loop in Python`)
+
 // version is set with -ldflags "-X main.version=...".
 var version = "0.1.0"
 
@@ -98,10 +104,11 @@ func run(log *slog.Logger, python, workdir, listen string) error {
 	if err != nil {
 		return err
 	}
+	core := loadForkCore(log, *forkCoreFlag)
 	rt := &runtime{
 		hello:   hello,
 		started: time.Now(),
-		exec:    &executor{python: py, rules: table, workdir: workdir, envs: newEnvManager(py, workdir, hello, log), log: log, mode: *execMode, classes: *classesFlag, system: systemPackages()}, // envs: per-agent venvs (venv.go)
+		exec:    &executor{python: py, rules: table, workdir: workdir, envs: newEnvManager(py, workdir, hello, log), log: log, mode: *execMode, classes: *classesFlag, system: systemPackages(), core: core}, // envs: per-agent venvs (venv.go)
 		rulesSum: func() string {
 			s := sha256.Sum256(table)
 			return hex.EncodeToString(s[:])
@@ -361,4 +368,21 @@ func progressOutput(ctx context.Context, req *mcp.CallToolRequest) func(string, 
 			Progress:      float64(sent),
 		})
 	}
+}
+
+// loadForkCore reads the fork-server's C loop from path, which the image
+// provides: its zygotes then fork from C (no Python between forks) and
+// each idle child copies the pages an execution writes ahead of it (see
+// runner/forkcore). nil (the zygotes loop in Python) when path is "" or
+// cannot be read.
+func loadForkCore(log *slog.Logger, path string) []byte {
+	if path == "" {
+		return nil
+	}
+	core, err := os.ReadFile(path)
+	if err != nil {
+		log.Info("fork-server C loop not loaded; zygotes loop in Python", "path", path, "reason", err.Error())
+		return nil
+	}
+	return core
 }
