@@ -275,7 +275,7 @@ static void orq_populate_hot(void)
 }
 
 /* The child, before it returns to Python: exits rather than run unsealed. */
-static int orq_child(int sock, pid_t zygote, int ruleset_fd, const void *bpf)
+static int orq_child(int sock, pid_t zygote, int ruleset_fd, const void *bpf, long long fsize)
 {
     if (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) != 0 || getppid() != zygote)
         _exit(ORQ_EXIT_PARENT_GONE);
@@ -288,8 +288,8 @@ static int orq_child(int sock, pid_t zygote, int ruleset_fd, const void *bpf)
             _exit(ORQ_EXIT_LANDLOCK);
         close(ruleset_fd);
     }
-    struct rlimit nofile = {64, 64}, zero = {0, 0};
-    if (setrlimit(RLIMIT_NOFILE, &nofile) != 0 || setrlimit(RLIMIT_FSIZE, &zero) != 0 ||
+    struct rlimit nofile = {64, 64}, zero = {0, 0}, file = {(rlim_t)fsize, (rlim_t)fsize};
+    if (setrlimit(RLIMIT_NOFILE, &nofile) != 0 || setrlimit(RLIMIT_FSIZE, &file) != 0 ||
         setrlimit(RLIMIT_CORE, &zero) != 0)
         _exit(ORQ_EXIT_RLIMITS);
     orq_populate_hot();
@@ -383,7 +383,7 @@ static void orq_shutdown(struct orq_kid *kids, int nkids)
 
 /* Pre-fork one child. Returns the child's socket in the child, 0 in the
  * zygote, -1 on failure (logged). */
-static int orq_spawn(int ctl, pid_t me, int ruleset_fd, const void *bpf, struct orq_kid *kids,
+static int orq_spawn(int ctl, pid_t me, int ruleset_fd, const void *bpf, long long fsize, struct orq_kid *kids,
                      int *nkids, int *nidle)
 {
     if (*nkids >= ORQ_MAX_KIDS) {
@@ -412,7 +412,7 @@ static int orq_spawn(int ctl, pid_t me, int ruleset_fd, const void *bpf, struct 
                 _exit(ORQ_EXIT_DESCRIPTORS);
             close(sp[1]);
         }
-        orq_child(s, me, ruleset_fd, bpf);
+        orq_child(s, me, ruleset_fd, bpf, fsize);
         return s;
     }
     close(sp[1]);
@@ -513,13 +513,15 @@ static void orq_reap(int ctl, struct orq_kid *kids, int *nkids, int *nidle, int 
 /* The zygote's loop: keep `pool` children pre-forked, reap and report
  * every exit. ruleset_fd is the Landlock ruleset each child restricts
  * itself with (-1: none), bpf the struct sock_fprog of the child seccomp
- * filter (NULL: none), warm the Python callable for warm messages (NULL or
+ * filter (NULL: none), fsize each child's RLIMIT_FSIZE (0: it writes no
+ * file; a workspace's per-file cap otherwise), warm the Python callable
+ * for warm messages (NULL or
  * None: ignore them), serve the Python callable a new child calls, sealed
  * and holding fd 0-3, to run its execution (it never returns; NULL or
  * None: return to the caller instead). Returns the child's socket in a new
  * child (without serve); -1 with errno set if the zygote cannot serve at
  * all. */
-int orq_zygote_loop(int ctl, int pool, int ruleset_fd, const void *bpf, PyObject *warm, PyObject *serve)
+int orq_zygote_loop(int ctl, int pool, int ruleset_fd, const void *bpf, long long fsize, PyObject *warm, PyObject *serve)
 {
     static struct orq_kid kids[ORQ_MAX_KIDS];
     static struct pollfd pfds[ORQ_MAX_KIDS + 1];
@@ -538,7 +540,7 @@ int orq_zygote_loop(int ctl, int pool, int ruleset_fd, const void *bpf, PyObject
                 if (poll(&q, 1, 0) > 0)
                     break;
             }
-            int s = orq_spawn(ctl, me, ruleset_fd, bpf, kids, &nkids, &nidle);
+            int s = orq_spawn(ctl, me, ruleset_fd, bpf, fsize < 0 ? 0 : fsize, kids, &nkids, &nidle);
             if (s > 0) { /* the new child */
                 if (serve == NULL || serve == Py_None)
                     return s;

@@ -242,6 +242,7 @@ def _orq_forkserver_main():
                         sys.hexversion >> 24, (sys.hexversion >> 16) & 0xFF))
                 core.orq_zygote_loop.argtypes = [ctypes.c_int, ctypes.c_int,
                                                  ctypes.c_int, ctypes.c_void_p,
+                                                 ctypes.c_longlong,
                                                  ctypes.py_object, ctypes.py_object]
                 core.orq_zygote_loop.restype = ctypes.c_int
             except Exception as e:  # noqa: BLE001
@@ -313,6 +314,7 @@ def _orq_forkserver_main():
         # zygote cannot serve (poll failed).
         core.orq_zygote_loop(ctl.fileno(), pool, ruleset,
                              ctypes.addressof(bpf[1]) if bpf else None,
+                             st["fsize"],
                              lambda msg: _orq_warm(msg, rules),
                              lambda: _orq_forkserver_serve(rules, st["max_procs"]))
         os._exit(_orq_exit_zygote_failed)
