@@ -166,10 +166,11 @@ func (f *ToolFactory) execute(ctx context.Context, req shared.ExecuteRequest) (s
 }
 
 // executeStream is execute with the output given to onChunk as it is
-// written (nil: none).
+// written (nil: none). A request that names its session keeps it; else
+// the session is RunAs's.
 func (f *ToolFactory) executeStream(ctx context.Context, req shared.ExecuteRequest, onChunk func(shared.OutputChunk)) (shared.ExecutionResult, error) {
 	req.UserID = f.user
-	if f.session != nil {
+	if f.session != nil && req.SessionID == "" {
 		id, err := f.session(ctx)
 		if err != nil {
 			return shared.ExecutionResult{}, fmt.Errorf("session for user %q: %w", f.user, err)
@@ -727,6 +728,10 @@ type RunPythonRequest struct {
 	// OnOutput, when set, gets the code's stdout and stderr as it writes
 	// them (Sandbox.ExecuteStream); the result holds the same bytes.
 	OnOutput func(shared.OutputChunk)
+	// SessionID, when set, runs the code in this open session of the
+	// factory's user instead of the session RunAs gives (a server that
+	// keeps several named sessions per client picks one per call).
+	SessionID string
 }
 
 // RunPython runs a one-off function body under the rules a spawned tool
@@ -775,7 +780,7 @@ func (f *ToolFactory) RunPython(ctx context.Context, req RunPythonRequest) (shar
 	}
 	var res shared.ExecutionResult
 	var err error
-	ereq := shared.ExecuteRequest{Code: req.Code, Args: req.Args, AllowedImports: imports, Timeout: timeout, UserID: f.user, Stateful: req.Stateful}
+	ereq := shared.ExecuteRequest{Code: req.Code, Args: req.Args, AllowedImports: imports, Timeout: timeout, UserID: f.user, Stateful: req.Stateful, SessionID: req.SessionID}
 	if fs := CheckCode(ctx, sb.host.opts.checker, Policy{Name: pol.Name, MaxCodeBytes: pol.MaxCodeBytes, Classes: pol.Classes}, req.Code, imports...); len(fs) > 0 {
 		// Rejected under exactly the request's imports, before Execute:
 		// observed (metrics, span, log line, audit) as an execution too.

@@ -74,12 +74,14 @@ func loadSandbox(ctx context.Context, config, name string) (*host.Host, *host.Sa
 }
 
 func cmdRun(ctx context.Context, e *env, args []string) int {
-	fs := newFlagSet(e, "run", "run [--config F] [--sandbox NAME] [--allow m1,m2] [--args JSON] [--timeout DUR] [--memory MB] [--json] (-e CODE | FILE | - | --batch FILE|-) [--concurrency N] [--user U] [--session S] [--stateful] [--tool NAME]")
+	fs := newFlagSet(e, "run", "run [--config F] [--sandbox NAME] [--allow m1,m2] [--args JSON] [--timeout DUR] [--memory MB] [--json] (-e CODE | FILE | - | --batch FILE|-) [--concurrency N] [--user U] [--session S] [--stateful] [--tool NAME] [--addr URL [--token-file F] [--ca-cert F]]")
 	var f execFlags
 	var user, session, tool, batch string
 	var stateful bool
 	var concurrency int
+	var rf remoteFlags
 	f.register(fs)
+	rf.registerServer(fs)
 	fs.StringVar(&batch, "batch", "", "run many requests: a file (or - for stdin) of JSON lines {\"code\", \"args\", \"allowed_imports\", \"timeout\", \"memory_mb\", \"id\"}; prints one result line per request as each finishes")
 	fs.IntVar(&concurrency, "concurrency", 0, "with --batch: executions in flight at once (default: the sandbox's max_concurrency)")
 	fs.StringVar(&f.expr, "e", "", "the code (a function body) to run")
@@ -90,6 +92,25 @@ func cmdRun(ctx context.Context, e *env, args []string) int {
 	pos, err := parseFlags(fs, args)
 	if err != nil {
 		return flagErr(err)
+	}
+	if rf.remoteWanted() {
+		for _, local := range []string{"batch", "concurrency", "config", "sandbox", "user", "tool", "memory"} {
+			if isFlagSet(fs, local) {
+				fmt.Fprintf(e.stderr, "orqest-sandbox run: --%s does not apply with a server (--addr or $%s): the server's policy and sandbox apply, and its token names the user\n", local, addrEnv)
+				return exitError
+			}
+		}
+		code, err := readCode(e, f.expr, isFlagSet(fs, "e"), pos, true)
+		if err != nil {
+			fmt.Fprintf(e.stderr, "orqest-sandbox run: %v\n", err)
+			return exitError
+		}
+		if _, err := f.request(code); err != nil {
+			fmt.Fprintf(e.stderr, "orqest-sandbox run: %v\n", err)
+			return exitError
+		}
+		rf.session = session
+		return runRemote(ctx, e, rf, f, code, stateful)
 	}
 	if isFlagSet(fs, "batch") {
 		if isFlagSet(fs, "e") || len(pos) > 0 || f.args != "" || tool != "" {
