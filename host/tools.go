@@ -363,6 +363,7 @@ func (t *Tool) Call(ctx context.Context, args json.RawMessage) (shared.Execution
 		Args:           valid,
 		AllowedImports: t.spec.AllowedImports,
 		Timeout:        t.timeout,
+		Stateless:      true, // a tool is a function: its calls share nothing, whatever the sandbox's default
 	})
 	switch {
 	case err != nil:
@@ -725,6 +726,9 @@ type RunPythonRequest struct {
 	// factory needs a session (RunAs) and the sandbox the
 	// "stateful_sessions" capability, else Execute refuses it.
 	Stateful bool
+	// Stateless asks for a fresh process where the sandbox's default is
+	// stateful (shared.ExecuteRequest.Stateless); neither: the default.
+	Stateless bool
 	// OnOutput, when set, gets the code's stdout and stderr as it writes
 	// them (Sandbox.ExecuteStream); the result holds the same bytes.
 	OnOutput func(shared.OutputChunk)
@@ -780,7 +784,7 @@ func (f *ToolFactory) RunPython(ctx context.Context, req RunPythonRequest) (shar
 	}
 	var res shared.ExecutionResult
 	var err error
-	ereq := shared.ExecuteRequest{Code: req.Code, Args: req.Args, AllowedImports: imports, Timeout: timeout, UserID: f.user, Stateful: req.Stateful, SessionID: req.SessionID}
+	ereq := shared.ExecuteRequest{Code: req.Code, Args: req.Args, AllowedImports: imports, Timeout: timeout, UserID: f.user, Stateful: req.Stateful, Stateless: req.Stateless, SessionID: req.SessionID}
 	if fs := CheckCode(ctx, sb.host.opts.checker, Policy{Name: pol.Name, MaxCodeBytes: pol.MaxCodeBytes, Classes: pol.Classes}, req.Code, imports...); len(fs) > 0 {
 		// Rejected under exactly the request's imports, before Execute:
 		// observed (metrics, span, log line, audit) as an execution too.

@@ -229,6 +229,12 @@ type ExecuteRequest struct {
 	// CapStatefulSessions (else ErrNotSupported). False (the default):
 	// a fresh process, whatever earlier calls did.
 	Stateful bool
+	// Stateless asks for a fresh process even where the sandbox makes its
+	// session calls stateful by default (`stateful = true` in its block):
+	// the per-call choice wins over the default. The host resolves it
+	// before the plugin is called (a plugin only sees Stateful); Stateful
+	// and Stateless together are ErrInvalidArgument.
+	Stateless bool
 }
 
 // ExecuteResponse carries the result of one execution.

@@ -262,3 +262,52 @@ func TestToolErrorClasses(t *testing.T) {
 		t.Error("ClassNamed(bogus) is not nil")
 	}
 }
+
+// `stateful = true` in a docker sandbox's block makes its session calls
+// stateful without the caller asking, through the host and through
+// run_python; an explicit false (Stateless, "stateful": false) still gets
+// a fresh process, and a call without a session stays stateless.
+func TestStatefulDefault(t *testing.T) {
+	alice, bob := "orqtest-stdfa-"+randomID(), "orqtest-stdfb-"+randomID()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	h, sb := dockerSandbox(t, ctx, `stateful = true
+  config { image = "orqest/agent-runtime:0.1.0" }`, alice, bob)
+	open, err := sb.Open(ctx, shared.OpenRequest{UserID: alice})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sb.CloseSession(context.WithoutCancel(ctx), open.SessionID)
+	exec := func(req shared.ExecuteRequest) shared.ExecutionResult {
+		t.Helper()
+		req.UserID = alice
+		res, err := sb.Execute(ctx, req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res
+	}
+	if res := exec(shared.ExecuteRequest{Code: "x = 41\nreturn x", SessionID: open.SessionID}); !res.Success {
+		t.Fatalf("x = 41: %+v", res)
+	}
+	if res := exec(shared.ExecuteRequest{Code: "return x + 1", SessionID: open.SessionID}); !res.Success || string(res.Output) != "42" {
+		t.Errorf("the second session call did not see x: %+v", res)
+	}
+	if res := exec(shared.ExecuteRequest{Code: "return x", SessionID: open.SessionID, Stateless: true}); res.Success || !strings.Contains(res.Error, "NameError") {
+		t.Errorf("a Stateless call saw the session's x: %+v", res)
+	}
+	if res := exec(shared.ExecuteRequest{Code: "return 7"}); !res.Success || string(res.Output) != "7" {
+		t.Errorf("a sessionless call on a stateful-by-default sandbox: %+v", res)
+	}
+
+	a, _ := mcpHTTPClients(t, ctx, h, sb, alice, bob)
+	if r := call(t, a, mcpRunPython, map[string]any{"code": "y = 5\nreturn y"}); r.IsError {
+		t.Fatalf("run_python y = 5: %s", text(r))
+	}
+	if r := call(t, a, mcpRunPython, map[string]any{"code": "return y"}); r.IsError || text(r) != "5" {
+		t.Errorf("run_python did not keep y by default: %s", text(r))
+	}
+	if r := call(t, a, mcpRunPython, map[string]any{"code": "return y", "stateful": false}); !r.IsError || !strings.Contains(text(r), "NameError") {
+		t.Errorf("run_python stateful=false saw y: %s", text(r))
+	}
+}

@@ -456,7 +456,7 @@ const runPythonSchema = `{
     "args": {"type": "object", "description": "the args dict (default {})"},
     "allowed_imports": {"type": "array", "items": {"type": "string"}, "description": "modules the code imports (within the policy's)"},
     "timeout_s": {"type": "number", "exclusiveMinimum": 0, "description": "seconds (at most the policy's timeout)"},
-    "stateful": {"type": "boolean", "description": "run in this client's session interpreter: top-level names persist across stateful runs, like notebook cells (session sandboxes with stateful_sessions only); a run killed by its limits loses them (state_lost)"},
+    "stateful": {"type": "boolean", "description": "run in this client's session interpreter: top-level names persist across stateful runs, like notebook cells (session sandboxes with stateful_sessions only); a run killed by its limits loses them (state_lost). Unset: the sandbox's default (stateful = true in its policy makes session runs stateful); false asks for a fresh process"},
     "session": ` + sessionArgSchema + `
   },
   "required": ["code"],
@@ -477,7 +477,7 @@ type runPythonInput struct {
 	Args           json.RawMessage `json:"args"`
 	AllowedImports []string        `json:"allowed_imports"`
 	TimeoutS       *float64        `json:"timeout_s"`
-	Stateful       bool            `json:"stateful"`
+	Stateful       *bool           `json:"stateful"`
 	Session        string          `json:"session"`
 }
 
@@ -596,7 +596,8 @@ func (m *mcpServer) runPython(ctx context.Context, req *mcp.CallToolRequest) (*m
 		Args:           in.Args,
 		AllowedImports: in.AllowedImports,
 		Timeout:        timeout,
-		Stateful:       in.Stateful,
+		Stateful:       in.Stateful != nil && *in.Stateful,
+		Stateless:      in.Stateful != nil && !*in.Stateful,
 		OnOutput:       progressOutput(ctx, req),
 	})
 	return execResult(res, err)

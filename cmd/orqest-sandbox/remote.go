@@ -282,7 +282,7 @@ func schemaHasProp(schema any, prop string) bool {
 // run_python, in the session --session names (else the client's own),
 // with its output printed as the server streams it (progress
 // notifications), or as one JSON object with --json.
-func runRemote(ctx context.Context, e *env, rf remoteFlags, f execFlags, code string, stateful bool) int {
+func runRemote(ctx context.Context, e *env, rf remoteFlags, f execFlags, code string, stateful *bool) int {
 	args := map[string]any{"code": code}
 	if f.args != "" {
 		args["args"] = json.RawMessage(f.args)
@@ -294,8 +294,8 @@ func runRemote(ctx context.Context, e *env, rf remoteFlags, f execFlags, code st
 		req, _ := f.request(code) // checked by the caller
 		args["timeout_s"] = req.Timeout.Seconds()
 	}
-	if stateful {
-		args["stateful"] = true
+	if stateful != nil {
+		args["stateful"] = *stateful
 	}
 	if rf.session != "" {
 		args["session"] = rf.session

@@ -21,6 +21,7 @@ type execFlags struct {
 	json                           bool
 	expr                           string
 	stateful                       bool // run --stateful (set by cmdRun only)
+	stateless                      bool // run --stateful=false (set by cmdRun only)
 }
 
 // register adds the flags run and call share.
@@ -88,7 +89,7 @@ func cmdRun(ctx context.Context, e *env, args []string) int {
 	fs.StringVar(&user, "user", "", "user id, for session tiers")
 	fs.StringVar(&session, "session", "", "session id, for session tiers")
 	fs.StringVar(&tool, "tool", "", "names the invocation for the per-user tool library")
-	fs.BoolVar(&stateful, "stateful", false, "run in the session's long-lived interpreter (tier 2): with --batch, the lines share their top-level names like notebook cells")
+	fs.BoolVar(&stateful, "stateful", false, "run in the session's long-lived interpreter (tier 2): with --batch, the lines share their top-level names like notebook cells; --stateful=false asks for a fresh process where the sandbox's policy makes session runs stateful")
 	pos, err := parseFlags(fs, args)
 	if err != nil {
 		return flagErr(err)
@@ -110,7 +111,11 @@ func cmdRun(ctx context.Context, e *env, args []string) int {
 			return exitError
 		}
 		rf.session = session
-		return runRemote(ctx, e, rf, f, code, stateful)
+		var st *bool
+		if isFlagSet(fs, "stateful") {
+			st = &stateful
+		}
+		return runRemote(ctx, e, rf, f, code, st)
 	}
 	if isFlagSet(fs, "batch") {
 		if isFlagSet(fs, "e") || len(pos) > 0 || f.args != "" || tool != "" {
@@ -121,7 +126,7 @@ func cmdRun(ctx context.Context, e *env, args []string) int {
 			fmt.Fprintln(e.stderr, "orqest-sandbox run: --batch needs a FILE or - and --concurrency a count ≥ 0")
 			return exitError
 		}
-		f.stateful = stateful
+		f.stateful, f.stateless = stateful, isFlagSet(fs, "stateful") && !stateful
 		return runBatch(ctx, e, f, batch, concurrency, user, session)
 	}
 	code, err := readCode(e, f.expr, isFlagSet(fs, "e"), pos, true)
@@ -135,6 +140,7 @@ func cmdRun(ctx context.Context, e *env, args []string) int {
 		return exitError
 	}
 	req.UserID, req.SessionID, req.ToolName, req.Stateful = user, session, tool, stateful
+	req.Stateless = isFlagSet(fs, "stateful") && !stateful // --stateful=false: a fresh process whatever the sandbox's default
 
 	h, sb, err := loadSandbox(ctx, f.config, f.sandbox)
 	if err != nil {
