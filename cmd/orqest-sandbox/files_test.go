@@ -21,7 +21,7 @@ import (
 // startServer runs `orqest-sandbox mcp serve --http 127.0.0.1:0 args…` in
 // dir and returns the URL it prints (its /mcp endpoint). The server is
 // interrupted (it closes its sessions) and waited for when the test ends;
-// its stderr is logged then.
+// its stderr is logged then if the test failed.
 func startServer(t *testing.T, dir string, args ...string) string {
 	t.Helper()
 	cmd := exec.Command(cli, append([]string{"mcp", "serve", "--http", "127.0.0.1:0"}, args...)...)
@@ -47,7 +47,7 @@ func startServer(t *testing.T, dir string, args ...string) string {
 			t.Errorf("the server did not stop within 2 minutes of SIGINT")
 			<-done
 		}
-		if rest.Len() > 0 {
+		if t.Failed() && rest.Len() > 0 {
 			t.Logf("server stderr:\n%s", rest.String())
 		}
 	})

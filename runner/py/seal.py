@@ -382,6 +382,14 @@ def _orq_seal_apply(st, role="full"):
     if "landlock_fs" in layers:
         if sysc(nr["landlock_restrict_self"], fd, 0) != 0:
             raise OSError("landlock_restrict_self: " + fail())
+    if st["fsize"]:
+        # A process that writes a workspace makes what it creates
+        # writable by every uid (umask 0; a zygote's children inherit it):
+        # the runtime that serves the workspace is root without
+        # CAP_DAC_OVERRIDE and reaches the children's files and
+        # directories through their "other" bits (an upload into a
+        # directory the code made). The container has no third uid.
+        os.umask(0)
     if role != "zygote":
         if fd >= 0:
             os.close(fd)
