@@ -334,7 +334,7 @@ func TestWorkspaceKindsAddOnlyTheWorkspaceCalls(t *testing.T) {
 	}
 	for _, k := range []Kind{Full, Zygote, Child} {
 		plain, wide := loadKind(t, k), loadKind(t, k+FullWorkspace)
-		if (k + FullWorkspace).Base() != k || !(k + FullWorkspace).Workspace() || k.Workspace() {
+		if (k+FullWorkspace).Base() != k || !(k + FullWorkspace).Workspace() || k.Workspace() {
 			t.Fatalf("Base/Workspace of %s", k)
 		}
 		for _, d := range sweep(auditArch) {
