@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -131,5 +132,95 @@ func TestDependencies(t *testing.T) {
 		t.Errorf("/workspace after the calls: %s", res.Output)
 	} else if !res.Success {
 		t.Logf("listing /workspace is refused in the child (%s); skipped", res.Error)
+	}
+}
+
+// A native wheel (a C extension the test compiles against Debian's
+// CPython 3.11, the image's) from wheel_dir installs into the agent's
+// directory of the exec-allowed tmpfs and imports under the seal; that
+// tmpfs allows exec and /workspace still does not; the agent's code
+// (even with os allowed) cannot change the installed extension.
+func TestNativeDependencies(t *testing.T) {
+	user := testUser(t)
+	dc := requireDocker(t)
+	wheels := t.TempDir()
+	ext, err := wheeltest.CompileExtension(t.TempDir(), "orqnative", `#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+static PyObject *add(PyObject *self, PyObject *args) {
+    long a, b;
+    if (!PyArg_ParseTuple(args, "ll", &a, &b)) return NULL;
+    return PyLong_FromLong(a + b);
+}
+static PyMethodDef methods[] = {{"add", add, METH_VARARGS, "a + b"}, {NULL, NULL, 0, NULL}};
+static struct PyModuleDef mod = {PyModuleDef_HEAD_INIT, "orqnative", NULL, -1, methods};
+PyMODINIT_FUNC PyInit_orqnative(void) { return PyModule_Create(&mod); }
+`)
+	if err != nil {
+		msg := "cannot build a C extension here: " + err.Error()
+		if os.Getenv("ORQEST_REQUIRE_DOCKER") == "1" {
+			t.Fatal(msg)
+		}
+		t.Skip("SKIPPING: " + msg)
+	}
+	if _, err := wheeltest.Build(wheels, wheeltest.Wheel{Name: "orqnative", Version: "1.0", Tag: ext.Tag, Files: map[string]string{ext.File: ext.Data}}); err != nil {
+		t.Fatal(err)
+	}
+	b := NewBackend(nil)
+	cfg, _ := json.Marshal(map[string]any{"image": testImage(), "wheel_dir": wheels})
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	if _, err := b.Configure(ctx, shared.ConfigureRequest{Config: cfg, AllowedPackages: []string{"orqnative"}}); err != nil {
+		t.Fatalf("Configure: %v", err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+		defer cancel()
+		b.Shutdown(ctx)
+	})
+	sid := openSession(t, b, user)
+	b.mu.Lock()
+	s := b.sessions[sid]
+	b.mu.Unlock()
+	ins, err := dc.ContainerInspect(ctx, s.containerID, client.ContainerInspectOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if opts := ins.Container.HostConfig.Tmpfs[rtproto.NativeMount]; !strings.Contains(opts, ",exec,") || strings.Contains(opts, "noexec") {
+		t.Errorf("tmpfs %s: %q, want exec", rtproto.NativeMount, opts)
+	}
+	if opts := ins.Container.HostConfig.Tmpfs["/workspace"]; !strings.Contains(opts, "noexec") {
+		t.Errorf("/workspace: %q, want noexec", opts)
+	}
+
+	resp, err := b.Execute(ctx, shared.ExecuteRequest{Code: "import orqnative\nreturn orqnative.add(40, 2)", SessionID: sid, AgentID: "agentN",
+		AllowedImports: []string{"orqnative"}, Dependencies: []string{"orqnative"}, Timeout: 30 * time.Second})
+	if err != nil || !resp.Result.Success || string(resp.Result.Output) != "42" {
+		t.Fatalf("native import in the container: %v %+v", err, resp.Result)
+	}
+	code := `import os
+out = {}
+for name, f in [('overwrite', lambda: os.close(os.open(args['so'], os.O_WRONLY | os.O_TRUNC))),
+                ('plant', lambda: os.close(os.open(os.path.dirname(args['so']) + '/evil.py', os.O_WRONLY | os.O_CREAT, 0o644))),
+                ('remove', lambda: os.unlink(args['so']))]:
+    try:
+        f()
+        out[name] = 'done'
+    except Exception as e:
+        out[name] = type(e).__name__
+return out`
+	argsJSON, _ := json.Marshal(map[string]string{"so": rtproto.NativeMount + "/agentN/" + ext.File})
+	resp, err = b.Execute(ctx, shared.ExecuteRequest{Code: code, Args: argsJSON, SessionID: sid, AgentID: "agentN", AllowedImports: []string{"os"}, Timeout: 30 * time.Second})
+	if err != nil || !resp.Result.Success {
+		t.Fatalf("%v %+v", err, resp.Result)
+	}
+	var out map[string]string
+	_ = json.Unmarshal(resp.Result.Output, &out)
+	for _, k := range []string{"overwrite", "plant", "remove"} {
+		if out[k] == "done" || out[k] == "" {
+			t.Errorf("%s of the native directory: %q, want refused", k, out[k])
+		}
+	}
+	if _, err := b.Close(ctx, shared.CloseRequest{SessionID: sid}); err != nil {
+		t.Error(err)
 	}
 }
