@@ -160,13 +160,8 @@ func NewToolFactory(sb *Sandbox, bus *Bus, opts ...FactoryOption) *ToolFactory {
 // Sandbox returns the sandbox the factory's tools run in.
 func (f *ToolFactory) Sandbox() *Sandbox { return f.sb }
 
-// execute runs req on the factory's sandbox as its caller (RunAs).
-func (f *ToolFactory) execute(ctx context.Context, req shared.ExecuteRequest) (shared.ExecutionResult, error) {
-	return f.executeStream(ctx, req, nil)
-}
-
-// executeStream is execute with the output given to onChunk as it is
-// written (nil: none). A request that names its session keeps it; else
+// executeStream runs req on the factory's sandbox as its caller (RunAs),
+// with the output given to onChunk as it is written (nil: none). A request that names its session keeps it; else
 // the session is RunAs's.
 func (f *ToolFactory) executeStream(ctx context.Context, req shared.ExecuteRequest, onChunk func(shared.OutputChunk)) (shared.ExecutionResult, error) {
 	req.UserID = f.user
@@ -347,6 +342,13 @@ func (t *Tool) ValidateArgs(args json.RawMessage) (json.RawMessage, error) {
 // error is reserved for bad arguments and infrastructure failures. It
 // publishes tool.invocation_completed or tool.invocation_failed.
 func (t *Tool) Call(ctx context.Context, args json.RawMessage) (shared.ExecutionResult, error) {
+	return t.CallStream(ctx, args, nil)
+}
+
+// CallStream is Call with the implementation's stdout and stderr given to
+// onChunk as it writes them (Sandbox.ExecuteStream; nil: none). The
+// result holds the same bytes.
+func (t *Tool) CallStream(ctx context.Context, args json.RawMessage, onChunk func(shared.OutputChunk)) (shared.ExecutionResult, error) {
 	start := time.Now()
 	sb := t.factory.sb
 	fail := func(msg string) {
@@ -358,13 +360,13 @@ func (t *Tool) Call(ctx context.Context, args json.RawMessage) (shared.Execution
 		fail(err.Error())
 		return shared.ExecutionResult{}, err
 	}
-	res, err := t.factory.execute(ctx, shared.ExecuteRequest{
+	res, err := t.factory.executeStream(ctx, shared.ExecuteRequest{
 		Code:           t.spec.Implementation,
 		Args:           valid,
 		AllowedImports: t.spec.AllowedImports,
 		Timeout:        t.timeout,
 		Stateless:      true, // a tool is a function: its calls share nothing, whatever the sandbox's default
-	})
+	}, onChunk)
 	switch {
 	case err != nil:
 		fail(err.Error())

@@ -555,7 +555,9 @@ func (m *mcpServer) spawnTool(ctx context.Context, req *mcp.CallToolRequest) (*m
 }
 
 // toolHandler calls a spawned tool. The factory's current tool of that
-// name is looked up on every call, so a respawn takes effect at once.
+// name is looked up on every call, so a respawn takes effect at once. A
+// call with a progress token streams the tool's output as run_python's
+// does (progressOutput).
 func (m *mcpServer) toolHandler(t *host.Tool) mcp.ToolHandler {
 	name := t.Name()
 	return func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
@@ -563,7 +565,7 @@ func (m *mcpServer) toolHandler(t *host.Tool) mcp.ToolHandler {
 		if !ok {
 			return errorResult(fmt.Sprintf("tool %q no longer exists", name), nil), nil
 		}
-		res, err := tool.Call(mcpCaller(ctx, req), req.Params.Arguments)
+		res, err := tool.CallStream(mcpCaller(ctx, req), req.Params.Arguments, progressOutput(ctx, req))
 		return execResult(res, err)
 	}
 }
