@@ -65,30 +65,6 @@ func startServer(t *testing.T, dir string, args ...string) string {
 	return strings.Fields(line[i:])[0]
 }
 
-// runCLIEnv is runCLI with extra environment variables.
-func runCLIEnv(t *testing.T, env []string, stdin string, args ...string) result {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, cli, args...)
-	cmd.Dir = t.TempDir()
-	cmd.Env = append(os.Environ(), env...)
-	cmd.Stdin = strings.NewReader(stdin)
-	var out, errb bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errb
-	err := cmd.Run()
-	r := result{stdout: out.String(), stderr: errb.String()}
-	var ee *exec.ExitError
-	switch {
-	case err == nil:
-	case errors.As(err, &ee):
-		r.code = ee.ExitCode()
-	default:
-		t.Fatalf("run %v: %v", args, err)
-	}
-	return r
-}
-
 // The CLI as a client of `mcp serve --http` on tier 2: `files put`, a
 // `run` reading the upload and writing a file, and `files get` of that
 // file, each its own process, share the named session S of the token's

@@ -36,31 +36,19 @@ func TestDependencies(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	b := NewBackend(nil)
-	cfg, _ := json.Marshal(map[string]any{"image": testImage(), "wheel_dir": wheels})
+	b := wheelBackend(t, wheels, "orqdemo", "OrqHelper")
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	if _, err := b.Configure(ctx, shared.ConfigureRequest{Config: cfg, AllowedPackages: []string{"orqdemo", "OrqHelper"}}); err != nil {
-		t.Fatalf("Configure: %v", err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-		defer cancel()
-		b.Shutdown(ctx)
-	})
 	if info, _ := b.Info(ctx, shared.InfoRequest{}); !info.Has(shared.CapDependencies) {
 		t.Error("Info does not declare the dependencies capability")
 	}
 	sid := openSession(t, b, user)
 
 	// The wheel directory is a read-only bind mount.
+	ins := inspectSession(t, ctx, dc, b, sid)
 	b.mu.Lock()
 	s := b.sessions[sid]
 	b.mu.Unlock()
-	ins, err := dc.ContainerInspect(ctx, s.containerID, client.ContainerInspectOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
 	var wheelMount bool
 	for _, m := range ins.Container.Mounts {
 		if m.Destination == rtproto.WheelMount && m.Type == mount.TypeBind && !m.RW && m.Source == wheels {
@@ -144,17 +132,7 @@ func TestNativeDependencies(t *testing.T) {
 	user := testUser(t)
 	dc := requireDocker(t)
 	wheels := t.TempDir()
-	ext, err := wheeltest.CompileExtension(t.TempDir(), "orqnative", `#define PY_SSIZE_T_CLEAN
-#include <Python.h>
-static PyObject *add(PyObject *self, PyObject *args) {
-    long a, b;
-    if (!PyArg_ParseTuple(args, "ll", &a, &b)) return NULL;
-    return PyLong_FromLong(a + b);
-}
-static PyMethodDef methods[] = {{"add", add, METH_VARARGS, "a + b"}, {NULL, NULL, 0, NULL}};
-static struct PyModuleDef mod = {PyModuleDef_HEAD_INIT, "orqnative", NULL, -1, methods};
-PyMODINIT_FUNC PyInit_orqnative(void) { return PyModule_Create(&mod); }
-`)
+	ext, err := wheeltest.NativeWheel(t.TempDir(), wheels)
 	if err != nil {
 		msg := "cannot build a C extension here: " + err.Error()
 		if os.Getenv("ORQEST_REQUIRE_DOCKER") == "1" {
@@ -162,29 +140,11 @@ PyMODINIT_FUNC PyInit_orqnative(void) { return PyModule_Create(&mod); }
 		}
 		t.Skip("SKIPPING: " + msg)
 	}
-	if _, err := wheeltest.Build(wheels, wheeltest.Wheel{Name: "orqnative", Version: "1.0", Tag: ext.Tag, Files: map[string]string{ext.File: ext.Data}}); err != nil {
-		t.Fatal(err)
-	}
-	b := NewBackend(nil)
-	cfg, _ := json.Marshal(map[string]any{"image": testImage(), "wheel_dir": wheels})
+	b := wheelBackend(t, wheels, "orqnative")
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	if _, err := b.Configure(ctx, shared.ConfigureRequest{Config: cfg, AllowedPackages: []string{"orqnative"}}); err != nil {
-		t.Fatalf("Configure: %v", err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-		defer cancel()
-		b.Shutdown(ctx)
-	})
 	sid := openSession(t, b, user)
-	b.mu.Lock()
-	s := b.sessions[sid]
-	b.mu.Unlock()
-	ins, err := dc.ContainerInspect(ctx, s.containerID, client.ContainerInspectOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	ins := inspectSession(t, ctx, dc, b, sid)
 	if opts := ins.Container.HostConfig.Tmpfs[rtproto.NativeMount]; !strings.Contains(opts, ",exec,") || strings.Contains(opts, "noexec") {
 		t.Errorf("tmpfs %s: %q, want exec", rtproto.NativeMount, opts)
 	}
@@ -223,4 +183,36 @@ return out`
 	if _, err := b.Close(ctx, shared.CloseRequest{SessionID: sid}); err != nil {
 		t.Error(err)
 	}
+}
+
+// wheelBackend is a backend configured with wheel_dir wheels and the
+// policy's allowed_packages allowed, shut down when the test ends.
+func wheelBackend(t *testing.T, wheels string, allowed ...string) *Backend {
+	t.Helper()
+	b := NewBackend(nil)
+	cfg, _ := json.Marshal(map[string]any{"image": testImage(), "wheel_dir": wheels})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if _, err := b.Configure(ctx, shared.ConfigureRequest{Config: cfg, AllowedPackages: allowed}); err != nil {
+		t.Fatalf("Configure: %v", err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+		defer cancel()
+		b.Shutdown(ctx)
+	})
+	return b
+}
+
+// inspectSession returns the engine's view of session sid's container.
+func inspectSession(t *testing.T, ctx context.Context, dc *client.Client, b *Backend, sid string) client.ContainerInspectResult {
+	t.Helper()
+	b.mu.Lock()
+	s := b.sessions[sid]
+	b.mu.Unlock()
+	ins, err := dc.ContainerInspect(ctx, s.containerID, client.ContainerInspectOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ins
 }

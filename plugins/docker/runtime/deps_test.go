@@ -291,30 +291,13 @@ func TestWheelNames(t *testing.T) {
 	}
 }
 
-// orqnativeSrc is a tiny C extension: orqnative.add(a, b).
-const orqnativeSrc = `#define PY_SSIZE_T_CLEAN
-#include <Python.h>
-static PyObject *add(PyObject *self, PyObject *args) {
-    long a, b;
-    if (!PyArg_ParseTuple(args, "ll", &a, &b)) return NULL;
-    return PyLong_FromLong(a + b);
-}
-static PyMethodDef methods[] = {{"add", add, METH_VARARGS, "a + b"}, {NULL, NULL, 0, NULL}};
-static struct PyModuleDef mod = {PyModuleDef_HEAD_INIT, "orqnative", NULL, -1, methods};
-PyMODINIT_FUNC PyInit_orqnative(void) { return PyModule_Create(&mod); }
-`
-
-// nativeWheel compiles orqnative and packs it as a native wheel in dir;
-// it skips (loudly) where gcc or the Python headers are missing.
+// nativeWheel writes wheeltest.NativeWheel into dir; it skips (loudly)
+// where gcc or the Python headers are missing.
 func nativeWheel(t *testing.T, dir string) wheeltest.Extension {
 	t.Helper()
-	ext, err := wheeltest.CompileExtension(t.TempDir(), "orqnative", orqnativeSrc)
+	ext, err := wheeltest.NativeWheel(t.TempDir(), dir)
 	if err != nil {
 		t.Skipf("SKIPPING: cannot build a C extension here: %v", err)
-	}
-	if _, err := wheeltest.Build(dir, wheeltest.Wheel{Name: "orqnative", Version: "1.0", Tag: ext.Tag,
-		Files: map[string]string{ext.File: ext.Data}}); err != nil {
-		t.Fatal(err)
 	}
 	return ext
 }

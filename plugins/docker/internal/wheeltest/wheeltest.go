@@ -146,3 +146,27 @@ print(sysconfig.get_platform().replace("-", "_").replace(".", "_"))`).Output()
 	}
 	return Extension{File: module + suffix, Data: string(data), Tag: cp + "-" + cp + "-" + plat}, nil
 }
+
+// AddSource is a tiny C extension module, orqnative: add(a, b) is a + b.
+const AddSource = `#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+static PyObject *add(PyObject *self, PyObject *args) {
+    long a, b;
+    if (!PyArg_ParseTuple(args, "ll", &a, &b)) return NULL;
+    return PyLong_FromLong(a + b);
+}
+static PyMethodDef methods[] = {{"add", add, METH_VARARGS, "a + b"}, {NULL, NULL, 0, NULL}};
+static struct PyModuleDef mod = {PyModuleDef_HEAD_INIT, "orqnative", NULL, -1, methods};
+PyMODINIT_FUNC PyInit_orqnative(void) { return PyModule_Create(&mod); }
+`
+
+// NativeWheel compiles AddSource (in a temporary directory under work)
+// and writes the native wheel orqnative 1.0 that carries it into dir.
+func NativeWheel(work, dir string) (Extension, error) {
+	ext, err := CompileExtension(work, "orqnative", AddSource)
+	if err != nil {
+		return Extension{}, err
+	}
+	_, err = Build(dir, Wheel{Name: "orqnative", Version: "1.0", Tag: ext.Tag, Files: map[string]string{ext.File: ext.Data}})
+	return ext, err
+}
