@@ -18,6 +18,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/moby/moby/client"
 
+	"github.com/orqest/sandbox/internal/rtclient"
 	"github.com/orqest/sandbox/internal/rtproto"
 	"github.com/orqest/sandbox/runner"
 	"github.com/orqest/sandbox/shared"
@@ -115,6 +116,8 @@ func defaultConfig() Config {
 
 // Backend is the tier-2 Docker sandbox. It is safe for concurrent use.
 type Backend struct {
+	rtclient.Files // shared.FileStore through the session's runtime (files.go)
+
 	logger       hclog.Logger
 	validator    *validator.Validator
 	maxCodeBytes int
@@ -152,6 +155,7 @@ func NewBackend(logger hclog.Logger) *Backend {
 		sessions:     map[string]*session{},
 		spares:       map[string]*spare{},
 	}
+	b.Files = rtclient.Files{Session: b.sessionTarget}
 	return b
 }
 

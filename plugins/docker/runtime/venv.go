@@ -47,7 +47,7 @@ type envManager struct {
 	wheelDir   string // where wheels are read from ("" = none configured)
 	nativeRoot string // where native wheels go, per agent ("" = refused)
 	allowed    []string
-	log      *slog.Logger
+	log        *slog.Logger
 
 	mu     sync.Mutex
 	agents map[string]*agentEnv
@@ -75,8 +75,8 @@ func newEnvManager(python, workdir string, hello rtproto.Hello, log *slog.Logger
 		wheelDir:   hello.WheelDir,
 		nativeRoot: hello.NativeDir,
 		allowed:    append([]string(nil), hello.AllowedPackages...),
-		log:      log,
-		agents:   map[string]*agentEnv{},
+		log:        log,
+		agents:     map[string]*agentEnv{},
 	}
 }
 
