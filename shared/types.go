@@ -267,6 +267,17 @@ type Streamer interface {
 	ExecuteStream(ctx context.Context, req ExecuteRequest, send func(OutputChunk) error) (ExecuteResponse, error)
 }
 
+// SessionToolStreamer is optional for a backend with SessionTools and
+// Streamer: CallToolStream is CallTool that gives send the stdout and
+// stderr of the code the tool runs (a promoted tool of the library) as it
+// writes them, before it returns the response; a tool that runs no code
+// sends nothing. An error from send cancels the call. A backend without
+// it answers codes.Unimplemented over gRPC: the host sees ErrNotSupported
+// together with ErrNotRun, and calls CallTool instead.
+type SessionToolStreamer interface {
+	CallToolStream(ctx context.Context, req CallToolRequest, send func(OutputChunk) error) (CallToolResponse, error)
+}
+
 // Streams an OutputChunk comes from.
 const (
 	StreamStdout = "stdout"

@@ -91,7 +91,7 @@ func TestFilesCLIThroughServer(t *testing.T) {
 	config := filepath.Join(dir, "config.hcl")
 	os.WriteFile(config, []byte(`sandbox "docker" {
   plugin = "docker"
-  config { image = "orqest/agent-runtime:0.1.0" }
+  config { image = "`+runtimeImage()+`" }
 }
 `), 0o644)
 	// Registered before the server starts, so it runs after the server
@@ -248,7 +248,7 @@ func TestStatefulDefault(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	h, sb := dockerSandbox(t, ctx, `stateful = true
-  config { image = "orqest/agent-runtime:0.1.0" }`, alice, bob)
+  config { image = "`+runtimeImage()+`" }`, alice, bob)
 	open, err := sb.Open(ctx, shared.OpenRequest{UserID: alice})
 	if err != nil {
 		t.Fatal(err)

@@ -294,7 +294,8 @@ func jsonResult(v any) *mcp.CallToolResult {
 // exposeLibrary lists the promoted tools of user's library (a session tier
 // with a tool library) as MCP tools of the client's server: a call runs the
 // tool in the client's session with an agent token, under the policy in
-// force (Sandbox.CallSessionTool). A library that cannot be read is
+// force (Sandbox.CallSessionToolStream: with a progress token, its output
+// streams as run_python's does). A library that cannot be read is
 // logged; the client's server works without it.
 func (c *mcpClients) exposeLibrary(ctx context.Context, cl *mcpClient, user string) {
 	ctx, cancel := context.WithTimeout(ctx, 60*time.Second)
@@ -337,7 +338,7 @@ func (c *mcpClients) exposeLibrary(ctx context.Context, cl *mcpClient, user stri
 			if len(req.Params.Arguments) > 0 {
 				args = req.Params.Arguments
 			}
-			raw, err := c.sb.CallSessionTool(ctx, sid, name, args, tok.Token)
+			raw, err := c.sb.CallSessionToolStream(ctx, sid, name, args, tok.Token, progressOutput(ctx, req))
 			var res shared.ExecutionResult
 			if err == nil {
 				if jerr := json.Unmarshal(raw, &res); jerr != nil {

@@ -340,6 +340,15 @@ func (t Target) MintToken(req shared.MintTokenRequest) (shared.MintTokenResponse
 // (operator scope), runtime_info, or a promoted tool (agent scope). A
 // refused token is shared.ErrPermissionDenied.
 func (t Target) CallTool(ctx context.Context, req shared.CallToolRequest) (shared.CallToolResponse, error) {
+	return t.CallToolStream(ctx, req, nil)
+}
+
+// CallToolStream is CallTool that gives send the stdout and stderr of the
+// code a promoted tool runs as the runtime streams them, then what of the
+// result's streams the notifications had not carried (as ExecuteStream).
+// A tool whose result is no execution (the library's operator tools)
+// sends nothing. send nil: CallTool.
+func (t Target) CallToolStream(ctx context.Context, req shared.CallToolRequest, send func(shared.OutputChunk)) (shared.CallToolResponse, error) {
 	if req.Tool == rtproto.ToolExecute {
 		return shared.CallToolResponse{}, fmt.Errorf("call tool: use Execute for %s: %w", rtproto.ToolExecute, shared.ErrInvalidArgument)
 	}
@@ -369,7 +378,17 @@ func (t Target) CallTool(ctx context.Context, req shared.CallToolRequest) (share
 		}
 		meta[rtproto.MetaPolicy] = rtproto.ToolPolicy{AllowedImports: imports, TimeoutS: p.Timeout.Seconds(), MemoryMB: p.MemoryMB, MaxOutputBytes: p.MaxOutputBytes}
 	}
-	out, err := t.MCP.CallTool(cctx, &mcp.CallToolParams{Meta: meta, Name: req.Tool, Arguments: args})
+	params := &mcp.CallToolParams{Meta: meta, Name: req.Tool, Arguments: args}
+	var call *streamCall
+	if send != nil {
+		call = &streamCall{send: send}
+		if t.Streams != nil {
+			call.token = t.Streams.add(call)
+			defer t.Streams.remove(call.token)
+			params.SetProgressToken(call.token)
+		}
+	}
+	out, err := t.MCP.CallTool(cctx, params)
 	if err != nil {
 		if t.Dead() {
 			return shared.CallToolResponse{}, fmt.Errorf("call tool %s: %s is gone: %v: %w", req.Tool, t.Name, err, shared.ErrUnavailable)
@@ -386,6 +405,12 @@ func (t Target) CallTool(ctx context.Context, req shared.CallToolRequest) (share
 	text := firstText(out)
 	if !json.Valid([]byte(text)) {
 		return shared.CallToolResponse{}, fmt.Errorf("call tool %s: the runtime's result is not JSON: %w", req.Tool, shared.ErrInternal)
+	}
+	if call != nil {
+		var res shared.ExecutionResult
+		if json.Unmarshal([]byte(text), &res) == nil {
+			call.finish(res)
+		}
 	}
 	return shared.CallToolResponse{Result: json.RawMessage(text), Events: EventsFromMeta(out.Meta)}, nil
 }
