@@ -55,16 +55,30 @@ func (t Target) ListFiles(ctx context.Context, req shared.ListFilesRequest) (sha
 	return shared.ListFilesResponse{Files: r.Files}, nil
 }
 
-// Files implements shared.FileStore for a plugin whose sessions each run a
+// SessionCalls implements shared.FileStore and
+// shared.SessionToolStreamer for a plugin whose sessions each run a
 // runtime: Session resolves a session id to its runtime's Target (an
 // unknown id is the plugin's error, e.g. ErrNotFound). A plugin embeds it
 // in its backend.
-type Files struct {
+type SessionCalls struct {
 	Session func(id string) (Target, error)
 }
 
+// CallToolStream implements shared.SessionToolStreamer: Target.CallTool
+// with the output of the code a promoted tool runs sent as the runtime
+// streams it.
+func (f SessionCalls) CallToolStream(ctx context.Context, req shared.CallToolRequest, send func(shared.OutputChunk) error) (shared.CallToolResponse, error) {
+	t, err := f.Session(req.SessionID)
+	if err != nil {
+		return shared.CallToolResponse{}, fmt.Errorf("call tool: %w", err)
+	}
+	return shared.StreamCall(ctx, "call tool stream", send, func(ctx context.Context, onChunk func(shared.OutputChunk)) (shared.CallToolResponse, error) {
+		return t.CallToolStream(ctx, req, onChunk)
+	})
+}
+
 // PutFile implements shared.FileStore.
-func (f Files) PutFile(ctx context.Context, req shared.PutFileRequest) (shared.PutFileResponse, error) {
+func (f SessionCalls) PutFile(ctx context.Context, req shared.PutFileRequest) (shared.PutFileResponse, error) {
 	t, err := f.Session(req.SessionID)
 	if err != nil {
 		return shared.PutFileResponse{}, fmt.Errorf("%s: %w", rtproto.ToolPutFile, err)
@@ -73,7 +87,7 @@ func (f Files) PutFile(ctx context.Context, req shared.PutFileRequest) (shared.P
 }
 
 // GetFile implements shared.FileStore.
-func (f Files) GetFile(ctx context.Context, req shared.GetFileRequest) (shared.GetFileResponse, error) {
+func (f SessionCalls) GetFile(ctx context.Context, req shared.GetFileRequest) (shared.GetFileResponse, error) {
 	t, err := f.Session(req.SessionID)
 	if err != nil {
 		return shared.GetFileResponse{}, fmt.Errorf("%s: %w", rtproto.ToolGetFile, err)
@@ -82,7 +96,7 @@ func (f Files) GetFile(ctx context.Context, req shared.GetFileRequest) (shared.G
 }
 
 // ListFiles implements shared.FileStore.
-func (f Files) ListFiles(ctx context.Context, req shared.ListFilesRequest) (shared.ListFilesResponse, error) {
+func (f SessionCalls) ListFiles(ctx context.Context, req shared.ListFilesRequest) (shared.ListFilesResponse, error) {
 	t, err := f.Session(req.SessionID)
 	if err != nil {
 		return shared.ListFilesResponse{}, fmt.Errorf("%s: %w", rtproto.ToolListFiles, err)

@@ -111,14 +111,8 @@ func (t Target) Execute(ctx context.Context, args rtproto.ExecuteArgs, timeout t
 // result's streams. send nil: Execute.
 func (t Target) ExecuteStream(ctx context.Context, args rtproto.ExecuteArgs, timeout time.Duration, send func(shared.OutputChunk)) (shared.ExecutionResult, []shared.Event, error) {
 	var res shared.ExecutionResult
-	var call *streamCall
-	if send != nil {
-		call = &streamCall{send: send}
-		if t.Streams != nil {
-			call.token = t.Streams.add(call)
-			defer t.Streams.remove(call.token)
-		}
-	}
+	call, stop := t.startStream(send)
+	defer stop()
 	if timeout <= 0 {
 		timeout = shared.DefaultTimeout
 	}
@@ -173,6 +167,21 @@ func (t Target) ExecuteStream(ctx context.Context, args rtproto.ExecuteArgs, tim
 		call.finish(res)
 	}
 	return res, events, nil
+}
+
+// startStream is the streamCall of a call whose output goes to send (nil
+// when send is nil), with a progress token routed to it when t has
+// Streams; stop forgets the token.
+func (t Target) startStream(send func(shared.OutputChunk)) (call *streamCall, stop func()) {
+	if send == nil {
+		return nil, func() {}
+	}
+	call = &streamCall{send: send}
+	if t.Streams == nil {
+		return call, func() {}
+	}
+	call.token = t.Streams.add(call)
+	return call, func() { t.Streams.remove(call.token) }
 }
 
 // Streams routes progress notifications that carry a call's output
@@ -379,14 +388,10 @@ func (t Target) CallToolStream(ctx context.Context, req shared.CallToolRequest, 
 		meta[rtproto.MetaPolicy] = rtproto.ToolPolicy{AllowedImports: imports, TimeoutS: p.Timeout.Seconds(), MemoryMB: p.MemoryMB, MaxOutputBytes: p.MaxOutputBytes}
 	}
 	params := &mcp.CallToolParams{Meta: meta, Name: req.Tool, Arguments: args}
-	var call *streamCall
-	if send != nil {
-		call = &streamCall{send: send}
-		if t.Streams != nil {
-			call.token = t.Streams.add(call)
-			defer t.Streams.remove(call.token)
-			params.SetProgressToken(call.token)
-		}
+	call, stop := t.startStream(send)
+	defer stop()
+	if call != nil && call.token != "" {
+		params.SetProgressToken(call.token)
 	}
 	out, err := t.MCP.CallTool(cctx, params)
 	if err != nil {

@@ -116,7 +116,7 @@ func defaultConfig() Config {
 
 // Backend is the tier-2 Docker sandbox. It is safe for concurrent use.
 type Backend struct {
-	rtclient.Files // shared.FileStore through the session's runtime (files.go)
+	rtclient.SessionCalls // shared.FileStore and SessionToolStreamer through the session's runtime (files.go)
 
 	logger       hclog.Logger
 	validator    *validator.Validator
@@ -155,7 +155,7 @@ func NewBackend(logger hclog.Logger) *Backend {
 		sessions:     map[string]*session{},
 		spares:       map[string]*spare{},
 	}
-	b.Files = rtclient.Files{Session: b.sessionTarget}
+	b.SessionCalls = rtclient.SessionCalls{Session: b.sessionTarget}
 	return b
 }
 

@@ -189,19 +189,7 @@ return out`
 // policy's allowed_packages allowed, shut down when the test ends.
 func wheelBackend(t *testing.T, wheels string, allowed ...string) *Backend {
 	t.Helper()
-	b := NewBackend(nil)
-	cfg, _ := json.Marshal(map[string]any{"image": testImage(), "wheel_dir": wheels})
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	if _, err := b.Configure(ctx, shared.ConfigureRequest{Config: cfg, AllowedPackages: allowed}); err != nil {
-		t.Fatalf("Configure: %v", err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-		defer cancel()
-		b.Shutdown(ctx)
-	})
-	return b
+	return configuredBackend(t, map[string]any{"image": testImage(), "wheel_dir": wheels}, allowed)
 }
 
 // inspectSession returns the engine's view of session sid's container.

@@ -10,28 +10,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hashicorp/go-hclog"
-
 	"github.com/orqest/sandbox/shared"
 )
 
 // filesBackend is a backend of image with a workspace of workspaceMB.
 func filesBackend(t *testing.T, image string, workspaceMB int) *Backend {
 	t.Helper()
-	requireDocker(t)
-	b := NewBackend(hclog.New(&hclog.LoggerOptions{Name: "docker-files-test", Level: hclog.Warn, Output: os.Stderr}))
-	cfg, _ := json.Marshal(map[string]any{"image": image, "workspace_mb": workspaceMB})
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	if _, err := b.Configure(ctx, shared.ConfigureRequest{Config: cfg}); err != nil {
-		t.Fatalf("Configure: %v", err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-		defer cancel()
-		b.Shutdown(ctx)
-	})
-	return b
+	return configuredBackend(t, map[string]any{"image": image, "workspace_mb": workspaceMB}, nil)
 }
 
 func wantField(t *testing.T, what string, err error, field string) {

@@ -99,15 +99,3 @@ func (b *Backend) CallTool(ctx context.Context, req shared.CallToolRequest) (sha
 	}
 	return s.target().CallTool(ctx, req)
 }
-
-// CallToolStream implements shared.SessionToolStreamer: CallTool with the
-// output of the code a promoted tool runs sent as the runtime streams it.
-func (b *Backend) CallToolStream(ctx context.Context, req shared.CallToolRequest, send func(shared.OutputChunk) error) (shared.CallToolResponse, error) {
-	s, err := b.openSession(req.SessionID)
-	if err != nil {
-		return shared.CallToolResponse{}, fmt.Errorf("call tool: %w", err)
-	}
-	return shared.StreamCall(ctx, "call tool stream", send, func(ctx context.Context, onChunk func(shared.OutputChunk)) (shared.CallToolResponse, error) {
-		return s.target().CallToolStream(ctx, req, onChunk)
-	})
-}

@@ -104,7 +104,7 @@ type testHooks struct {
 
 // Backend is the tier-3 gVisor sandbox. It is safe for concurrent use.
 type Backend struct {
-	rtclient.Files // shared.FileStore through the session's runtime (files.go)
+	rtclient.SessionCalls // shared.FileStore and SessionToolStreamer through the session's runtime (files.go)
 
 	logger       hclog.Logger
 	validator    *validator.Validator
@@ -142,7 +142,7 @@ func NewBackend(logger hclog.Logger) *Backend {
 		cfg:          defaultConfig(),
 		sessions:     map[string]*session{},
 	}
-	b.Files = rtclient.Files{Session: b.sessionTarget}
+	b.SessionCalls = rtclient.SessionCalls{Session: b.sessionTarget}
 	return b
 }
 
