@@ -72,6 +72,7 @@ var defaultHCL []byte
 //	  unsafe = false              # required true by tier-0 backends
 //	  unsafe_shared = false       # required true to serve tier 0 to many callers (mcp serve)
 //	  classes = true              # class statements; default true, false when unsafe
+//	  stateful = false            # session calls stateful by default (tier 2)
 //	  config { mode = "spawn" }   # backend-specific; checked against the plugin's schema
 //	}
 //
@@ -191,8 +192,14 @@ type SandboxConfig struct {
 	// use a backend that does not give each execution a fresh process
 	// (tier 0): there, code that escapes the Python layers in one call can
 	// stay behind for the next caller. See Sandbox.CheckSharedServing.
-	UnsafeShared bool           `hcl:"unsafe_shared,optional"`
-	Config       *BackendConfig `hcl:"config,block"`
+	UnsafeShared bool `hcl:"unsafe_shared,optional"`
+	// Stateful makes the sandbox's session calls stateful by default
+	// (shared.ExecuteRequest.Stateful): a call with a session runs in the
+	// session's long-lived interpreter unless it asks for a fresh process
+	// (Stateless). It needs a plugin with the stateful_sessions capability;
+	// calls without a session stay stateless.
+	Stateful bool           `hcl:"stateful,optional"`
+	Config   *BackendConfig `hcl:"config,block"`
 	// Promotion is a promotion block at the sandbox level, its old place:
 	// refused with a diagnostic that says to move it into config (library.go).
 	Promotion *LegacyPromotion `hcl:"promotion,block"`

@@ -21,6 +21,7 @@ package host
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"time"
 
@@ -102,6 +103,17 @@ func (s *Sandbox) MintOperatorToken(ctx context.Context, sessionID string, ttl t
 // an audit record (EventSessionToolCall). A refused
 // token is an error wrapping shared.ErrPermissionDenied.
 func (s *Sandbox) CallSessionTool(ctx context.Context, sessionID, tool string, args any, token string) (json.RawMessage, error) {
+	return s.CallSessionToolStream(ctx, sessionID, tool, args, token, nil)
+}
+
+// CallSessionToolStream is CallSessionTool that gives onChunk the stdout
+// and stderr of the code a promoted tool runs as it writes them (nil:
+// none). A plugin that streams no tool calls (no
+// shared.SessionToolStreamer) is called without streaming and onChunk
+// gets the result's streams when it ends, when the result is an
+// execution. onChunk is called from one goroutine at a time and should
+// not block.
+func (s *Sandbox) CallSessionToolStream(ctx context.Context, sessionID, tool string, args any, token string, onChunk func(shared.OutputChunk)) (json.RawMessage, error) {
 	raw := json.RawMessage("{}")
 	if args != nil {
 		b, err := json.Marshal(args)
@@ -133,8 +145,26 @@ func (s *Sandbox) CallSessionTool(ctx context.Context, sessionID, tool string, a
 			if !ok {
 				return fmt.Errorf("sandbox %q: session tools: %w", s.Name(), shared.ErrNotSupported)
 			}
+			req := shared.CallToolRequest{SessionID: sessionID, Tool: tool, Arguments: raw, Token: token, Policy: pol}
 			var err error
-			resp, err = st.CallTool(ctx, shared.CallToolRequest{SessionID: sessionID, Tool: tool, Arguments: raw, Token: token, Policy: pol})
+			if ts, ok := p.(shared.SessionToolStreamer); ok && onChunk != nil {
+				resp, err = ts.CallToolStream(ctx, req, func(c shared.OutputChunk) error {
+					onChunk(c)
+					return nil
+				})
+				streamed := err == nil
+				if errors.Is(err, shared.ErrNotSupported) && errors.Is(err, shared.ErrNotRun) {
+					resp, err = st.CallTool(ctx, req) // the plugin streams no tool calls; nothing ran
+				}
+				if err == nil && !streamed {
+					replayStreams(resp.Result, onChunk)
+				}
+				return err
+			}
+			resp, err = st.CallTool(ctx, req)
+			if err == nil && onChunk != nil {
+				replayStreams(resp.Result, onChunk)
+			}
 			return err
 		})
 	})
@@ -143,6 +173,21 @@ func (s *Sandbox) CallSessionTool(ctx context.Context, sessionID, tool string, a
 	}
 	s.publish(resp.Events)
 	return resp.Result, nil
+}
+
+// replayStreams gives onChunk the stdout and stderr of a tool call's
+// result when it is an execution (a call that was not streamed).
+func replayStreams(result json.RawMessage, onChunk func(shared.OutputChunk)) {
+	var res shared.ExecutionResult
+	if json.Unmarshal(result, &res) != nil {
+		return
+	}
+	if res.Stdout != "" {
+		onChunk(shared.OutputChunk{Stream: shared.StreamStdout, Data: []byte(res.Stdout)})
+	}
+	if res.Stderr != "" {
+		onChunk(shared.OutputChunk{Stream: shared.StreamStderr, Data: []byte(res.Stderr)})
+	}
 }
 
 // ListLibrary returns the tool library of the session's user (operator token).

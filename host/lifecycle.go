@@ -206,6 +206,11 @@ func (in *instance) get(ctx context.Context) (*launched, error) {
 	if after, err := l.impl.Info(ctx, shared.InfoRequest{}); err == nil {
 		info = after
 	}
+	if in.sb.Stateful && !info.Has(shared.CapStatefulSessions) {
+		l.kill()
+		return nil, &DiagnosticsError{Files: in.host.cfg.Files, Diagnostics: hcl.Diagnostics{errDiag(in.sb.DefRange, "Stateful sessions not supported",
+			fmt.Sprintf("Sandbox %q sets stateful = true, but plugin %q keeps no session interpreters (no %q capability): remove the attribute or use a session tier such as docker.", in.sb.Name, in.entry.Name, shared.CapStatefulSessions))}}
+	}
 	in.cur, in.info = l, info
 	m := in.host.metrics
 	m.launches.WithLabelValues(in.sb.Name, in.entry.Name).Inc()

@@ -204,6 +204,9 @@ func (s *Sandbox) execute(ctx context.Context, req shared.ExecuteRequest, obs *e
 				s.cfg.Name, s.cfg.Plugin, shared.CapDependencies, shared.ErrNotSupported)
 		}
 	}
+	if req, err = s.statefulDefault(req); err != nil {
+		return shared.ExecutionResult{}, err
+	}
 	if req.Stateful {
 		if err := s.checkStateful(ctx, req); err != nil {
 			return shared.ExecutionResult{}, err
@@ -274,6 +277,21 @@ func (s *Sandbox) execute(ctx context.Context, req shared.ExecuteRequest, obs *e
 		}
 	}
 	return r, nil
+}
+
+// statefulDefault applies the sandbox's `stateful` default: a session call
+// that asked for neither Stateful nor Stateless becomes stateful when the
+// sandbox block sets stateful = true. Stateless is cleared either way (the
+// plugin never sees it); both together are a *shared.FieldError.
+func (s *Sandbox) statefulDefault(req shared.ExecuteRequest) (shared.ExecuteRequest, error) {
+	switch {
+	case req.Stateful && req.Stateless:
+		return req, &shared.FieldError{Field: "stateful", Reason: "stateful and stateless together: ask for one"}
+	case !req.Stateful && !req.Stateless && s.cfg.Stateful && req.SessionID != "":
+		req.Stateful = true
+	}
+	req.Stateless = false
+	return req, nil
 }
 
 // checkStateful refuses a stateful call the sandbox cannot honour: one

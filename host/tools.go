@@ -160,16 +160,12 @@ func NewToolFactory(sb *Sandbox, bus *Bus, opts ...FactoryOption) *ToolFactory {
 // Sandbox returns the sandbox the factory's tools run in.
 func (f *ToolFactory) Sandbox() *Sandbox { return f.sb }
 
-// execute runs req on the factory's sandbox as its caller (RunAs).
-func (f *ToolFactory) execute(ctx context.Context, req shared.ExecuteRequest) (shared.ExecutionResult, error) {
-	return f.executeStream(ctx, req, nil)
-}
-
-// executeStream is execute with the output given to onChunk as it is
-// written (nil: none).
+// executeStream runs req on the factory's sandbox as its caller (RunAs),
+// with the output given to onChunk as it is written (nil: none). A request that names its session keeps it; else
+// the session is RunAs's.
 func (f *ToolFactory) executeStream(ctx context.Context, req shared.ExecuteRequest, onChunk func(shared.OutputChunk)) (shared.ExecutionResult, error) {
 	req.UserID = f.user
-	if f.session != nil {
+	if f.session != nil && req.SessionID == "" {
 		id, err := f.session(ctx)
 		if err != nil {
 			return shared.ExecutionResult{}, fmt.Errorf("session for user %q: %w", f.user, err)
@@ -346,6 +342,13 @@ func (t *Tool) ValidateArgs(args json.RawMessage) (json.RawMessage, error) {
 // error is reserved for bad arguments and infrastructure failures. It
 // publishes tool.invocation_completed or tool.invocation_failed.
 func (t *Tool) Call(ctx context.Context, args json.RawMessage) (shared.ExecutionResult, error) {
+	return t.CallStream(ctx, args, nil)
+}
+
+// CallStream is Call with the implementation's stdout and stderr given to
+// onChunk as it writes them (Sandbox.ExecuteStream; nil: none). The
+// result holds the same bytes.
+func (t *Tool) CallStream(ctx context.Context, args json.RawMessage, onChunk func(shared.OutputChunk)) (shared.ExecutionResult, error) {
 	start := time.Now()
 	sb := t.factory.sb
 	fail := func(msg string) {
@@ -357,12 +360,13 @@ func (t *Tool) Call(ctx context.Context, args json.RawMessage) (shared.Execution
 		fail(err.Error())
 		return shared.ExecutionResult{}, err
 	}
-	res, err := t.factory.execute(ctx, shared.ExecuteRequest{
+	res, err := t.factory.executeStream(ctx, shared.ExecuteRequest{
 		Code:           t.spec.Implementation,
 		Args:           valid,
 		AllowedImports: t.spec.AllowedImports,
 		Timeout:        t.timeout,
-	})
+		Stateless:      true, // a tool is a function: its calls share nothing, whatever the sandbox's default
+	}, onChunk)
 	switch {
 	case err != nil:
 		fail(err.Error())
@@ -724,9 +728,16 @@ type RunPythonRequest struct {
 	// factory needs a session (RunAs) and the sandbox the
 	// "stateful_sessions" capability, else Execute refuses it.
 	Stateful bool
+	// Stateless asks for a fresh process where the sandbox's default is
+	// stateful (shared.ExecuteRequest.Stateless); neither: the default.
+	Stateless bool
 	// OnOutput, when set, gets the code's stdout and stderr as it writes
 	// them (Sandbox.ExecuteStream); the result holds the same bytes.
 	OnOutput func(shared.OutputChunk)
+	// SessionID, when set, runs the code in this open session of the
+	// factory's user instead of the session RunAs gives (a server that
+	// keeps several named sessions per client picks one per call).
+	SessionID string
 }
 
 // RunPython runs a one-off function body under the rules a spawned tool
@@ -775,7 +786,7 @@ func (f *ToolFactory) RunPython(ctx context.Context, req RunPythonRequest) (shar
 	}
 	var res shared.ExecutionResult
 	var err error
-	ereq := shared.ExecuteRequest{Code: req.Code, Args: req.Args, AllowedImports: imports, Timeout: timeout, UserID: f.user, Stateful: req.Stateful}
+	ereq := shared.ExecuteRequest{Code: req.Code, Args: req.Args, AllowedImports: imports, Timeout: timeout, UserID: f.user, Stateful: req.Stateful, Stateless: req.Stateless, SessionID: req.SessionID}
 	if fs := CheckCode(ctx, sb.host.opts.checker, Policy{Name: pol.Name, MaxCodeBytes: pol.MaxCodeBytes, Classes: pol.Classes}, req.Code, imports...); len(fs) > 0 {
 		// Rejected under exactly the request's imports, before Execute:
 		// observed (metrics, span, log line, audit) as an execution too.

@@ -149,7 +149,8 @@ type Table struct {
 		AuditBlockOS []string `json:"audit_block_os"`
 		OSModules    []string `json:"os_modules"`
 		// WorkspaceEvents are the audit events (open, os.listdir,
-		// os.scandir) the hook lets through when the path they name is
+		// os.scandir, os.mkdir, os.rmdir, os.remove, os.rename: both
+		// paths) the hook lets through when the path they name is
 		// below the execution's workspace (runner.Request.Workspace),
 		// reading and writing: the one place user code may write. Landlock
 		// grants the same directory (runner.Seal.WritePaths) and nothing

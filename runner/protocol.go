@@ -154,10 +154,14 @@ type Seal struct {
 	// interpreter's stdlib (the shared libraries of extension modules).
 	ReadPaths []string `json:"read_paths,omitempty"`
 	// WritePaths are directories the sandbox may read and write: create,
-	// write and truncate regular files below them, nothing else (no
-	// directory, link, device, socket or FIFO; removal and rename are
-	// refused by seccomp anyway). Empty: the sandbox writes nothing
-	// anywhere. Tier 2 grants its session's workspace.
+	// write and truncate regular files, make and remove directories,
+	// remove and rename below them, nothing else (no link, symbolic link,
+	// device, socket or FIFO; the seccomp workspace programs that let
+	// mkdirat, unlinkat and renameat through are used only while Landlock
+	// confines them here). What the sandbox creates is made under umask 0
+	// (the serving runtime reaches it through its "other" bits). Empty:
+	// the sandbox writes nothing anywhere. Tier 2 grants its session's
+	// workspace.
 	WritePaths []string `json:"write_paths,omitempty"`
 	// MaxFileBytes is the RLIMIT_FSIZE of a sandbox with WritePaths (0
 	// means shared.DefaultMaxFileBytes): a write past it fails with EFBIG
@@ -297,7 +301,7 @@ type Request struct {
 	// wall). The runner's audit hook lets the rules table's
 	// runtime.workspace_events reach paths below it; the body finds it as
 	// the builtin `workspace` (read_bytes, read_text, write_bytes,
-	// write_text into an existing directory, list, path); and matplotlib figures the body leaves open
+	// write_text, mkdir, remove, rmdir, rename, list, path); and matplotlib figures the body leaves open
 	// are saved there as figure-N.png when it returns. Empty: none of this.
 	Workspace string `json:"workspace,omitempty"`
 }

@@ -38,36 +38,45 @@ func landlockInForce(t *testing.T) bool {
 }
 
 // The builtin `workspace` reads and writes the request's Workspace, which
-// the seal's WritePaths lets the sandbox change; names that are not clean
-// relative paths are refused before any file is touched.
+// the seal's WritePaths lets the sandbox change, and makes, renames and
+// removes files and directories in it, with every Python layer in force
+// (no os import); names that are not clean relative paths are refused
+// before any file is touched.
 func TestWorkspaceReadWrite(t *testing.T) {
 	ws := openDir(t)
 	if err := os.WriteFile(filepath.Join(ws, "in.csv"), []byte("a,b\n1,2\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.Mkdir(filepath.Join(ws, "out"), 0o777); err != nil { // the runtime makes directories, the body does not
-		t.Fatal(err)
-	}
-	if err := os.Chmod(filepath.Join(ws, "out"), 0o777); err != nil {
-		t.Fatal(err)
-	}
 	code := `
 rows = workspace.read_text('in.csv').splitlines()
+workspace.mkdir('out/deep/er')
 workspace.write_text('out/sum.txt', str(sum(int(x) for x in rows[1].split(','))))
 workspace.write_bytes('raw.bin', b'\x00\x01')
+workspace.write_text('tmp.txt', 'draft')
+workspace.rename('tmp.txt', 'out/deep/er/final.txt')
+workspace.write_text('gone.txt', 'x')
+workspace.remove('gone.txt')
+workspace.mkdir('empty')
+workspace.rmdir('empty')
 bad = []
 for name in ['../escape', '/etc/passwd', 'a/./b', '']:
     try:
         workspace.write_text(name, 'x')
     except ValueError:
         bad.append(name)
+for f in [lambda: workspace.rename('raw.bin', '../raw.bin'), lambda: workspace.remove('../x'),
+          lambda: workspace.mkdir('/tmp/x'), lambda: workspace.rmdir('..')]:
+    try:
+        f()
+    except ValueError:
+        bad.append('refused')
 return [workspace.list(), bad, workspace.path('x.csv')]
 `
 	resp, _, stderr := run(t, runner.Request{Code: code, Workspace: ws, Seal: &runner.Seal{WritePaths: []string{ws}}})
 	if !resp.Success {
 		t.Fatalf("%s: %s (stderr %s)", resp.ErrorKind, resp.Error, stderr)
 	}
-	want := `[["in.csv","out/sum.txt","raw.bin"],["../escape","/etc/passwd","a/./b",""],"` + ws + `/x.csv"]`
+	want := `[["in.csv","out/deep/er/final.txt","out/sum.txt","raw.bin"],["../escape","/etc/passwd","a/./b","","refused","refused","refused","refused"],"` + ws + `/x.csv"]`
 	var got any
 	_ = json.Unmarshal(resp.Output, &got)
 	g, _ := json.Marshal(got)
@@ -94,10 +103,14 @@ func TestNoWorkspaceNoWriting(t *testing.T) {
 // The attacks the write allowance must still stop, with the Python layers
 // out of the way (os allowed: the audit hook checks no OS event and no
 // open), so that only the kernel's wall (Landlock: WritePaths and nothing
-// else, no symlink creation) stands: writing outside the workspace into a
-// directory anyone may write, a symbolic link out of the workspace, and a
-// hard link of a file outside into it (seccomp refuses links, FIFOs and
-// directories before Landlock would).
+// else, no symlink creation) stands: writing, making a directory, removing
+// a file or a directory, renaming into, out of or across the workspace's
+// edge, in directories anyone may write; the workspace itself removed or
+// renamed; a symbolic link out of the workspace, made by the code or
+// found there (the runtime's bug, an extracted archive) and used to reach
+// outside; a hard link of a file outside into it (seccomp refuses links
+// and FIFOs before Landlock would). And the benign changes inside it:
+// mkdir, rename across its directories, unlink, rmdir.
 func TestWorkspaceWallWithoutPythonLayers(t *testing.T) {
 	if !landlockInForce(t) {
 		t.Skip("Landlock is not in force here; the kernel's wall cannot be tested")
@@ -105,6 +118,17 @@ func TestWorkspaceWallWithoutPythonLayers(t *testing.T) {
 	ws, outside := openDir(t), openDir(t)
 	secret := filepath.Join(outside, "secret")
 	if err := os.WriteFile(secret, []byte("s"), 0o666); err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range []string{filepath.Join(outside, "empty"), filepath.Join(ws, "sub")} {
+		if err := os.Mkdir(d, 0o777); err != nil {
+			t.Fatal(err)
+		}
+		os.Chmod(d, 0o777)
+	}
+	// A symbolic link in the workspace that points outside, planted by
+	// root: the code may remove it but not go through it.
+	if err := os.Symlink(outside, filepath.Join(ws, "planted")); err != nil {
 		t.Fatal(err)
 	}
 	code := `
@@ -122,6 +146,22 @@ attempt('hardlink_in', lambda: os.link(args['outside'] + '/secret', args['ws'] +
 attempt('write_inside', lambda: os.close(os.open(args['ws'] + '/ok', os.O_WRONLY | os.O_CREAT, 0o644)))
 attempt('fifo_inside', lambda: os.mkfifo(args['ws'] + '/fifo'))
 attempt('mkdir_inside', lambda: os.mkdir(args['ws'] + '/d'))
+attempt('mkdir_outside', lambda: os.mkdir(args['outside'] + '/d'))
+attempt('unlink_outside', lambda: os.unlink(args['outside'] + '/secret'))
+attempt('rmdir_outside', lambda: os.rmdir(args['outside'] + '/empty'))
+attempt('rename_in', lambda: os.rename(args['outside'] + '/secret', args['ws'] + '/stolen'))
+attempt('rename_out', lambda: os.rename(args['ws'] + '/ok', args['outside'] + '/dropped'))
+attempt('rename_ws', lambda: os.rename(args['ws'], args['outside'] + '/ws'))
+attempt('rmdir_ws', lambda: os.rmdir(args['ws']))
+attempt('through_planted_unlink', lambda: os.unlink(args['ws'] + '/planted/secret'))
+attempt('through_planted_mkdir', lambda: os.mkdir(args['ws'] + '/planted/d2'))
+attempt('through_planted_rename', lambda: os.rename(args['ws'] + '/ok', args['ws'] + '/planted/dropped'))
+attempt('move_link', lambda: os.rename(args['ws'] + '/planted', args['ws'] + '/d/moved-link'))
+attempt('rename_across', lambda: os.rename(args['ws'] + '/ok', args['ws'] + '/d/ok2'))
+attempt('replace_inside', lambda: os.replace(args['ws'] + '/d/ok2', args['ws'] + '/sub/ok3'))
+attempt('unlink_inside', lambda: os.unlink(args['ws'] + '/sub/ok3'))
+attempt('rmdir_inside', lambda: os.rmdir(args['ws'] + '/sub'))
+attempt('unlink_planted', lambda: os.unlink(args['ws'] + '/planted'))
 return out
 `
 	argsJSON, _ := json.Marshal(map[string]string{"ws": ws, "outside": outside})
@@ -135,10 +175,30 @@ return out
 		t.Fatal(err)
 	}
 	const denied = "refused: PermissionError"
-	want := map[string]string{"write_outside": denied, "symlink_out": denied, "hardlink_in": denied, "write_inside": "done", "fifo_inside": denied, "mkdir_inside": denied}
+	// Moving a symbolic link is making one where it lands (MAKE_SYM, not
+	// granted); rmdir of the (non-empty) workspace may fail either way.
+	want := map[string]string{"write_outside": denied, "symlink_out": denied, "hardlink_in": denied, "write_inside": "done",
+		"fifo_inside": denied, "mkdir_inside": "done", "mkdir_outside": denied, "unlink_outside": denied,
+		"rmdir_outside": denied, "rename_in": denied, "rename_out": denied, "rename_ws": denied,
+		"rmdir_ws": "refused: ", "through_planted_unlink": denied, "through_planted_mkdir": denied,
+		"through_planted_rename": denied, "move_link": denied, "rename_across": "done",
+		"replace_inside": "done", "unlink_inside": "done", "rmdir_inside": "done", "unlink_planted": "done"}
 	for k, v := range want {
-		if got[k] != v {
-			t.Errorf("%s: %s, want %s", k, got[k], v)
+		if !strings.HasPrefix(got[k], v) {
+			t.Errorf("%s: %q, want %s", k, got[k], v)
+		}
+	}
+	if _, err := os.Stat(ws); err != nil {
+		t.Errorf("the workspace is gone: %v", err)
+	}
+	for _, p := range []string{secret, filepath.Join(outside, "empty")} {
+		if _, err := os.Lstat(p); err != nil {
+			t.Errorf("%s outside the workspace is gone: %v", p, err)
+		}
+	}
+	for _, p := range []string{filepath.Join(outside, "d"), filepath.Join(outside, "d2"), filepath.Join(outside, "dropped"), filepath.Join(outside, "ws"), filepath.Join(ws, "stolen")} {
+		if _, err := os.Lstat(p); err == nil {
+			t.Errorf("%s exists", p)
 		}
 	}
 	if _, err := os.Lstat(filepath.Join(outside, "x")); err == nil {
@@ -211,5 +271,48 @@ except Exception as e:
 	}
 	if st, err := os.Stat(filepath.Join(ws, "big.bin")); err != nil || st.Size() > 4096 {
 		t.Errorf("big.bin: %v %v", st, err)
+	}
+}
+
+// Without Landlock the seal does not widen seccomp for the workspace:
+// the plain allowlist refuses mkdir, unlink and rename everywhere, in the
+// workspace and in a directory anyone may write outside it, so nothing
+// but the kernel's wall can grant them.
+func TestWorkspaceChangesNeedLandlock(t *testing.T) {
+	ws, outside := openDir(t), openDir(t)
+	victim := filepath.Join(outside, "victim")
+	if err := os.WriteFile(victim, []byte("v"), 0o666); err != nil {
+		t.Fatal(err)
+	}
+	code := `
+import os
+out = {}
+for name, f in [('mkdir', lambda: os.mkdir(args['ws'] + '/d')),
+                ('unlink_outside', lambda: os.unlink(args['outside'] + '/victim')),
+                ('rename_outside', lambda: os.rename(args['outside'] + '/victim', args['outside'] + '/v2'))]:
+    try:
+        f()
+        out[name] = 'done'
+    except Exception as e:
+        out[name] = 'refused: ' + type(e).__name__
+return out
+`
+	argsJSON, _ := json.Marshal(map[string]string{"ws": ws, "outside": outside})
+	resp, _, stderr := run(t, runner.Request{Code: code, Args: argsJSON, AllowedImports: []string{"os"}, Workspace: ws,
+		Seal: &runner.Seal{WritePaths: []string{ws}, Disable: []string{runner.LayerLandlockFS}}})
+	if !resp.Success {
+		t.Fatalf("%s: %s (stderr %s)", resp.ErrorKind, resp.Error, stderr)
+	}
+	var got map[string]string
+	if err := json.Unmarshal(resp.Output, &got); err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range []string{"mkdir", "unlink_outside", "rename_outside"} {
+		if got[k] != "refused: PermissionError" {
+			t.Errorf("%s: %q, want refused: PermissionError", k, got[k])
+		}
+	}
+	if _, err := os.Stat(victim); err != nil {
+		t.Errorf("the file outside is gone: %v", err)
 	}
 }

@@ -13,10 +13,16 @@ import (
 // are dropped and, when execute itself returned no error, StreamExecute
 // returns one wrapping send's.
 func StreamExecute(ctx context.Context, send func(OutputChunk) error, execute func(ctx context.Context, onChunk func(OutputChunk)) (ExecuteResponse, error)) (ExecuteResponse, error) {
+	return StreamCall(ctx, "execute stream", send, execute)
+}
+
+// StreamCall is StreamExecute for any call that streams output (what
+// names the call in the error): a backend's CallToolStream uses it too.
+func StreamCall[R any](ctx context.Context, what string, send func(OutputChunk) error, call func(ctx context.Context, onChunk func(OutputChunk)) (R, error)) (R, error) {
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	var mu sync.Mutex
-	resp, err := execute(ctx, func(c OutputChunk) {
+	resp, err := call(ctx, func(c OutputChunk) {
 		mu.Lock()
 		defer mu.Unlock()
 		if ctx.Err() != nil {
@@ -27,7 +33,8 @@ func StreamExecute(ctx context.Context, send func(OutputChunk) error, execute fu
 		}
 	})
 	if cause := context.Cause(ctx); cause != nil && cause != context.Canceled && err == nil {
-		return ExecuteResponse{}, fmt.Errorf("execute stream: sending output: %w", cause)
+		var zero R
+		return zero, fmt.Errorf("%s: sending output: %w", what, cause)
 	}
 	return resp, err
 }

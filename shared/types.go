@@ -229,6 +229,12 @@ type ExecuteRequest struct {
 	// CapStatefulSessions (else ErrNotSupported). False (the default):
 	// a fresh process, whatever earlier calls did.
 	Stateful bool
+	// Stateless asks for a fresh process even where the sandbox makes its
+	// session calls stateful by default (`stateful = true` in its block):
+	// the per-call choice wins over the default. The host resolves it
+	// before the plugin is called (a plugin only sees Stateful); Stateful
+	// and Stateless together are ErrInvalidArgument.
+	Stateless bool
 }
 
 // ExecuteResponse carries the result of one execution.
@@ -259,6 +265,17 @@ type Event struct {
 // as ErrNotSupported.
 type Streamer interface {
 	ExecuteStream(ctx context.Context, req ExecuteRequest, send func(OutputChunk) error) (ExecuteResponse, error)
+}
+
+// SessionToolStreamer is optional for a backend with SessionTools and
+// Streamer: CallToolStream is CallTool that gives send the stdout and
+// stderr of the code the tool runs (a promoted tool of the library) as it
+// writes them, before it returns the response; a tool that runs no code
+// sends nothing. An error from send cancels the call. A backend without
+// it answers codes.Unimplemented over gRPC: the host sees ErrNotSupported
+// together with ErrNotRun, and calls CallTool instead.
+type SessionToolStreamer interface {
+	CallToolStream(ctx context.Context, req CallToolRequest, send func(OutputChunk) error) (CallToolResponse, error)
 }
 
 // Streams an OutputChunk comes from.

@@ -114,7 +114,7 @@ func runBatch(ctx context.Context, e *env, f execFlags, src string, concurrency 
 				continue
 			}
 			req, id, lerr := batchRequest(f, line, n, err)
-			req.UserID, req.SessionID, req.Stateful = user, session, f.stateful
+			req.UserID, req.SessionID, req.Stateful, req.Stateless = user, session, f.stateful, f.stateless
 			idsMu.Lock()
 			ids[index] = id
 			idsMu.Unlock()

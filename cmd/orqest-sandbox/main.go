@@ -14,6 +14,10 @@
 //	orqest-sandbox policy   check [F]
 //	orqest-sandbox bench    [--config F] [--sandbox NAME …] [-n N] [--concurrency C] [--json]
 //	orqest-sandbox mcp      serve [--config F] [--sandbox NAME] [--http ADDR] [--token-file F]
+//	orqest-sandbox run      --addr URL [--token-file F] [--session S] [--stateful] (-e CODE | FILE | -)
+//	orqest-sandbox files    put LOCAL [REMOTE] | get REMOTE [LOCAL|-] | ls [PATH]
+//	                        --addr URL [--token-file F] [--session S]
+//	orqest-sandbox session  close NAME --addr URL [--token-file F]
 //	orqest-sandbox version
 //
 // Exit codes: 0 success; 1 the user's code failed (runtime error, timeout,
@@ -75,6 +79,8 @@ var commands = []command{
 	{"bench", "measure whole-system latency and throughput against a naive baseline", cmdBench},
 	{"mcp", "serve [--http ADDR]: an MCP server (spawn_tool, run_python, spawned tools)", cmdMCP},
 	{"tools", "list|promote|forget --user U: manage a user's tool library (session tiers)", cmdTools},
+	{"files", "put|get|ls --addr URL [--session S]: a session's workspace on an `mcp serve --http` server", cmdFiles},
+	{"session", "close NAME --addr URL: end a named session on an `mcp serve --http` server", cmdSession},
 	{"version", "print the version", cmdVersion},
 }
 

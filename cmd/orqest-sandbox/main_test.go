@@ -65,13 +65,30 @@ type result struct {
 // is picked up) with stdin.
 func runCLI(t *testing.T, dir, stdin string, args ...string) result {
 	t.Helper()
+	return runCLIIn(t, dir, nil, stdin, args...)
+}
+
+// runCLIEnv is runCLI in a fresh directory with extra environment
+// variables.
+func runCLIEnv(t *testing.T, env []string, stdin string, args ...string) result {
+	t.Helper()
+	return runCLIIn(t, "", env, stdin, args...)
+}
+
+// runCLIIn runs the CLI in dir (a fresh temp dir when "") with the
+// test's environment plus env, and stdin.
+func runCLIIn(t *testing.T, dir string, env []string, stdin string, args ...string) result {
+	t.Helper()
 	if dir == "" {
 		dir = t.TempDir()
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, cli, args...)
 	cmd.Dir = dir
+	if env != nil {
+		cmd.Env = append(os.Environ(), env...)
+	}
 	cmd.Stdin = strings.NewReader(stdin)
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb

@@ -3,7 +3,6 @@ package main
 import (
 	"bytes"
 	"context"
-	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -15,7 +14,6 @@ import (
 	"strings"
 	"sync"
 	"time"
-	"unicode/utf8"
 
 	"github.com/modelcontextprotocol/go-sdk/auth"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -24,6 +22,7 @@ import (
 	"github.com/orqest/sandbox/host"
 	"github.com/orqest/sandbox/internal/httpauth"
 	"github.com/orqest/sandbox/shared"
+	"github.com/orqest/sandbox/shared/plugin"
 	"github.com/orqest/sandbox/shared/toollib"
 )
 
@@ -242,7 +241,8 @@ type mcpClient struct {
 	srv *mcpServer
 
 	mu      sync.Mutex
-	session string
+	session string            // the default session, "" until opened
+	named   map[string]string // session name -> the backend's session id
 }
 
 func newMCPClients(ctx context.Context, sb *host.Sandbox, bus *host.Bus) (*mcpClients, error) {
@@ -262,12 +262,18 @@ func (c *mcpClients) get(ctx context.Context, id string) *mcpServer {
 		c.mu.Unlock()
 		return cl.srv
 	}
-	cl := &mcpClient{}
+	cl := &mcpClient{named: map[string]string{}}
 	var session func(context.Context) (string, error)
 	if c.sessions {
 		session = func(ctx context.Context) (string, error) { return c.openSession(ctx, cl, id) }
 	}
 	cl.srv = newMCPServer(c.sb, c.bus, host.RunAs(id, session))
+	if c.sessions {
+		cl.srv.namedSession = func(ctx context.Context, name string, create bool) (string, error) {
+			return c.sessionNamed(ctx, cl, id, name, create)
+		}
+		c.exposeSessions(cl, id)
+	}
 	if c.files {
 		c.exposeFiles(cl, id)
 	}
@@ -279,112 +285,6 @@ func (c *mcpClients) get(ctx context.Context, id string) *mcpServer {
 	return cl.srv
 }
 
-// MCP tools of a session tier with a writable workspace (shared.CapFiles):
-// files the client uploads are what its code reads; files its code writes
-// are what it downloads. They act on the client's own session.
-const (
-	mcpPutFile   = "put_file"
-	mcpGetFile   = "get_file"
-	mcpListFiles = "list_files"
-)
-
-// exposeFiles adds put_file, get_file and list_files to the client's
-// server: each acts on the client's session's workspace (Sandbox.PutFile,
-// GetFile, ListFiles).
-func (c *mcpClients) exposeFiles(cl *mcpClient, user string) {
-	session := func(ctx context.Context) (string, error) { return c.openSession(ctx, cl, user) }
-	srv := cl.srv.server
-	srv.AddTool(&mcp.Tool{
-		Name:        mcpPutFile,
-		Title:       "Upload a file",
-		Description: "Write a file into your session's workspace, where run_python code reads it as workspace.read_text(path) or workspace.read_bytes(path). Give `text`, or `base64` for binary data.",
-		InputSchema: json.RawMessage(`{"type":"object","properties":{"path":{"type":"string","description":"a relative path, e.g. data.csv"},"text":{"type":"string"},"base64":{"type":"string"}},"required":["path"],"additionalProperties":false}`),
-	}, func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-		var in struct {
-			Path   string  `json:"path"`
-			Text   *string `json:"text"`
-			Base64 *string `json:"base64"`
-		}
-		if err := json.Unmarshal(req.Params.Arguments, &in); err != nil {
-			return argError(mcpPutFile, "", err.Error()), nil
-		}
-		var data []byte
-		switch {
-		case in.Text != nil && in.Base64 == nil:
-			data = []byte(*in.Text)
-		case in.Base64 != nil && in.Text == nil:
-			b, err := base64.StdEncoding.DecodeString(*in.Base64)
-			if err != nil {
-				return argError(mcpPutFile, "base64", "not standard base64: "+err.Error()), nil
-			}
-			data = b
-		default:
-			return argError(mcpPutFile, "text", "give exactly one of text and base64"), nil
-		}
-		sid, err := session(ctx)
-		if err != nil {
-			return errorResult(err.Error(), nil), nil
-		}
-		r, err := c.sb.PutFile(ctx, shared.PutFileRequest{SessionID: sid, Path: in.Path, Data: data})
-		if err != nil {
-			return errorResult(err.Error(), nil), nil
-		}
-		return jsonResult(r), nil
-	})
-	srv.AddTool(&mcp.Tool{
-		Name:        mcpGetFile,
-		Title:       "Download a file",
-		Description: "Read a file of your session's workspace (one your code wrote, or an artifact marked omitted). UTF-8 text comes back as text, anything else as base64.",
-		InputSchema: json.RawMessage(`{"type":"object","properties":{"path":{"type":"string"}},"required":["path"],"additionalProperties":false}`),
-	}, func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-		var in struct {
-			Path string `json:"path"`
-		}
-		if err := json.Unmarshal(req.Params.Arguments, &in); err != nil {
-			return argError(mcpGetFile, "", err.Error()), nil
-		}
-		sid, err := session(ctx)
-		if err != nil {
-			return errorResult(err.Error(), nil), nil
-		}
-		r, err := c.sb.GetFile(ctx, shared.GetFileRequest{SessionID: sid, Path: in.Path})
-		if err != nil {
-			return errorResult(err.Error(), nil), nil
-		}
-		out := map[string]any{"path": in.Path, "size": len(r.Data)}
-		if utf8.Valid(r.Data) {
-			out["text"] = string(r.Data)
-		} else {
-			out["base64"] = base64.StdEncoding.EncodeToString(r.Data)
-		}
-		return jsonResult(out), nil
-	})
-	srv.AddTool(&mcp.Tool{
-		Name:        mcpListFiles,
-		Title:       "List files",
-		Description: "List the files of your session's workspace (under `path` when given).",
-		InputSchema: json.RawMessage(`{"type":"object","properties":{"path":{"type":"string"}},"additionalProperties":false}`),
-	}, func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-		var in struct {
-			Path string `json:"path"`
-		}
-		if len(req.Params.Arguments) > 0 {
-			if err := json.Unmarshal(req.Params.Arguments, &in); err != nil {
-				return argError(mcpListFiles, "", err.Error()), nil
-			}
-		}
-		sid, err := session(ctx)
-		if err != nil {
-			return errorResult(err.Error(), nil), nil
-		}
-		r, err := c.sb.ListFiles(ctx, shared.ListFilesRequest{SessionID: sid, Path: in.Path})
-		if err != nil {
-			return errorResult(err.Error(), nil), nil
-		}
-		return jsonResult(r), nil
-	})
-}
-
 // jsonResult is a tool result of v as JSON text and structured content.
 func jsonResult(v any) *mcp.CallToolResult {
 	b, _ := json.Marshal(v)
@@ -394,7 +294,8 @@ func jsonResult(v any) *mcp.CallToolResult {
 // exposeLibrary lists the promoted tools of user's library (a session tier
 // with a tool library) as MCP tools of the client's server: a call runs the
 // tool in the client's session with an agent token, under the policy in
-// force (Sandbox.CallSessionTool). A library that cannot be read is
+// force (Sandbox.CallSessionToolStream: with a progress token, its output
+// streams as run_python's does). A library that cannot be read is
 // logged; the client's server works without it.
 func (c *mcpClients) exposeLibrary(ctx context.Context, cl *mcpClient, user string) {
 	ctx, cancel := context.WithTimeout(ctx, 60*time.Second)
@@ -437,7 +338,7 @@ func (c *mcpClients) exposeLibrary(ctx context.Context, cl *mcpClient, user stri
 			if len(req.Params.Arguments) > 0 {
 				args = req.Params.Arguments
 			}
-			raw, err := c.sb.CallSessionTool(ctx, sid, name, args, tok.Token)
+			raw, err := c.sb.CallSessionToolStream(ctx, sid, name, args, tok.Token, progressOutput(ctx, req))
 			var res shared.ExecutionResult
 			if err == nil {
 				if jerr := json.Unmarshal(raw, &res); jerr != nil {
@@ -453,39 +354,6 @@ func (c *mcpClients) exposeLibrary(ctx context.Context, cl *mcpClient, user stri
 func (c *mcpClients) log(format string, args ...any) {
 	if c.stderr != nil {
 		fmt.Fprintf(c.stderr, "orqest-sandbox mcp serve: "+format+"\n", args...)
-	}
-}
-
-// openSession returns cl's session, opening it the first time (again after
-// a failed open).
-func (c *mcpClients) openSession(ctx context.Context, cl *mcpClient, user string) (string, error) {
-	cl.mu.Lock()
-	defer cl.mu.Unlock()
-	if cl.session != "" {
-		return cl.session, nil
-	}
-	r, err := c.sb.Open(ctx, shared.OpenRequest{UserID: user})
-	if err != nil {
-		return "", err
-	}
-	cl.session = r.SessionID
-	return cl.session, nil
-}
-
-// close ends the clients' sessions.
-func (c *mcpClients) close(e *env) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	for id, cl := range c.byID {
-		cl.mu.Lock()
-		if cl.session != "" {
-			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-			if err := c.sb.CloseSession(ctx, cl.session); err != nil {
-				fmt.Fprintf(e.stderr, "orqest-sandbox: closing the session of client %q: %v\n", id, err)
-			}
-			cancel()
-		}
-		cl.mu.Unlock()
 	}
 }
 
@@ -507,7 +375,7 @@ func (c *mcpClients) httpHandler(v *httpauth.Verifier, metrics http.Handler) htt
 			return nil
 		}
 		return c.get(r.Context(), info.UserID).server
-	}, &mcp.StreamableHTTPOptions{SessionTimeout: 30 * time.Minute})
+	}, &mcp.StreamableHTTPOptions{SessionTimeout: 30 * time.Minute, MaxRequestBodyBytes: mcpMaxRequestBytes})
 	requireToken := func(next http.Handler) http.Handler {
 		return httpauth.Challenge(mcpRealm, auth.RequireBearerToken(v.Verify, nil)(next))
 	}
@@ -528,12 +396,16 @@ type mcpServer struct {
 	factory *host.ToolFactory
 	sb      *host.Sandbox
 	mu      sync.Mutex // serialises spawns, so the tool count is exact
+	// namedSession resolves a run_python `session` argument to the
+	// backend's session (mcpClients.sessionNamed); nil where the server
+	// keeps no sessions (stdio, a tier without sessions).
+	namedSession func(ctx context.Context, name string, create bool) (string, error)
 }
 
 func newMCPServer(sb *host.Sandbox, bus *host.Bus, opts ...host.FactoryOption) *mcpServer {
 	m := &mcpServer{
 		sb:      sb,
-		factory: host.NewToolFactory(sb, bus, append([]host.FactoryOption{host.WithReservedNames(mcpSpawnTool, mcpRunPython, mcpPutFile, mcpGetFile, mcpListFiles)}, opts...)...),
+		factory: host.NewToolFactory(sb, bus, append([]host.FactoryOption{host.WithReservedNames(mcpSpawnTool, mcpRunPython, mcpPutFile, mcpGetFile, mcpListFiles, mcpCloseSession)}, opts...)...),
 		server: mcp.NewServer(&mcp.Implementation{Name: "orqest-sandbox", Version: version}, &mcp.ServerOptions{
 			Instructions: "Runs Python function bodies in the orqest-sandbox sandbox " + fmt.Sprintf("%q", sb.Name()) +
 				". Use run_python for one-off code, or spawn_tool to turn code into a named tool you can call again; spawned tools appear in tools/list.",
@@ -585,7 +457,8 @@ const runPythonSchema = `{
     "args": {"type": "object", "description": "the args dict (default {})"},
     "allowed_imports": {"type": "array", "items": {"type": "string"}, "description": "modules the code imports (within the policy's)"},
     "timeout_s": {"type": "number", "exclusiveMinimum": 0, "description": "seconds (at most the policy's timeout)"},
-    "stateful": {"type": "boolean", "description": "run in this client's session interpreter: top-level names persist across stateful runs, like notebook cells (session sandboxes with stateful_sessions only); a run killed by its limits loses them (state_lost)"}
+    "stateful": {"type": "boolean", "description": "run in this client's session interpreter: top-level names persist across stateful runs, like notebook cells (session sandboxes with stateful_sessions only); a run killed by its limits loses them (state_lost). Unset: the sandbox's default (stateful = true in its policy makes session runs stateful); false asks for a fresh process"},
+    "session": ` + sessionArgSchema + `
   },
   "required": ["code"],
   "additionalProperties": false
@@ -605,7 +478,8 @@ type runPythonInput struct {
 	Args           json.RawMessage `json:"args"`
 	AllowedImports []string        `json:"allowed_imports"`
 	TimeoutS       *float64        `json:"timeout_s"`
-	Stateful       bool            `json:"stateful"`
+	Stateful       *bool           `json:"stateful"`
+	Session        string          `json:"session"`
 }
 
 func (m *mcpServer) spawnTool(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
@@ -682,7 +556,9 @@ func (m *mcpServer) spawnTool(ctx context.Context, req *mcp.CallToolRequest) (*m
 }
 
 // toolHandler calls a spawned tool. The factory's current tool of that
-// name is looked up on every call, so a respawn takes effect at once.
+// name is looked up on every call, so a respawn takes effect at once. A
+// call with a progress token streams the tool's output as run_python's
+// does (progressOutput).
 func (m *mcpServer) toolHandler(t *host.Tool) mcp.ToolHandler {
 	name := t.Name()
 	return func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
@@ -690,7 +566,7 @@ func (m *mcpServer) toolHandler(t *host.Tool) mcp.ToolHandler {
 		if !ok {
 			return errorResult(fmt.Sprintf("tool %q no longer exists", name), nil), nil
 		}
-		res, err := tool.Call(mcpCaller(ctx, req), req.Params.Arguments)
+		res, err := tool.CallStream(mcpCaller(ctx, req), req.Params.Arguments, progressOutput(ctx, req))
 		return execResult(res, err)
 	}
 }
@@ -707,12 +583,24 @@ func (m *mcpServer) runPython(ctx context.Context, req *mcp.CallToolRequest) (*m
 	if r != nil {
 		return r, nil
 	}
+	var sid string
+	if in.Session != "" {
+		if m.namedSession == nil {
+			return argError(mcpRunPython, "session", "this server keeps no named sessions (they need `mcp serve --http` on a sandbox with sessions)"), nil
+		}
+		var err error
+		if sid, err = m.namedSession(ctx, in.Session, true); err != nil {
+			return classedError(mcpRunPython, err), nil
+		}
+	}
 	res, err := m.factory.RunPython(mcpCaller(ctx, req), host.RunPythonRequest{
+		SessionID:      sid,
 		Code:           in.Code,
 		Args:           in.Args,
 		AllowedImports: in.AllowedImports,
 		Timeout:        timeout,
-		Stateful:       in.Stateful,
+		Stateful:       in.Stateful != nil && *in.Stateful,
+		Stateless:      in.Stateful != nil && !*in.Stateful,
 		OnOutput:       progressOutput(ctx, req),
 	})
 	return execResult(res, err)
@@ -774,11 +662,11 @@ func execResult(res shared.ExecutionResult, err error) (*mcp.CallToolResult, err
 		}
 		return errorResult(ae.Error(), st), nil
 	case errors.Is(err, shared.ErrInvalidArgument):
-		return errorResult(err.Error(), map[string]any{"error": err.Error()}), nil
+		return errorResult(err.Error(), map[string]any{"error": err.Error(), "error_classes": plugin.ErrorClasses(err)}), nil
 	case err != nil:
 		// Infrastructure (the plugin died, ...): still a tool error, so
 		// the agent sees it, but nothing it can fix by changing its input.
-		return errorResult("sandbox failure: "+err.Error(), map[string]any{"error": err.Error()}), nil
+		return errorResult("sandbox failure: "+err.Error(), map[string]any{"error": err.Error(), "error_classes": plugin.ErrorClasses(err)}), nil
 	}
 	b, _ := json.Marshal(res)
 	r := &mcp.CallToolResult{StructuredContent: json.RawMessage(b)}

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
@@ -429,27 +428,10 @@ func TestMCPServeTLS(t *testing.T) {
 	tokFile := filepath.Join(dir, "tokens")
 	const tok = "0123456789abcdef0123456789abcdef"
 	os.WriteFile(tokFile, []byte("alice "+tok+"\n"), 0o600)
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, cli, "mcp", "serve", "--http", "127.0.0.1:0", "--token-file", tokFile, "--tls-cert", certFile, "--tls-key", keyFile)
-	cmd.Dir = dir
-	stderr, err := cmd.StderrPipe()
-	if err != nil {
-		t.Fatal(err)
+	url := startServer(t, dir, "--token-file", tokFile, "--tls-cert", certFile, "--tls-key", keyFile)
+	if !strings.HasPrefix(url, "https://") {
+		t.Fatalf("not an https URL: %q", url)
 	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer func() { cmd.Process.Signal(os.Interrupt); cmd.Wait() }()
-	line, err := bufio.NewReader(stderr).ReadString('\n')
-	if err != nil {
-		t.Fatal(err)
-	}
-	i := strings.Index(line, "https://")
-	if i < 0 {
-		t.Fatalf("no https URL in %q", line)
-	}
-	url := strings.TrimSpace(strings.Fields(line[i:])[0])
 	trusting := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}
 	if resp := postInit(t, trusting, url, "Bearer "+tok); resp.StatusCode != http.StatusOK {
 		t.Errorf("initialize over TLS: status %d", resp.StatusCode)

@@ -27,7 +27,7 @@ import (
 // into the test's bin directory beside the CLI.
 func needDockerPlugin(t *testing.T) {
 	t.Helper()
-	if out, err := exec.Command("docker", "image", "inspect", "orqest/agent-runtime:0.1.0").CombinedOutput(); err != nil {
+	if out, err := exec.Command("docker", "image", "inspect", runtimeImage()).CombinedOutput(); err != nil {
 		msg := fmt.Sprintf("docker or the runtime image is unavailable (run `make image`): %v %s", err, out)
 		if os.Getenv("ORQEST_REQUIRE_DOCKER") == "1" {
 			t.Fatal(msg)
@@ -42,6 +42,15 @@ func needDockerPlugin(t *testing.T) {
 			t.Fatalf("go build ./cmd/orqest-sandbox-plugin-docker: %v\n%s", err, b)
 		}
 	}
+}
+
+// runtimeImage is the tier-2 image the docker tests run
+// (ORQEST_DOCKER_IMAGE overrides it, as in plugins/docker).
+func runtimeImage() string {
+	if v := os.Getenv("ORQEST_DOCKER_IMAGE"); v != "" {
+		return v
+	}
+	return "orqest/agent-runtime:0.1.0"
 }
 
 // A tool promoted under a policy that allowed collections stops running
@@ -197,7 +206,7 @@ func TestMCPClientFiles(t *testing.T) {
 	alice, bob := "orqtest-mcpfa-"+randomID(), "orqtest-mcpfb-"+randomID()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	h, sb := dockerSandbox(t, ctx, `config { image = "orqest/agent-runtime:0.1.0" }`, alice, bob)
+	h, sb := dockerSandbox(t, ctx, `config { image = "`+runtimeImage()+`" }`, alice, bob)
 	a, b := mcpHTTPClients(t, ctx, h, sb, alice, bob)
 	if names := toolNames(t, a); !slices.Contains(names, mcpPutFile) || !slices.Contains(names, mcpGetFile) || !slices.Contains(names, mcpListFiles) {
 		t.Fatalf("tools: %v, want the file tools", names)
@@ -230,13 +239,20 @@ func TestMCPClientFiles(t *testing.T) {
 // skips (or fails, with ORQEST_REQUIRE_DOCKER=1) as needDockerPlugin does.
 func dockerSandbox(t *testing.T, ctx context.Context, config string, users ...string) (*host.Host, *host.Sandbox) {
 	t.Helper()
+	return dockerPolicySandbox(t, ctx, "", config, users...)
+}
+
+// dockerPolicySandbox is dockerSandbox with policy, the HCL of policy
+// blocks and top-level attributes before the sandbox block ("" for none).
+func dockerPolicySandbox(t *testing.T, ctx context.Context, policy, config string, users ...string) (*host.Host, *host.Sandbox) {
+	t.Helper()
 	needDockerPlugin(t)
 	t.Cleanup(func() {
 		for _, u := range users {
 			_ = exec.Command("docker", "volume", "rm", "-f", "orqest-user-"+u).Run()
 		}
 	})
-	cfg, diags := host.ParseConfig(filepath.Join(t.TempDir(), "config.hcl"), []byte("sandbox \"docker\" {\n  plugin = \"docker\"\n  "+config+"\n}\n"))
+	cfg, diags := host.ParseConfig(filepath.Join(t.TempDir(), "config.hcl"), []byte(policy+"\nsandbox \"docker\" {\n  plugin = \"docker\"\n  "+config+"\n}\n"))
 	if diags.HasErrors() {
 		t.Fatal(diags)
 	}
@@ -265,4 +281,32 @@ func mcpHTTPClients(t *testing.T, ctx context.Context, h *host.Host, sb *host.Sa
 	ts := httptest.NewServer(clients.httpHandler(httpauth.NewVerifier(map[string]string{aliceTok: alice, bobTok: bob}, nil), http.NotFoundHandler()))
 	t.Cleanup(ts.Close)
 	return httpClientSession(t, ts.URL+"/mcp", aliceTok, nil), httpClientSession(t, ts.URL+"/mcp", bobTok, nil)
+}
+
+// A promoted tool of the client's library, called over mcp serve with a
+// progress token, streams its output while it runs, as run_python does
+// (the runtime's progress, the plugin's and the host's CallToolStream).
+func TestMCPLibraryToolStreams(t *testing.T) {
+	alice, bob := "orqtest-libsa-"+randomID(), "orqtest-libsb-"+randomID()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	h, sb := dockerPolicySandbox(t, ctx, `policy "default" { allowed_imports = ["time"] }`, `config {
+    image = "`+runtimeImage()+`"
+    promotion { policy = "eager" }
+  }`, alice, bob)
+	open, err := sb.Open(ctx, shared.OpenRequest{UserID: alice})
+	if err != nil {
+		t.Fatal(err)
+	}
+	code := "import time\nprint('first', flush=True)\ntime.sleep(args.get('pause', 0))\nprint('second')\nreturn 1"
+	if res, err := sb.Execute(ctx, shared.ExecuteRequest{Code: code, AllowedImports: []string{"time"}, ToolName: "slow_echo", SessionID: open.SessionID, UserID: alice}); err != nil || !res.Success {
+		t.Fatalf("promote: %v %+v", err, res)
+	}
+	sb.CloseSession(ctx, open.SessionID)
+	clients, err := newMCPClients(ctx, sb, h.Bus())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { clients.close(&env{stderr: os.Stderr}) })
+	checkStreamed(t, clients.get(ctx, alice), "slow_echo", map[string]any{"pause": 1.5})
 }

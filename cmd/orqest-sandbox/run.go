@@ -21,6 +21,7 @@ type execFlags struct {
 	json                           bool
 	expr                           string
 	stateful                       bool // run --stateful (set by cmdRun only)
+	stateless                      bool // run --stateful=false (set by cmdRun only)
 }
 
 // register adds the flags run and call share.
@@ -74,22 +75,47 @@ func loadSandbox(ctx context.Context, config, name string) (*host.Host, *host.Sa
 }
 
 func cmdRun(ctx context.Context, e *env, args []string) int {
-	fs := newFlagSet(e, "run", "run [--config F] [--sandbox NAME] [--allow m1,m2] [--args JSON] [--timeout DUR] [--memory MB] [--json] (-e CODE | FILE | - | --batch FILE|-) [--concurrency N] [--user U] [--session S] [--stateful] [--tool NAME]")
+	fs := newFlagSet(e, "run", "run [--config F] [--sandbox NAME] [--allow m1,m2] [--args JSON] [--timeout DUR] [--memory MB] [--json] (-e CODE | FILE | - | --batch FILE|-) [--concurrency N] [--user U] [--session S] [--stateful] [--tool NAME] [--addr URL [--token-file F] [--ca-cert F]]")
 	var f execFlags
 	var user, session, tool, batch string
 	var stateful bool
 	var concurrency int
+	var rf remoteFlags
 	f.register(fs)
+	rf.registerServer(fs)
 	fs.StringVar(&batch, "batch", "", "run many requests: a file (or - for stdin) of JSON lines {\"code\", \"args\", \"allowed_imports\", \"timeout\", \"memory_mb\", \"id\"}; prints one result line per request as each finishes")
 	fs.IntVar(&concurrency, "concurrency", 0, "with --batch: executions in flight at once (default: the sandbox's max_concurrency)")
 	fs.StringVar(&f.expr, "e", "", "the code (a function body) to run")
 	fs.StringVar(&user, "user", "", "user id, for session tiers")
 	fs.StringVar(&session, "session", "", "session id, for session tiers")
 	fs.StringVar(&tool, "tool", "", "names the invocation for the per-user tool library")
-	fs.BoolVar(&stateful, "stateful", false, "run in the session's long-lived interpreter (tier 2): with --batch, the lines share their top-level names like notebook cells")
+	fs.BoolVar(&stateful, "stateful", false, "run in the session's long-lived interpreter (tier 2): with --batch, the lines share their top-level names like notebook cells; --stateful=false asks for a fresh process where the sandbox's policy makes session runs stateful")
 	pos, err := parseFlags(fs, args)
 	if err != nil {
 		return flagErr(err)
+	}
+	if rf.remoteWanted() {
+		for _, local := range []string{"batch", "concurrency", "config", "sandbox", "user", "tool", "memory"} {
+			if isFlagSet(fs, local) {
+				fmt.Fprintf(e.stderr, "orqest-sandbox run: --%s does not apply with a server (--addr or $%s): the server's policy and sandbox apply, and its token names the user\n", local, addrEnv)
+				return exitError
+			}
+		}
+		code, err := readCode(e, f.expr, isFlagSet(fs, "e"), pos, true)
+		if err != nil {
+			fmt.Fprintf(e.stderr, "orqest-sandbox run: %v\n", err)
+			return exitError
+		}
+		if _, err := f.request(code); err != nil {
+			fmt.Fprintf(e.stderr, "orqest-sandbox run: %v\n", err)
+			return exitError
+		}
+		rf.session = session
+		var st *bool
+		if isFlagSet(fs, "stateful") {
+			st = &stateful
+		}
+		return runRemote(ctx, e, rf, f, code, st)
 	}
 	if isFlagSet(fs, "batch") {
 		if isFlagSet(fs, "e") || len(pos) > 0 || f.args != "" || tool != "" {
@@ -100,7 +126,7 @@ func cmdRun(ctx context.Context, e *env, args []string) int {
 			fmt.Fprintln(e.stderr, "orqest-sandbox run: --batch needs a FILE or - and --concurrency a count ≥ 0")
 			return exitError
 		}
-		f.stateful = stateful
+		f.stateful, f.stateless = stateful, isFlagSet(fs, "stateful") && !stateful
 		return runBatch(ctx, e, f, batch, concurrency, user, session)
 	}
 	code, err := readCode(e, f.expr, isFlagSet(fs, "e"), pos, true)
@@ -114,6 +140,7 @@ func cmdRun(ctx context.Context, e *env, args []string) int {
 		return exitError
 	}
 	req.UserID, req.SessionID, req.ToolName, req.Stateful = user, session, tool, stateful
+	req.Stateless = isFlagSet(fs, "stateful") && !stateful // --stateful=false: a fresh process whatever the sandbox's default
 
 	h, sb, err := loadSandbox(ctx, f.config, f.sandbox)
 	if err != nil {

@@ -60,6 +60,30 @@ func TestRunStreamsOutput(t *testing.T) {
 // up to the result's stdout.
 func TestMCPRunPythonStreamsProgress(t *testing.T) {
 	s, _ := newTestMCPServer(t)
+	checkStreamed(t, s, mcpRunPython, map[string]any{
+		"code":            "import time\nprint('first', flush=True)\ntime.sleep(1.5)\nprint('second')\nreturn 1",
+		"allowed_imports": []string{"time"},
+	})
+}
+
+// A spawned tool called with a progress token streams its output as
+// run_python does.
+func TestMCPSpawnedToolStreamsProgress(t *testing.T) {
+	s, _ := newTestMCPServer(t)
+	cs, _ := connect(t, s)
+	if r := call(t, cs, mcpSpawnTool, map[string]any{"name": "slow_echo", "parameters": map[string]any{"pause": map[string]any{"type": "number"}},
+		"implementation": "import time\nprint('first', flush=True)\ntime.sleep(args['pause'])\nprint('second')\nreturn 1", "allowed_imports": []string{"time"}}); r.IsError {
+		t.Fatalf("spawn_tool: %s", text(r))
+	}
+	checkStreamed(t, s, "slow_echo", map[string]any{"pause": 1.5})
+}
+
+// checkStreamed calls tool with args and a progress token on a fresh
+// client of s, and checks that the code's "first\n" arrived on stdout
+// well before the result (the code sleeps ~1.5 s after it) and that the
+// notifications add up to "first\nsecond\n".
+func checkStreamed(t *testing.T, s *mcpServer, tool string, args map[string]any) {
+	t.Helper()
 	ctx := context.Background()
 	st, ct := mcp.NewInMemoryTransports()
 	ss, err := s.server.Connect(ctx, st, nil)
@@ -83,10 +107,7 @@ func TestMCPRunPythonStreamsProgress(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { cs.Close() })
-	params := &mcp.CallToolParams{Name: mcpRunPython, Arguments: map[string]any{
-		"code":            "import time\nprint('first', flush=True)\ntime.sleep(1.5)\nprint('second')\nreturn 1",
-		"allowed_imports": []string{"time"},
-	}}
+	params := &mcp.CallToolParams{Name: tool, Arguments: args}
 	params.SetProgressToken("p1")
 	res, err := cs.CallTool(ctx, params)
 	end := time.Now()

@@ -111,14 +111,8 @@ func (t Target) Execute(ctx context.Context, args rtproto.ExecuteArgs, timeout t
 // result's streams. send nil: Execute.
 func (t Target) ExecuteStream(ctx context.Context, args rtproto.ExecuteArgs, timeout time.Duration, send func(shared.OutputChunk)) (shared.ExecutionResult, []shared.Event, error) {
 	var res shared.ExecutionResult
-	var call *streamCall
-	if send != nil {
-		call = &streamCall{send: send}
-		if t.Streams != nil {
-			call.token = t.Streams.add(call)
-			defer t.Streams.remove(call.token)
-		}
-	}
+	call, stop := t.startStream(send)
+	defer stop()
 	if timeout <= 0 {
 		timeout = shared.DefaultTimeout
 	}
@@ -173,6 +167,21 @@ func (t Target) ExecuteStream(ctx context.Context, args rtproto.ExecuteArgs, tim
 		call.finish(res)
 	}
 	return res, events, nil
+}
+
+// startStream is the streamCall of a call whose output goes to send (nil
+// when send is nil), with a progress token routed to it when t has
+// Streams; stop forgets the token.
+func (t Target) startStream(send func(shared.OutputChunk)) (call *streamCall, stop func()) {
+	if send == nil {
+		return nil, func() {}
+	}
+	call = &streamCall{send: send}
+	if t.Streams == nil {
+		return call, func() {}
+	}
+	call.token = t.Streams.add(call)
+	return call, func() { t.Streams.remove(call.token) }
 }
 
 // Streams routes progress notifications that carry a call's output
@@ -340,6 +349,15 @@ func (t Target) MintToken(req shared.MintTokenRequest) (shared.MintTokenResponse
 // (operator scope), runtime_info, or a promoted tool (agent scope). A
 // refused token is shared.ErrPermissionDenied.
 func (t Target) CallTool(ctx context.Context, req shared.CallToolRequest) (shared.CallToolResponse, error) {
+	return t.CallToolStream(ctx, req, nil)
+}
+
+// CallToolStream is CallTool that gives send the stdout and stderr of the
+// code a promoted tool runs as the runtime streams them, then what of the
+// result's streams the notifications had not carried (as ExecuteStream).
+// A tool whose result is no execution (the library's operator tools)
+// sends nothing. send nil: CallTool.
+func (t Target) CallToolStream(ctx context.Context, req shared.CallToolRequest, send func(shared.OutputChunk)) (shared.CallToolResponse, error) {
 	if req.Tool == rtproto.ToolExecute {
 		return shared.CallToolResponse{}, fmt.Errorf("call tool: use Execute for %s: %w", rtproto.ToolExecute, shared.ErrInvalidArgument)
 	}
@@ -369,7 +387,13 @@ func (t Target) CallTool(ctx context.Context, req shared.CallToolRequest) (share
 		}
 		meta[rtproto.MetaPolicy] = rtproto.ToolPolicy{AllowedImports: imports, TimeoutS: p.Timeout.Seconds(), MemoryMB: p.MemoryMB, MaxOutputBytes: p.MaxOutputBytes}
 	}
-	out, err := t.MCP.CallTool(cctx, &mcp.CallToolParams{Meta: meta, Name: req.Tool, Arguments: args})
+	params := &mcp.CallToolParams{Meta: meta, Name: req.Tool, Arguments: args}
+	call, stop := t.startStream(send)
+	defer stop()
+	if call != nil && call.token != "" {
+		params.SetProgressToken(call.token)
+	}
+	out, err := t.MCP.CallTool(cctx, params)
 	if err != nil {
 		if t.Dead() {
 			return shared.CallToolResponse{}, fmt.Errorf("call tool %s: %s is gone: %v: %w", req.Tool, t.Name, err, shared.ErrUnavailable)
@@ -386,6 +410,12 @@ func (t Target) CallTool(ctx context.Context, req shared.CallToolRequest) (share
 	text := firstText(out)
 	if !json.Valid([]byte(text)) {
 		return shared.CallToolResponse{}, fmt.Errorf("call tool %s: the runtime's result is not JSON: %w", req.Tool, shared.ErrInternal)
+	}
+	if call != nil {
+		var res shared.ExecutionResult
+		if json.Unmarshal([]byte(text), &res) == nil {
+			call.finish(res)
+		}
 	}
 	return shared.CallToolResponse{Result: json.RawMessage(text), Events: EventsFromMeta(out.Meta)}, nil
 }

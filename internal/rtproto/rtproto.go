@@ -65,7 +65,17 @@ type Hello struct {
 	// the operator set wheel_dir; empty: none).
 	AllowedPackages []string `json:"allowed_packages,omitempty"`
 	WheelDir        string   `json:"wheel_dir,omitempty"`
+	// NativeDir is where native (platform) wheels are installed: a
+	// directory on a mount that allows executable mappings (NativeMount),
+	// written by the runtime only. Empty: native wheels are refused
+	// (/workspace is noexec).
+	NativeDir string `json:"native_dir,omitempty"`
 }
+
+// NativeMount is the container's tmpfs for native wheels: exec allowed
+// (unlike /workspace), owned by the runtime; the Python children read it
+// (Landlock: read only).
+const NativeMount = "/opt/orqest/native"
 
 // WheelMount is where the operator's wheel_dir is mounted read-only in the
 // container.

@@ -18,6 +18,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/moby/moby/client"
 
+	"github.com/orqest/sandbox/internal/rtclient"
 	"github.com/orqest/sandbox/internal/rtproto"
 	"github.com/orqest/sandbox/runner"
 	"github.com/orqest/sandbox/shared"
@@ -115,6 +116,8 @@ func defaultConfig() Config {
 
 // Backend is the tier-2 Docker sandbox. It is safe for concurrent use.
 type Backend struct {
+	rtclient.SessionCalls // shared.FileStore and SessionToolStreamer through the session's runtime (files.go)
+
 	logger       hclog.Logger
 	validator    *validator.Validator
 	maxCodeBytes int
@@ -152,6 +155,7 @@ func NewBackend(logger hclog.Logger) *Backend {
 		sessions:     map[string]*session{},
 		spares:       map[string]*spare{},
 	}
+	b.SessionCalls = rtclient.SessionCalls{Session: b.sessionTarget}
 	return b
 }
 
@@ -194,7 +198,7 @@ func (b *Backend) Info(context.Context, shared.InfoRequest) (shared.InfoResponse
 			{Name: "network", Type: "string", Description: `"none" (default: no network, MCP over the attached stdio) or "bridge" (MCP over HTTP published on 127.0.0.1:<random>; the container can reach the network)`},
 			{Name: "allowed_origins", Type: "string", Description: `bridge mode: ORQEST_ALLOWED_ORIGINS for the runtime (default loopback origins; "" disables the Origin check)`},
 			{Name: "open_timeout", Type: "string", Description: `container start to MCP initialize bound (default "30s")`},
-			{Name: "wheel_dir", Type: "string", Description: "absolute host directory of pure-Python wheels, mounted read-only into the container: the source of `dependencies` (only the policy's allowed_packages are installed, into a per-agent venv)"},
+			{Name: "wheel_dir", Type: "string", Description: "absolute host directory of wheels, mounted read-only into the container: the source of `dependencies` (only the policy's allowed_packages are installed: pure-Python wheels into a per-agent venv, native ones for the container's CPython and platform into an exec-allowed, runtime-owned tmpfs)"},
 			{Name: "runtime", Type: "string", Description: `OCI runtime of the session containers (docker run --runtime), e.g. "runsc" where the engine has gVisor registered; default: the engine's (runc)`},
 			{Name: "endpoint", Type: "string", Description: `the Docker engine, e.g. "unix:///run/user/1000/docker.sock" (rootless) or "tcp://host:2376"; default DOCKER_HOST or the local socket`},
 			{Name: "pool", Type: shared.ConfigBlock, Description: "warm containers: after a user's session opens, one more container of that user is created and started ahead of demand, so the user's next Open only binds it", Attributes: []shared.ConfigAttribute{

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -35,31 +36,19 @@ func TestDependencies(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	b := NewBackend(nil)
-	cfg, _ := json.Marshal(map[string]any{"image": testImage(), "wheel_dir": wheels})
+	b := wheelBackend(t, wheels, "orqdemo", "OrqHelper")
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	if _, err := b.Configure(ctx, shared.ConfigureRequest{Config: cfg, AllowedPackages: []string{"orqdemo", "OrqHelper"}}); err != nil {
-		t.Fatalf("Configure: %v", err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-		defer cancel()
-		b.Shutdown(ctx)
-	})
 	if info, _ := b.Info(ctx, shared.InfoRequest{}); !info.Has(shared.CapDependencies) {
 		t.Error("Info does not declare the dependencies capability")
 	}
 	sid := openSession(t, b, user)
 
 	// The wheel directory is a read-only bind mount.
+	ins := inspectSession(t, ctx, dc, b, sid)
 	b.mu.Lock()
 	s := b.sessions[sid]
 	b.mu.Unlock()
-	ins, err := dc.ContainerInspect(ctx, s.containerID, client.ContainerInspectOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
 	var wheelMount bool
 	for _, m := range ins.Container.Mounts {
 		if m.Destination == rtproto.WheelMount && m.Type == mount.TypeBind && !m.RW && m.Source == wheels {
@@ -132,4 +121,86 @@ func TestDependencies(t *testing.T) {
 	} else if !res.Success {
 		t.Logf("listing /workspace is refused in the child (%s); skipped", res.Error)
 	}
+}
+
+// A native wheel (a C extension the test compiles against Debian's
+// CPython 3.11, the image's) from wheel_dir installs into the agent's
+// directory of the exec-allowed tmpfs and imports under the seal; that
+// tmpfs allows exec and /workspace still does not; the agent's code
+// (even with os allowed) cannot change the installed extension.
+func TestNativeDependencies(t *testing.T) {
+	user := testUser(t)
+	dc := requireDocker(t)
+	wheels := t.TempDir()
+	ext, err := wheeltest.NativeWheel(t.TempDir(), wheels)
+	if err != nil {
+		msg := "cannot build a C extension here: " + err.Error()
+		if os.Getenv("ORQEST_REQUIRE_DOCKER") == "1" {
+			t.Fatal(msg)
+		}
+		t.Skip("SKIPPING: " + msg)
+	}
+	b := wheelBackend(t, wheels, "orqnative")
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	sid := openSession(t, b, user)
+	ins := inspectSession(t, ctx, dc, b, sid)
+	if opts := ins.Container.HostConfig.Tmpfs[rtproto.NativeMount]; !strings.Contains(opts, ",exec,") || strings.Contains(opts, "noexec") {
+		t.Errorf("tmpfs %s: %q, want exec", rtproto.NativeMount, opts)
+	}
+	if opts := ins.Container.HostConfig.Tmpfs["/workspace"]; !strings.Contains(opts, "noexec") {
+		t.Errorf("/workspace: %q, want noexec", opts)
+	}
+
+	resp, err := b.Execute(ctx, shared.ExecuteRequest{Code: "import orqnative\nreturn orqnative.add(40, 2)", SessionID: sid, AgentID: "agentN",
+		AllowedImports: []string{"orqnative"}, Dependencies: []string{"orqnative"}, Timeout: 30 * time.Second})
+	if err != nil || !resp.Result.Success || string(resp.Result.Output) != "42" {
+		t.Fatalf("native import in the container: %v %+v", err, resp.Result)
+	}
+	code := `import os
+out = {}
+for name, f in [('overwrite', lambda: os.close(os.open(args['so'], os.O_WRONLY | os.O_TRUNC))),
+                ('plant', lambda: os.close(os.open(os.path.dirname(args['so']) + '/evil.py', os.O_WRONLY | os.O_CREAT, 0o644))),
+                ('remove', lambda: os.unlink(args['so']))]:
+    try:
+        f()
+        out[name] = 'done'
+    except Exception as e:
+        out[name] = type(e).__name__
+return out`
+	argsJSON, _ := json.Marshal(map[string]string{"so": rtproto.NativeMount + "/agentN/" + ext.File})
+	resp, err = b.Execute(ctx, shared.ExecuteRequest{Code: code, Args: argsJSON, SessionID: sid, AgentID: "agentN", AllowedImports: []string{"os"}, Timeout: 30 * time.Second})
+	if err != nil || !resp.Result.Success {
+		t.Fatalf("%v %+v", err, resp.Result)
+	}
+	var out map[string]string
+	_ = json.Unmarshal(resp.Result.Output, &out)
+	for _, k := range []string{"overwrite", "plant", "remove"} {
+		if out[k] == "done" || out[k] == "" {
+			t.Errorf("%s of the native directory: %q, want refused", k, out[k])
+		}
+	}
+	if _, err := b.Close(ctx, shared.CloseRequest{SessionID: sid}); err != nil {
+		t.Error(err)
+	}
+}
+
+// wheelBackend is a backend configured with wheel_dir wheels and the
+// policy's allowed_packages allowed, shut down when the test ends.
+func wheelBackend(t *testing.T, wheels string, allowed ...string) *Backend {
+	t.Helper()
+	return configuredBackend(t, map[string]any{"image": testImage(), "wheel_dir": wheels}, allowed)
+}
+
+// inspectSession returns the engine's view of session sid's container.
+func inspectSession(t *testing.T, ctx context.Context, dc *client.Client, b *Backend, sid string) client.ContainerInspectResult {
+	t.Helper()
+	b.mu.Lock()
+	s := b.sessions[sid]
+	b.mu.Unlock()
+	ins, err := dc.ContainerInspect(ctx, s.containerID, client.ContainerInspectOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ins
 }

@@ -60,16 +60,24 @@ func requireDocker(t testing.TB) *client.Client {
 
 func newBackend(t testing.TB) *Backend {
 	t.Helper()
+	return configuredBackend(t, map[string]any{"image": testImage()}, nil)
+}
+
+// configuredBackend is a backend configured with the config block cfg and
+// allowed_packages allowed, shut down when the test ends; it skips (or
+// fails) without Docker as requireDocker does.
+func configuredBackend(t testing.TB, cfg map[string]any, allowed []string) *Backend {
+	t.Helper()
 	requireDocker(t)
 	level := hclog.Warn
 	if testing.Verbose() {
 		level = hclog.Debug
 	}
 	b := NewBackend(hclog.New(&hclog.LoggerOptions{Name: "docker-test", Level: level, Output: os.Stderr}))
-	cfg, _ := json.Marshal(map[string]any{"image": testImage()})
+	raw, _ := json.Marshal(cfg)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	if _, err := b.Configure(ctx, shared.ConfigureRequest{Config: cfg}); err != nil {
+	if _, err := b.Configure(ctx, shared.ConfigureRequest{Config: raw, AllowedPackages: allowed}); err != nil {
 		t.Fatalf("Configure: %v", err)
 	}
 	t.Cleanup(func() {

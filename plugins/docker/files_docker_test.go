@@ -10,28 +10,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hashicorp/go-hclog"
-
 	"github.com/orqest/sandbox/shared"
 )
 
 // filesBackend is a backend of image with a workspace of workspaceMB.
 func filesBackend(t *testing.T, image string, workspaceMB int) *Backend {
 	t.Helper()
-	requireDocker(t)
-	b := NewBackend(hclog.New(&hclog.LoggerOptions{Name: "docker-files-test", Level: hclog.Warn, Output: os.Stderr}))
-	cfg, _ := json.Marshal(map[string]any{"image": image, "workspace_mb": workspaceMB})
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	if _, err := b.Configure(ctx, shared.ConfigureRequest{Config: cfg}); err != nil {
-		t.Fatalf("Configure: %v", err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-		defer cancel()
-		b.Shutdown(ctx)
-	})
-	return b
+	return configuredBackend(t, map[string]any{"image": image, "workspace_mb": workspaceMB}, nil)
 }
 
 func wantField(t *testing.T, what string, err error, field string) {
@@ -150,7 +135,10 @@ func TestSessionFiles(t *testing.T) {
 // out of the way (os allowed: the audit hook checks no OS event): the
 // agents' directory, the user's volume /data, the root filesystem, a
 // symbolic link out of the workspace and a FIFO in it are all refused by
-// the kernel, and a write in the workspace goes through.
+// the kernel, and so are a directory made, a file removed or renamed
+// outside it, the tool library removed, the workspace itself renamed or
+// removed; a write, mkdir, rename, unlink and rmdir in the workspace go
+// through.
 func TestWorkspaceWallInContainer(t *testing.T) {
 	b := filesBackend(t, testImage(), 16)
 	user := testUser(t)
@@ -172,6 +160,17 @@ attempt('tmp', lambda: os.close(os.open('/tmp/x', os.O_WRONLY | os.O_CREAT, 0o60
 attempt('symlink', lambda: os.symlink('/data', ws + '/link'))
 attempt('fifo', lambda: os.mkfifo(ws + '/fifo'))
 attempt('inside', lambda: os.close(os.open(ws + '/ok', os.O_WRONLY | os.O_CREAT, 0o600)))
+attempt('mkdir_agents', lambda: os.mkdir('/workspace/agents/d'))
+attempt('mkdir_tmp', lambda: os.mkdir('/tmp/d'))
+attempt('unlink_library', lambda: os.unlink('/data/orqest-tools.sqlite'))
+attempt('rename_out', lambda: os.rename(ws + '/ok', '/workspace/agents/ok'))
+attempt('rename_ws', lambda: os.rename(ws, '/workspace/files2'))
+attempt('rmdir_ws', lambda: os.rmdir(ws))
+attempt('rename_in', lambda: os.rename('/workspace/agents', ws + '/agents'))
+attempt('mkdir_inside', lambda: os.mkdir(ws + '/d'))
+attempt('rename_inside', lambda: os.rename(ws + '/ok', ws + '/d/ok'))
+attempt('unlink_inside', lambda: os.unlink(ws + '/d/ok'))
+attempt('rmdir_inside', lambda: os.rmdir(ws + '/d'))
 return [ws, out]`
 	r, err := b.Execute(ctx, shared.ExecuteRequest{Code: code, SessionID: sid, UserID: user, AllowedImports: []string{"os"}, Timeout: 30 * time.Second})
 	if err != nil {
@@ -183,13 +182,16 @@ return [ws, out]`
 	}
 	var out map[string]string
 	_ = json.Unmarshal(got[1], &out)
-	for _, k := range []string{"agents", "data", "tmp", "symlink", "fifo"} {
+	for _, k := range []string{"agents", "data", "tmp", "symlink", "fifo", "mkdir_agents", "mkdir_tmp", "unlink_library",
+		"rename_out", "rename_ws", "rmdir_ws", "rename_in"} {
 		if out[k] == "done" || out[k] == "" {
 			t.Errorf("%s: %q, want refused", k, out[k])
 		}
 	}
-	if out["inside"] != "done" {
-		t.Errorf("inside the workspace: %q", out["inside"])
+	for _, k := range []string{"inside", "mkdir_inside", "rename_inside", "unlink_inside", "rmdir_inside"} {
+		if out[k] != "done" {
+			t.Errorf("%s: %q, want done", k, out[k])
+		}
 	}
 	if string(got[0]) != `"/workspace/files"` {
 		t.Errorf("workspace path %s", got[0])
@@ -233,6 +235,48 @@ func TestChartArtifact(t *testing.T) {
 	r, err = b.Execute(ctx, shared.ExecuteRequest{Code: "import matplotlib.pyplot as plt\nreturn len(plt.get_fignums())", SessionID: sid, UserID: user, AllowedImports: []string{"matplotlib", "matplotlib.pyplot"}, MemoryMB: 512, Timeout: 90 * time.Second})
 	if err != nil || !r.Result.Success || len(r.Result.Artifacts) != 0 {
 		t.Errorf("second call: %+v %v", r.Result, err)
+	}
+	if _, err := b.Close(ctx, shared.CloseRequest{SessionID: sid}); err != nil {
+		t.Error(err)
+	}
+}
+
+// With every Python layer in force, code reorganises its workspace through
+// the builtin: it makes directories, moves an upload into one, removes a
+// scratch file and an empty directory; the runtime then lists, serves and
+// accepts uploads into what the code made.
+func TestWorkspaceChangesInContainer(t *testing.T) {
+	b := filesBackend(t, testImage(), 16)
+	user := testUser(t)
+	sid := openSession(t, b, user)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	if _, err := b.PutFile(ctx, shared.PutFileRequest{SessionID: sid, Path: "in.csv", Data: []byte("a\n1\n")}); err != nil {
+		t.Fatal(err)
+	}
+	code := `workspace.mkdir('archive/2026')
+workspace.rename('in.csv', 'archive/2026/in.csv')
+workspace.write_text('scratch.txt', 'x')
+workspace.remove('scratch.txt')
+workspace.mkdir('empty')
+workspace.rmdir('empty')
+return workspace.list()`
+	r, err := b.Execute(ctx, shared.ExecuteRequest{Code: code, SessionID: sid, UserID: user, Timeout: 30 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !r.Result.Success || string(r.Result.Output) != `["archive/2026/in.csv"]` {
+		t.Fatalf("%s %s %s", r.Result.ErrorKind, r.Result.Error, r.Result.Output)
+	}
+	if g, err := b.GetFile(ctx, shared.GetFileRequest{SessionID: sid, Path: "archive/2026/in.csv"}); err != nil || string(g.Data) != "a\n1\n" {
+		t.Errorf("GetFile of the moved upload: %q %v", g.Data, err)
+	}
+	if _, err := b.PutFile(ctx, shared.PutFileRequest{SessionID: sid, Path: "archive/2026/more.csv", Data: []byte("b")}); err != nil {
+		t.Errorf("PutFile into a directory the code made: %v", err)
+	}
+	list, err := b.ListFiles(ctx, shared.ListFilesRequest{SessionID: sid})
+	if err != nil || len(list.Files) != 2 {
+		t.Errorf("ListFiles: %+v %v", list, err)
 	}
 	if _, err := b.Close(ctx, shared.CloseRequest{SessionID: sid}); err != nil {
 		t.Error(err)

@@ -19,7 +19,10 @@ import (
 	"github.com/orqest/sandbox/shared/toollib"
 )
 
-var _ shared.SessionTools = (*Backend)(nil)
+var (
+	_ shared.SessionTools        = (*Backend)(nil)
+	_ shared.SessionToolStreamer = (*Backend)(nil)
+)
 
 // DefaultOperatorTokenTTL is the lifetime of a token minted without a TTL.
 const DefaultOperatorTokenTTL = rtclient.DefaultOperatorTokenTTL

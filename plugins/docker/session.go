@@ -132,9 +132,9 @@ func hardenedConfig(cfg Config, owner ownerInfo, user, sessionID string) (*conta
 		ReadonlyRootfs: true,
 		SecurityOpt:    []string{"no-new-privileges:true"},
 		Init:           &init, // docker-init as PID 1 reaps what user code orphans
-		Tmpfs: map[string]string{
+		Tmpfs: nativeTmpfs(cfg, map[string]string{ // and native wheels' (deps_plugin.go)
 			"/workspace": fmt.Sprintf("rw,nosuid,nodev,noexec,size=%dm,uid=0,gid=0,mode=0711", cfg.WorkspaceMB),
-		},
+		}),
 		Mounts: append([]mount.Mount{{
 			Type:   mount.TypeVolume,
 			Source: VolumeName(user),

@@ -30,6 +30,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/orqest/sandbox/internal/pyproc"
+	"github.com/orqest/sandbox/internal/rtclient"
 	"github.com/orqest/sandbox/plugins/subprocess"
 	"github.com/orqest/sandbox/runner"
 	"github.com/orqest/sandbox/shared"
@@ -103,6 +104,8 @@ type testHooks struct {
 
 // Backend is the tier-3 gVisor sandbox. It is safe for concurrent use.
 type Backend struct {
+	rtclient.SessionCalls // shared.FileStore and SessionToolStreamer through the session's runtime (files.go)
+
 	logger       hclog.Logger
 	validator    *validator.Validator
 	rules        json.RawMessage
@@ -131,7 +134,7 @@ func NewBackend(logger hclog.Logger) *Backend {
 	if logger == nil {
 		logger = hclog.NewNullLogger()
 	}
-	return &Backend{
+	b := &Backend{
 		logger:       logger,
 		validator:    validator.New(validator.WithCache(validator.DefaultCacheSize)),
 		rules:        json.RawMessage(validator.RulesJSON()),
@@ -139,6 +142,8 @@ func NewBackend(logger hclog.Logger) *Backend {
 		cfg:          defaultConfig(),
 		sessions:     map[string]*session{},
 	}
+	b.SessionCalls = rtclient.SessionCalls{Session: b.sessionTarget}
+	return b
 }
 
 func defaultConfig() Config {
@@ -218,7 +223,7 @@ func (b *Backend) Info(context.Context, shared.InfoRequest) (shared.InfoResponse
 		c = append(c, shared.CapClasses)
 	}
 	if b.runtime != "" {
-		c = append(c, shared.CapSessions, shared.CapToolLibrary, shared.CapStatefulSessions)
+		c = append(c, shared.CapSessions, shared.CapToolLibrary, shared.CapStatefulSessions, shared.CapFiles)
 	}
 	b.mu.RUnlock()
 	return shared.InfoResponse{

@@ -482,7 +482,10 @@ func (b *Backend) executeInSession(ctx context.Context, req shared.ExecuteReques
 	return shared.ExecuteResponse{Result: res, Events: events}, nil
 }
 
-var _ shared.SessionTools = (*Backend)(nil)
+var (
+	_ shared.SessionTools        = (*Backend)(nil)
+	_ shared.SessionToolStreamer = (*Backend)(nil)
+)
 
 // MintToken mints a bearer token for an open session (see
 // rtclient.Target.MintToken).

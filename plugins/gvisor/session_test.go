@@ -458,3 +458,52 @@ func TestSessionStateful(t *testing.T) {
 		t.Errorf("stateful without a session: %v", err)
 	}
 }
+
+// Files in a tier-3 session, through the same runtime as tier 2: an
+// upload the code reads, the file the code wrote downloaded and listed,
+// unclean paths refused before the sandbox, a missing file ErrNotFound,
+// and a file call on no session ErrNotFound. Inside gVisor there is no
+// Landlock, so the runner keeps the plain seccomp programs: code writes
+// files into its workspace but makes no directory (EPERM), as documented.
+func TestSessionFiles(t *testing.T) {
+	b, _ := newSessionBackend(t, nil)
+	info, _ := b.Info(context.Background(), shared.InfoRequest{})
+	if !info.Has(shared.CapFiles) {
+		t.Fatalf("Info lacks %s: %v", shared.CapFiles, info.Capabilities)
+	}
+	id := openSession(t, b, "erin")
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	if _, err := b.PutFile(ctx, shared.PutFileRequest{SessionID: id, Path: "in.csv", Data: []byte("a\n1\n2\n")}); err != nil {
+		t.Fatalf("PutFile: %v", err)
+	}
+	resp, err := b.Execute(ctx, shared.ExecuteRequest{SessionID: id, UserID: "erin", Code: "rows = workspace.read_text('in.csv').splitlines()\n" +
+		"workspace.write_text('n.txt', str(len(rows)))\n" +
+		"try:\n    workspace.mkdir('d')\n    made = 'made'\nexcept Exception as e:\n    made = type(e).__name__\n" +
+		"return [len(rows), made]"})
+	if err != nil || !resp.Result.Success {
+		t.Fatalf("code reading the upload: %v %+v", err, resp.Result)
+	}
+	t.Logf("tier 3: %s (mkdir in the workspace)", resp.Result.Output)
+	if !strings.HasPrefix(string(resp.Result.Output), "[3,") {
+		t.Errorf("output %s", resp.Result.Output)
+	}
+	got, err := b.GetFile(ctx, shared.GetFileRequest{SessionID: id, Path: "n.txt"})
+	if err != nil || string(got.Data) != "3" {
+		t.Errorf("GetFile n.txt: %q %v", got.Data, err)
+	}
+	list, err := b.ListFiles(ctx, shared.ListFilesRequest{SessionID: id})
+	if err != nil || !slices.ContainsFunc(list.Files, func(f shared.FileInfo) bool { return f.Name == "n.txt" }) {
+		t.Errorf("ListFiles: %+v %v", list, err)
+	}
+	var fe *shared.FieldError
+	if _, err := b.GetFile(ctx, shared.GetFileRequest{SessionID: id, Path: "../etc/passwd"}); !errors.As(err, &fe) || fe.Field != "path" {
+		t.Errorf("GetFile ../etc/passwd: %v, want a FieldError on path", err)
+	}
+	if _, err := b.GetFile(ctx, shared.GetFileRequest{SessionID: id, Path: "nope.txt"}); !errors.Is(err, shared.ErrNotFound) {
+		t.Errorf("GetFile of a missing file: %v, want ErrNotFound", err)
+	}
+	if _, err := b.ListFiles(ctx, shared.ListFilesRequest{SessionID: "nosuch"}); !errors.Is(err, shared.ErrNotFound) {
+		t.Errorf("ListFiles of no session: %v, want ErrNotFound", err)
+	}
+}

@@ -324,8 +324,9 @@ def _orq_safe_builtins(rules):
 def _orq_workspace(root):
     """The builtin `workspace` of an execution with a writable directory
     root: read_bytes(name), read_text(name), write_bytes(name, data),
-    write_text(name, text) (into an existing directory: the body makes
-    none, removes and renames nothing), list()
+    write_text(name, text) (into an existing directory), mkdir(name)
+    (with its missing parents), remove(name) (a file), rmdir(name) (an
+    empty directory), rename(src, dst) (replacing dst), list()
     (every regular file, relative names, sorted) and path(name) (the
     absolute path, for libraries that take one: pandas.read_csv,
     savefig). A name is a clean relative path ("data.csv", "out/a.png");
@@ -372,8 +373,21 @@ def _orq_workspace(root):
     def path(name=None):
         return root if name is None else full(name)
 
+    def mkdir(name):
+        os.makedirs(full(name), exist_ok=True)
+
+    def remove(name):
+        os.remove(full(name))
+
+    def rmdir(name):
+        os.rmdir(full(name))
+
+    def rename(src, dst):
+        os.replace(full(src), full(dst))
+
     return types.SimpleNamespace(read_bytes=read_bytes, read_text=read_text,
                                  write_bytes=write_bytes, write_text=write_text,
+                                 mkdir=mkdir, remove=remove, rmdir=rmdir, rename=rename,
                                  list=listing, path=path)
 
 

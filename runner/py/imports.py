@@ -427,11 +427,12 @@ def _orq_audit_arm_in(st, rules, allowed, workspace=None):
         `open` except reading files below the interpreter's library
         directories (imports) and the zoneinfo database;
       - but lets through the events of runtime.workspace_events (open,
-        os.listdir, os.scandir) whose path is absolute and below
-        `workspace` (the execution's writable directory), for reading and
+        os.listdir, os.scandir, os.mkdir, os.rmdir, os.remove, os.rename)
+        whose path is absolute and below `workspace` (the execution's
+        writable directory; for os.rename both paths), for reading and
         writing: Landlock grants that directory and nothing else, and no
         link out of it can be made there (no MAKE_SYM; seccomp refuses
-        symlinkat and linkat).
+        symlinkat and linkat). A relative path (with dir_fd) is refused.
     st is the state (_orq_audit_make's closure); _orq_audit_disarm() disarms
     (the runner does, before it formats a traceback with the traceback
     module). Returns st."""
@@ -494,7 +495,8 @@ def _orq_audit_arm_in(st, rules, allowed, workspace=None):
             return
         ws = st["ws"]
         if ws is not None and args and event in st["ws_events"] \
-                and in_ws(args[0], ws):
+                and in_ws(args[0], ws) \
+                and (event != "os.rename" or (len(args) > 1 and in_ws(args[1], ws))):
             return
         if event == "object.__getattr__":
             if len(args) > 1 and args[1] in inspect_reads:

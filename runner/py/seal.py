@@ -286,11 +286,19 @@ def _orq_seal_prepare(cfg):
                         os.close(pfd)
                 # write_paths: directories the sandbox may also write (a
                 # tier-2 session's workspace): create, write and truncate
-                # regular files, nothing else (no directory, link, device,
-                # socket or FIFO; no removal or rename, which seccomp
-                # refuses too).
+                # regular files, make and remove directories, remove and
+                # rename (REFER: from one directory to another) below
+                # them; nothing else (no link, symbolic link, device,
+                # socket or FIFO; seccomp refuses linkat and symlinkat
+                # too). A rename or removal needs the right on the parent
+                # directory, so the write path itself cannot be removed or
+                # renamed, and nothing moves in or out of it.
                 wr = c["LANDLOCK_ACCESS_FS_READ_FILE"] | c["LANDLOCK_ACCESS_FS_READ_DIR"]
                 wr |= c["LANDLOCK_ACCESS_FS_WRITE_FILE"] | c["LANDLOCK_ACCESS_FS_MAKE_REG"]
+                wr |= c["LANDLOCK_ACCESS_FS_MAKE_DIR"] | c["LANDLOCK_ACCESS_FS_REMOVE_DIR"]
+                wr |= c["LANDLOCK_ACCESS_FS_REMOVE_FILE"]
+                if abi >= 2:
+                    wr |= c["LANDLOCK_ACCESS_FS_REFER"]
                 if abi >= 3:
                     wr |= c["LANDLOCK_ACCESS_FS_TRUNCATE"]
                 for p in list(cfg.get("write_paths") or ()):
@@ -323,11 +331,16 @@ def _orq_seal_prepare(cfg):
             missing.setdefault(n, missing.get("landlock_fs", "Landlock unavailable"))
 
     # 5. seccomp: the programs of the kernel table (runner/seccomp), loaded
-    #    now, installed per process.
+    #    now, installed per process. A seal with write_paths takes the
+    #    workspace kinds ("full-ws", ...), which also let through mkdirat,
+    #    unlinkat and renameat, only when Landlock is in force to keep
+    #    them below write_paths: without it the plain programs refuse them
+    #    everywhere (the workspace then takes new files only).
     if want("seccomp"):
         progs = kernel.get("seccomp") or {}
         kinds = ("full", "zygote", "child")
-        if not all(progs.get(k) for k in kinds):
+        suffix = "-ws" if cfg.get("write_paths") and "landlock_fs" in layers else ""
+        if not all(progs.get(k + suffix) for k in kinds):
             missing["seccomp"] = kernel.get("seccomp_error") or (
                 "no seccomp programs for %s in the seal config" % machine)
         elif prctl(c["PR_GET_SECCOMP"], 0, 0, 0, 0) < 0:
@@ -337,7 +350,7 @@ def _orq_seal_prepare(cfg):
                 _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
 
             for kind in kinds:
-                prog = bytes.fromhex(progs[kind])
+                prog = bytes.fromhex(progs[kind + suffix])
                 if len(prog) % 8:
                     raise ValueError("seccomp program %s: %d bytes" % (kind, len(prog)))
                 buf = ctypes.create_string_buffer(prog, len(prog))
@@ -369,6 +382,14 @@ def _orq_seal_apply(st, role="full"):
     if "landlock_fs" in layers:
         if sysc(nr["landlock_restrict_self"], fd, 0) != 0:
             raise OSError("landlock_restrict_self: " + fail())
+    if st["fsize"]:
+        # A process that writes a workspace makes what it creates
+        # writable by every uid (umask 0; a zygote's children inherit it):
+        # the runtime that serves the workspace is root without
+        # CAP_DAC_OVERRIDE and reaches the children's files and
+        # directories through their "other" bits (an upload into a
+        # directory the code made). The container has no third uid.
+        os.umask(0)
     if role != "zygote":
         if fd >= 0:
             os.close(fd)

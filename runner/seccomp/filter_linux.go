@@ -171,6 +171,21 @@ func changeCalls() []call {
 	}, legacyChangeCalls()...)
 }
 
+// workspaceCalls make and remove directories, remove files and rename:
+// what code changing its workspace needs besides creating and writing
+// files. The workspace kinds allow them (Landlock confines them to the
+// workspace: MAKE_DIR, REMOVE_DIR, REMOVE_FILE, REFER are granted there
+// only); every other program refuses them. linkat and symlinkat are not
+// among them: a link could point out of the workspace.
+func workspaceCalls() []call {
+	return append([]call{
+		{"mkdirat", unix.SYS_MKDIRAT},
+		{"unlinkat", unix.SYS_UNLINKAT},
+		{"renameat", unix.SYS_RENAMEAT},
+		{"renameat2", unix.SYS_RENAMEAT2},
+	}, legacyWorkspaceCalls()...)
+}
+
 // allowedCalls are the system calls the allowlists (Full, Child) let
 // through whatever their arguments, on every supported architecture, with
 // legacyAllowedCalls (the older forms only some architectures have). They
@@ -300,12 +315,15 @@ const cloneNamespaces = unix.CLONE_NEWNS | unix.CLONE_NEWCGROUP | unix.CLONE_NEW
 // unconditional returns the system calls the zygote's program refuses
 // with EPERM whatever their arguments, sorted by number, without
 // duplicates: deniedCalls, legacyCalls and changeCalls, but not
-// processCalls, which the zygote needs.
-func unconditional() []call {
+// processCalls, which the zygote needs, nor, with ws, workspaceCalls.
+func unconditional(ws bool) []call {
 	deny := append(append(deniedCalls(), legacyCalls()...), changeCalls()...)
-	procs := processCalls()
+	keep := processCalls()
+	if ws {
+		keep = append(keep, workspaceCalls()...)
+	}
 	deny = slices.DeleteFunc(deny, func(c call) bool {
-		return slices.ContainsFunc(procs, func(p call) bool { return p.nr == c.nr })
+		return slices.ContainsFunc(keep, func(p call) bool { return p.nr == c.nr })
 	})
 	slices.SortFunc(deny, func(a, b call) int { return cmp.Compare(a.nr, b.nr) })
 	return slices.CompactFunc(deny, func(a, b call) bool { return a.nr == b.nr })
@@ -379,10 +397,10 @@ func ioctlCheck() []bpf.Instruction {
 // build returns the program of kind k: the allowlist for Full and Child,
 // the denylist for Zygote.
 func build(k Kind) ([]bpf.Instruction, error) {
-	if k == Zygote {
-		return denylist(), nil
+	if k.Base() == Zygote {
+		return denylist(k.Workspace()), nil
 	}
-	return allowlist()
+	return allowlist(k.Workspace())
 }
 
 // denylist returns the zygote's program: the architecture check, the
@@ -390,9 +408,9 @@ func build(k Kind) ([]bpf.Instruction, error) {
 // ioctl; anything else is allowed (the zygote forks, signals and reaps its
 // children; what governs user code is the allowlist each child stacks on
 // top).
-func denylist() []bpf.Instruction {
+func denylist(ws bool) []bpf.Instruction {
 	prog := prologue()
-	for _, c := range unconditional() {
+	for _, c := range unconditional(ws) {
 		prog = append(prog,
 			bpf.JumpIf{Cond: bpf.JumpEqual, Val: c.nr, SkipFalse: 1},
 			errno(unix.EPERM))
@@ -416,9 +434,19 @@ const (
 	vIoctl                  // ioctlCheck
 )
 
+// unconditionalAllowed returns what the allowlist lets through whatever
+// the arguments: allowedCalls, with ws also workspaceCalls.
+func unconditionalAllowed(ws bool) []call {
+	calls := allowedCalls()
+	if ws {
+		calls = append(calls, workspaceCalls()...)
+	}
+	return calls
+}
+
 // verdicts returns the allowlist's verdict on every number up to the
 // highest it names; every higher number is refused.
-func verdicts() []verdict {
+func verdicts(ws bool) []verdict {
 	special := map[uint32]verdict{
 		unix.SYS_CLONE:     vClone,
 		unix.SYS_CLONE3:    vNoSys,
@@ -426,14 +454,14 @@ func verdicts() []verdict {
 		unix.SYS_IOCTL:     vIoctl,
 	}
 	max := uint32(0)
-	for _, c := range allowedCalls() {
+	for _, c := range unconditionalAllowed(ws) {
 		max = maxOf(max, c.nr)
 	}
 	for nr := range special {
 		max = maxOf(max, nr)
 	}
 	v := make([]verdict, max+1)
-	for _, c := range allowedCalls() {
+	for _, c := range unconditionalAllowed(ws) {
 		v[c.nr] = vAllow
 	}
 	for nr, s := range special {
@@ -457,15 +485,16 @@ type span struct {
 }
 
 // spans returns the verdicts as runs, the last one open-ended (refused).
-func spans() []span {
+func spans(ws bool) []span {
 	var out []span
-	for nr, v := range verdicts() {
+	v := verdicts(ws)
+	for nr, v := range v {
 		if len(out) == 0 || out[len(out)-1].v != v {
 			out = append(out, span{uint32(nr), v})
 		}
 	}
 	if out[len(out)-1].v != vDeny {
-		out = append(out, span{uint32(len(verdicts())), vDeny})
+		out = append(out, span{uint32(len(v)), vDeny})
 	}
 	return out
 }
@@ -476,7 +505,7 @@ func spans() []span {
 // of constant verdicts), whose leaves allow, refuse with EPERM, refuse
 // clone3 with ENOSYS, or jump to the argument checks of clone, prlimit64
 // and ioctl placed after the tree.
-func allowlist() ([]bpf.Instruction, error) {
+func allowlist(ws bool) ([]bpf.Instruction, error) {
 	prog := prologue()
 	base := len(prog)
 	type patch struct {
@@ -514,7 +543,7 @@ func allowlist() ([]bpf.Instruction, error) {
 		out := append([]bpf.Instruction{bpf.JumpIf{Cond: bpf.JumpGreaterOrEqual, Val: s[mid].lo, SkipTrue: uint8(len(lo))}}, lo...)
 		return append(out, hi...), nil
 	}
-	body, err := tree(spans())
+	body, err := tree(spans(ws))
 	if err != nil {
 		return nil, err
 	}
@@ -538,10 +567,10 @@ func allowlist() ([]bpf.Instruction, error) {
 	return prog, nil
 }
 
-// allowedNames returns the names of allowedCalls, clone, prlimit64 and
-// ioctl, sorted by number.
-func allowedNames() []string {
-	calls := append(allowedCalls(), call{"clone", unix.SYS_CLONE}, call{"prlimit64", unix.SYS_PRLIMIT64},
+// allowedNames returns the names of unconditionalAllowed(ws), clone,
+// prlimit64 and ioctl, sorted by number.
+func allowedNames(ws bool) []string {
+	calls := append(unconditionalAllowed(ws), call{"clone", unix.SYS_CLONE}, call{"prlimit64", unix.SYS_PRLIMIT64},
 		call{"ioctl", unix.SYS_IOCTL})
 	slices.SortFunc(calls, func(a, b call) int { return cmp.Compare(a.nr, b.nr) })
 	names := make([]string, 0, len(calls))
@@ -553,20 +582,20 @@ func allowedNames() []string {
 
 // allowed returns what Allowed documents.
 func allowed(k Kind) []string {
-	if k == Zygote {
+	if k.Base() == Zygote {
 		return nil
 	}
-	return allowedNames()
+	return allowedNames(k.Workspace())
 }
 
 // denied returns the names of unconditional(Zygote), nil for the
 // allowlists.
 func denied(k Kind) []string {
-	if k != Zygote {
+	if k.Base() != Zygote {
 		return nil
 	}
 	var names []string
-	for _, c := range unconditional() {
+	for _, c := range unconditional(k.Workspace()) {
 		names = append(names, c.name)
 	}
 	return names

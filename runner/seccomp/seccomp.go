@@ -53,14 +53,41 @@ const (
 	// Child is for a fork-server child, stacked on the Zygote filter it
 	// inherits: the same allowlist as Full.
 	Child
+	// FullWorkspace, ZygoteWorkspace and ChildWorkspace are Full, Zygote
+	// and Child for a process that may change a workspace (a tier-2
+	// session's, runner.Seal.WritePaths): they also let through making and
+	// removing directories, removing files and renaming (mkdirat,
+	// unlinkat, renameat, renameat2 and their older forms; see
+	// WorkspaceCalls). Landlock decides where: only below the workspace.
+	// Links and symbolic links stay refused.
+	FullWorkspace
+	ZygoteWorkspace
+	ChildWorkspace
 )
 
 // Kinds returns every Kind, in declaration order.
-func Kinds() []Kind { return []Kind{Full, Zygote, Child} }
+func Kinds() []Kind {
+	return []Kind{Full, Zygote, Child, FullWorkspace, ZygoteWorkspace, ChildWorkspace}
+}
+
+// Base returns the kind without the workspace calls: Full, Zygote or
+// Child.
+func (k Kind) Base() Kind {
+	if k >= FullWorkspace && k <= ChildWorkspace {
+		return k - FullWorkspace
+	}
+	return k
+}
+
+// Workspace reports whether k lets through the workspace calls.
+func (k Kind) Workspace() bool { return k >= FullWorkspace && k <= ChildWorkspace }
 
 // String returns the kind's name as the runner knows it: "full", "zygote"
-// or "child".
+// or "child", with "-ws" for the workspace kinds.
 func (k Kind) String() string {
+	if k.Workspace() {
+		return k.Base().String() + "-ws"
+	}
 	switch k {
 	case Full:
 		return "full"
@@ -78,7 +105,7 @@ var ErrUnsupported = errors.New("seccomp: architecture not supported")
 
 // instructions returns the program of kind k as BPF instructions.
 func instructions(k Kind) ([]bpf.Instruction, error) {
-	if k < Full || k > Child {
+	if k < Full || k > ChildWorkspace {
 		return nil, fmt.Errorf("seccomp: unknown kind %d", int(k))
 	}
 	return build(k)
@@ -120,7 +147,7 @@ func encode(raw []bpf.RawInstruction) []byte {
 // the arguments the package documentation states. Nil for Zygote (a
 // denylist) and on an unsupported architecture.
 func Allowed(k Kind) []string {
-	if k < Full || k > Child {
+	if k < Full || k > ChildWorkspace {
 		return nil
 	}
 	return allowed(k)
@@ -132,7 +159,7 @@ func Allowed(k Kind) []string {
 // argument and not listed. Nil for the allowlists (Full, Child: see
 // Allowed) and on an unsupported architecture.
 func Denied(k Kind) []string {
-	if k < Full || k > Child {
+	if k < Full || k > ChildWorkspace {
 		return nil
 	}
 	return denied(k)

@@ -41,6 +41,17 @@ func legacyChangeCalls() []call {
 	}
 }
 
+// legacyWorkspaceCalls are the calls of workspaceCalls that only some
+// architectures have.
+func legacyWorkspaceCalls() []call {
+	return []call{
+		{"mkdir", unix.SYS_MKDIR},
+		{"rmdir", unix.SYS_RMDIR},
+		{"unlink", unix.SYS_UNLINK},
+		{"rename", unix.SYS_RENAME},
+	}
+}
+
 // legacyAllowedCalls are the older forms of allowed calls that only some
 // architectures have: glibc on x86_64 still calls readlink, and
 // open/stat/lstat/access/dup2/time are the same kernel paths as their *at

@@ -22,3 +22,7 @@ func legacyChangeCalls() []call { return nil }
 // stat, access, readlink and dup2, and no time (all in allowedCalls or
 // not needed: the vDSO answers time).
 func legacyAllowedCalls() []call { return nil }
+
+// legacyWorkspaceCalls: arm64 has only mkdirat, unlinkat and renameat(2)
+// (all in workspaceCalls).
+func legacyWorkspaceCalls() []call { return nil }

@@ -42,7 +42,7 @@ type case_ struct {
 func argCases(k Kind) []case_ {
 	fork, thread := uint32(retEPERM), uint32(retAllow)
 	clone3 := uint32(retNOSYS)
-	if k == Zygote {
+	if k.Base() == Zygote {
 		fork, clone3 = retAllow, retAllow
 	}
 	own, other := uint32(retAllow), uint32(retEPERM)
@@ -82,8 +82,24 @@ func TestPrograms(t *testing.T) {
 		Child: {"kill": retEPERM, "tgkill": retEPERM, "socketpair": retEPERM, "pidfd_open": retEPERM,
 			"pidfd_send_signal": retEPERM, "socket": retEPERM, "execve": retEPERM},
 	}
+	// The workspace calls: refused by the plain programs (the zygote's
+	// lets mkdirat and unlinkat through; its child refuses them), allowed
+	// by the workspace kinds, which refuse links as every program does.
+	for _, k := range []Kind{Full, Child} {
+		for _, n := range []string{"mkdirat", "unlinkat", "renameat", "renameat2", "linkat", "symlinkat"} {
+			named[k][n] = retEPERM
+		}
+	}
+	for _, n := range []string{"renameat", "renameat2", "linkat", "symlinkat"} {
+		named[Zygote][n] = retEPERM
+	}
+	for _, k := range []Kind{FullWorkspace, ZygoteWorkspace, ChildWorkspace} {
+		named[k] = map[string]uint32{"linkat": retEPERM, "symlinkat": retEPERM, "socket": retEPERM, "execve": retEPERM,
+			"mkdirat": retAllow, "unlinkat": retAllow, "renameat": retAllow, "renameat2": retAllow}
+	}
+	named[FullWorkspace]["kill"], named[ChildWorkspace]["kill"] = retEPERM, retEPERM
 	nrs := map[string]uint32{}
-	for _, c := range append(append(append(append(deniedCalls(), processCalls()...), legacyCalls()...), changeCalls()...), allowedCalls()...) {
+	for _, c := range append(append(append(append(append(deniedCalls(), processCalls()...), legacyCalls()...), changeCalls()...), allowedCalls()...), workspaceCalls()...) {
 		nrs[c.name] = c.nr
 	}
 	byArgs := map[string]bool{"clone": true, "prlimit64": true, "ioctl": true}
@@ -225,7 +241,13 @@ func TestAllowlistRefusesUnlisted(t *testing.T) {
 // The allowlist's binary search takes, for every system call number, the
 // verdict the table gives it.
 func TestAllowlistVerdicts(t *testing.T) {
-	v := verdicts()
+	for _, k := range []Kind{Full, Child, FullWorkspace, ChildWorkspace} {
+		testAllowlistVerdicts(t, k)
+	}
+}
+
+func testAllowlistVerdicts(t *testing.T, k Kind) {
+	v := verdicts(k.Workspace())
 	want := func(nr uint32) uint32 {
 		if int(nr) >= len(v) {
 			return retEPERM
@@ -240,7 +262,7 @@ func TestAllowlistVerdicts(t *testing.T) {
 		}
 		return retEPERM
 	}
-	for _, k := range []Kind{Full, Child} {
+	{
 		f := loadKind(t, k)
 		n := 0
 		for nr := uint32(0); nr < 2048; nr++ {
@@ -291,12 +313,38 @@ func TestWrongArch(t *testing.T) {
 }
 
 // A fork-server child, Zygote's filter with Child's stacked on it, is
-// sealed exactly as a process under Full.
+// sealed exactly as a process under Full; so are the workspace kinds.
 func TestZygoteAndChildStackToFull(t *testing.T) {
-	full, zygote, child := loadKind(t, Full), loadKind(t, Zygote), loadKind(t, Child)
-	for _, d := range sweep(auditArch) {
-		if got, want := stacked(t, d, zygote, child), full.run(t, d); got != want {
-			t.Errorf("nr %d args %#x: zygote+child %s, full %s", d.nr, d.args, actionName(got), actionName(want))
+	for _, ks := range [][3]Kind{{Full, Zygote, Child}, {FullWorkspace, ZygoteWorkspace, ChildWorkspace}} {
+		full, zygote, child := loadKind(t, ks[0]), loadKind(t, ks[1]), loadKind(t, ks[2])
+		for _, d := range sweep(auditArch) {
+			if got, want := stacked(t, d, zygote, child), full.run(t, d); got != want {
+				t.Errorf("%s: nr %d args %#x: zygote+child %s, full %s", ks[0], d.nr, d.args, actionName(got), actionName(want))
+			}
+		}
+	}
+}
+
+// The workspace kinds differ from the plain ones in exactly the
+// workspace calls: every other system call number gets the same verdict.
+func TestWorkspaceKindsAddOnlyTheWorkspaceCalls(t *testing.T) {
+	ws := map[uint32]bool{}
+	for _, c := range workspaceCalls() {
+		ws[c.nr] = true
+	}
+	for _, k := range []Kind{Full, Zygote, Child} {
+		plain, wide := loadKind(t, k), loadKind(t, k+FullWorkspace)
+		if (k+FullWorkspace).Base() != k || !(k + FullWorkspace).Workspace() || k.Workspace() {
+			t.Fatalf("Base/Workspace of %s", k)
+		}
+		for _, d := range sweep(auditArch) {
+			got, want := wide.run(t, d), plain.run(t, d)
+			if ws[d.nr] && d.arch == auditArch {
+				want = retAllow
+			}
+			if got != want {
+				t.Errorf("%s: nr %d args %#x: %s, want %s", k+FullWorkspace, d.nr, d.args, actionName(got), actionName(want))
+			}
 		}
 	}
 }
@@ -335,7 +383,7 @@ func TestAllowedAndDenied(t *testing.T) {
 			t.Errorf("%s after %s: not sorted by number", full[i], full[i-1])
 		}
 	}
-	if !slices.IsSortedFunc(unconditional(), func(a, b call) int { return int(a.nr) - int(b.nr) }) {
+	if !slices.IsSortedFunc(unconditional(false), func(a, b call) int { return int(a.nr) - int(b.nr) }) {
 		t.Error("the zygote's refusals are not sorted by number")
 	}
 	never := append(append(append(deniedCalls(), legacyCalls()...), changeCalls()...), processCalls()...)
@@ -366,7 +414,7 @@ func TestAllowedAndDenied(t *testing.T) {
 			}
 		}
 	}
-	if Denied(Kind(7)) != nil || Allowed(Kind(7)) != nil {
+	if Denied(Kind(9)) != nil || Allowed(Kind(9)) != nil {
 		t.Error("Denied or Allowed of an unknown kind")
 	}
 	if _, err := Program(Kind(-1)); err == nil {

@@ -50,6 +50,18 @@ func ErrorClasses(err error) []string {
 	return names
 }
 
+// ClassNamed returns the error class a wire name (as ErrorClasses gives
+// it) stands for, nil for a name it does not know: a client reading the
+// classes a server reported matches them with errors.Is.
+func ClassNamed(name string) error {
+	for _, c := range classes {
+		if c.name == name {
+			return c.class
+		}
+	}
+	return nil
+}
+
 // ToGRPC converts err into a gRPC status error whose ErrorDetail names every
 // class err matches (and, for a *shared.ValidationError, its findings). The
 // server adapters use it; plugin authors need not call it.

@@ -301,7 +301,7 @@ func executeRequestToProto(req shared.ExecuteRequest) *proto.ExecuteRequest {
 		AgentId:        req.AgentID,
 		ToolName:       req.ToolName,
 		Dependencies:   req.Dependencies,
-		Stateful:       req.Stateful,
+		Stateful:       req.Stateful, // Stateless is not sent: the host resolves it (host.Sandbox)
 	}
 }
 

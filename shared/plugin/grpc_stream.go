@@ -6,14 +6,18 @@ import (
 	"fmt"
 	"io"
 
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
 	"github.com/orqest/sandbox/shared"
 	"github.com/orqest/sandbox/shared/plugin/internal/proto"
 )
 
 // Compile-time guards for the optional shared.Streamer service.
 var (
-	_ shared.Streamer       = (*GRPCClient)(nil)
-	_ proto.StreamingServer = (*GRPCStreamServer)(nil)
+	_ shared.Streamer            = (*GRPCClient)(nil)
+	_ shared.SessionToolStreamer = (*GRPCClient)(nil)
+	_ proto.StreamingServer      = (*GRPCStreamServer)(nil)
 )
 
 // ExecuteStream implements shared.Streamer: it calls send with each chunk
@@ -71,4 +75,64 @@ func (s *GRPCStreamServer) ExecuteStream(req *proto.ExecuteRequest, st proto.Str
 		return ToGRPC(err)
 	}
 	return st.Send(&proto.ExecuteStreamMessage{Kind: &proto.ExecuteStreamMessage_Response{Response: &proto.ExecuteResponse{Result: resultToProto(r.Result), Events: eventsToProto(r.Events)}}})
+}
+
+// CallToolStream implements shared.SessionToolStreamer: it calls send with
+// each chunk the plugin streams, then returns the response. Against a
+// plugin that does not serve it (no Streaming service, or one without
+// this method) the error wraps shared.ErrNotSupported and shared.ErrNotRun:
+// nothing ran, the caller may call CallTool.
+func (c *GRPCClient) CallToolStream(ctx context.Context, req shared.CallToolRequest, send func(shared.OutputChunk) error) (shared.CallToolResponse, error) {
+	ctx, done := c.begin(ctx)
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	absent := func(err error) error {
+		if status.Code(err) == codes.Unimplemented && len(status.Convert(err).Details()) == 0 {
+			return &classedError{msg: "call tool stream: " + err.Error(), classes: []error{shared.ErrNotSupported, shared.ErrNotRun}}
+		}
+		return done(err)
+	}
+	st, err := c.stream.CallToolStream(ctx, callToolRequestToProto(req))
+	if err != nil {
+		return shared.CallToolResponse{}, absent(err)
+	}
+	var resp *proto.CallToolResponse
+	for {
+		m, err := st.Recv()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return shared.CallToolResponse{}, absent(err)
+		}
+		switch k := m.GetKind().(type) {
+		case *proto.CallToolStreamMessage_Chunk:
+			if err := send(shared.OutputChunk{Stream: k.Chunk.GetStream(), Data: k.Chunk.GetData()}); err != nil {
+				return shared.CallToolResponse{}, err
+			}
+		case *proto.CallToolStreamMessage_Response:
+			resp = k.Response
+		}
+	}
+	if resp == nil {
+		return shared.CallToolResponse{}, fmt.Errorf("call tool stream: the plugin ended the stream without a result: %w", shared.ErrInternal)
+	}
+	return callToolResponseFromProto(resp), nil
+}
+
+// CallToolStream implements proto.StreamingServer: chunks as the backend
+// sends them, then one message with the response; Unimplemented when the
+// backend is no shared.SessionToolStreamer.
+func (s *GRPCStreamServer) CallToolStream(req *proto.CallToolRequest, st proto.Streaming_CallToolStreamServer) error {
+	ts, ok := s.Impl.(shared.SessionToolStreamer)
+	if !ok {
+		return s.UnimplementedStreamingServer.CallToolStream(req, st)
+	}
+	r, err := ts.CallToolStream(st.Context(), callToolRequestFromProto(req), func(c shared.OutputChunk) error {
+		return st.Send(&proto.CallToolStreamMessage{Kind: &proto.CallToolStreamMessage_Chunk{Chunk: &proto.OutputChunk{Stream: c.Stream, Data: c.Data}}})
+	})
+	if err != nil {
+		return ToGRPC(err)
+	}
+	return st.Send(&proto.CallToolStreamMessage{Kind: &proto.CallToolStreamMessage_Response{Response: callToolResponseToProto(r)}})
 }

@@ -41,19 +41,39 @@ func (c *GRPCClient) CallTool(ctx context.Context, req shared.CallToolRequest) (
 	if c.tools == nil {
 		return shared.CallToolResponse{}, fmt.Errorf("session tools: %w", shared.ErrNotSupported)
 	}
+	r, err := c.tools.CallTool(ctx, callToolRequestToProto(req))
+	if err != nil {
+		return shared.CallToolResponse{}, done(err)
+	}
+	return callToolResponseFromProto(r), nil
+}
+
+func callToolRequestToProto(req shared.CallToolRequest) *proto.CallToolRequest {
 	preq := &proto.CallToolRequest{SessionId: req.SessionID, Tool: req.Tool, ArgumentsJson: req.Arguments, Token: req.Token}
 	if p := req.Policy; p != nil {
 		preq.Policy = &proto.ToolPolicy{AllowedImports: p.AllowedImports, TimeoutMs: p.Timeout.Milliseconds(), MemoryMb: int64(p.MemoryMB), MaxOutputBytes: int64(p.MaxOutputBytes)}
 	}
-	r, err := c.tools.CallTool(ctx, preq)
-	if err != nil {
-		return shared.CallToolResponse{}, done(err)
+	return preq
+}
+
+func callToolRequestFromProto(req *proto.CallToolRequest) shared.CallToolRequest {
+	creq := shared.CallToolRequest{SessionID: req.GetSessionId(), Tool: req.GetTool(), Arguments: json.RawMessage(req.GetArgumentsJson()), Token: req.GetToken()}
+	if p := req.GetPolicy(); p != nil {
+		creq.Policy = &shared.ToolPolicy{AllowedImports: p.GetAllowedImports(), Timeout: time.Duration(p.GetTimeoutMs()) * time.Millisecond, MemoryMB: int(p.GetMemoryMb()), MaxOutputBytes: int(p.GetMaxOutputBytes())}
 	}
+	return creq
+}
+
+func callToolResponseToProto(r shared.CallToolResponse) *proto.CallToolResponse {
+	return &proto.CallToolResponse{ResultJson: r.Result, Events: eventsToProto(r.Events)}
+}
+
+func callToolResponseFromProto(r *proto.CallToolResponse) shared.CallToolResponse {
 	out := shared.CallToolResponse{Events: eventsFromProto(r.GetEvents())}
 	if len(r.GetResultJson()) > 0 {
 		out.Result = json.RawMessage(r.GetResultJson())
 	}
-	return out, nil
+	return out
 }
 
 // GRPCToolsServer serves a backend's shared.SessionTools over gRPC. SandboxPlugin
@@ -78,15 +98,11 @@ func (s *GRPCToolsServer) MintToken(ctx context.Context, req *proto.MintTokenReq
 
 // CallTool implements proto.SessionToolsServer.
 func (s *GRPCToolsServer) CallTool(ctx context.Context, req *proto.CallToolRequest) (*proto.CallToolResponse, error) {
-	creq := shared.CallToolRequest{SessionID: req.GetSessionId(), Tool: req.GetTool(), Arguments: json.RawMessage(req.GetArgumentsJson()), Token: req.GetToken()}
-	if p := req.GetPolicy(); p != nil {
-		creq.Policy = &shared.ToolPolicy{AllowedImports: p.GetAllowedImports(), Timeout: time.Duration(p.GetTimeoutMs()) * time.Millisecond, MemoryMB: int(p.GetMemoryMb()), MaxOutputBytes: int(p.GetMaxOutputBytes())}
-	}
-	r, err := s.Impl.CallTool(ctx, creq)
+	r, err := s.Impl.CallTool(ctx, callToolRequestFromProto(req))
 	if err != nil {
 		return nil, ToGRPC(err)
 	}
-	return &proto.CallToolResponse{ResultJson: r.Result, Events: eventsToProto(r.Events)}, nil
+	return callToolResponseToProto(r), nil
 }
 
 func eventsToProto(evs []shared.Event) []*proto.Event {

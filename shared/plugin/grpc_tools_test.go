@@ -150,3 +150,67 @@ func TestSessionToolsAbsentIsNotSupported(t *testing.T) {
 		t.Fatalf("execute: %+v %v", resp, err)
 	}
 }
+
+// streamingToolsBackend is toolsBackend that also streams executions and
+// tool calls (shared.Streamer, shared.SessionToolStreamer).
+type streamingToolsBackend struct{ toolsBackend }
+
+func (b *streamingToolsBackend) ExecuteStream(ctx context.Context, req shared.ExecuteRequest, send func(shared.OutputChunk) error) (shared.ExecuteResponse, error) {
+	return b.Execute(ctx, req)
+}
+
+func (b *streamingToolsBackend) CallToolStream(ctx context.Context, req shared.CallToolRequest, send func(shared.OutputChunk) error) (shared.CallToolResponse, error) {
+	for _, c := range []shared.OutputChunk{{Stream: shared.StreamStdout, Data: []byte("one\n")}, {Stream: shared.StreamStderr, Data: []byte("warn\n")}} {
+		if err := send(c); err != nil {
+			return shared.CallToolResponse{}, err
+		}
+	}
+	return b.CallTool(ctx, req)
+}
+
+// A tool call streams over gRPC (chunks, then the response with its
+// events; a refusal keeps its class); against a backend that serves
+// streaming but not tool-call streaming, or no streaming at all, the
+// client gets ErrNotSupported with ErrNotRun (the host then calls
+// CallTool: nothing ran).
+func TestCallToolStreamGRPC(t *testing.T) {
+	sb := dispenseTools(t, &streamingToolsBackend{})
+	ts, ok := sb.(shared.SessionToolStreamer)
+	if !ok {
+		t.Fatal("the gRPC client is no shared.SessionToolStreamer")
+	}
+	ctx := context.Background()
+	var got []shared.OutputChunk
+	resp, err := ts.CallToolStream(ctx, shared.CallToolRequest{SessionID: "s1", Tool: "forget_tool", Token: "tok-operator"}, func(c shared.OutputChunk) error {
+		got = append(got, c)
+		return nil
+	})
+	if err != nil || string(resp.Result) != `{"forgotten":1}` || len(resp.Events) != 1 {
+		t.Fatalf("CallToolStream: %+v %v", resp, err)
+	}
+	if len(got) != 2 || string(got[0].Data) != "one\n" || got[1].Stream != shared.StreamStderr {
+		t.Errorf("chunks: %+v", got)
+	}
+	if _, err := ts.CallToolStream(ctx, shared.CallToolRequest{SessionID: "s1", Tool: "forget_tool", Token: "tok-agent"}, func(shared.OutputChunk) error { return nil }); !errors.Is(err, shared.ErrPermissionDenied) || errors.Is(err, shared.ErrNotRun) {
+		t.Errorf("a refused call: %v, want ErrPermissionDenied", err)
+	}
+	sendErr := errors.New("client gone")
+	if _, err := ts.CallToolStream(ctx, shared.CallToolRequest{SessionID: "s1", Tool: "forget_tool", Token: "tok-operator"}, func(shared.OutputChunk) error { return sendErr }); !errors.Is(err, sendErr) {
+		t.Errorf("a failing send: %v", err)
+	}
+
+	for name, impl := range map[string]shared.Sandbox{"no streaming": &toolsBackend{}, "no tool streaming": &executeOnlyStreamer{}} {
+		ts := dispenseTools(t, impl).(shared.SessionToolStreamer)
+		_, err := ts.CallToolStream(ctx, shared.CallToolRequest{SessionID: "s1", Tool: "forget_tool", Token: "tok-operator"}, func(shared.OutputChunk) error { return nil })
+		if !errors.Is(err, shared.ErrNotSupported) || !errors.Is(err, shared.ErrNotRun) {
+			t.Errorf("%s: %v, want ErrNotSupported and ErrNotRun", name, err)
+		}
+	}
+}
+
+// executeOnlyStreamer streams executions but not tool calls.
+type executeOnlyStreamer struct{ toolsBackend }
+
+func (b *executeOnlyStreamer) ExecuteStream(ctx context.Context, req shared.ExecuteRequest, send func(shared.OutputChunk) error) (shared.ExecuteResponse, error) {
+	return b.Execute(ctx, req)
+}

@@ -18,6 +18,8 @@ import (
 	"path"
 	"path/filepath"
 	"regexp"
+	goruntime "runtime"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -28,10 +30,15 @@ import (
 
 // Installing dependencies from the operator's wheel directory, without pip.
 //
-// A wheel (PEP 427) is a zip. The runtime installs only pure-Python wheels
-// (platform tag "any", ABI "none", a py3/cp3 Python tag, Root-Is-Purelib:
-// true): /workspace is mounted noexec, so compiled extensions could not be
-// loaded from it anyway. Before anything is written it checks the whole
+// A wheel (PEP 427) is a zip. The runtime installs pure-Python wheels
+// (platform tag "any", ABI "none", a py3/cp3 Python tag) into the agent's
+// venv on /workspace, and, when the plugin gave it an exec-allowed
+// directory (rtproto.Hello.NativeDir), native wheels built for the
+// container's CPython and platform (a cpXY tag of its version with that
+// ABI, or abi3; linux or manylinux of its architecture) into
+// <NativeDir>/<agent_id>: /workspace is mounted noexec, so an extension
+// module could not be mapped from there. Both directories are the
+// runtime's; the children read them. Before anything is written it checks the whole
 // archive: every member's path is relative and clean (no "..", no absolute
 // path, no backslash), is a regular file, is listed in .dist-info/RECORD
 // with a sha256/384/512 digest that matches, and the unpacked total stays
@@ -87,11 +94,15 @@ type wheelFile struct {
 	name    string // normalised distribution name
 	rawName string // as in the file name (escaped)
 	version string
+	native  bool // built for a platform: installed into the exec-allowed directory
 }
 
 // parseWheelName parses {name}-{version}(-{build})?-{py}-{abi}-{plat}.whl
-// and reports whether it is a pure-Python wheel this runtime can install.
-func parseWheelName(file string) (wheelFile, bool) {
+// and reports whether it is a wheel this runtime can install: a
+// pure-Python one, or, when cp names the container's CPython ("cp311"; ""
+// for none: native wheels refused), a native one for it (see
+// nativeCompatible).
+func parseWheelName(file, cp string) (wheelFile, bool) {
 	base, ok := strings.CutSuffix(filepath.Base(file), ".whl")
 	if !ok {
 		return wheelFile{}, false
@@ -101,19 +112,70 @@ func parseWheelName(file string) (wheelFile, bool) {
 		return wheelFile{}, false
 	}
 	py, abi, plat := parts[len(parts)-3], parts[len(parts)-2], parts[len(parts)-1]
+	w := wheelFile{path: file, name: shared.NormalizePackageName(parts[0]), rawName: parts[0], version: parts[1]}
 	if plat != "any" || abi != "none" {
-		return wheelFile{}, false
+		w.native = true
+		return w, cp != "" && nativeCompatible(py, abi, plat, cp)
 	}
-	pyOK := false
 	for _, tag := range strings.Split(py, ".") {
 		if strings.HasPrefix(tag, "py3") || strings.HasPrefix(tag, "cp3") {
-			pyOK = true
+			return w, true
 		}
 	}
-	if !pyOK {
-		return wheelFile{}, false
+	return wheelFile{}, false
+}
+
+// wheelArch is the platform-tag spelling of the runtime's architecture.
+func wheelArch() string {
+	switch goruntime.GOARCH {
+	case "amd64":
+		return "x86_64"
+	case "arm64":
+		return "aarch64"
 	}
-	return wheelFile{path: file, name: shared.NormalizePackageName(parts[0]), rawName: parts[0], version: parts[1]}, true
+	return goruntime.GOARCH
+}
+
+// nativeCompatible reports whether a native wheel's compressed tag sets
+// (PEP 425: "." separates alternatives) fit CPython cp ("cp311") on
+// linux/<arch>: a platform tag linux_<arch>, manylinux1/2010/2014_<arch>
+// or manylinux_2_N_<arch> (a wheel that needs a newer glibc than the
+// image has fails at import, saying so); and cp with its own ABI (cp311),
+// the stable ABI (abi3, from a cp3 version at most cp's), or no ABI with a
+// py3 tag (a library loaded through ctypes).
+func nativeCompatible(py, abi, plat, cp string) bool {
+	arch := wheelArch()
+	platOK := false
+	for _, p := range strings.Split(plat, ".") {
+		rest, ok := strings.CutSuffix(p, "_"+arch)
+		switch {
+		case !ok:
+		case rest == "linux", rest == "manylinux1", rest == "manylinux2010", rest == "manylinux2014":
+			platOK = true
+		case strings.HasPrefix(rest, "manylinux_2_"):
+			_, err := strconv.Atoi(strings.TrimPrefix(rest, "manylinux_2_"))
+			platOK = platOK || err == nil
+		}
+	}
+	if !platOK {
+		return false
+	}
+	minor, _ := strconv.Atoi(strings.TrimPrefix(cp, "cp3"))
+	for _, a := range strings.Split(abi, ".") {
+		for _, p := range strings.Split(py, ".") {
+			switch {
+			case a == cp && p == cp:
+				return true
+			case a == "abi3" && strings.HasPrefix(p, "cp3"):
+				if m, err := strconv.Atoi(strings.TrimPrefix(p, "cp3")); err == nil && m <= minor {
+					return true
+				}
+			case a == "none" && (p == "py3" || p == cp):
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // pickVersion reports whether candidate should replace best (found says
@@ -151,8 +213,9 @@ func sameVersion(have, pinned string) bool {
 	return h.Equal(p)
 }
 
-// findWheel picks the wheel of req from dir.
-func findWheel(dir string, req shared.Requirement) (wheelFile, error) {
+// findWheel picks the wheel of req from dir: pure-Python, or native for
+// CPython cp ("" refuses native wheels).
+func findWheel(dir string, req shared.Requirement, cp string) (wheelFile, error) {
 	entries, err := os.ReadDir(dir)
 	if err != nil {
 		return wheelFile{}, fmt.Errorf("wheel directory %s: %v: %w", dir, err, shared.ErrFailedPrecondition)
@@ -160,12 +223,17 @@ func findWheel(dir string, req shared.Requirement) (wheelFile, error) {
 	var best wheelFile
 	found := false
 	var seen []string
+	refusedNative := false
 	for _, e := range entries {
 		if !e.Type().IsRegular() {
 			continue
 		}
-		w, ok := parseWheelName(filepath.Join(dir, e.Name()))
-		if !ok || w.name != req.Name {
+		w, ok := parseWheelName(filepath.Join(dir, e.Name()), cp)
+		if w.name != req.Name {
+			continue
+		}
+		if !ok {
+			refusedNative = refusedNative || w.native
 			continue
 		}
 		seen = append(seen, w.version)
@@ -178,6 +246,12 @@ func findWheel(dir string, req shared.Requirement) (wheelFile, error) {
 	}
 	if !found {
 		what := "no pure-Python (py3-none-any) wheel"
+		switch {
+		case cp != "":
+			what = fmt.Sprintf("no pure-Python wheel and no native one for %s on linux/%s", cp, wheelArch())
+		case refusedNative:
+			what = "only native wheels, and this runtime has no exec-allowed directory for them (a pure-Python wheel is needed)"
+		}
 		if len(seen) > 0 {
 			what = fmt.Sprintf("no wheel of version %s (have %s)", req.Version, strings.Join(seen, ", "))
 		}
@@ -206,7 +280,11 @@ func (m *envManager) install(ctx context.Context, env *agentEnv, reqs []shared.R
 		if count++; count > maxDepsPerCall {
 			return fmt.Errorf("dependencies: more than %d distributions to install: %w", maxDepsPerCall, shared.ErrInvalidArgument)
 		}
-		w, err := findWheel(m.wheelDir, r)
+		cp := ""
+		if m.nativeRoot != "" {
+			cp = env.cp
+		}
+		w, err := findWheel(m.wheelDir, r, cp)
 		if err != nil {
 			if by := requiredBy[r.Name]; by != "" {
 				err = fmt.Errorf("%w (required by %q)", err, by)
@@ -214,12 +292,18 @@ func (m *envManager) install(ctx context.Context, env *agentEnv, reqs []shared.R
 			return err
 		}
 		start := time.Now()
-		deps, err := installWheel(w, env.site)
+		site := env.site
+		if w.native {
+			if site, err = m.nativeSite(env); err != nil {
+				return err
+			}
+		}
+		deps, err := installWheel(w, site)
 		if err != nil {
 			return err
 		}
 		env.installed[r.Name] = w.version
-		m.log.Info("dependency installed", "package", r.Name, "version", w.version, "venv", env.dir, "ms", time.Since(start).Milliseconds())
+		m.log.Info("dependency installed", "package", r.Name, "version", w.version, "native", w.native, "site", site, "ms", time.Since(start).Milliseconds())
 		for _, d := range deps {
 			dr, err := shared.ParseRequirement(d)
 			if err != nil {
@@ -296,7 +380,7 @@ func installWheel(w wheelFile, site string) (requires []string, retErr error) {
 	if v := first(hdr["wheel-version"]); !strings.HasPrefix(v, "1.") {
 		return nil, fail("Wheel-Version %q is not 1.x", v)
 	}
-	if !strings.EqualFold(first(hdr["root-is-purelib"]), "true") {
+	if !w.native && !strings.EqualFold(first(hdr["root-is-purelib"]), "true") {
 		return nil, fail("not a pure-Python wheel (Root-Is-Purelib is not true)")
 	}
 

@@ -43,7 +43,10 @@ func demoWheels(t *testing.T, dir string) {
 	}
 }
 
-func startRuntimeWithPackages(t *testing.T, allowed []string, wheelDir string) (*mcp.ClientSession, string, string) {
+// startRuntimeWithPackages starts a runtime in-process with the package
+// policy; native, when given, is its directory of native wheels
+// (rtproto.Hello.NativeDir).
+func startRuntimeWithPackages(t *testing.T, allowed []string, wheelDir string, native ...string) (*mcp.ClientSession, string, string) {
 	t.Helper()
 	py, err := findPython("")
 	if err != nil {
@@ -53,6 +56,9 @@ func startRuntimeWithPackages(t *testing.T, allowed []string, wheelDir string) (
 	secret := []byte(strings.Repeat("k", 32))
 	work := containerWorkdir(t)
 	hello := rtproto.Hello{Secret: secret, User: testUser, Session: testSession, AllowedPackages: allowed, WheelDir: wheelDir}
+	if len(native) > 0 {
+		hello.NativeDir = native[0]
+	}
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	rt := &runtime{
 		hello:   hello,
@@ -224,8 +230,32 @@ func TestWheelNames(t *testing.T) {
 		"x-1.0-py3-abi3-any.whl":                 false,
 		"x-1.0.tar.gz":                           false,
 	} {
-		if _, got := parseWheelName(name); got != ok {
+		if _, got := parseWheelName(name, ""); got != ok {
 			t.Errorf("%s: got %v want %v", name, got, ok)
+		}
+	}
+	// Native wheels, for CPython 3.11 on this architecture only.
+	arch := wheelArch()
+	for name, ok := range map[string]bool{
+		"n-1.0-cp311-cp311-linux_" + arch + ".whl":                                     true,
+		"n-1.0-cp311-cp311-manylinux_2_17_" + arch + ".manylinux2014_" + arch + ".whl": true,
+		"n-1.0-cp39-abi3-manylinux2014_" + arch + ".whl":                               true,
+		"n-1.0-py3-none-manylinux1_" + arch + ".whl":                                   true,
+		"n-1.0-cp312-cp312-linux_" + arch + ".whl":                                     false,
+		"n-1.0-cp312-abi3-linux_" + arch + ".whl":                                      false,
+		"n-1.0-cp311-cp311-win_amd64.whl":                                              false,
+		"n-1.0-cp311-cp311-macosx_11_0_arm64.whl":                                      false,
+		"n-1.0-cp311-cp311-musllinux_1_1_" + arch + ".whl":                             false,
+		"n-1.0-cp311-cp311-linux_riscv64.whl":                                          false,
+		"n-1.0-cp311-cp311-manylinux_2_x_" + arch + ".whl":                             false,
+		"n-1.0-pp310-pypy310_pp73-manylinux_2_17_" + arch + ".whl":                     false,
+	} {
+		w, got := parseWheelName(name, "cp311")
+		if got != ok || !w.native {
+			t.Errorf("%s: got %v (native %v) want %v", name, got, w.native, ok)
+		}
+		if _, got := parseWheelName(name, ""); got {
+			t.Errorf("%s accepted without a native directory", name)
 		}
 	}
 	// PEP 440 order, with the spec's own examples: a final release beats
@@ -258,5 +288,53 @@ func TestWheelNames(t *testing.T) {
 		if safeMember(m) != ok {
 			t.Errorf("safeMember(%q) != %v", m, ok)
 		}
+	}
+}
+
+// nativeWheel writes wheeltest.NativeWheel into dir; it skips (loudly)
+// where gcc or the Python headers are missing.
+func nativeWheel(t *testing.T, dir string) wheeltest.Extension {
+	t.Helper()
+	ext, err := wheeltest.NativeWheel(t.TempDir(), dir)
+	if err != nil {
+		t.Skipf("SKIPPING: cannot build a C extension here: %v", err)
+	}
+	return ext
+}
+
+// A native wheel (a C extension the test compiles) is installed into the
+// agent's directory of the native root, not the venv, and imports and
+// runs under the seal; another agent does not see it; a runtime without a
+// native directory refuses it with a message that says why.
+func TestNativeWheel(t *testing.T) {
+	wheels, native := t.TempDir(), t.TempDir()
+	if err := os.Chmod(native, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	ext := nativeWheel(t, wheels)
+	cs, tok, work := startRuntimeWithPackages(t, []string{"orqnative"}, wheels, native)
+	res := resultOf(t, callTool(t, cs, rtproto.ToolExecute, tok, rtproto.ExecuteArgs{
+		Code: "import orqnative\nreturn orqnative.add(40, 2)", AllowedImports: []string{"orqnative"},
+		AgentID: "agentN", Dependencies: []string{"orqnative"}}))
+	if !res.Success || string(res.Output) != "42" {
+		t.Fatalf("native import: %+v", res)
+	}
+	if _, err := os.Stat(filepath.Join(native, "agentN", ext.File)); err != nil {
+		t.Errorf("the extension is not in the native directory: %v", err)
+	}
+	if m, _ := filepath.Glob(filepath.Join(work, "venvs", "agentN", "lib", "python3*", "site-packages", ext.File)); len(m) > 0 {
+		t.Errorf("the extension landed in the venv: %v", m)
+	}
+	res = resultOf(t, callTool(t, cs, rtproto.ToolExecute, tok, rtproto.ExecuteArgs{
+		Code: "import orqnative\nreturn 1", AllowedImports: []string{"orqnative"}, AgentID: "agentM"}))
+	if res.Success {
+		t.Errorf("agent M imported agent N's native package: %+v", res)
+	}
+
+	cs, tok, _ = startRuntimeWithPackages(t, []string{"orqnative"}, wheels)
+	out := callTool(t, cs, rtproto.ToolExecute, tok, rtproto.ExecuteArgs{
+		Code: "return 1", AgentID: "agentN", Dependencies: []string{"orqnative"}})
+	if !out.IsError || !strings.Contains(errText(out), "no exec-allowed directory") {
+		t.Errorf("native wheel without a native directory: %s", errText(out))
 	}
 }

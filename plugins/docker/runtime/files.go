@@ -66,7 +66,7 @@ func (e *executor) filesDir() (string, error) {
 	}
 	if made {
 		// matplotlib's config and cache directory (the runner points
-		// MPLCONFIGDIR at it): the children cannot make directories.
+		// MPLCONFIGDIR at it), made before any code runs.
 		mpl := filepath.Join(dir, mplConfigDir)
 		if err := os.Mkdir(mpl, 0o700); err != nil && !errors.Is(err, fs.ErrExist) {
 			return "", fmt.Errorf("workspace: %v: %w", err, shared.ErrInternal)

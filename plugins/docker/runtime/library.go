@@ -522,7 +522,7 @@ func (rt *runtime) promotedHandler(e toollib.Entry) mcp.ToolHandler {
 			a.AllowedImports = slices.DeleteFunc(slices.Clone(e.AllowedImports), func(m string) bool { return slices.Contains(dropped, m) })
 			a.TimeoutS, a.MemoryMB, a.MaxOutputBytes = p.TimeoutS, p.MemoryMB, p.MaxOutputBytes
 		}
-		res, err := rt.exec.run(ctx, a, nil)
+		res, err := rt.exec.run(ctx, a, progressOutput(ctx, req)) // a progress token streams the output, as execute_python
 		if err == nil && len(dropped) > 0 && res.ErrorKind == shared.KindValidation {
 			var why []string
 			for _, f := range res.Findings {

@@ -42,11 +42,12 @@ const venvCreateTimeout = 60 * time.Second
 
 // envManager owns the per-agent venvs of this container.
 type envManager struct {
-	python   string // base interpreter
-	root     string // <workdir>/venvs
-	wheelDir string // where wheels are read from ("" = none configured)
-	allowed  []string
-	log      *slog.Logger
+	python     string // base interpreter
+	root       string // <workdir>/venvs
+	wheelDir   string // where wheels are read from ("" = none configured)
+	nativeRoot string // where native wheels go, per agent ("" = refused)
+	allowed    []string
+	log        *slog.Logger
 
 	mu     sync.Mutex
 	agents map[string]*agentEnv
@@ -55,9 +56,12 @@ type envManager struct {
 // agentEnv is one agent's venv and what was installed into it.
 type agentEnv struct {
 	mu        sync.Mutex // serialises installs of this agent
+	agent     string
 	dir       string
 	python    string            // <dir>/bin/python3
 	site      string            // <dir>/lib/pythonX.Y/site-packages
+	cp        string            // the venv's CPython as a wheel tag: "cp311"
+	native    string            // <nativeRoot>/<agent>, once a native wheel is installed
 	installed map[string]string // normalised name -> version
 }
 
@@ -66,12 +70,13 @@ func newEnvManager(python, workdir string, hello rtproto.Hello, log *slog.Logger
 		log = slog.New(slog.DiscardHandler)
 	}
 	return &envManager{
-		python:   python,
-		root:     filepath.Join(workdir, "venvs"),
-		wheelDir: hello.WheelDir,
-		allowed:  append([]string(nil), hello.AllowedPackages...),
-		log:      log,
-		agents:   map[string]*agentEnv{},
+		python:     python,
+		root:       filepath.Join(workdir, "venvs"),
+		wheelDir:   hello.WheelDir,
+		nativeRoot: hello.NativeDir,
+		allowed:    append([]string(nil), hello.AllowedPackages...),
+		log:        log,
+		agents:     map[string]*agentEnv{},
 	}
 }
 
@@ -114,7 +119,7 @@ func (m *envManager) prepare(ctx context.Context, agentID string, deps []string)
 		return m.python, nil, nil
 	}
 	if env == nil {
-		env = &agentEnv{dir: filepath.Join(m.root, agentID), installed: map[string]string{}}
+		env = &agentEnv{agent: agentID, dir: filepath.Join(m.root, agentID), installed: map[string]string{}}
 		m.agents[agentID] = env
 	}
 	m.mu.Unlock()
@@ -135,7 +140,30 @@ func (m *envManager) prepare(ctx context.Context, agentID string, deps []string)
 			return "", nil, err
 		}
 	}
+	if env.native != "" {
+		return env.python, []string{env.site, env.native}, nil
+	}
 	return env.python, []string{env.site}, nil
+}
+
+// nativeSite returns the agent's directory of native wheels,
+// <nativeRoot>/<agent> (on the exec-allowed mount), making it on first
+// use: the runtime's (0755), so the agent's children read and map what is
+// in it and change nothing. Only the agent's own calls get it on sys.path
+// (and through Landlock).
+func (m *envManager) nativeSite(env *agentEnv) (string, error) {
+	if env.native != "" {
+		return env.native, nil
+	}
+	if err := rtproto.CheckID("agent_id", env.agent); err != nil {
+		return "", err
+	}
+	dir := filepath.Join(m.nativeRoot, env.agent)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", fmt.Errorf("native wheels' directory: %v: %w", err, shared.ErrInternal)
+	}
+	env.native = dir
+	return dir, nil
 }
 
 // create makes the agent's venv with `python3 -I -m venv --without-pip`.
@@ -172,6 +200,8 @@ func (m *envManager) create(ctx context.Context, env *agentEnv) error {
 		return fmt.Errorf("venv %s has no bin/python3: %v: %w", env.dir, err, shared.ErrInternal)
 	}
 	env.site, env.python = sites[0], py
+	// lib/python3.11/site-packages: CPython 3.11, wheel tag cp311.
+	env.cp = "cp" + strings.ReplaceAll(strings.TrimPrefix(filepath.Base(filepath.Dir(sites[0])), "python"), ".", "")
 	m.log.Info("agent venv created", "dir", env.dir, "ms", time.Since(start).Milliseconds())
 	return nil
 }

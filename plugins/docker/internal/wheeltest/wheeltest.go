@@ -1,7 +1,8 @@
-// Package wheeltest builds tiny pure-Python wheels (PEP 427) for the tests
-// of tier-2 dependencies: a zip with the package's modules and a
+// Package wheeltest builds tiny wheels (PEP 427) for the tests of tier-2
+// dependencies: a zip with the package's modules and a
 // <name>-<version>.dist-info with METADATA, WHEEL and RECORD (sha256
-// digests). Only tests import it.
+// digests); pure-Python, or native with an extension module it compiles
+// (CompileExtension). Only tests import it.
 package wheeltest
 
 import (
@@ -10,6 +11,7 @@ import (
 	"encoding/base64"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -24,6 +26,9 @@ type Wheel struct {
 	// Tamper, when set, is called with the member contents before they are
 	// written (after RECORD was computed), to build corrupt wheels.
 	Tamper func(members map[string]string)
+	// Tag is the wheel's tag, e.g. "cp311-cp311-linux_x86_64" (default
+	// "py3-none-any"); any other makes Root-Is-Purelib false.
+	Tag string
 }
 
 // Build writes the wheel into dir (created 0755, the file 0644 so the
@@ -46,7 +51,11 @@ func Build(dir string, w Wheel) (string, error) {
 		meta += "Requires-Dist: " + r + "\n"
 	}
 	members[distInfo+"/METADATA"] = meta
-	members[distInfo+"/WHEEL"] = "Wheel-Version: 1.0\nGenerator: orqest-wheeltest\nRoot-Is-Purelib: true\nTag: py3-none-any\n"
+	tag, purelib := w.Tag, "false"
+	if tag == "" || tag == "py3-none-any" {
+		tag, purelib = "py3-none-any", "true"
+	}
+	members[distInfo+"/WHEEL"] = "Wheel-Version: 1.0\nGenerator: orqest-wheeltest\nRoot-Is-Purelib: " + purelib + "\nTag: " + tag + "\n"
 	names := make([]string, 0, len(members))
 	for p := range members {
 		names = append(names, p)
@@ -62,7 +71,7 @@ func Build(dir string, w Wheel) (string, error) {
 	if w.Tamper != nil {
 		w.Tamper(members)
 	}
-	path := filepath.Join(dir, esc+"-"+w.Version+"-py3-none-any.whl")
+	path := filepath.Join(dir, esc+"-"+w.Version+"-"+tag+".whl")
 	f, err := os.OpenFile(path, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o644)
 	if err != nil {
 		return "", err
@@ -89,4 +98,75 @@ func Build(dir string, w Wheel) (string, error) {
 		return "", err
 	}
 	return path, f.Close()
+}
+
+// Python is the interpreter CompileExtension builds for: Debian's, the
+// CPython of the runtime image's base.
+const Python = "/usr/bin/python3"
+
+// Extension is a compiled extension module and the tag of a wheel that
+// carries it.
+type Extension struct {
+	File string // the module's file name, e.g. orqnative.cpython-311-x86_64-linux-gnu.so
+	Data string // its bytes
+	Tag  string // e.g. cp311-cp311-linux_x86_64
+}
+
+// CompileExtension compiles the C source src of the extension module
+// module with gcc against Python's headers (sysconfig) into a shared
+// object. It fails when gcc, the headers or Python are missing.
+func CompileExtension(dir, module, src string) (Extension, error) {
+	out, err := exec.Command(Python, "-c", `import sysconfig, sys
+print(sysconfig.get_paths()["include"])
+print(sysconfig.get_config_var("EXT_SUFFIX"))
+print("cp%d%d" % sys.version_info[:2])
+print(sysconfig.get_platform().replace("-", "_").replace(".", "_"))`).Output()
+	if err != nil {
+		return Extension{}, fmt.Errorf("%s sysconfig: %w", Python, err)
+	}
+	f := strings.Fields(string(out))
+	if len(f) != 4 {
+		return Extension{}, fmt.Errorf("%s sysconfig: %q", Python, out)
+	}
+	include, suffix, cp, plat := f[0], f[1], f[2], f[3]
+	if _, err := os.Stat(filepath.Join(include, "Python.h")); err != nil {
+		return Extension{}, fmt.Errorf("no Python headers (python3-dev): %w", err)
+	}
+	c := filepath.Join(dir, module+".c")
+	if err := os.WriteFile(c, []byte(src), 0o644); err != nil {
+		return Extension{}, err
+	}
+	so := filepath.Join(dir, module+suffix)
+	if b, err := exec.Command("gcc", "-shared", "-fPIC", "-O2", "-I"+include, "-o", so, c).CombinedOutput(); err != nil {
+		return Extension{}, fmt.Errorf("gcc: %v: %s", err, b)
+	}
+	data, err := os.ReadFile(so)
+	if err != nil {
+		return Extension{}, err
+	}
+	return Extension{File: module + suffix, Data: string(data), Tag: cp + "-" + cp + "-" + plat}, nil
+}
+
+// AddSource is a tiny C extension module, orqnative: add(a, b) is a + b.
+const AddSource = `#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+static PyObject *add(PyObject *self, PyObject *args) {
+    long a, b;
+    if (!PyArg_ParseTuple(args, "ll", &a, &b)) return NULL;
+    return PyLong_FromLong(a + b);
+}
+static PyMethodDef methods[] = {{"add", add, METH_VARARGS, "a + b"}, {NULL, NULL, 0, NULL}};
+static struct PyModuleDef mod = {PyModuleDef_HEAD_INIT, "orqnative", NULL, -1, methods};
+PyMODINIT_FUNC PyInit_orqnative(void) { return PyModule_Create(&mod); }
+`
+
+// NativeWheel compiles AddSource (in a temporary directory under work)
+// and writes the native wheel orqnative 1.0 that carries it into dir.
+func NativeWheel(work, dir string) (Extension, error) {
+	ext, err := CompileExtension(work, "orqnative", AddSource)
+	if err != nil {
+		return Extension{}, err
+	}
+	_, err = Build(dir, Wheel{Name: "orqnative", Version: "1.0", Tag: ext.Tag, Files: map[string]string{ext.File: ext.Data}})
+	return ext, err
 }

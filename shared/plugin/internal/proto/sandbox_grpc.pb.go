@@ -646,7 +646,8 @@ var FileStore_ServiceDesc = grpc.ServiceDesc{
 }
 
 const (
-	Streaming_ExecuteStream_FullMethodName = "/orqest.sandbox.v1.Streaming/ExecuteStream"
+	Streaming_ExecuteStream_FullMethodName  = "/orqest.sandbox.v1.Streaming/ExecuteStream"
+	Streaming_CallToolStream_FullMethodName = "/orqest.sandbox.v1.Streaming/CallToolStream"
 )
 
 // StreamingClient is the client API for Streaming service.
@@ -659,6 +660,11 @@ type StreamingClient interface {
 	// ExecuteStream sends the call's output chunks as the code writes them,
 	// then exactly one message with the response, and ends.
 	ExecuteStream(ctx context.Context, in *ExecuteRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[ExecuteStreamMessage], error)
+	// CallToolStream is SessionTools.CallTool that sends the output chunks
+	// of the code the tool runs (a promoted tool of the library) as it
+	// writes them, then exactly one message with the response, and ends. A
+	// backend without it answers Unimplemented (nothing ran).
+	CallToolStream(ctx context.Context, in *CallToolRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[CallToolStreamMessage], error)
 }
 
 type streamingClient struct {
@@ -688,6 +694,25 @@ func (c *streamingClient) ExecuteStream(ctx context.Context, in *ExecuteRequest,
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type Streaming_ExecuteStreamClient = grpc.ServerStreamingClient[ExecuteStreamMessage]
 
+func (c *streamingClient) CallToolStream(ctx context.Context, in *CallToolRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[CallToolStreamMessage], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &Streaming_ServiceDesc.Streams[1], Streaming_CallToolStream_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[CallToolRequest, CallToolStreamMessage]{ClientStream: stream}
+	if err := x.ClientStream.SendMsg(in); err != nil {
+		return nil, err
+	}
+	if err := x.ClientStream.CloseSend(); err != nil {
+		return nil, err
+	}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Streaming_CallToolStreamClient = grpc.ServerStreamingClient[CallToolStreamMessage]
+
 // StreamingServer is the server API for Streaming service.
 // All implementations must embed UnimplementedStreamingServer
 // for forward compatibility.
@@ -698,6 +723,11 @@ type StreamingServer interface {
 	// ExecuteStream sends the call's output chunks as the code writes them,
 	// then exactly one message with the response, and ends.
 	ExecuteStream(*ExecuteRequest, grpc.ServerStreamingServer[ExecuteStreamMessage]) error
+	// CallToolStream is SessionTools.CallTool that sends the output chunks
+	// of the code the tool runs (a promoted tool of the library) as it
+	// writes them, then exactly one message with the response, and ends. A
+	// backend without it answers Unimplemented (nothing ran).
+	CallToolStream(*CallToolRequest, grpc.ServerStreamingServer[CallToolStreamMessage]) error
 	mustEmbedUnimplementedStreamingServer()
 }
 
@@ -710,6 +740,9 @@ type UnimplementedStreamingServer struct{}
 
 func (UnimplementedStreamingServer) ExecuteStream(*ExecuteRequest, grpc.ServerStreamingServer[ExecuteStreamMessage]) error {
 	return status.Error(codes.Unimplemented, "method ExecuteStream not implemented")
+}
+func (UnimplementedStreamingServer) CallToolStream(*CallToolRequest, grpc.ServerStreamingServer[CallToolStreamMessage]) error {
+	return status.Error(codes.Unimplemented, "method CallToolStream not implemented")
 }
 func (UnimplementedStreamingServer) mustEmbedUnimplementedStreamingServer() {}
 func (UnimplementedStreamingServer) testEmbeddedByValue()                   {}
@@ -743,6 +776,17 @@ func _Streaming_ExecuteStream_Handler(srv interface{}, stream grpc.ServerStream)
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type Streaming_ExecuteStreamServer = grpc.ServerStreamingServer[ExecuteStreamMessage]
 
+func _Streaming_CallToolStream_Handler(srv interface{}, stream grpc.ServerStream) error {
+	m := new(CallToolRequest)
+	if err := stream.RecvMsg(m); err != nil {
+		return err
+	}
+	return srv.(StreamingServer).CallToolStream(m, &grpc.GenericServerStream[CallToolRequest, CallToolStreamMessage]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Streaming_CallToolStreamServer = grpc.ServerStreamingServer[CallToolStreamMessage]
+
 // Streaming_ServiceDesc is the grpc.ServiceDesc for Streaming service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -754,6 +798,11 @@ var Streaming_ServiceDesc = grpc.ServiceDesc{
 		{
 			StreamName:    "ExecuteStream",
 			Handler:       _Streaming_ExecuteStream_Handler,
+			ServerStreams: true,
+		},
+		{
+			StreamName:    "CallToolStream",
+			Handler:       _Streaming_CallToolStream_Handler,
 			ServerStreams: true,
 		},
 	},

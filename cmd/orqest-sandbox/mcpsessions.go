@@ -1,0 +1,276 @@
+package main
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sort"
+	"time"
+	"unicode/utf8"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/orqest/sandbox/internal/rtproto"
+	"github.com/orqest/sandbox/shared"
+	"github.com/orqest/sandbox/shared/plugin"
+)
+
+// Sessions and files of `mcp serve --http` on a session tier. Each client
+// (a bearer-token identity) has a default session, opened at its first
+// execution, and up to mcpMaxSessions named ones: a tool's optional
+// `session` argument names one, so several processes holding the same
+// token (an agent, or CLI commands one after another: `files put`, `run
+// --session`, `files get`) share a session that outlives each of them.
+// put_file and run_python open a named session on first use; get_file
+// and list_files of a name never opened are refused (not_found) rather
+// than answering from an empty new container; close_session ends one.
+// Sessions end with the server.
+
+// MCP tools of a session tier with a writable workspace (shared.CapFiles):
+// files the client uploads are what its code reads; files its code writes
+// are what it downloads. close_session is on every session tier.
+const (
+	mcpPutFile      = "put_file"
+	mcpGetFile      = "get_file"
+	mcpListFiles    = "list_files"
+	mcpCloseSession = "close_session"
+	// mcpMaxSessions bounds the named sessions one client keeps open (each
+	// is a container on tier 2).
+	mcpMaxSessions = 8
+	// mcpMaxRequestBytes bounds an HTTP request body: a put_file of a
+	// file at the workspace's per-file cap, base64-encoded, fits.
+	mcpMaxRequestBytes = shared.DefaultMaxFileBytes/3*4 + 1<<20
+)
+
+// sessionArgSchema is the JSON schema of the tools' `session` argument.
+const sessionArgSchema = `{"type": "string", "pattern": "^[a-zA-Z0-9][a-zA-Z0-9_-]{0,63}$", "description": "a named session of this client (default: the client's own session); put_file and run_python open it on first use, so processes sharing the client's token share it"}`
+
+// exposeFiles adds put_file, get_file and list_files to the client's
+// server: each acts on the workspace of the client's session, or of the
+// named session its `session` argument names (Sandbox.PutFile, GetFile,
+// ListFiles).
+func (c *mcpClients) exposeFiles(cl *mcpClient, user string) {
+	srv := cl.srv.server
+	srv.AddTool(&mcp.Tool{
+		Name:        mcpPutFile,
+		Title:       "Upload a file",
+		Description: "Write a file into your session's workspace, where run_python code reads it as workspace.read_text(path) or workspace.read_bytes(path). Give `text`, or `base64` for binary data.",
+		InputSchema: json.RawMessage(`{"type":"object","properties":{"path":{"type":"string","description":"a relative path, e.g. data.csv"},"text":{"type":"string"},"base64":{"type":"string"},"session":` + sessionArgSchema + `},"required":["path"],"additionalProperties":false}`),
+	}, func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		var in struct {
+			Path    string  `json:"path"`
+			Text    *string `json:"text"`
+			Base64  *string `json:"base64"`
+			Session string  `json:"session"`
+		}
+		if err := json.Unmarshal(req.Params.Arguments, &in); err != nil {
+			return argError(mcpPutFile, "", err.Error()), nil
+		}
+		var data []byte
+		switch {
+		case in.Text != nil && in.Base64 == nil:
+			data = []byte(*in.Text)
+		case in.Base64 != nil && in.Text == nil:
+			b, err := base64.StdEncoding.DecodeString(*in.Base64)
+			if err != nil {
+				return argError(mcpPutFile, "base64", "not standard base64: "+err.Error()), nil
+			}
+			data = b
+		default:
+			return argError(mcpPutFile, "text", "give exactly one of text and base64"), nil
+		}
+		sid, err := c.sessionNamed(ctx, cl, user, in.Session, true)
+		if err != nil {
+			return classedError(mcpPutFile, err), nil
+		}
+		r, err := c.sb.PutFile(ctx, shared.PutFileRequest{SessionID: sid, Path: in.Path, Data: data})
+		if err != nil {
+			return classedError(mcpPutFile, err), nil
+		}
+		return jsonResult(r), nil
+	})
+	srv.AddTool(&mcp.Tool{
+		Name:        mcpGetFile,
+		Title:       "Download a file",
+		Description: "Read a file of your session's workspace (one your code wrote, or an artifact marked omitted). UTF-8 text comes back as text, anything else as base64.",
+		InputSchema: json.RawMessage(`{"type":"object","properties":{"path":{"type":"string"},"session":` + sessionArgSchema + `},"required":["path"],"additionalProperties":false}`),
+	}, func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		var in struct {
+			Path    string `json:"path"`
+			Session string `json:"session"`
+		}
+		if err := json.Unmarshal(req.Params.Arguments, &in); err != nil {
+			return argError(mcpGetFile, "", err.Error()), nil
+		}
+		sid, err := c.sessionNamed(ctx, cl, user, in.Session, false)
+		if err != nil {
+			return classedError(mcpGetFile, err), nil
+		}
+		r, err := c.sb.GetFile(ctx, shared.GetFileRequest{SessionID: sid, Path: in.Path})
+		if err != nil {
+			return classedError(mcpGetFile, err), nil
+		}
+		out := map[string]any{"path": in.Path, "size": len(r.Data)}
+		if utf8.Valid(r.Data) {
+			out["text"] = string(r.Data)
+		} else {
+			out["base64"] = base64.StdEncoding.EncodeToString(r.Data)
+		}
+		return jsonResult(out), nil
+	})
+	srv.AddTool(&mcp.Tool{
+		Name:        mcpListFiles,
+		Title:       "List files",
+		Description: "List the files of your session's workspace (under `path` when given).",
+		InputSchema: json.RawMessage(`{"type":"object","properties":{"path":{"type":"string"},"session":` + sessionArgSchema + `},"additionalProperties":false}`),
+	}, func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		var in struct {
+			Path    string `json:"path"`
+			Session string `json:"session"`
+		}
+		if len(req.Params.Arguments) > 0 {
+			if err := json.Unmarshal(req.Params.Arguments, &in); err != nil {
+				return argError(mcpListFiles, "", err.Error()), nil
+			}
+		}
+		sid, err := c.sessionNamed(ctx, cl, user, in.Session, false)
+		if err != nil {
+			return classedError(mcpListFiles, err), nil
+		}
+		r, err := c.sb.ListFiles(ctx, shared.ListFilesRequest{SessionID: sid, Path: in.Path})
+		if err != nil {
+			return classedError(mcpListFiles, err), nil
+		}
+		return jsonResult(r), nil
+	})
+}
+
+// exposeSessions adds close_session to the client's server: it ends one
+// of the client's named sessions (its container, its workspace, its
+// interpreters) and frees its place.
+func (c *mcpClients) exposeSessions(cl *mcpClient, user string) {
+	cl.srv.server.AddTool(&mcp.Tool{
+		Name:        mcpCloseSession,
+		Title:       "Close a named session",
+		Description: "End one of your named sessions: its workspace files and interpreter state are gone; the name can be opened again afresh.",
+		InputSchema: json.RawMessage(`{"type":"object","properties":{"session":` + sessionArgSchema + `},"required":["session"],"additionalProperties":false}`),
+	}, func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		var in struct {
+			Session string `json:"session"`
+		}
+		if err := json.Unmarshal(req.Params.Arguments, &in); err != nil {
+			return argError(mcpCloseSession, "", err.Error()), nil
+		}
+		if in.Session == "" {
+			return argError(mcpCloseSession, "session", "missing: name the session to close"), nil
+		}
+		sid, err := c.sessionNamed(ctx, cl, user, in.Session, false)
+		if err != nil {
+			return classedError(mcpCloseSession, err), nil
+		}
+		cl.mu.Lock()
+		delete(cl.named, in.Session)
+		cl.mu.Unlock()
+		if err := c.sb.CloseSession(ctx, sid); err != nil {
+			return classedError(mcpCloseSession, err), nil
+		}
+		return jsonResult(map[string]any{"closed": in.Session}), nil
+	})
+}
+
+// openSession returns cl's default session, opening it the first time
+// (again after a failed open).
+func (c *mcpClients) openSession(ctx context.Context, cl *mcpClient, user string) (string, error) {
+	return c.sessionNamed(ctx, cl, user, "", true)
+}
+
+// sessionNamed returns the backend session of cl's session name ("" the
+// default one). A name not open yet is opened when create, and is
+// ErrNotFound otherwise; a bad name is a *shared.FieldError on "session";
+// a client at mcpMaxSessions cannot open another (ErrFailedPrecondition).
+// The backend picks the session id, so two clients' sessions of the same
+// name never meet.
+func (c *mcpClients) sessionNamed(ctx context.Context, cl *mcpClient, user, name string, create bool) (string, error) {
+	if name != "" {
+		if err := rtproto.CheckID("session", name); err != nil {
+			return "", &shared.FieldError{Field: "session", Reason: err.Error()}
+		}
+	}
+	cl.mu.Lock()
+	defer cl.mu.Unlock()
+	if name == "" && cl.session != "" {
+		return cl.session, nil
+	}
+	if sid, ok := cl.named[name]; name != "" && ok {
+		return sid, nil
+	}
+	if name != "" && !create {
+		return "", fmt.Errorf("session %q of client %q is not open (open sessions: %s); put_file or run_python with this session opens it: %w", name, user, cl.namesLocked(), shared.ErrNotFound)
+	}
+	if name != "" && len(cl.named) >= mcpMaxSessions {
+		return "", fmt.Errorf("client %q already has %d named sessions open, the most it may keep (%s); close one with close_session: %w", user, len(cl.named), cl.namesLocked(), shared.ErrFailedPrecondition)
+	}
+	r, err := c.sb.Open(ctx, shared.OpenRequest{UserID: user})
+	if err != nil {
+		return "", err
+	}
+	if name == "" {
+		cl.session = r.SessionID
+	} else {
+		cl.named[name] = r.SessionID
+	}
+	return r.SessionID, nil
+}
+
+// namesLocked lists cl's named sessions, sorted, for a message; cl.mu is
+// held.
+func (cl *mcpClient) namesLocked() string {
+	if len(cl.named) == 0 {
+		return "none"
+	}
+	names := make([]string, 0, len(cl.named))
+	for n := range cl.named {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return fmt.Sprint(names)
+}
+
+// close ends the clients' sessions, default and named.
+func (c *mcpClients) close(e *env) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for id, cl := range c.byID {
+		cl.mu.Lock()
+		sids := map[string]string{}
+		if cl.session != "" {
+			sids[""] = cl.session
+		}
+		for n, sid := range cl.named {
+			sids[n] = sid
+		}
+		for n, sid := range sids {
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			if err := c.sb.CloseSession(ctx, sid); err != nil {
+				fmt.Fprintf(e.stderr, "orqest-sandbox: closing session %q of client %q: %v\n", n, id, err)
+			}
+			cancel()
+		}
+		cl.mu.Unlock()
+	}
+}
+
+// classedError is the error result of a tool whose call failed with err:
+// the message, and as structured content the error classes err matches
+// (plugin.ErrorClasses: "not_found", "invalid_argument", ...) and the
+// field at fault, so a client acts on the class, not the text.
+func classedError(tool string, err error) *mcp.CallToolResult {
+	st := map[string]any{"error": err.Error(), "error_classes": plugin.ErrorClasses(err)}
+	var fe *shared.FieldError
+	if errors.As(err, &fe) {
+		st["field"] = fe.Field
+	}
+	return errorResult(tool+": "+err.Error(), st)
+}
