@@ -22,14 +22,7 @@ func TestHotPagesCutAnExecutionsFaults(t *testing.T) {
 	if _, err := os.Stat(python); err != nil {
 		t.Skip(err)
 	}
-	path := os.Getenv("ORQEST_FORKCORE")
-	if path == "" {
-		t.Skip("SKIP: ORQEST_FORKCORE is not set (the fork-server's C loop, built by `make build`; `make test` sets it)")
-	}
-	core, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
+	core := forkCore(t)
 	s, err := pyproc.Probe(context.Background(), runner.Argv(python), nil, "", nil)
 	if err != nil {
 		t.Fatal(err)

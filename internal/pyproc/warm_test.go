@@ -30,15 +30,7 @@ func zygoteLoops(t *testing.T, prog string, rules json.RawMessage, f func(t *tes
 		t.Run(loop, func(t *testing.T) {
 			var opts pyproc.ForkServerOptions
 			if loop == "c" {
-				path := os.Getenv("ORQEST_FORKCORE")
-				if path == "" {
-					t.Skip("SKIP: ORQEST_FORKCORE is not set (the fork-server's C loop, built by `make build`; `make test` sets it)")
-				}
-				core, err := os.ReadFile(path)
-				if err != nil {
-					t.Fatal(err)
-				}
-				opts.Core = core
+				opts.Core = forkCore(t)
 			}
 			fs, err := pyproc.StartForkServer(runner.ArgvFor(python, prog, runner.ForkServerArg), runner.ForkServerConfig{Seal: s.Seal(nil), Rules: rules, Pool: 2}, opts)
 			if err != nil {
@@ -51,6 +43,21 @@ func zygoteLoops(t *testing.T, prog string, rules json.RawMessage, f func(t *tes
 			f(t, fs)
 		})
 	}
+}
+
+// forkCore is the fork-server's C loop that ORQEST_FORKCORE names, as
+// `make test` sets it; the test is skipped loudly without.
+func forkCore(t *testing.T) []byte {
+	t.Helper()
+	path := os.Getenv("ORQEST_FORKCORE")
+	if path == "" {
+		t.Skip("SKIP: ORQEST_FORKCORE is not set (the fork-server's C loop, built by `make build`; `make test` sets it)")
+	}
+	core, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return core
 }
 
 // A body children accepted twice is warmed in the zygote: children forked

@@ -14,12 +14,7 @@ import (
 // list). A body allowed to import sys and os tells whether its own process
 // checked it: `os.getpid() in sys.orq_checked_in`.
 func CheckRecordingProgram() string {
-	prog := runner.Program()
-	i := strings.Index(prog, "\ndef _orq_main(")
-	if i < 0 {
-		panic("runnertest: runner layout changed: no _orq_main")
-	}
-	return prog[:i] + `
+	return insertBefore("\ndef _orq_main(", `
 _orq_check_real = _orq_check
 __import__("sys").orq_checked_in = []
 
@@ -27,7 +22,17 @@ __import__("sys").orq_checked_in = []
 def _orq_check(code, allowed_imports, rules, classes=False):
     __import__("sys").orq_checked_in.append(__import__("os").getpid())
     return _orq_check_real(code, allowed_imports, rules, classes)
-` + prog[i:]
+`)
+}
+
+// insertBefore returns runner.Program() with code inserted before marker.
+func insertBefore(marker, code string) string {
+	prog := runner.Program()
+	i := strings.Index(prog, marker)
+	if i < 0 {
+		panic("runnertest: runner layout changed: no " + strings.TrimSpace(marker))
+	}
+	return prog[:i] + code + prog[i:]
 }
 
 // FaultRecordingProgram is the runner program with one change: a
@@ -35,12 +40,7 @@ def _orq_check(code, allowed_imports, rules, classes=False):
 // (sys.orq_flt0) when it starts serving its execution, before it reads
 // the request; a body can then return how many faults its execution took.
 func FaultRecordingProgram() string {
-	prog := runner.Program()
-	i := strings.Index(prog, "\nif __name__ == \"__main__\":")
-	if i < 0 {
-		panic("runnertest: runner layout changed: no __main__ block")
-	}
-	return prog[:i] + `
+	return insertBefore("\nif __name__ == \"__main__\":", `
 _orq_serve_real = _orq_forkserver_serve
 
 
@@ -50,5 +50,5 @@ def _orq_forkserver_serve(rules, max_procs=0, hold=-1):
 
     sys.orq_flt0 = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
     _orq_serve_real(rules, max_procs, hold)
-` + prog[i:]
+`)
 }
