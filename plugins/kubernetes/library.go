@@ -1,0 +1,112 @@
+package kubernetes
+
+// The plugin side of the per-user tool library and the session's other
+// tools, as in tier 2: the promotion policy goes to the runtime in the
+// hello line, the library's events come back with each result, and
+// SessionTools lets the host mint a token and call the runtime's tools
+// with it; FileStore serves the session's workspace through the
+// runtime's file tools.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/orqest/sandbox/internal/rtproto"
+	"github.com/orqest/sandbox/shared"
+	"github.com/orqest/sandbox/shared/toollib"
+)
+
+var (
+	_ shared.SessionTools = (*Backend)(nil)
+	_ shared.FileStore    = (*Backend)(nil)
+	_ shared.Streamer     = (*Backend)(nil)
+)
+
+// normalizePromotion fills the policy's defaults and checks it.
+func (c *Config) normalizePromotion() error {
+	p := toollib.Promotion{}
+	if c.Promotion != nil {
+		p = *c.Promotion
+	}
+	p, err := p.Normalize()
+	if err != nil {
+		var fe *shared.FieldError
+		if errors.As(err, &fe) {
+			return fmt.Errorf("kubernetes config: %w", &shared.FieldError{Field: "promotion." + fe.Field, Reason: fe.Reason})
+		}
+		return fmt.Errorf("kubernetes config: %v: %w", err, shared.ErrInvalidArgument)
+	}
+	c.Promotion = &p
+	return nil
+}
+
+// MintToken mints a bearer token for an open session (rtclient.Target.MintToken).
+func (b *Backend) MintToken(_ context.Context, req shared.MintTokenRequest) (shared.MintTokenResponse, error) {
+	s, err := b.openSession(req.SessionID)
+	if err != nil {
+		return shared.MintTokenResponse{}, fmt.Errorf("mint token: %w", err)
+	}
+	resp, err := s.target().MintToken(req)
+	if err == nil {
+		b.logger.Info("token minted", "session", s.id, "user", s.user, "scope", req.Scope)
+	}
+	return resp, err
+}
+
+// CallTool calls a tool of the session's runtime with the caller's token
+// (never one the plugin mints); see rtclient.Target.CallTool.
+func (b *Backend) CallTool(ctx context.Context, req shared.CallToolRequest) (shared.CallToolResponse, error) {
+	s, err := b.openSession(req.SessionID)
+	if err != nil {
+		return shared.CallToolResponse{}, fmt.Errorf("call tool: %w", err)
+	}
+	return s.target().CallTool(ctx, req)
+}
+
+// PutFile implements shared.FileStore.
+func (b *Backend) PutFile(ctx context.Context, req shared.PutFileRequest) (shared.PutFileResponse, error) {
+	if err := shared.CheckFilePath("path", req.Path, false); err != nil {
+		return shared.PutFileResponse{}, err
+	}
+	if len(req.Data) > shared.DefaultMaxFileBytes {
+		return shared.PutFileResponse{}, &shared.FieldError{Field: "data", Reason: fmt.Sprintf("data is %d bytes, over the per-file cap of %d", len(req.Data), shared.DefaultMaxFileBytes)}
+	}
+	var r rtproto.FileResult
+	if err := b.fileCall(ctx, req.SessionID, rtproto.ToolPutFile, rtproto.PutFileArgs{Path: req.Path, Data: req.Data}, &r); err != nil {
+		return shared.PutFileResponse{}, err
+	}
+	return shared.PutFileResponse{File: r.File}, nil
+}
+
+// GetFile implements shared.FileStore.
+func (b *Backend) GetFile(ctx context.Context, req shared.GetFileRequest) (shared.GetFileResponse, error) {
+	if err := shared.CheckFilePath("path", req.Path, false); err != nil {
+		return shared.GetFileResponse{}, err
+	}
+	var r rtproto.FileResult
+	if err := b.fileCall(ctx, req.SessionID, rtproto.ToolGetFile, rtproto.GetFileArgs{Path: req.Path}, &r); err != nil {
+		return shared.GetFileResponse{}, err
+	}
+	return shared.GetFileResponse{File: r.File, Data: r.Data}, nil
+}
+
+// ListFiles implements shared.FileStore.
+func (b *Backend) ListFiles(ctx context.Context, req shared.ListFilesRequest) (shared.ListFilesResponse, error) {
+	if err := shared.CheckFilePath("path", req.Path, true); err != nil {
+		return shared.ListFilesResponse{}, err
+	}
+	var r rtproto.ListFilesResult
+	if err := b.fileCall(ctx, req.SessionID, rtproto.ToolListFiles, rtproto.ListFilesArgs{Path: req.Path}, &r); err != nil {
+		return shared.ListFilesResponse{}, err
+	}
+	return shared.ListFilesResponse{Files: r.Files}, nil
+}
+
+func (b *Backend) fileCall(ctx context.Context, sessionID, tool string, args, out any) error {
+	s, err := b.openSession(sessionID)
+	if err != nil {
+		return fmt.Errorf("%s: %w", tool, err)
+	}
+	return s.target().Call(ctx, tool, args, out)
+}
