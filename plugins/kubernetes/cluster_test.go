@@ -299,7 +299,3 @@ func execOK(t testing.TB, b *Backend, req shared.ExecuteRequest) shared.Executio
 	}
 	return resp.Result
 }
-
-
-
-

@@ -26,19 +26,19 @@ import (
 
 // session is one open pod and its MCP connection over attach.
 type session struct {
-	id, user string
-	pod      string // the pod's name
-	uid      string // the pod's uid (deletion precondition)
-	secret   []byte
-	stdin    *io.PipeWriter // the runtime's stdin, through the attach stream
-	stdout   *io.PipeReader // the runtime's stdout (MCP)
-	detach   context.CancelFunc
-	mcp      *mcp.ClientSession
-	streams  rtclient.Streams // the runtime's streamed output, per call
-	gone     chan struct{}    // closed when the attach stream has ended
-	attachErr error           // why it ended (set before gone closes)
-	stopOnce sync.Once
-	stopErr  error
+	id, user  string
+	pod       string // the pod's name
+	uid       string // the pod's uid (deletion precondition)
+	secret    []byte
+	stdin     *io.PipeWriter // the runtime's stdin, through the attach stream
+	stdout    *io.PipeReader // the runtime's stdout (MCP)
+	detach    context.CancelFunc
+	mcp       *mcp.ClientSession
+	streams   rtclient.Streams // the runtime's streamed output, per call
+	gone      chan struct{}    // closed when the attach stream has ended
+	attachErr error            // why it ended (set before gone closes)
+	stopOnce  sync.Once
+	stopErr   error
 }
 
 func (s *session) target() rtclient.Target {
