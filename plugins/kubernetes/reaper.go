@@ -149,11 +149,7 @@ func renewLease(ctx context.Context, kc *kubeClient, o owner) error {
 	l, err := api.Get(ctx, name, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
 		holder := fmt.Sprintf("%s/%d", o.host, o.pid)
-		secs := int32(leaseDuration / time.Second)
-		_, err = api.Create(ctx, &coordinationv1.Lease{
-			ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{LabelManagedBy: managedBy, LabelTier: tierValue, LabelOwner: o.id}},
-			Spec:       coordinationv1.LeaseSpec{HolderIdentity: &holder, LeaseDurationSeconds: &secs, AcquireTime: &now, RenewTime: &now},
-		}, metav1.CreateOptions{})
+		_, err = api.Create(ctx, leaseObject(o, holder, int32(leaseDuration/time.Second), now), metav1.CreateOptions{})
 		if err != nil {
 			return classify("creating the owner lease "+name, err)
 		}
@@ -167,6 +163,14 @@ func renewLease(ctx context.Context, kc *kubeClient, o owner) error {
 		return classify("renewing the owner lease "+name, err)
 	}
 	return nil
+}
+
+// leaseObject is the Lease of owner o.
+func leaseObject(o owner, holder string, seconds int32, renewed metav1.MicroTime) *coordinationv1.Lease {
+	return &coordinationv1.Lease{
+		ObjectMeta: metav1.ObjectMeta{Name: LeasePrefix + o.id, Labels: map[string]string{LabelManagedBy: managedBy, LabelTier: tierValue, LabelOwner: o.id}},
+		Spec:       coordinationv1.LeaseSpec{HolderIdentity: &holder, LeaseDurationSeconds: &seconds, AcquireTime: &renewed, RenewTime: &renewed},
+	}
 }
 
 // Reap deletes the session pods in the namespace whose owner is dead, and
