@@ -22,7 +22,7 @@ CC       ?= gcc
 # the subprocess plugin, which refuses any other bytes.
 FORKCORE := $(BIN)/orqest-forkcore.so
 
-.PHONY: k8s-up k8s-down test-k8s release image-datascience setup setup-image all build forkcore example demo test test-go test-example vet bench bench-go bench-system proto fuzz clean runtime image
+.PHONY: k8s-up k8s-down test-k8s bench-k8s release image-datascience setup setup-image all build forkcore example demo test test-go test-example vet bench bench-go bench-system proto fuzz clean runtime image
 
 all: build
 
@@ -113,6 +113,13 @@ bench-system:
 	$(BIN)/orqest-sandbox bench --config bench.hcl --sandbox $(BENCH_SANDBOXES) -n 300 --concurrency 1
 	$(BIN)/orqest-sandbox bench --config bench.hcl --sandbox $(BENCH_SANDBOXES) -n 300 --concurrency 2
 	bash scripts/bench-batch.sh $(BIN)/orqest-sandbox
+
+# The kubernetes rows beside tier 2 in one run (needs `make k8s-up`): Go
+# benchmarks (open cold, open from the pool, warm execute) and the
+# whole-system load.
+bench-k8s: build image
+	ORQEST_REQUIRE_K8S=1 $(GO) test -run '^$$' -bench 'OpenClose|OpenFromPool|ExecuteWarm' -benchtime 20x -count=1 ./plugins/docker/ ./plugins/kubernetes/
+	$(BIN)/orqest-sandbox bench --config bench.hcl --sandbox docker,kubernetes -n 300 --concurrency 1
 
 fuzz:
 	$(GO) test -run '^$$' -fuzz FuzzCheck -fuzztime 60s ./validator/
