@@ -21,7 +21,6 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -31,7 +30,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
-	"github.com/orqest/sandbox/internal/rtproto"
+	"github.com/orqest/sandbox/internal/rtclient"
 	"github.com/orqest/sandbox/internal/warmpool"
 	"github.com/orqest/sandbox/runner"
 	"github.com/orqest/sandbox/shared"
@@ -135,10 +134,10 @@ type Backend struct {
 	mu       sync.Mutex
 	cfg      Config
 	kc       *kubeClient // nil until Configure
-	sessions map[string]*session
 	lease    *leaseKeeper // this process's Lease (reaper.go)
 
-	pool *warmpool.Pool[*session] // warm pods (pool.go)
+	sessions rtclient.Registry[session]
+	pool     *warmpool.Pool[*session] // warm pods (pool.go)
 }
 
 var _ shared.Sandbox = (*Backend)(nil)
@@ -162,7 +161,6 @@ func NewBackend(logger hclog.Logger) *Backend {
 		maxCodeBytes: validator.MaxCodeBytes(),
 		owner:        currentOwner(),
 		cfg:          defaultConfig(),
-		sessions:     map[string]*session{},
 	}
 	b.pool = warmpool.New(b.stopSession, logger)
 	return b
@@ -376,47 +374,14 @@ func (b *Backend) Validate(ctx context.Context, req shared.ValidateRequest) (sha
 // Open starts a session: a pod for req.UserID. The ids are checked before
 // anything touches the cluster. An empty SessionID gets a fresh random one.
 func (b *Backend) Open(ctx context.Context, req shared.OpenRequest) (shared.OpenResponse, error) {
-	if req.SessionID == "" {
-		req.SessionID = "s-" + randomHex(8)
-	}
-	if err := errors.Join(rtproto.CheckID("user_id", req.UserID), rtproto.CheckID("session_id", req.SessionID)); err != nil {
-		return shared.OpenResponse{}, fmt.Errorf("open: %v: %w", err, shared.ErrInvalidArgument)
-	}
-	b.mu.Lock()
-	if _, ok := b.sessions[req.SessionID]; ok {
-		b.mu.Unlock()
-		return shared.OpenResponse{}, fmt.Errorf("open: session %q is already open: %w", req.SessionID, shared.ErrFailedPrecondition)
-	}
-	b.sessions[req.SessionID] = nil // reserve the id while the pod starts
-	b.mu.Unlock()
-
-	s, err := b.startSession(ctx, req.UserID, req.SessionID)
-	b.mu.Lock()
-	if err != nil {
-		delete(b.sessions, req.SessionID)
-	} else {
-		b.sessions[req.SessionID] = s
-	}
-	b.mu.Unlock()
-	if err != nil {
-		return shared.OpenResponse{}, err
-	}
-	return shared.OpenResponse{SessionID: req.SessionID}, nil
+	return b.sessions.Open(ctx, req, func() string { return randomHex(8) }, b.startSession)
 }
 
 // Close deletes the session's pod; the user's claim persists.
 func (b *Backend) Close(ctx context.Context, req shared.CloseRequest) (shared.CloseResponse, error) {
-	if err := rtproto.CheckID("session_id", req.SessionID); err != nil {
-		return shared.CloseResponse{}, fmt.Errorf("close: %v: %w", err, shared.ErrInvalidArgument)
-	}
-	b.mu.Lock()
-	s, ok := b.sessions[req.SessionID]
-	if ok && s != nil {
-		delete(b.sessions, req.SessionID)
-	}
-	b.mu.Unlock()
-	if !ok || s == nil {
-		return shared.CloseResponse{}, fmt.Errorf("close: no open session %q: %w", req.SessionID, shared.ErrNotFound)
+	s, err := b.sessions.Take(req.SessionID)
+	if err != nil {
+		return shared.CloseResponse{}, fmt.Errorf("close: %w", err)
 	}
 	return shared.CloseResponse{}, b.stopSession(ctx, s)
 }
@@ -425,17 +390,8 @@ func (b *Backend) Close(ctx context.Context, req shared.CloseRequest) (shared.Cl
 // process's Lease (the plugin is exiting).
 func (b *Backend) Shutdown(ctx context.Context) {
 	b.pool.Drain()
-	b.mu.Lock()
-	var all []*session
-	for id, s := range b.sessions {
-		if s != nil {
-			all = append(all, s)
-		}
-		delete(b.sessions, id)
-	}
-	b.mu.Unlock()
 	var wg sync.WaitGroup
-	for _, s := range all {
+	for _, s := range b.sessions.TakeAll() {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -468,26 +424,14 @@ func (b *Backend) execute(ctx context.Context, req shared.ExecuteRequest, send f
 	if err != nil {
 		return shared.ExecuteResponse{}, err
 	}
-	if req.ToolName != "" {
-		if err := rtproto.CheckToolName(req.ToolName); err != nil {
-			return shared.ExecuteResponse{}, fmt.Errorf("execute: %v: %w", err, shared.ErrInvalidArgument)
-		}
-	}
-	for _, id := range []struct{ kind, v string }{{"agent_id", req.AgentID}, {"user_id", req.UserID}} {
-		if id.v == "" {
-			continue
-		}
-		if err := rtproto.CheckID(id.kind, id.v); err != nil {
-			return shared.ExecuteResponse{}, fmt.Errorf("execute: %v: %w", err, shared.ErrInvalidArgument)
-		}
+	if err := rtclient.CheckExecute(req); err != nil {
+		return shared.ExecuteResponse{}, err
 	}
 	if len(req.Dependencies) > 0 {
 		return shared.ExecuteResponse{}, fmt.Errorf("execute: dependencies are not installed by the kubernetes backend: %w", shared.ErrNotSupported)
 	}
 	if findings := b.validator.CheckWith(ctx, req.Code, req.AllowedImports, validator.Features{Classes: b.config().classes}); len(findings) > 0 {
-		res := shared.Rejected(findings, rejectedLimits(req))
-		res.DurationMS = float64(time.Since(start).Microseconds()) / 1000
-		return shared.ExecuteResponse{Result: res}, nil
+		return rtclient.RejectedResponse(findings, req, start), nil
 	}
 	if req.Stateful && req.SessionID == "" {
 		return shared.ExecuteResponse{}, &shared.FieldError{Field: "stateful", Reason: "a stateful call runs in a session's long-lived interpreter: open a session (Open) and pass its id"}
@@ -511,33 +455,19 @@ func (b *Backend) execute(ctx context.Context, req shared.ExecuteRequest, send f
 		}()
 		req.SessionID = id
 	}
-	s, err := b.openSession(req.SessionID)
+	s, err := b.sessions.Get(req.SessionID)
 	if err != nil {
 		return shared.ExecuteResponse{}, fmt.Errorf("execute: %w", err)
 	}
 	if req.UserID != "" && req.UserID != s.user {
 		return shared.ExecuteResponse{}, fmt.Errorf("execute: session %q belongs to another user: %w", req.SessionID, shared.ErrInvalidArgument)
 	}
-	res, events, err := s.target().ExecuteStream(ctx, rtproto.ExecuteArgs{
-		Code:           req.Code,
-		Args:           p.Args,
-		AllowedImports: req.AllowedImports,
-		AgentID:        req.AgentID,
-		TimeoutS:       req.Timeout.Seconds(),
-		MemoryMB:       req.MemoryMB,
-		MaxOutputBytes: req.MaxOutputBytes,
-		ToolName:       req.ToolName,
-		Stateful:       req.Stateful,
-	}, req.Timeout, send)
+	res, events, err := s.target().ExecuteStream(ctx, rtclient.ExecuteArgs(req, p.Args), req.Timeout, send)
 	if err != nil {
 		if s.dead() {
 			// The pod is gone (deleted, evicted, OOM-killed, node lost):
 			// drop the session and make sure its pod is deleted.
-			b.mu.Lock()
-			if b.sessions[s.id] == s {
-				delete(b.sessions, s.id)
-			}
-			b.mu.Unlock()
+			b.sessions.Drop(s.id, s)
 			cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 60*time.Second)
 			defer cancel()
 			if rerr := b.stopSession(cctx, s); rerr != nil {
@@ -547,34 +477,6 @@ func (b *Backend) execute(ctx context.Context, req shared.ExecuteRequest, send f
 		return shared.ExecuteResponse{}, err
 	}
 	return shared.ExecuteResponse{Result: res, Events: events}, nil
-}
-
-// rejectedLimits are the limits a rejected call would have run with.
-func rejectedLimits(req shared.ExecuteRequest) shared.Limits {
-	l := shared.Limits{TimeoutMS: req.Timeout.Milliseconds(), MemoryMB: req.MemoryMB, MaxOutputBytes: req.MaxOutputBytes}
-	if req.Timeout == 0 {
-		l.TimeoutMS = shared.DefaultTimeout.Milliseconds()
-	}
-	if l.MemoryMB == 0 {
-		l.MemoryMB = shared.DefaultMemoryMB
-	}
-	if l.MaxOutputBytes == 0 {
-		l.MaxOutputBytes = shared.DefaultMaxOutputBytes
-	}
-	return l
-}
-
-func (b *Backend) openSession(id string) (*session, error) {
-	if err := rtproto.CheckID("session_id", id); err != nil {
-		return nil, fmt.Errorf("%v: %w", err, shared.ErrInvalidArgument)
-	}
-	b.mu.Lock()
-	s := b.sessions[id]
-	b.mu.Unlock()
-	if s == nil {
-		return nil, fmt.Errorf("no open session %q (call Open first): %w", id, shared.ErrNotFound)
-	}
-	return s, nil
 }
 
 func randomHex(n int) string {

@@ -282,7 +282,7 @@ func openSession(t testing.TB, b *Backend, user string) string {
 // sessionOf returns the open session sid of b.
 func sessionOf(t testing.TB, b *Backend, sid string) *session {
 	t.Helper()
-	s, err := b.openSession(sid)
+	s, err := b.sessions.Get(sid)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,7 +12,7 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/orqest/sandbox/internal/rtproto"
+	"github.com/orqest/sandbox/internal/rtclient"
 	"github.com/orqest/sandbox/shared"
 	"github.com/orqest/sandbox/shared/toollib"
 )
@@ -43,7 +43,7 @@ func (c *Config) normalizePromotion() error {
 
 // MintToken mints a bearer token for an open session (rtclient.Target.MintToken).
 func (b *Backend) MintToken(_ context.Context, req shared.MintTokenRequest) (shared.MintTokenResponse, error) {
-	s, err := b.openSession(req.SessionID)
+	s, err := b.sessions.Get(req.SessionID)
 	if err != nil {
 		return shared.MintTokenResponse{}, fmt.Errorf("mint token: %w", err)
 	}
@@ -57,56 +57,33 @@ func (b *Backend) MintToken(_ context.Context, req shared.MintTokenRequest) (sha
 // CallTool calls a tool of the session's runtime with the caller's token
 // (never one the plugin mints); see rtclient.Target.CallTool.
 func (b *Backend) CallTool(ctx context.Context, req shared.CallToolRequest) (shared.CallToolResponse, error) {
-	s, err := b.openSession(req.SessionID)
+	s, err := b.sessions.Get(req.SessionID)
 	if err != nil {
 		return shared.CallToolResponse{}, fmt.Errorf("call tool: %w", err)
 	}
 	return s.target().CallTool(ctx, req)
 }
 
-// PutFile implements shared.FileStore.
-func (b *Backend) PutFile(ctx context.Context, req shared.PutFileRequest) (shared.PutFileResponse, error) {
-	if err := shared.CheckFilePath("path", req.Path, false); err != nil {
-		return shared.PutFileResponse{}, err
-	}
-	if len(req.Data) > shared.DefaultMaxFileBytes {
-		return shared.PutFileResponse{}, &shared.FieldError{Field: "data", Reason: fmt.Sprintf("data is %d bytes, over the per-file cap of %d", len(req.Data), shared.DefaultMaxFileBytes)}
-	}
-	var r rtproto.FileResult
-	if err := b.fileCall(ctx, req.SessionID, rtproto.ToolPutFile, rtproto.PutFileArgs{Path: req.Path, Data: req.Data}, &r); err != nil {
-		return shared.PutFileResponse{}, err
-	}
-	return shared.PutFileResponse{File: r.File}, nil
-}
-
-// GetFile implements shared.FileStore.
-func (b *Backend) GetFile(ctx context.Context, req shared.GetFileRequest) (shared.GetFileResponse, error) {
-	if err := shared.CheckFilePath("path", req.Path, false); err != nil {
-		return shared.GetFileResponse{}, err
-	}
-	var r rtproto.FileResult
-	if err := b.fileCall(ctx, req.SessionID, rtproto.ToolGetFile, rtproto.GetFileArgs{Path: req.Path}, &r); err != nil {
-		return shared.GetFileResponse{}, err
-	}
-	return shared.GetFileResponse{File: r.File, Data: r.Data}, nil
-}
-
-// ListFiles implements shared.FileStore.
-func (b *Backend) ListFiles(ctx context.Context, req shared.ListFilesRequest) (shared.ListFilesResponse, error) {
-	if err := shared.CheckFilePath("path", req.Path, true); err != nil {
-		return shared.ListFilesResponse{}, err
-	}
-	var r rtproto.ListFilesResult
-	if err := b.fileCall(ctx, req.SessionID, rtproto.ToolListFiles, rtproto.ListFilesArgs{Path: req.Path}, &r); err != nil {
-		return shared.ListFilesResponse{}, err
-	}
-	return shared.ListFilesResponse{Files: r.Files}, nil
-}
-
-func (b *Backend) fileCall(ctx context.Context, sessionID, tool string, args, out any) error {
-	s, err := b.openSession(sessionID)
+// target finds an open session's runtime.
+func (b *Backend) target(id string) (rtclient.Target, error) {
+	s, err := b.sessions.Get(id)
 	if err != nil {
-		return fmt.Errorf("%s: %w", tool, err)
+		return rtclient.Target{}, err
 	}
-	return s.target().Call(ctx, tool, args, out)
+	return s.target(), nil
+}
+
+// PutFile implements shared.FileStore (the runtime's put_file).
+func (b *Backend) PutFile(ctx context.Context, req shared.PutFileRequest) (shared.PutFileResponse, error) {
+	return rtclient.PutFile(ctx, b.target, req)
+}
+
+// GetFile implements shared.FileStore (the runtime's get_file).
+func (b *Backend) GetFile(ctx context.Context, req shared.GetFileRequest) (shared.GetFileResponse, error) {
+	return rtclient.GetFile(ctx, b.target, req)
+}
+
+// ListFiles implements shared.FileStore (the runtime's list_files).
+func (b *Backend) ListFiles(ctx context.Context, req shared.ListFilesRequest) (shared.ListFilesResponse, error) {
+	return rtclient.ListFiles(ctx, b.target, req)
 }

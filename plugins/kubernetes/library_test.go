@@ -150,14 +150,8 @@ func waitWarm(t *testing.T, b *Backend, cs kubernetes.Interface, user string) st
 	deadline := time.Now().Add(90 * time.Second)
 	for time.Now().Before(deadline) {
 		if b.pool.Len() > 0 {
-			b.mu.Lock()
 			used := map[string]bool{}
-			for _, s := range b.sessions {
-				if s != nil {
-					used[s.pod] = true
-				}
-			}
-			b.mu.Unlock()
+			b.sessions.Each(func(s *session) { used[s.pod] = true })
 			for _, p := range podsOf(t, cs, LabelUser+"="+user) {
 				if !used[p] {
 					return p
