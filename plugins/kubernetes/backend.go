@@ -131,10 +131,10 @@ type Backend struct {
 	maxCodeBytes int
 	owner        owner
 
-	mu       sync.Mutex
-	cfg      Config
-	kc       *kubeClient // nil until Configure
-	lease    *leaseKeeper // this process's Lease (reaper.go)
+	mu    sync.Mutex
+	cfg   Config
+	kc    *kubeClient  // nil until Configure
+	lease *leaseKeeper // this process's Lease (reaper.go)
 
 	sessions rtclient.Registry[session]
 	pool     *warmpool.Pool[*session] // warm pods (pool.go)

@@ -11,50 +11,16 @@ package kubernetes
 
 import (
 	"context"
-	"fmt"
-	"time"
 
-	"github.com/orqest/sandbox/shared"
+	"github.com/orqest/sandbox/internal/warmpool"
 )
 
-// PoolConfig is the config's `pool {}` block.
-type PoolConfig struct {
-	// Size is how many users keep a warm pod (0: no pool).
-	Size int `json:"size"`
-	// MaxIdle is how long a warm pod waits before it is deleted
-	// (default DefaultPoolMaxIdle).
-	MaxIdle string `json:"max_idle"`
+// PoolConfig is the config's `pool {}` block (size, max_idle).
+type PoolConfig = warmpool.Config
 
-	maxIdle time.Duration
-}
+func (c *Config) normalizePool() error { return c.Pool.Normalize() }
 
-// DefaultPoolMaxIdle is how long a warm pod waits by default.
-const DefaultPoolMaxIdle = 5 * time.Minute
-
-func (c *Config) normalizePool() error {
-	if c.Pool == nil {
-		return nil
-	}
-	if c.Pool.Size < 0 || c.Pool.Size > 1000 {
-		return &shared.FieldError{Field: "pool.size", Reason: fmt.Sprintf("size = %d: want 0 (no pool) to 1000 users", c.Pool.Size)}
-	}
-	c.Pool.maxIdle = DefaultPoolMaxIdle
-	if c.Pool.MaxIdle != "" {
-		d, err := time.ParseDuration(c.Pool.MaxIdle)
-		if err != nil || d <= 0 {
-			return &shared.FieldError{Field: "pool.max_idle", Reason: fmt.Sprintf("max_idle = %q: want a positive duration such as \"5m\"", c.Pool.MaxIdle)}
-		}
-		c.Pool.maxIdle = d
-	}
-	return nil
-}
-
-func (c Config) poolSize() int {
-	if c.Pool == nil {
-		return 0
-	}
-	return c.Pool.Size
-}
+func (c Config) poolSize() int { return c.Pool.Users() }
 
 // Dead makes a session a warmpool.Item: its attach stream has ended.
 func (s *session) Dead() bool { return s.dead() }
@@ -74,7 +40,7 @@ func (b *Backend) refill(cfg Config, user string) {
 	if err != nil {
 		return
 	}
-	b.pool.Refill(user, cfg.poolSize(), cfg.Pool.maxIdle, cfg.openTimeout, func(ctx context.Context) (*session, error) {
+	b.pool.Refill(user, cfg.poolSize(), cfg.Pool.Idle(), cfg.openTimeout, func(ctx context.Context) (*session, error) {
 		return b.prepare(ctx, kc, cfg, user, "warm-"+randomHex(4))
 	})
 }
