@@ -19,9 +19,7 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"strconv"
 	"sync"
-	"syscall"
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
@@ -51,30 +49,7 @@ type owner struct {
 
 func currentOwner() owner {
 	host, _ := os.Hostname()
-	return owner{id: randomHex(8), host: host, pid: os.Getpid(), start: procStart(os.Getpid())}
-}
-
-// procStart returns the start time of pid in clock ticks since boot, or ""
-// if the process does not exist.
-func procStart(pid int) string {
-	st, err := procfs.ReadStat(pid)
-	if err != nil {
-		return ""
-	}
-	return strconv.FormatUint(st.StartTime, 10)
-}
-
-// pidAlive reports whether the process recorded on a pod of this machine
-// still runs.
-func pidAlive(pidLabel, startLabel string) bool {
-	pid, err := strconv.Atoi(pidLabel)
-	if err != nil || pid <= 0 {
-		return false
-	}
-	if err := syscall.Kill(pid, 0); err != nil && err != syscall.EPERM {
-		return false
-	}
-	return startLabel == "" || procStart(pid) == startLabel
+	return owner{id: randomHex(8), host: host, pid: os.Getpid(), start: procfs.StartTime(os.Getpid())}
 }
 
 // leaseKeeper renews this Backend's Lease until stopped.
@@ -226,7 +201,7 @@ func (b *Backend) ownerDead(ctx context.Context, kc *kubeClient, p *corev1.Pod) 
 	if id == "" {
 		return true // not one of ours as labelled: no owner can claim it
 	}
-	if p.Labels[LabelOwnerHost] == LabelValue(b.owner.host) && !pidAlive(p.Labels[LabelOwnerPID], p.Labels[LabelOwnerStart]) {
+	if p.Labels[LabelOwnerHost] == LabelValue(b.owner.host) && !procfs.Alive(p.Labels[LabelOwnerPID], p.Labels[LabelOwnerStart]) {
 		return true
 	}
 	l, err := kc.cs.CoordinationV1().Leases(kc.namespace).Get(ctx, LeasePrefix+id, metav1.GetOptions{})
