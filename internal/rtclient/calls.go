@@ -8,6 +8,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/hashicorp/go-hclog"
+
 	"github.com/orqest/sandbox/internal/rtproto"
 	"github.com/orqest/sandbox/shared"
 )
@@ -226,4 +228,24 @@ func (r *Registry[S]) Each(f func(*S)) {
 			f(s)
 		}
 	}
+}
+
+// Temporary opens a session for one sessionless call: user (or
+// "anonymous") with a fresh "tmp-" id made by newID. done closes it, with
+// a bound of its own even when ctx has ended, and logs a failure.
+func Temporary(ctx context.Context, user string, newID func() string, open func(context.Context, shared.OpenRequest) (shared.OpenResponse, error), closeFn func(context.Context, shared.CloseRequest) (shared.CloseResponse, error), logger hclog.Logger) (id string, done func(), err error) {
+	if user == "" {
+		user = "anonymous"
+	}
+	id = "tmp-" + newID()
+	if _, err := open(ctx, shared.OpenRequest{UserID: user, SessionID: id}); err != nil {
+		return "", nil, err
+	}
+	return id, func() {
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 60*time.Second)
+		defer cancel()
+		if _, err := closeFn(cctx, shared.CloseRequest{SessionID: id}); err != nil {
+			logger.Warn("closing a temporary session", "session", id, "error", err)
+		}
+	}, nil
 }

@@ -437,22 +437,12 @@ func (b *Backend) execute(ctx context.Context, req shared.ExecuteRequest, send f
 		return shared.ExecuteResponse{}, &shared.FieldError{Field: "stateful", Reason: "a stateful call runs in a session's long-lived interpreter: open a session (Open) and pass its id"}
 	}
 	if req.SessionID == "" {
-		// Sessionless: a temporary session (a pod) for this one call.
-		user := req.UserID
-		if user == "" {
-			user = "anonymous"
-		}
-		id := "tmp-" + randomHex(8)
-		if _, err := b.Open(ctx, shared.OpenRequest{UserID: user, SessionID: id}); err != nil {
+		// Sessionless: a temporary session for this one call.
+		id, done, err := rtclient.Temporary(ctx, req.UserID, func() string { return randomHex(8) }, b.Open, b.Close, b.logger)
+		if err != nil {
 			return shared.ExecuteResponse{}, err
 		}
-		defer func() {
-			cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 60*time.Second)
-			defer cancel()
-			if _, err := b.Close(cctx, shared.CloseRequest{SessionID: id}); err != nil {
-				b.logger.Warn("closing a temporary session", "session", id, "error", err)
-			}
-		}()
+		defer done()
 		req.SessionID = id
 	}
 	s, err := b.sessions.Get(req.SessionID)
