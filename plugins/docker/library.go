@@ -9,7 +9,6 @@ package docker
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
@@ -26,19 +25,11 @@ const DefaultOperatorTokenTTL = rtclient.DefaultOperatorTokenTTL
 
 // normalizePromotion fills the policy's defaults and checks it.
 func (c *Config) normalizePromotion() error {
-	p := toollib.Promotion{}
-	if c.Promotion != nil {
-		p = *c.Promotion
-	}
-	p, err := p.Normalize()
+	p, err := toollib.NormalizeBlock(c.Promotion)
 	if err != nil {
-		var fe *shared.FieldError
-		if errors.As(err, &fe) { // the attribute of the config's promotion block
-			return fmt.Errorf("docker config: %w", &shared.FieldError{Field: "promotion." + fe.Field, Reason: fe.Reason})
-		}
-		return fmt.Errorf("docker config: %v: %w", err, shared.ErrInvalidArgument)
+		return fmt.Errorf("docker config: %w", err)
 	}
-	c.Promotion = &p
+	c.Promotion = p
 	return nil
 }
 

@@ -13,7 +13,6 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"math"
 	"os"
@@ -569,19 +568,11 @@ func (c *Config) normalizeSessions() error {
 	} else if !filepath.IsAbs(c.DataDir) {
 		return fmt.Errorf("gvisor config: %w", &shared.FieldError{Field: "data_dir", Reason: fmt.Sprintf("%q: want an absolute path", c.DataDir)})
 	}
-	p := toollib.Promotion{}
-	if c.Promotion != nil {
-		p = *c.Promotion
-	}
-	p, err := p.Normalize()
+	p, err := toollib.NormalizeBlock(c.Promotion)
 	if err != nil {
-		var fe *shared.FieldError
-		if errors.As(err, &fe) {
-			return fmt.Errorf("gvisor config: %w", &shared.FieldError{Field: "promotion." + fe.Field, Reason: fe.Reason})
-		}
-		return fmt.Errorf("gvisor config: %v: %w", err, shared.ErrInvalidArgument)
+		return fmt.Errorf("gvisor config: %w", err)
 	}
-	c.Promotion = &p
+	c.Promotion = p
 	return nil
 }
 

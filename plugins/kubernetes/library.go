@@ -9,7 +9,6 @@ package kubernetes
 
 import (
 	"context"
-	"errors"
 	"fmt"
 
 	"github.com/orqest/sandbox/internal/rtclient"
@@ -25,19 +24,11 @@ var (
 
 // normalizePromotion fills the policy's defaults and checks it.
 func (c *Config) normalizePromotion() error {
-	p := toollib.Promotion{}
-	if c.Promotion != nil {
-		p = *c.Promotion
-	}
-	p, err := p.Normalize()
+	p, err := toollib.NormalizeBlock(c.Promotion)
 	if err != nil {
-		var fe *shared.FieldError
-		if errors.As(err, &fe) {
-			return fmt.Errorf("kubernetes config: %w", &shared.FieldError{Field: "promotion." + fe.Field, Reason: fe.Reason})
-		}
-		return fmt.Errorf("kubernetes config: %v: %w", err, shared.ErrInvalidArgument)
+		return fmt.Errorf("kubernetes config: %w", err)
 	}
-	c.Promotion = &p
+	c.Promotion = p
 	return nil
 }
 
