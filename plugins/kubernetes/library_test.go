@@ -163,3 +163,28 @@ func waitWarm(t *testing.T, b *Backend, cs kubernetes.Interface, user string) st
 	t.Fatal("no warm pod within 90s")
 	return ""
 }
+
+// TestWorkspaceFiles: files put into a session's workspace are read by
+// the code and come back; the workspace is the pod's memory emptyDir.
+func TestWorkspaceFiles(t *testing.T) {
+	cs := requireCluster(t)
+	user := testUser(t, cs)
+	b := newBackend(t, nil)
+	sid := openSession(t, b, user)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	if _, err := b.PutFile(ctx, shared.PutFileRequest{SessionID: sid, Path: "in/data.csv", Data: []byte("a,b\n1,2\n")}); err != nil {
+		t.Fatalf("PutFile: %v", err)
+	}
+	if _, err := b.PutFile(ctx, shared.PutFileRequest{SessionID: sid, Path: "../escape", Data: []byte("x")}); err == nil {
+		t.Fatal("PutFile accepted ../escape")
+	}
+	got, err := b.GetFile(ctx, shared.GetFileRequest{SessionID: sid, Path: "in/data.csv"})
+	if err != nil || string(got.Data) != "a,b\n1,2\n" {
+		t.Fatalf("GetFile: %q %v", got.Data, err)
+	}
+	list, err := b.ListFiles(ctx, shared.ListFilesRequest{SessionID: sid, Path: "in"})
+	if err != nil || len(list.Files) != 1 {
+		t.Fatalf("ListFiles: %+v %v", list, err)
+	}
+}
