@@ -45,6 +45,13 @@ const (
 	NetworkPolicyName = "orqest-sandbox-deny-all"
 )
 
+// LibraryPath is where the runtime keeps the user's tool library: in a
+// directory of its own on the /data volume, which the runtime creates
+// (0700, its uid). The volume's root is not the runtime's to take: a
+// provisioned volume or an emptyDir belongs to root with the pod's
+// fsGroup, and the runtime has no CAP_CHOWN here (tier 2's runtime does).
+const LibraryPath = "/data/library/orqest-tools.sqlite"
+
 // LabelValue is id as a label value: itself when it is one, else a digest
 // of it (ids may end in '-' or '_' and be 64 characters long; label values
 // may not).
@@ -110,7 +117,7 @@ func hardenedPod(cfg Config, o owner, user, label string) *corev1.Pod {
 	mem := resource.MustParse(strconv.Itoa(cfg.MemoryMB) + "Mi")
 	workspace := resource.MustParse(strconv.Itoa(cfg.WorkspaceMB) + "Mi")
 	fsGroupPolicy := corev1.FSGroupChangeOnRootMismatch
-	var args []string
+	args := []string{"-library", LibraryPath, "-library-own-dir"}
 	if cfg.classes {
 		args = append(args, "-classes")
 	}
