@@ -3,6 +3,7 @@ package kubernetes
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"net/http"
 	"os"
@@ -22,6 +23,7 @@ import (
 	"k8s.io/client-go/tools/remotecommand"
 
 	"github.com/orqest/sandbox/internal/rtclient/rtclienttest"
+	"github.com/orqest/sandbox/internal/rtproto"
 	"github.com/orqest/sandbox/shared"
 )
 
@@ -156,9 +158,69 @@ func TestHardenedPod(t *testing.T) {
 	if !res.Success || string(res.Output) != "42" {
 		t.Fatalf("execute: %+v", res)
 	}
+	// The runtime and its children share uid 1000 here (no second uid
+	// under the restricted standard): the seal of each child must hold.
+	info := runtimeInfo(t, b, sid)
+	t.Logf("sealing in force: %v; not enforced: %v", info.Sealing, info.SealingMissing)
+	for _, layer := range []string{"no_new_privs", "landlock_fs", "seccomp"} {
+		if !slices.Contains(info.Sealing, layer) {
+			t.Errorf("sealing layer %s not in force in the pod: %v", layer, info.SealingMissing[layer])
+		}
+	}
 	closeSession(t, b, sid)
 	if _, err := cs.CoreV1().Pods(testNamespace).Get(ctx, s.pod, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
 		t.Errorf("the pod is still there after Close: %v", err)
+	}
+}
+
+// runtimeInfo calls the runtime's operator tool runtime_info.
+func runtimeInfo(t *testing.T, b *Backend, sid string) rtproto.InfoResult {
+	t.Helper()
+	ctx := context.Background()
+	tok, err := b.MintToken(ctx, shared.MintTokenRequest{SessionID: sid, Scope: shared.ScopeOperator, TTL: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := b.CallTool(ctx, shared.CallToolRequest{SessionID: sid, Tool: rtproto.ToolInfo, Token: tok.Token})
+	if err != nil {
+		t.Fatalf("runtime_info: %v", err)
+	}
+	var info rtproto.InfoResult
+	if err := json.Unmarshal(r.Result, &info); err != nil {
+		t.Fatalf("runtime_info: %v: %s", err, r.Result)
+	}
+	return info
+}
+
+// TestUserCodeCannotReadTheLibrary: code with pathlib allowed (so the
+// validator lets a file read through) still cannot read the tool library
+// on /data nor write outside its workspace: Landlock in the child holds
+// although the child shares the runtime's uid. Reading the stdlib works.
+func TestUserCodeCannotReadTheLibrary(t *testing.T) {
+	cs := requireCluster(t)
+	user := testUser(t, cs)
+	b := newBackend(t, nil)
+	sid := openSession(t, b, user)
+	run := func(code string) shared.ExecutionResult {
+		return execOK(t, b, shared.ExecuteRequest{Code: code, AllowedImports: []string{"pathlib"}, SessionID: sid})
+	}
+	if res := run("import pathlib\nreturn pathlib.Path('/usr/lib/python3.11/json/decoder.py').read_text()[:9]"); !res.Success {
+		t.Fatalf("benign: reading the stdlib failed: %+v", res)
+	}
+	// The library exists (the runtime opened it at session start).
+	for _, attack := range []string{
+		"import pathlib\nreturn pathlib.Path('/data/library/orqest-tools.sqlite').read_bytes()[:16].hex()",
+		"import pathlib\nreturn [p.name for p in pathlib.Path('/data').iterdir()]",
+		"import pathlib\npathlib.Path('/data/library/x').write_text('owned')\nreturn 1",
+	} {
+		res := run(attack)
+		if res.Success {
+			t.Errorf("user code reached /data: %q returned %s", attack, res.Output)
+			continue
+		}
+		if !strings.Contains(res.Error, "PermissionError") && !strings.Contains(res.Error, "Permission denied") {
+			t.Errorf("%q failed, but not on a permission: %s", attack, res.Error)
+		}
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"sync"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	corev1 "k8s.io/api/core/v1"
@@ -23,6 +24,10 @@ import (
 	"github.com/orqest/sandbox/internal/rtproto"
 	"github.com/orqest/sandbox/shared"
 )
+
+// closeGrace is how long Close waits for the runtime to exit after its
+// stdin closed before it deletes the pod regardless.
+const closeGrace = 2 * time.Second
 
 // session is one open pod and its MCP connection over attach.
 type session struct {
@@ -299,6 +304,14 @@ func (b *Backend) stopSession(ctx context.Context, s *session) error {
 		}
 		if s.stdin != nil {
 			s.stdin.Close()
+			// The runtime exits on its stdin's end and the server then
+			// ends the attach stream: wait for that (briefly) rather than
+			// cut the connection under it.
+			select {
+			case <-s.gone:
+			case <-time.After(closeGrace):
+			case <-ctx.Done():
+			}
 		}
 		if s.detach != nil {
 			defer s.detach()
