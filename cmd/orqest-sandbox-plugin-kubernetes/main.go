@@ -8,12 +8,19 @@ import (
 	"context"
 	"time"
 
+	"github.com/hashicorp/go-hclog"
+	"k8s.io/klog/v2"
+
 	"github.com/orqest/sandbox/plugins/kubernetes"
 	"github.com/orqest/sandbox/shared/plugin"
 )
 
 func main() {
 	logger := plugin.NewPluginLogger("kubernetes")
+	// client-go reports through klog, to stderr by default: send its
+	// lines through the plugin's logger instead.
+	klog.LogToStderr(false)
+	klog.SetOutput(logger.Named("client-go").StandardWriter(&hclog.StandardLoggerOptions{InferLevels: true}))
 	b := kubernetes.NewBackend(logger)
 	plugin.Serve(b, plugin.WithLogger(logger))
 	// The host closed the plugin: delete its pods and its Lease now (a
