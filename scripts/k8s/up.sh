@@ -14,6 +14,7 @@
 # Docker engine (`docker save | ctr import`), again whenever Docker's image changed.
 #
 #   K8S_IMAGES="orqest/agent-runtime:0.1.0 ..."   images to import (default: orqest/agent-runtime:$VERSION)
+#   up.sh --packages                              only install the Debian packages, then exit
 #
 # Afterwards: KUBECONFIG=${K8S_ROOT:-/var/tmp/orqest-k8s}/kubeconfig/admin.kubeconfig (client cert, system:masters)
 #             ${K8S_ROOT:-/var/tmp/orqest-k8s}/bin/kubectl (v1.37.2, built here)
@@ -44,6 +45,7 @@ if [ -n "$missing" ]; then
   # policy-rc.d on this image (exit 101) keeps the etcd package from starting a system etcd
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $missing >/dev/null
 fi
+[ "${1:-}" = "--packages" ] && exit 0   # CI installs them first, in the foreground (the apt lock)
 
 # ---------------------------------------------------------------- 2. build from the k8s.io/kubernetes module
 # k8s.io/kubernetes points its staging modules (k8s.io/api, ...) at ./staging via replace directives, so
