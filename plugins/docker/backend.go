@@ -116,6 +116,8 @@ func defaultConfig() Config {
 
 // Backend is the tier-2 Docker sandbox. It is safe for concurrent use.
 type Backend struct {
+	rtclient.SessionAPI // MintToken, CallTool (library.go), PutFile, GetFile, ListFiles (files.go)
+
 	logger       hclog.Logger
 	validator    *validator.Validator
 	maxCodeBytes int
@@ -153,6 +155,7 @@ func NewBackend(logger hclog.Logger) *Backend {
 		sessions:     map[string]*session{},
 		spares:       map[string]*spare{},
 	}
+	b.SessionAPI = rtclient.SessionAPI{Find: b.target, Log: logger}
 	return b
 }
 

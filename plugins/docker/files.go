@@ -8,34 +8,19 @@ package docker
 // an os.Root without following links.
 
 import (
-	"context"
-
 	"github.com/orqest/sandbox/internal/rtclient"
 	"github.com/orqest/sandbox/shared"
 )
 
 var _ shared.FileStore = (*Backend)(nil)
 
-// target finds an open session's runtime.
+// target finds an open session's runtime: the Finder of the embedded
+// rtclient.SessionAPI, which serves FileStore (and, library.go,
+// SessionTools) through the runtime's tools.
 func (b *Backend) target(id string) (rtclient.Target, error) {
 	s, err := b.openSession(id)
 	if err != nil {
 		return rtclient.Target{}, err
 	}
 	return s.target(), nil
-}
-
-// PutFile implements shared.FileStore.
-func (b *Backend) PutFile(ctx context.Context, req shared.PutFileRequest) (shared.PutFileResponse, error) {
-	return rtclient.PutFile(ctx, b.target, req)
-}
-
-// GetFile implements shared.FileStore.
-func (b *Backend) GetFile(ctx context.Context, req shared.GetFileRequest) (shared.GetFileResponse, error) {
-	return rtclient.GetFile(ctx, b.target, req)
-}
-
-// ListFiles implements shared.FileStore.
-func (b *Backend) ListFiles(ctx context.Context, req shared.ListFilesRequest) (shared.ListFilesResponse, error) {
-	return rtclient.ListFiles(ctx, b.target, req)
 }

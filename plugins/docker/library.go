@@ -8,9 +8,7 @@ package docker
 // SessionTools lets the host mint a token (MintToken) and call the session's other tools with it.
 
 import (
-	"context"
 	"fmt"
-	"time"
 
 	"github.com/orqest/sandbox/internal/rtclient"
 	"github.com/orqest/sandbox/internal/rtproto"
@@ -61,29 +59,4 @@ func (b *Backend) openSession(id string) (*session, error) {
 		return nil, fmt.Errorf("no open session %q (call Open first): %w", id, shared.ErrNotFound)
 	}
 	return s, nil
-}
-
-// MintToken mints a bearer token for an open session: scope "agent" or
-// "operator", at most rtproto.MaxTokenTTL (rtclient.Target.MintToken).
-func (b *Backend) MintToken(_ context.Context, req shared.MintTokenRequest) (shared.MintTokenResponse, error) {
-	s, err := b.openSession(req.SessionID)
-	if err != nil {
-		return shared.MintTokenResponse{}, fmt.Errorf("mint token: %w", err)
-	}
-	resp, err := s.target().MintToken(req)
-	if err != nil {
-		return resp, err
-	}
-	b.logger.Info("token minted", "session", s.id, "user", s.user, "scope", req.Scope, "ttl", time.Until(resp.ExpiresAt).Round(time.Second))
-	return resp, nil
-}
-
-// CallTool calls a tool of the session's runtime with the caller's token
-// (never one the plugin mints); see rtclient.Target.CallTool.
-func (b *Backend) CallTool(ctx context.Context, req shared.CallToolRequest) (shared.CallToolResponse, error) {
-	s, err := b.openSession(req.SessionID)
-	if err != nil {
-		return shared.CallToolResponse{}, fmt.Errorf("call tool: %w", err)
-	}
-	return s.target().CallTool(ctx, req)
 }

@@ -126,6 +126,8 @@ func defaultConfig() Config {
 
 // Backend is the Kubernetes sandbox. It is safe for concurrent use.
 type Backend struct {
+	rtclient.SessionAPI // MintToken, CallTool, PutFile, GetFile, ListFiles (library.go)
+
 	logger       hclog.Logger
 	validator    *validator.Validator
 	maxCodeBytes int
@@ -162,6 +164,7 @@ func NewBackend(logger hclog.Logger) *Backend {
 		owner:        currentOwner(),
 		cfg:          defaultConfig(),
 	}
+	b.SessionAPI = rtclient.SessionAPI{Find: b.target, Log: logger}
 	b.pool = warmpool.New(b.stopSession, logger)
 	return b
 }
