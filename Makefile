@@ -11,7 +11,7 @@ BIN      := $(CURDIR)/bin
 VERSION  ?= 0.1.0
 LDFLAGS  := -X main.version=$(VERSION)
 MODULE   := github.com/orqest/sandbox
-PLUGINS  := subprocess inprocess docker gvisor
+PLUGINS  := subprocess inprocess docker gvisor kubernetes
 IMAGE      ?= orqest/agent-runtime:$(VERSION)
 BASE_IMAGE ?= orqest/python-base:bookworm
 EXAMPLE  := examples/thirdparty-plugin
@@ -22,7 +22,7 @@ CC       ?= gcc
 # the subprocess plugin, which refuses any other bytes.
 FORKCORE := $(BIN)/orqest-forkcore.so
 
-.PHONY: release image-datascience setup setup-image all build forkcore example demo test test-go test-example vet bench bench-go bench-system proto fuzz clean runtime image
+.PHONY: k8s-up k8s-down test-k8s bench-k8s release image-datascience setup setup-image all build forkcore example demo test test-go test-example vet bench bench-go bench-system proto fuzz clean runtime image
 
 all: build
 
@@ -39,6 +39,7 @@ build: setup forkcore
 		extra=""; \
 		if [ $$p = subprocess ]; then extra="-X $(MODULE)/plugins/subprocess.forkCoreSHA256=$$(sha256sum $(FORKCORE) | cut -d' ' -f1)"; fi; \
 		if [ $$p = docker ]; then extra="-X $(MODULE)/plugins/docker.version=$(VERSION)"; fi; \
+		if [ $$p = kubernetes ]; then extra="-X $(MODULE)/plugins/kubernetes.version=$(VERSION)"; fi; \
 		echo "$(GO) build -o $(BIN)/orqest-sandbox-plugin-$$p ./cmd/orqest-sandbox-plugin-$$p"; \
 		$(GO) build -ldflags "$(LDFLAGS) $$extra" -o $(BIN)/orqest-sandbox-plugin-$$p ./cmd/orqest-sandbox-plugin-$$p || exit 1; \
 	done
@@ -89,6 +90,19 @@ test-go:
 test-example:
 	@if [ -d $(EXAMPLE) ]; then cd $(EXAMPLE) && $(GO) vet -mod=mod ./... && $(GO) test -mod=mod $(GOFLAGS_TEST) ./...; fi
 
+# The single-node Kubernetes cluster the kubernetes backend's tests run
+# against (scripts/k8s/up.sh: built from k8s.io/kubernetes the first time,
+# 13-17 min on 2 cores, cached under K8S_ROOT=/var/tmp/orqest-k8s; then about
+# a minute). It imports the runtime image from Docker, so build that first.
+k8s-up: image
+	K8S_IMAGES="$(IMAGE)" VERSION=$(VERSION) bash scripts/k8s/up.sh
+k8s-down:
+	bash scripts/k8s/down.sh
+
+# The kubernetes backend's tests only, failing (not skipping) without a cluster.
+test-k8s:
+	ORQEST_REQUIRE_K8S=1 $(GO) test $(GOFLAGS_TEST) ./plugins/kubernetes/...
+
 bench: build image bench-go bench-system
 
 bench-go:
@@ -99,6 +113,13 @@ bench-system:
 	$(BIN)/orqest-sandbox bench --config bench.hcl --sandbox $(BENCH_SANDBOXES) -n 300 --concurrency 1 --new-bodies
 	$(BIN)/orqest-sandbox bench --config bench.hcl --sandbox $(BENCH_SANDBOXES) -n 300 --concurrency 2
 	bash scripts/bench-batch.sh $(BIN)/orqest-sandbox
+
+# The kubernetes rows beside tier 2 in one run (needs `make k8s-up`): Go
+# benchmarks (open cold, open from the pool, warm execute) and the
+# whole-system load.
+bench-k8s: build image
+	ORQEST_REQUIRE_K8S=1 $(GO) test -run '^$$' -bench 'OpenClose|OpenFromPool|ExecuteWarm' -benchtime 20x -count=1 ./plugins/docker/ ./plugins/kubernetes/
+	$(BIN)/orqest-sandbox bench --config bench.hcl --sandbox docker,kubernetes -n 300 --concurrency 1
 
 fuzz:
 	$(GO) test -run '^$$' -fuzz FuzzCheck -fuzztime 60s ./validator/

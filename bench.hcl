@@ -49,3 +49,16 @@ sandbox "gvisor-fresh" {
     sessions = false
   }
 }
+
+# Kubernetes: one pod per session on the local test cluster (make k8s-up);
+# not in make bench's default list (BENCH_SANDBOXES): `make bench-k8s` runs
+# it beside tier 2. The library stays on the pod's emptyDir here.
+sandbox "kubernetes" {
+  plugin = "kubernetes"
+  policy = "bench"
+  config {
+    kubeconfig  = "/var/tmp/orqest-k8s/kubeconfig/admin.kubeconfig"
+    namespace   = "default"
+    cpu_request = 0.05
+  }
+}

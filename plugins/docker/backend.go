@@ -116,7 +116,7 @@ func defaultConfig() Config {
 
 // Backend is the tier-2 Docker sandbox. It is safe for concurrent use.
 type Backend struct {
-	rtclient.SessionCalls // shared.FileStore and SessionToolStreamer through the session's runtime (files.go)
+	rtclient.SessionAPI // MintToken, CallTool, CallToolStream (library.go), PutFile, GetFile, ListFiles (files.go)
 
 	logger       hclog.Logger
 	validator    *validator.Validator
@@ -155,7 +155,7 @@ func NewBackend(logger hclog.Logger) *Backend {
 		sessions:     map[string]*session{},
 		spares:       map[string]*spare{},
 	}
-	b.SessionCalls = rtclient.SessionCalls{Session: b.sessionTarget}
+	b.SessionAPI = rtclient.SessionAPI{Find: b.target, Log: logger}
 	return b
 }
 
@@ -492,19 +492,7 @@ func (b *Backend) execute(ctx context.Context, req shared.ExecuteRequest, send f
 		return shared.ExecuteResponse{}, fmt.Errorf("execute: %w", err)
 	}
 	if findings := b.validator.CheckWith(ctx, req.Code, req.AllowedImports, validator.Features{Classes: b.config().classes}); len(findings) > 0 {
-		timeout, memMB, maxOut := req.Timeout, req.MemoryMB, req.MaxOutputBytes
-		if timeout == 0 {
-			timeout = shared.DefaultTimeout
-		}
-		if memMB == 0 {
-			memMB = shared.DefaultMemoryMB
-		}
-		if maxOut == 0 {
-			maxOut = shared.DefaultMaxOutputBytes
-		}
-		res := shared.Rejected(findings, shared.Limits{TimeoutMS: timeout.Milliseconds(), MemoryMB: memMB, MaxOutputBytes: maxOut})
-		res.DurationMS = float64(time.Since(start).Microseconds()) / 1000
-		return shared.ExecuteResponse{Result: res}, nil
+		return rtclient.RejectedResponse(findings, req, start), nil
 	}
 
 	if req.Stateful && req.SessionID == "" {
@@ -514,21 +502,11 @@ func (b *Backend) execute(ctx context.Context, req shared.ExecuteRequest, send f
 	var s *session
 	if req.SessionID == "" {
 		// Sessionless: a temporary session for this one call.
-		user := req.UserID
-		if user == "" {
-			user = "anonymous"
-		}
-		id := "tmp-" + randomHex(8)
-		if _, err := b.Open(ctx, shared.OpenRequest{UserID: user, SessionID: id}); err != nil {
+		id, done, err := rtclient.Temporary(ctx, req.UserID, func() string { return randomHex(8) }, b.Open, b.Close, b.logger)
+		if err != nil {
 			return shared.ExecuteResponse{}, err
 		}
-		defer func() {
-			cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
-			defer cancel()
-			if _, err := b.Close(cctx, shared.CloseRequest{SessionID: id}); err != nil {
-				b.logger.Warn("closing temporary session", "session", id, "error", err)
-			}
-		}()
+		defer done()
 		req.SessionID = id
 	}
 	if err := rtproto.CheckID("session_id", req.SessionID); err != nil {

@@ -2,8 +2,10 @@ package docker
 
 // shared.FileStore for tier 2: a session's workspace (rtproto.FilesDir in
 // its container, on the /workspace tmpfs whose size, workspace_mb, is the
-// quota), served by the runtime through rtclient.SessionCalls, which the
-// Backend embeds (paths checked there and again in the runtime).
+// quota) served by the runtime's put_file, get_file and list_files with a
+// fresh agent-scope token (internal/rtclient). Paths are checked there
+// (shared.CheckFilePath) and again in the runtime, which opens them under
+// an os.Root without following links.
 
 import (
 	"github.com/orqest/sandbox/internal/rtclient"
@@ -12,8 +14,10 @@ import (
 
 var _ shared.FileStore = (*Backend)(nil)
 
-// sessionTarget is the runtime of open session id (rtclient.SessionCalls).
-func (b *Backend) sessionTarget(id string) (rtclient.Target, error) {
+// target finds an open session's runtime: the Finder of the embedded
+// rtclient.SessionAPI, which serves FileStore (and, library.go,
+// SessionTools) through the runtime's tools.
+func (b *Backend) target(id string) (rtclient.Target, error) {
 	s, err := b.openSession(id)
 	if err != nil {
 		return rtclient.Target{}, err

@@ -8,10 +8,7 @@ package docker
 // SessionTools lets the host mint a token (MintToken) and call the session's other tools with it.
 
 import (
-	"context"
-	"errors"
 	"fmt"
-	"time"
 
 	"github.com/orqest/sandbox/internal/rtclient"
 	"github.com/orqest/sandbox/internal/rtproto"
@@ -29,19 +26,11 @@ const DefaultOperatorTokenTTL = rtclient.DefaultOperatorTokenTTL
 
 // normalizePromotion fills the policy's defaults and checks it.
 func (c *Config) normalizePromotion() error {
-	p := toollib.Promotion{}
-	if c.Promotion != nil {
-		p = *c.Promotion
-	}
-	p, err := p.Normalize()
+	p, err := toollib.NormalizeBlock(c.Promotion)
 	if err != nil {
-		var fe *shared.FieldError
-		if errors.As(err, &fe) { // the attribute of the config's promotion block
-			return fmt.Errorf("docker config: %w", &shared.FieldError{Field: "promotion." + fe.Field, Reason: fe.Reason})
-		}
-		return fmt.Errorf("docker config: %v: %w", err, shared.ErrInvalidArgument)
+		return fmt.Errorf("docker config: %w", err)
 	}
-	c.Promotion = &p
+	c.Promotion = p
 	return nil
 }
 
@@ -73,29 +62,4 @@ func (b *Backend) openSession(id string) (*session, error) {
 		return nil, fmt.Errorf("no open session %q (call Open first): %w", id, shared.ErrNotFound)
 	}
 	return s, nil
-}
-
-// MintToken mints a bearer token for an open session: scope "agent" or
-// "operator", at most rtproto.MaxTokenTTL (rtclient.Target.MintToken).
-func (b *Backend) MintToken(_ context.Context, req shared.MintTokenRequest) (shared.MintTokenResponse, error) {
-	s, err := b.openSession(req.SessionID)
-	if err != nil {
-		return shared.MintTokenResponse{}, fmt.Errorf("mint token: %w", err)
-	}
-	resp, err := s.target().MintToken(req)
-	if err != nil {
-		return resp, err
-	}
-	b.logger.Info("token minted", "session", s.id, "user", s.user, "scope", req.Scope, "ttl", time.Until(resp.ExpiresAt).Round(time.Second))
-	return resp, nil
-}
-
-// CallTool calls a tool of the session's runtime with the caller's token
-// (never one the plugin mints); see rtclient.Target.CallTool.
-func (b *Backend) CallTool(ctx context.Context, req shared.CallToolRequest) (shared.CallToolResponse, error) {
-	s, err := b.openSession(req.SessionID)
-	if err != nil {
-		return shared.CallToolResponse{}, fmt.Errorf("call tool: %w", err)
-	}
-	return s.target().CallTool(ctx, req)
 }

@@ -2,10 +2,9 @@ package docker
 
 import (
 	"context"
-	"fmt"
 	"time"
 
-	"github.com/orqest/sandbox/shared"
+	"github.com/orqest/sandbox/internal/warmpool"
 )
 
 // The warm pool: after a session of a user opens, the plugin creates and
@@ -19,19 +18,11 @@ import (
 // containers carry the owner labels, so the reaper removes those of a
 // host that died; Shutdown removes the rest.
 
-// PoolConfig is the docker config's `pool {}` block.
-type PoolConfig struct {
-	// Size is how many users keep a warm container (0: no pool).
-	Size int `json:"size"`
-	// MaxIdle is how long a warm container waits before it is removed
-	// (default DefaultPoolMaxIdle).
-	MaxIdle string `json:"max_idle"`
-
-	maxIdle time.Duration
-}
+// PoolConfig is the docker config's `pool {}` block (size, max_idle).
+type PoolConfig = warmpool.Config
 
 // DefaultPoolMaxIdle is how long a warm container waits by default.
-const DefaultPoolMaxIdle = 5 * time.Minute
+const DefaultPoolMaxIdle = warmpool.DefaultMaxIdle
 
 // spare is a warm container waiting for its user's next session.
 type spare struct {
@@ -39,30 +30,9 @@ type spare struct {
 	timer *time.Timer // removes it after max_idle
 }
 
-func (c *Config) normalizePool() error {
-	if c.Pool == nil {
-		return nil
-	}
-	if c.Pool.Size < 0 || c.Pool.Size > 1000 {
-		return &shared.FieldError{Field: "pool.size", Reason: fmt.Sprintf("size = %d: want 0 (no pool) to 1000 users", c.Pool.Size)}
-	}
-	c.Pool.maxIdle = DefaultPoolMaxIdle
-	if c.Pool.MaxIdle != "" {
-		d, err := time.ParseDuration(c.Pool.MaxIdle)
-		if err != nil || d <= 0 {
-			return &shared.FieldError{Field: "pool.max_idle", Reason: fmt.Sprintf("max_idle = %q: want a positive duration such as \"5m\"", c.Pool.MaxIdle)}
-		}
-		c.Pool.maxIdle = d
-	}
-	return nil
-}
+func (c *Config) normalizePool() error { return c.Pool.Normalize() }
 
-func (c Config) poolSize() int {
-	if c.Pool == nil {
-		return 0
-	}
-	return c.Pool.Size
-}
+func (c Config) poolSize() int { return c.Pool.Users() }
 
 // takeSpare removes and returns user's warm container, if one waits and
 // is alive.
@@ -121,7 +91,7 @@ func (b *Backend) refill(cfg Config, user string) {
 			return
 		}
 		sp := &spare{s: s}
-		sp.timer = time.AfterFunc(cfg.Pool.maxIdle, func() { b.evictSpare(user, sp) })
+		sp.timer = time.AfterFunc(cfg.Pool.Idle(), func() { b.evictSpare(user, sp) })
 		b.mu.Lock()
 		if b.shutdown || b.poolGen != gen {
 			// Shut down, or reconfigured while it started (its

@@ -3,8 +3,6 @@ package docker
 import (
 	"context"
 	"os"
-	"strconv"
-	"syscall"
 
 	"github.com/moby/moby/client"
 
@@ -21,29 +19,7 @@ type ownerInfo struct {
 
 func currentOwner() ownerInfo {
 	host, _ := os.Hostname()
-	return ownerInfo{pid: os.Getpid(), start: procStart(os.Getpid()), host: host}
-}
-
-// procStart returns field 22 of /proc/<pid>/stat (start time in clock ticks
-// since boot), or "" if the process does not exist.
-func procStart(pid int) string {
-	st, err := procfs.ReadStat(pid)
-	if err != nil {
-		return ""
-	}
-	return strconv.FormatUint(st.StartTime, 10)
-}
-
-// ownerAlive reports whether the owner recorded on a container still runs.
-func ownerAlive(pidLabel, startLabel string) bool {
-	pid, err := strconv.Atoi(pidLabel)
-	if err != nil || pid <= 0 {
-		return false
-	}
-	if err := syscall.Kill(pid, 0); err != nil && err != syscall.EPERM {
-		return false
-	}
-	return startLabel == "" || procStart(pid) == startLabel
+	return ownerInfo{pid: os.Getpid(), start: procfs.StartTime(os.Getpid()), host: host}
 }
 
 func (b *Backend) reapOnce(ctx context.Context) {
@@ -79,7 +55,7 @@ func (b *Backend) Reap(ctx context.Context) (int, error) {
 		if c.Labels[LabelOwnerHost] != b.owner.host {
 			continue // another machine's container on a shared engine
 		}
-		if ownerAlive(c.Labels[LabelOwnerPID], c.Labels[LabelOwnerStart]) {
+		if procfs.Alive(c.Labels[LabelOwnerPID], c.Labels[LabelOwnerStart]) {
 			continue
 		}
 		if err := b.removeContainer(ctx, c.ID); err != nil {

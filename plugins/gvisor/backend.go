@@ -13,7 +13,6 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"math"
 	"os"
@@ -104,7 +103,7 @@ type testHooks struct {
 
 // Backend is the tier-3 gVisor sandbox. It is safe for concurrent use.
 type Backend struct {
-	rtclient.SessionCalls // shared.FileStore and SessionToolStreamer through the session's runtime (files.go)
+	rtclient.SessionAPI // shared.FileStore and SessionToolStreamer through the session's runtime (files.go)
 
 	logger       hclog.Logger
 	validator    *validator.Validator
@@ -142,7 +141,7 @@ func NewBackend(logger hclog.Logger) *Backend {
 		cfg:          defaultConfig(),
 		sessions:     map[string]*session{},
 	}
-	b.SessionCalls = rtclient.SessionCalls{Session: b.sessionTarget}
+	b.SessionAPI = rtclient.SessionAPI{Find: b.sessionTarget, Log: logger}
 	return b
 }
 
@@ -574,19 +573,11 @@ func (c *Config) normalizeSessions() error {
 	} else if !filepath.IsAbs(c.DataDir) {
 		return fmt.Errorf("gvisor config: %w", &shared.FieldError{Field: "data_dir", Reason: fmt.Sprintf("%q: want an absolute path", c.DataDir)})
 	}
-	p := toollib.Promotion{}
-	if c.Promotion != nil {
-		p = *c.Promotion
-	}
-	p, err := p.Normalize()
+	p, err := toollib.NormalizeBlock(c.Promotion)
 	if err != nil {
-		var fe *shared.FieldError
-		if errors.As(err, &fe) {
-			return fmt.Errorf("gvisor config: %w", &shared.FieldError{Field: "promotion." + fe.Field, Reason: fe.Reason})
-		}
-		return fmt.Errorf("gvisor config: %v: %w", err, shared.ErrInvalidArgument)
+		return fmt.Errorf("gvisor config: %w", err)
 	}
-	c.Promotion = &p
+	c.Promotion = p
 	return nil
 }
 

@@ -482,34 +482,12 @@ func (b *Backend) executeInSession(ctx context.Context, req shared.ExecuteReques
 	return shared.ExecuteResponse{Result: res, Events: events}, nil
 }
 
+// The embedded rtclient.SessionAPI serves tokens, tool calls and files
+// through the session's runtime.
 var (
 	_ shared.SessionTools        = (*Backend)(nil)
 	_ shared.SessionToolStreamer = (*Backend)(nil)
 )
-
-// MintToken mints a bearer token for an open session (see
-// rtclient.Target.MintToken).
-func (b *Backend) MintToken(_ context.Context, req shared.MintTokenRequest) (shared.MintTokenResponse, error) {
-	s, err := b.openSession(req.SessionID)
-	if err != nil {
-		return shared.MintTokenResponse{}, fmt.Errorf("mint token: %w", err)
-	}
-	resp, err := s.target().MintToken(req)
-	if err == nil {
-		b.logger.Info("token minted", "session", s.id, "user", s.user, "scope", req.Scope)
-	}
-	return resp, err
-}
-
-// CallTool calls a tool of the session's runtime with the caller's token
-// (see rtclient.Target.CallTool).
-func (b *Backend) CallTool(ctx context.Context, req shared.CallToolRequest) (shared.CallToolResponse, error) {
-	s, err := b.openSession(req.SessionID)
-	if err != nil {
-		return shared.CallToolResponse{}, fmt.Errorf("call tool: %w", err)
-	}
-	return s.target().CallTool(ctx, req)
-}
 
 func randomHex(n int) string {
 	buf := make([]byte, n)

@@ -14,6 +14,7 @@ package toollib
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 
 	"github.com/orqest/sandbox/shared"
@@ -66,6 +67,25 @@ type Promotion struct {
 	// DemoteAfterFailures demotes a promoted tool after this many
 	// consecutive failed invocations (0: never).
 	DemoteAfterFailures int `json:"demote_after_failures,omitempty"`
+}
+
+// NormalizeBlock is Normalize for a plugin config's `promotion {}` block
+// (nil: the defaults): a *shared.FieldError names the attribute as
+// "promotion.<attribute>", so the host points at it.
+func NormalizeBlock(p *Promotion) (*Promotion, error) {
+	var in Promotion
+	if p != nil {
+		in = *p
+	}
+	out, err := in.Normalize()
+	if err != nil {
+		var fe *shared.FieldError
+		if errors.As(err, &fe) {
+			return nil, &shared.FieldError{Field: "promotion." + fe.Field, Reason: fe.Reason}
+		}
+		return nil, fmt.Errorf("promotion: %v: %w", err, shared.ErrInvalidArgument)
+	}
+	return &out, nil
 }
 
 // Normalize fills defaults and checks the values. An error is a

@@ -45,6 +45,14 @@ import (
 
 var libraryFlag = flag.String("library", rtproto.LibraryPath, "the per-user tool library (SQLite); \"\" disables it")
 
+// libraryOwnDirFlag says the library's directory belongs to the runtime
+// alone wherever -library puts it, so it is created 0700 and its owner
+// and mode repaired as for the default path: for a library in a
+// subdirectory of a volume whose root the runtime may not take (a
+// Kubernetes volume is root's with the pod's fsGroup, and the runtime has
+// no CAP_CHOWN there).
+var libraryOwnDirFlag = flag.Bool("library-own-dir", false, "the library's directory belongs to the runtime alone (created 0700 and repaired) also when -library is not the default path")
+
 // Error classes of the library tools (besides those of main.go).
 const (
 	ClassUnavailable = "unavailable"
@@ -116,7 +124,7 @@ func (rt *runtime) attachLibrary(path string) error {
 		return err
 	}
 	l := &library{path: path, policy: p, user: rt.hello.User, log: rt.log, rt: rt, registered: map[string]string{},
-		ownDir: path == rtproto.LibraryPath}
+		ownDir: path == rtproto.LibraryPath || *libraryOwnDirFlag}
 	l.mu.Lock()
 	_, err = l.handleLocked()
 	l.mu.Unlock()

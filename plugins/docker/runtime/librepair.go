@@ -33,6 +33,7 @@ import (
 	sqlite "modernc.org/sqlite"
 	sqlite3 "modernc.org/sqlite/lib"
 
+	"github.com/orqest/sandbox/internal/rtproto"
 	"github.com/orqest/sandbox/shared/toollib"
 )
 
@@ -106,7 +107,12 @@ func (l *library) repairOwnershipLocked() ([]string, error) {
 			if err := os.MkdirAll(dir, 0o700); err != nil {
 				return done, fmt.Errorf("creating %s: %w", dir, err)
 			}
-			done = append(done, dir+": created")
+			if l.path == rtproto.LibraryPath {
+				// The image makes /data: its absence is damage. A
+				// directory of the runtime's own choosing (-library-own-dir)
+				// is simply new.
+				done = append(done, dir+": created")
+			}
 			if st, err = os.Lstat(dir); err != nil {
 				return done, err
 			}

@@ -1,0 +1,94 @@
+package rtclient
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/orqest/sandbox/internal/rtproto"
+	"github.com/orqest/sandbox/shared"
+)
+
+// SessionAPI implements shared.SessionTools, shared.SessionToolStreamer
+// and shared.FileStore for a plugin whose sessions run the agent runtime: each call finds the
+// session's Target with Find and is served by the runtime. A plugin
+// embeds it.
+type SessionAPI struct {
+	Find Finder
+	Log  hclog.Logger
+}
+
+var (
+	_ shared.SessionTools        = SessionAPI{}
+	_ shared.SessionToolStreamer = SessionAPI{}
+	_ shared.FileStore           = SessionAPI{}
+)
+
+// MintToken mints a bearer token for an open session: scope "agent" or
+// "operator", at most rtproto.MaxTokenTTL (Target.MintToken); it is
+// logged without the token.
+func (a SessionAPI) MintToken(_ context.Context, req shared.MintTokenRequest) (shared.MintTokenResponse, error) {
+	t, err := a.Find(req.SessionID)
+	if err != nil {
+		return shared.MintTokenResponse{}, fmt.Errorf("mint token: %w", err)
+	}
+	resp, err := t.MintToken(req)
+	if err != nil {
+		return resp, err
+	}
+	if a.Log != nil {
+		a.Log.Info("token minted", "session", t.Session, "user", t.User, "scope", req.Scope, "ttl", time.Until(resp.ExpiresAt).Round(time.Second))
+	}
+	return resp, nil
+}
+
+// CallTool calls a tool of the session's runtime with the caller's token
+// (never one the plugin mints); see Target.CallTool.
+func (a SessionAPI) CallTool(ctx context.Context, req shared.CallToolRequest) (shared.CallToolResponse, error) {
+	t, err := a.Find(req.SessionID)
+	if err != nil {
+		return shared.CallToolResponse{}, fmt.Errorf("call tool: %w", err)
+	}
+	return t.CallTool(ctx, req)
+}
+
+// CallToolStream implements shared.SessionToolStreamer: CallTool with the
+// output of the code a promoted tool runs sent as the runtime streams it.
+func (a SessionAPI) CallToolStream(ctx context.Context, req shared.CallToolRequest, send func(shared.OutputChunk) error) (shared.CallToolResponse, error) {
+	t, err := a.Find(req.SessionID)
+	if err != nil {
+		return shared.CallToolResponse{}, fmt.Errorf("call tool: %w", err)
+	}
+	return shared.StreamCall(ctx, "call tool stream", send, func(ctx context.Context, onChunk func(shared.OutputChunk)) (shared.CallToolResponse, error) {
+		return t.CallToolStream(ctx, req, onChunk)
+	})
+}
+
+// PutFile implements shared.FileStore (the runtime's put_file).
+func (a SessionAPI) PutFile(ctx context.Context, req shared.PutFileRequest) (shared.PutFileResponse, error) {
+	t, err := a.Find(req.SessionID)
+	if err != nil {
+		return shared.PutFileResponse{}, fmt.Errorf("%s: %w", rtproto.ToolPutFile, err)
+	}
+	return t.PutFile(ctx, req)
+}
+
+// GetFile implements shared.FileStore (the runtime's get_file).
+func (a SessionAPI) GetFile(ctx context.Context, req shared.GetFileRequest) (shared.GetFileResponse, error) {
+	t, err := a.Find(req.SessionID)
+	if err != nil {
+		return shared.GetFileResponse{}, fmt.Errorf("%s: %w", rtproto.ToolGetFile, err)
+	}
+	return t.GetFile(ctx, req)
+}
+
+// ListFiles implements shared.FileStore (the runtime's list_files).
+func (a SessionAPI) ListFiles(ctx context.Context, req shared.ListFilesRequest) (shared.ListFilesResponse, error) {
+	t, err := a.Find(req.SessionID)
+	if err != nil {
+		return shared.ListFilesResponse{}, fmt.Errorf("%s: %w", rtproto.ToolListFiles, err)
+	}
+	return t.ListFiles(ctx, req)
+}

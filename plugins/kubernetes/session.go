@@ -1,0 +1,379 @@
+package kubernetes
+
+import (
+	"context"
+	"crypto/rand"
+	"fmt"
+	"io"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/httpstream"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/tools/remotecommand"
+
+	"github.com/orqest/sandbox/internal/rtclient"
+	"github.com/orqest/sandbox/internal/rtproto"
+	"github.com/orqest/sandbox/shared"
+)
+
+// closeGrace is how long Close waits for the runtime to exit after its
+// stdin closed before it deletes the pod regardless.
+const closeGrace = 2 * time.Second
+
+// session is one open pod and its MCP connection over attach.
+type session struct {
+	id, user  string
+	pod       string // the pod's name
+	uid       string // the pod's uid (deletion precondition)
+	secret    []byte
+	stdin     *io.PipeWriter // the runtime's stdin, through the attach stream
+	stdout    *io.PipeReader // the runtime's stdout (MCP)
+	detach    context.CancelFunc
+	mcp       *mcp.ClientSession
+	streams   rtclient.Streams // the runtime's streamed output, per call
+	gone      chan struct{}    // closed when the attach stream has ended
+	attachErr error            // why it ended (set before gone closes)
+	stopOnce  sync.Once
+	stopErr   error
+}
+
+func (s *session) target() rtclient.Target {
+	return rtclient.Target{MCP: s.mcp, Secret: s.secret, User: s.user, Session: s.id, Name: "the session pod " + s.pod, Gone: s.gone, Streams: &s.streams}
+}
+
+func (s *session) dead() bool { return s.target().Dead() }
+
+// startSession gives user a session: a warm pod of the pool when one waits
+// (bound now: hello line and MCP), else a new one; with a pool it then
+// starts the user's next warm pod in the background.
+func (b *Backend) startSession(ctx context.Context, user, sessionID string) (_ *session, retErr error) {
+	kc, err := b.client()
+	if err != nil {
+		return nil, fmt.Errorf("open: %w", err)
+	}
+	cfg := b.config()
+	ctx, cancel := context.WithTimeout(ctx, cfg.openTimeout)
+	defer cancel()
+	if cfg.poolSize() > 0 {
+		defer func() {
+			if retErr == nil {
+				b.refill(cfg, user)
+			}
+		}()
+		if s := b.takeSpare(user); s != nil {
+			err := b.bind(ctx, cfg, s, sessionID)
+			if err == nil {
+				return s, nil
+			}
+			b.logger.Warn("a warm pod could not be bound; starting a new one", "user", user, "error", err)
+			_ = b.stopSession(context.WithoutCancel(ctx), s)
+		}
+	}
+	s, err := b.prepare(ctx, kc, cfg, user, sessionID)
+	if err != nil {
+		return nil, err
+	}
+	if err := b.bind(ctx, cfg, s, sessionID); err != nil {
+		_ = b.stopSession(context.WithoutCancel(ctx), s)
+		return nil, err
+	}
+	return s, nil
+}
+
+// prepare creates a pod of user whose session label is label, waits until
+// its runtime runs and attaches to its stdio. The runtime waits for its
+// hello line (bind) before it does anything.
+func (b *Backend) prepare(ctx context.Context, kc *kubeClient, cfg Config, user, label string) (_ *session, retErr error) {
+	secret := make([]byte, 32)
+	if _, err := rand.Read(secret); err != nil {
+		return nil, fmt.Errorf("open: minting the session secret: %v: %w", err, shared.ErrInternal)
+	}
+	if err := ensureClaim(ctx, kc, cfg, user); err != nil {
+		return nil, err
+	}
+	created, err := kc.cs.CoreV1().Pods(kc.namespace).Create(ctx, hardenedPod(cfg, b.owner, user, label), metav1.CreateOptions{})
+	if err != nil {
+		return nil, classify("open: creating the pod", err)
+	}
+	s := &session{id: label, user: user, pod: created.Name, uid: string(created.UID), secret: secret, gone: make(chan struct{})}
+	defer func() {
+		if retErr != nil {
+			_ = b.stopSession(context.WithoutCancel(ctx), s)
+		}
+	}()
+	if err := waitRunning(ctx, kc, created); err != nil {
+		close(s.gone)
+		return nil, err
+	}
+	b.attach(kc, s)
+	return s, nil
+}
+
+// waitRunning watches pod until its runtime container runs. A container
+// that cannot start (image missing or not pullable, bad configuration) or
+// a pod that ended is ErrUnavailable at once, with the kubelet's reason;
+// an unschedulable pod is waited for until ctx ends, and the scheduler's
+// reason is in the error.
+func waitRunning(ctx context.Context, kc *kubeClient, pod *corev1.Pod) error {
+	api := kc.cs.CoreV1().Pods(kc.namespace)
+	pending := ""
+	rv := pod.ResourceVersion
+	for {
+		w, err := api.Watch(ctx, metav1.ListOptions{FieldSelector: fields.OneTermEqualSelector("metadata.name", pod.Name).String(), ResourceVersion: rv})
+		if err != nil {
+			return classify("open: watching the pod "+pod.Name, err)
+		}
+		for ev := range w.ResultChan() {
+			switch ev.Type {
+			case watch.Deleted:
+				w.Stop()
+				return fmt.Errorf("open: the pod %s was deleted while it started: %w", pod.Name, shared.ErrUnavailable)
+			case watch.Error:
+				w.Stop()
+				rv = "" // e.g. a resource version too old: read it afresh
+				continue
+			}
+			p, ok := ev.Object.(*corev1.Pod)
+			if !ok {
+				continue
+			}
+			rv = p.ResourceVersion
+			done, why, err := podStarted(p)
+			if err != nil {
+				w.Stop()
+				return fmt.Errorf("open: the pod %s: %w", pod.Name, err)
+			}
+			if done {
+				w.Stop()
+				return nil
+			}
+			if why != "" {
+				pending = why
+			}
+		}
+		w.Stop()
+		if err := ctx.Err(); err != nil {
+			msg := "the pod " + pod.Name + " did not start in time"
+			if pending != "" {
+				msg += " (" + pending + ")"
+			}
+			return fmt.Errorf("open: %s: %v: %w", msg, err, shared.ErrUnavailable)
+		}
+		if rv == "" {
+			p, err := api.Get(ctx, pod.Name, metav1.GetOptions{})
+			if err != nil {
+				return classify("open: reading the pod "+pod.Name, err)
+			}
+			if done, _, err := podStarted(p); err != nil || done {
+				return err
+			}
+			rv = p.ResourceVersion
+		}
+	}
+}
+
+// podStarted reports whether p's runtime container runs; why says what it
+// waits for, err that it never will.
+func podStarted(p *corev1.Pod) (done bool, why string, err error) {
+	switch p.Status.Phase {
+	case corev1.PodSucceeded, corev1.PodFailed:
+		return false, "", fmt.Errorf("ended (%s %s) before the runtime was attached: %w", p.Status.Phase, p.Status.Reason, shared.ErrUnavailable)
+	}
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse {
+			why = c.Reason + ": " + c.Message
+		}
+	}
+	for _, cs := range p.Status.ContainerStatuses {
+		if cs.Name != ContainerName {
+			continue
+		}
+		switch {
+		case cs.State.Running != nil:
+			return true, "", nil
+		case cs.State.Terminated != nil:
+			t := cs.State.Terminated
+			return false, "", fmt.Errorf("the runtime exited (%s, code %d: %s) before it was attached: %w", t.Reason, t.ExitCode, t.Message, shared.ErrUnavailable)
+		case cs.State.Waiting != nil:
+			wt := cs.State.Waiting
+			switch wt.Reason {
+			case "ErrImageNeverPull", "ErrImagePull", "ImagePullBackOff", "InvalidImageName", "CreateContainerConfigError", "CreateContainerError", "RunContainerError":
+				return false, "", fmt.Errorf("%s: %s (is the image on the node, or pullable? `make k8s-up` imports the local one): %w", wt.Reason, wt.Message, shared.ErrUnavailable)
+			}
+			if wt.Reason != "" {
+				why = wt.Reason
+			}
+		}
+	}
+	return false, why, nil
+}
+
+// attach opens the attach stream to the pod's runtime: its stdin from the
+// session's stdin pipe, its stdout (MCP) to the stdout pipe, its stderr
+// (the runtime's JSON log) to the plugin's log. The stream lives until the
+// runtime exits, the pod goes or the session detaches; then gone closes.
+// WebSocket is tried first (the API server's current protocol) and SPDY
+// when the server or a proxy does not upgrade to it, as kubectl does.
+func (b *Backend) attach(kc *kubeClient, s *session) {
+	inR, inW := io.Pipe()
+	outR, outW := io.Pipe()
+	s.stdin, s.stdout = inW, outR
+	ctx, cancel := context.WithCancel(context.Background())
+	s.detach = cancel
+	logW := &rtclient.LogWriter{Log: b.logger.Named("runtime").With("pod", s.pod)}
+	go func() {
+		err := streamAttach(ctx, kc, s.pod, remotecommand.StreamOptions{Stdin: inR, Stdout: outW, Stderr: logW})
+		if err == nil {
+			err = io.EOF
+		}
+		s.attachErr = err
+		outW.CloseWithError(err)
+		inR.CloseWithError(err) // a write to a dead stream fails instead of blocking
+		logW.Flush()
+		close(s.gone)
+	}()
+}
+
+// streamAttach runs `attach` of the runtime container until it ends.
+func streamAttach(ctx context.Context, kc *kubeClient, pod string, opts remotecommand.StreamOptions) error {
+	req := kc.cs.CoreV1().RESTClient().Post().Namespace(kc.namespace).Resource("pods").Name(pod).SubResource("attach").
+		VersionedParams(&corev1.PodAttachOptions{Container: ContainerName, Stdin: true, Stdout: true, Stderr: true, TTY: false}, scheme.ParameterCodec)
+	ws, err := remotecommand.NewWebSocketExecutor(kc.rest, http.MethodGet, req.URL().String())
+	if err != nil {
+		return fmt.Errorf("attach (websocket): %w", err)
+	}
+	spdy, err := remotecommand.NewSPDYExecutor(kc.rest, http.MethodPost, req.URL())
+	if err != nil {
+		return fmt.Errorf("attach (spdy): %w", err)
+	}
+	exec, err := remotecommand.NewFallbackExecutor(ws, spdy, func(err error) bool {
+		return httpstream.IsUpgradeFailure(err) || httpstream.IsHTTPSProxyError(err)
+	})
+	if err != nil {
+		return fmt.Errorf("attach: %w", err)
+	}
+	return exec.StreamWithContext(ctx, opts)
+}
+
+// bind makes a prepared pod session sessionID: the hello line (secret,
+// user, session id, promotion policy) and MCP over the attach stream.
+func (b *Backend) bind(ctx context.Context, cfg Config, s *session, sessionID string) error {
+	s.id = sessionID
+	hello := rtproto.Hello{Secret: s.secret, User: s.user, Session: sessionID, Promotion: cfg.Promotion}
+	impl := &mcp.Implementation{Name: "orqest-sandbox-plugin-kubernetes", Version: version}
+	type bound struct {
+		cs  *mcp.ClientSession
+		err error
+	}
+	done := make(chan bound, 1)
+	go func() {
+		cs, err := rtclient.Bind(ctx, impl, s.streams.Options(), hello, s.stdin, s.stdout)
+		done <- bound{cs, err}
+	}()
+	select {
+	case r := <-done:
+		if r.err != nil {
+			return fmt.Errorf("open: %s: %w", s.target().Name, r.err)
+		}
+		s.mcp = r.cs
+	case <-s.gone:
+		return fmt.Errorf("open: the attach stream to %s ended before the runtime answered (%v): %w", s.pod, s.attachErr, shared.ErrUnavailable)
+	case <-ctx.Done():
+		return fmt.Errorf("open: the runtime in %s did not answer in time: %v: %w", s.pod, ctx.Err(), shared.ErrUnavailable)
+	}
+	b.logger.Debug("session open", "session", sessionID, "user", s.user, "pod", s.pod)
+	return nil
+}
+
+// stopSession ends a session: its stdin closes (the runtime exits), the
+// attach stream is cancelled, and the pod is deleted; it returns when the
+// API server no longer has the pod. Safe to call more than once.
+func (b *Backend) stopSession(ctx context.Context, s *session) error {
+	s.stopOnce.Do(func() {
+		if s.mcp != nil {
+			go s.mcp.Close()
+		}
+		if s.stdin != nil {
+			s.stdin.Close()
+			// The runtime exits on its stdin's end and the server then
+			// ends the attach stream: wait for that (briefly) rather than
+			// cut the connection under it.
+			select {
+			case <-s.gone:
+			case <-time.After(closeGrace):
+			case <-ctx.Done():
+			}
+		}
+		if s.detach != nil {
+			defer s.detach()
+		}
+		kc, err := b.client()
+		if err != nil {
+			s.stopErr = err
+			return
+		}
+		s.stopErr = deletePod(ctx, kc, s.pod, s.uid)
+	})
+	return s.stopErr
+}
+
+// deletePod deletes the pod name (if it still is the one with uid) and
+// waits until it is gone.
+func deletePod(ctx context.Context, kc *kubeClient, name, uid string) error {
+	if name == "" {
+		return nil
+	}
+	api := kc.cs.CoreV1().Pods(kc.namespace)
+	grace := int64(0)
+	opts := metav1.DeleteOptions{GracePeriodSeconds: &grace}
+	if uid != "" {
+		u := types.UID(uid)
+		opts.Preconditions = &metav1.Preconditions{UID: &u}
+	}
+	err := api.Delete(ctx, name, opts)
+	if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
+		return nil // gone already, or a different pod of that name now
+	}
+	if err != nil {
+		return classify("deleting the pod "+name, err)
+	}
+	w, err := api.Watch(ctx, metav1.ListOptions{FieldSelector: fields.OneTermEqualSelector("metadata.name", name).String()})
+	if err != nil {
+		return classify("watching the pod "+name, err)
+	}
+	defer w.Stop()
+	// The watch starts from "now": a pod deleted between Delete and Watch
+	// gives no event, so look once.
+	if _, err := api.Get(ctx, name, metav1.GetOptions{}); apierrors.IsNotFound(err) {
+		return nil
+	}
+	for {
+		select {
+		case ev, ok := <-w.ResultChan():
+			if !ok {
+				if _, err := api.Get(ctx, name, metav1.GetOptions{}); apierrors.IsNotFound(err) {
+					return nil
+				}
+				w.Stop()
+				if w, err = api.Watch(ctx, metav1.ListOptions{FieldSelector: fields.OneTermEqualSelector("metadata.name", name).String()}); err != nil {
+					return classify("watching the pod "+name, err)
+				}
+				continue
+			}
+			if ev.Type == watch.Deleted {
+				return nil
+			}
+		case <-ctx.Done():
+			return fmt.Errorf("the pod %s is still terminating: %v: %w", name, ctx.Err(), shared.ErrUnavailable)
+		}
+	}
+}
