@@ -42,7 +42,10 @@ func TestFiftyConcurrentSessions(t *testing.T) {
 				errs <- fmt.Errorf("open %d: %w", i, err)
 				return
 			}
-			r, err := b.Execute(ctx, shared.ExecuteRequest{Code: "return args['i'] * 2", Args: []byte(fmt.Sprintf(`{"i": %d}`, i)), SessionID: sids[i]})
+			// A generous wall clock: the first call of a session that opened
+			// among 50 on two cores may wait for its zygote; this test is
+			// about holding 50 sessions, not latency.
+			r, err := b.Execute(ctx, shared.ExecuteRequest{Code: "return args['i'] * 2", Args: []byte(fmt.Sprintf(`{"i": %d}`, i)), SessionID: sids[i], Timeout: time.Minute})
 			if err != nil || !r.Result.Success || string(r.Result.Output) != fmt.Sprint(2*i) {
 				errs <- fmt.Errorf("execute %d: %v %+v", i, err, r.Result)
 			}
