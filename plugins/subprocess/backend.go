@@ -130,17 +130,11 @@ type Backend struct {
 	// classes is ConfigureRequest.Classes: bodies may define classes.
 	classes bool
 
-	fsMu    sync.Mutex // guards core, coreID, coreWhy, fsKey
+	fsMu    sync.Mutex // guards core, coreID, coreWhy
 	core    []byte     // forkcore bytes for the zygote (nil: loop in Python)
 	coreID  string     // coreID(core)
 	coreWhy string     // why there are none
 	coreMsg sync.Once
-	// fsKey memoises forkServer's key for the last configuration asked
-	// for: the seal's JSON (its seccomp programs) is too big to marshal
-	// per call (~10 % of the plugin's CPU on a trivial execution).
-	fsKey struct {
-		in, out string
-	}
 	// zygotes holds the one warm fork-server (name ""), for the key of the
 	// configuration it serves.
 	zygotes pyproc.Pool

@@ -2,11 +2,8 @@ package subprocess
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"strconv"
 	"time"
 	"unsafe"
 
@@ -44,30 +41,21 @@ func (b *Backend) runFork(ctx context.Context, cfg Config, seal *sealInfo, tenan
 // when it died or the configuration changed.
 func (b *Backend) forkServer(cfg Config, s *sealInfo, rules json.RawMessage) (string, func() (*pyproc.ForkServer, error)) {
 	// The zygote serves one configuration: python, preload, the layers in
-	// force (s is probed once per interpreter), the hot pages, the C loop,
-	// warm bodies and the rules table (by identity: it is b.rules, or a
-	// test's). The key is a digest of all that, computed again only when
-	// one of them changes: the seal's JSON (its seccomp programs) is too
-	// big to marshal, concatenate and hash per call (~10 % of the plugin's
-	// CPU on a trivial execution).
+	// force (s is probed once per interpreter and names its seal together
+	// with the test hooks), the hot pages, the C loop, warm bodies and the
+	// rules table. The key names each by value or identity, so it costs a
+	// short Sprintf per call; the seal's JSON (its seccomp programs) is
+	// built only when a zygote starts.
 	noHot := cfg.HotPages != nil && !*cfg.HotPages
 	warm := cfg.Warm == nil || *cfg.Warm
-	fcfg := runner.ForkServerConfig{Preload: cfg.Preload, Seal: s.seal(b.test.disable, b.test.readPaths...), Pool: forkServerPool,
-		NoHotPages: noHot}
 	b.fsMu.Lock()
 	core, coreID, coreWhy := b.core, b.coreID, b.coreWhy
-	in := fmt.Sprintf("%p\x00%q\x00%t\x00%s\x00%s\x00%t\x00%p/%d\x00%q\x00%q\x00%p/%d", s, cfg.Preload, noHot, cfg.Python, coreID, warm,
-		unsafe.SliceData(rules), len(rules), b.test.disable, b.test.readPaths, unsafe.StringData(b.test.program), len(b.test.program))
-	if b.fsKey.in != in {
-		keyJSON, _ := json.Marshal(fcfg)
-		sum := sha256.Sum256([]byte(cfg.Python + "\x00" + string(keyJSON) + "\x00" + b.test.program + "\x00" + coreID + "\x00" +
-			strconv.FormatBool(warm) + "\x00" + fmt.Sprintf("%p/%d", unsafe.SliceData(rules), len(rules))))
-		b.fsKey.in, b.fsKey.out = in, hex.EncodeToString(sum[:])
-	}
-	key := b.fsKey.out
 	b.fsMu.Unlock()
+	key := fmt.Sprintf("%p\x00%q\x00%t\x00%s\x00%s\x00%t\x00%p/%d\x00%q\x00%q\x00%p/%d", s, cfg.Preload, noHot, cfg.Python, coreID, warm,
+		unsafe.SliceData(rules), len(rules), b.test.disable, b.test.readPaths, unsafe.StringData(b.test.program), len(b.test.program))
 	return key, func() (*pyproc.ForkServer, error) {
-		fcfg.Rules = rules
+		fcfg := runner.ForkServerConfig{Preload: cfg.Preload, Seal: s.seal(b.test.disable, b.test.readPaths...), Pool: forkServerPool,
+			NoHotPages: noHot, Rules: rules}
 		fs, err := pyproc.StartForkServer(b.argv(cfg.Python, runner.ForkServerArg), fcfg, pyproc.ForkServerOptions{
 			Logger: b.logger,
 			Stderr: b.logger.StandardWriter(&hclog.StandardLoggerOptions{ForceLevel: hclog.Warn}),
