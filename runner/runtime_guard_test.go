@@ -7,6 +7,7 @@ package runner_test
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -159,5 +160,44 @@ func TestGuardedAttributeNamesWithoutStaticRules(t *testing.T) {
 	} {
 		resp, _, _ := run(t, runner.Request{Code: c.code, Rules: rules, AllowedImports: []string{"operator"}})
 		wantOutput(t, resp, c.want)
+	}
+}
+
+// TestGuardRewritesEveryPosition: the run-time guards reach attribute
+// writes, private reads and non-literal .format reads wherever they stand
+// (nested in each other, in lists of targets, under another attribute),
+// and leave the rest of the tree alone. The rewrite is checked on the
+// source it produces, so a position the walk misses shows as an unguarded
+// read or write.
+func TestGuardRewritesEveryPosition(t *testing.T) {
+	cases := []struct{ code, want string }{
+		{"o.a = 1", "_orq_w(o).a = 1"},
+		{"del o.a, p._b", "del _orq_w(o).a, _orq_w(p)._b"},
+		{"for o.a in xs: pass", "for _orq_w(o).a in xs:\n    pass"},
+		{"x = o._p", "x = _orq_own(o, '_p')._p"},
+		{"x = o._p._q", "x = _orq_own(_orq_own(o, '_p')._p, '_q')._q"},
+		{"x = t.format(1)", "x = _orq_fmt(t, 'format')(1)"},
+		{"x = t.format.y", "x = _orq_fmt(t, 'format').y"},
+		{"x = [t.format_map, u.format]", "x = [_orq_fmt(t, 'format_map'), _orq_fmt(u, 'format')]"},
+		{"t.format.y = 1", "_orq_w(_orq_fmt(t, 'format')).y = 1"},
+		{"f(o.format)[o._x.format] = 2", "f(_orq_fmt(o, 'format'))[_orq_fmt(_orq_own(o, '_x')._x, 'format')] = 2"},
+		{"x = '{}'.format(1) + o.__doc__ + o._asdict()", "x = '{}'.format(1) + o.__doc__ + o._asdict()"},
+		{"x = [o.a for o.b in ys if o._c]", "x = [o.a for _orq_w(o).b in ys if _orq_own(o, '_c')._c]"},
+	}
+	var b strings.Builder
+	b.WriteString("import ast, json\nout = []\n")
+	for _, c := range cases {
+		code, _ := json.Marshal(c.code)
+		fmt.Fprintf(&b, "tree = ast.parse(%s)\nns['_orq_guard_writes'](tree, ['_asdict'])\nout.append(ast.unparse(tree))\n", code)
+	}
+	b.WriteString("print(json.dumps(out))\n")
+	var got []string
+	if err := json.Unmarshal([]byte(pyUnit(t, b.String())), &got); err != nil || len(got) != len(cases) {
+		t.Fatalf("%v: %q", err, got)
+	}
+	for i, c := range cases {
+		if got[i] != c.want {
+			t.Errorf("%q:\n got  %s\n want %s", c.code, got[i], c.want)
+		}
 	}
 }

@@ -153,19 +153,29 @@ def _orq_guard_writes(tree, private_allow=()):
         (see _orq_format_guard)."""
     import ast
 
-    Attribute, Load, Store, Del, Name, Call, Constant = (
-        ast.Attribute, ast.Load, ast.Store, ast.Del, ast.Name, ast.Call, ast.Constant)
+    AST, Attribute, Load, Store, Del, Name, Call, Constant = (
+        ast.AST, ast.Attribute, ast.Load, ast.Store, ast.Del, ast.Name, ast.Call, ast.Constant)
     kinds = (Attribute, Load, Constant, Name, Call)
     fr = _orq_format_read
+    fmt = ("format", "format_map")
     private_allow = frozenset(private_allow)
-    for parent in ast.walk(tree):
-        if type(parent) is Attribute:
+    # One walk: each node's own children are queued before the node is
+    # rewritten (a rewrite wraps an original child in a new call, which is
+    # not walked; the original is), and a node's rewrite reads and changes
+    # only its own fields, so the order of the walk does not matter.
+    stack = [tree]
+    pop, push = stack.pop, stack.append
+    while stack:
+        parent = pop()
+        t = type(parent)
+        if t is Attribute:
+            v = parent.value
+            push(v)
             a = parent.attr
             write = type(parent.ctx) in (Store, Del)
             private = (a[:1] == "_" and a not in private_allow
                        and not (a[:2] == "__" and a[-2:] == "__"))
             if write or private:
-                v = parent.value
                 v = fr(v, kinds) or v
                 loc = {"lineno": v.lineno, "col_offset": v.col_offset,
                        "end_lineno": v.end_lineno, "end_col_offset": v.end_col_offset}
@@ -175,21 +185,29 @@ def _orq_guard_writes(tree, private_allow=()):
                 else:
                     parent.value = Call(func=Name(id="_orq_own", ctx=Load(), **loc),
                                         args=[v, Constant(value=a, **loc)], keywords=[], **loc)
-                continue
-        # o.format reads are replaced where they stand: in their parent's
-        # field (the walk has queued the old node; it is detached, harmless).
+            elif type(v) is Attribute and v.attr in fmt:
+                r = fr(v, kinds)
+                if r is not None:
+                    parent.value = r
+            continue
+        # o.format reads are replaced where they stand, in their parent's
+        # field (the original node, queued, is walked detached: harmless).
         for field in parent._fields:
             val = getattr(parent, field, None)
             if type(val) is list:
                 for i, item in enumerate(val):
-                    r = fr(item, kinds)
+                    if isinstance(item, AST):
+                        push(item)
+                        if type(item) is Attribute and item.attr in fmt:
+                            r = fr(item, kinds)
+                            if r is not None:
+                                val[i] = r
+            elif isinstance(val, AST):
+                push(val)
+                if type(val) is Attribute and val.attr in fmt:
+                    r = fr(val, kinds)
                     if r is not None:
-                        val[i] = r
-            else:
-                r = fr(val, kinds)
-                if r is not None:
-                    setattr(parent, field, r)
-
+                        setattr(parent, field, r)
 
 def _orq_format_read(node, kinds):
     """_orq_fmt(o, 'format') for a node `o.format` / `o.format_map` (o not
