@@ -4,14 +4,18 @@ import (
 	"context"
 	"encoding/json"
 	"os"
+	"os/exec"
 	"slices"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/orqest/sandbox/internal/pyproc"
 	"github.com/orqest/sandbox/internal/runnertest"
+	"github.com/orqest/sandbox/rules"
 	"github.com/orqest/sandbox/runner"
+	"github.com/orqest/sandbox/validator"
 )
 
 // A child of the C loop copies the zygote's hot pages while idle, so its
@@ -71,5 +75,37 @@ func TestHotPagesCutAnExecutionsFaults(t *testing.T) {
 	}
 	if withHot*2 > without {
 		t.Errorf("an execution took %d faults with hot pages and %d without: want at most half", withHot, without)
+	}
+}
+
+// The training child learns the pages of the whole way of a new body only
+// if the default rules accept its body and it runs: a rules change that
+// refuses it would quietly shrink what every child copies ahead.
+func TestHotTrainingBodyRuns(t *testing.T) {
+	if _, err := os.Stat(python); err != nil {
+		t.Skip(err)
+	}
+	f := t.TempDir() + "/program.py"
+	if err := os.WriteFile(f, []byte(runner.Program()), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.Command(python, "-I", "-S", "-B", "-c",
+		"import sys\nns = {'__name__': 'x'}\nexec(open(sys.argv[1]).read(), ns)\nsys.stdout.write(ns['_orq_hot_body'])", f).Output()
+	if err != nil || len(out) < 100 {
+		t.Fatalf("no _orq_hot_body in the runner: %v %q", err, out)
+	}
+	body := string(out)
+	if f := validator.New().Check(context.Background(), body, nil); len(f) > 0 {
+		t.Fatalf("the validator refuses the training body: %+v", f)
+	}
+	res, err := pyproc.Spawn(context.Background(), runner.Argv(python), pyproc.Job{
+		Request: runner.Request{Code: body, Args: json.RawMessage(`{"xs":[1,2,3,4,5,6,7,8,9,10]}`), Rules: rules.JSON(), MemoryMB: 256},
+		Timeout: 10 * time.Second, MaxOutput: 1 << 16,
+	}, nil)
+	if err != nil || !res.Success {
+		t.Fatalf("the training body does not run: %v %s %s", err, res.ErrorKind, res.Error)
+	}
+	if !strings.Contains(string(res.Output), `"total": 385`) {
+		t.Fatalf("output %s", res.Output)
 	}
 }

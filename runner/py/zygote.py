@@ -129,18 +129,60 @@ def _orq_forkserver_serve(rules, max_procs=0, hold=-1):
     os._exit(0)
 
 
-# The training execution of _orq_hot_pages: a typical small body, through
-# the same request path as every child's.
-_orq_hot_request = (b'{"op":"execute","code":"total = sum(x * x for x in args[\'xs\'])\\n'
-                    b'return {\'total\': total, \'n\': len(args[\'xs\'])}",'
-                    b'"args":{"xs":[1,2,3,4,5,6,7,8,9,10]},"allowed_imports":[],'
-                    b'"rules":null,"max_output_bytes":65536,"limits_applied":true}')
+# The training child's body (_orq_hot_pages): code of the shape generated
+# code has (helpers, loops, comprehensions, a lambda key, unpacking,
+# try/except, an f-string, dict and string methods) and new to the zygote,
+# so the child goes the whole way of a body never seen before (parse,
+# check, guard, compile, run, encode) and the pages that way writes are
+# learned too: a new body then takes ~30 % fewer faults in its execution.
+_orq_hot_body = "\n".join((
+    "def normalize(words):",
+    "    return [w.strip().lower() for w in words if w and w.strip()]",
+    "",
+    "def score(word, weights):",
+    "    total = 0",
+    "    for i, ch in enumerate(word):",
+    "        total += weights.get(ch, 1) * (i + 1)",
+    "    return total",
+    "",
+    'xs = args.get("xs", [])',
+    'words = normalize(["Alpha", " beta", "Gamma ", "", "delta", "beta"] * 3)',
+    'weights = {c: i for i, c in enumerate("abcdefghijklmnopqrstuvwxyz")}',
+    "ranked = sorted(set(words), key=lambda w: (-score(w, weights), w))",
+    "counts = {}",
+    "for w in words:",
+    "    counts[w] = counts.get(w, 0) + 1",
+    "pairs = [(a, b) for a, b in zip(xs, xs[1:]) if a < b]",
+    "try:",
+    "    mean = sum(xs) / len(xs)",
+    "except ZeroDivisionError:",
+    "    mean = 0.0",
+    "top, *rest = ranked or [None]",
+    'label = "many" if len(rest) > 2 else "few"',
+    'summary = f"{len(words)} words, top {top!r}, mean {mean:.2f}, {label}"',
+    'result = {"ranked": ranked[:3], "counts": dict(sorted(counts.items())),',
+    '          "pairs": len(pairs), "summary": summary.upper().split(","),',
+    '          "squares": {str(x): x * x for x in xs if isinstance(x, int)},',
+    '          "total": sum(x * x for x in xs), "any": any(x > 5 for x in xs),',
+    '          "span": max(xs) - min(xs) if xs else 0}',
+    "return result",
+))
+
+
+def _orq_hot_request():
+    """The training child's request: _orq_hot_body over ten numbers."""
+    import json
+
+    return json.dumps({"op": "execute", "code": _orq_hot_body,
+                       "args": {"xs": [1, 2, 3, 4, 5, 6, 7, 8, 9, 10]},
+                       "allowed_imports": [], "rules": None,
+                       "max_output_bytes": 65536, "limits_applied": True}).encode()
 
 
 def _orq_hot_pages(core, pagemap_fd, maps_fd, rules):
     """Have the C loop learn the zygote's hot pages (forkcore.c,
     orq_learn_hot_pages) from one training child that runs
-    _orq_hot_request through _orq_forkserver_serve, then waits so the
+    _orq_hot_request() through _orq_forkserver_serve, then waits so the
     zygote can see which of its pages the child wrote. pagemap_fd and
     maps_fd were opened before the seal. Returns how many pages each new
     child will copy ahead (0: none; children fault them in, as before)."""
@@ -149,7 +191,7 @@ def _orq_hot_pages(core, pagemap_fd, maps_fd, rules):
 
     pipes = [os.pipe() for _ in range(5)]  # stdin, stdout, stderr, response, hold
     try:
-        os.write(pipes[0][1], _orq_hot_request)
+        os.write(pipes[0][1], _orq_hot_request())
         os.close(pipes[0][1])
         child = (ctypes.c_int * 5)(pipes[0][0], pipes[1][1], pipes[2][1], pipes[3][1], pipes[4][0])
         core.orq_learn_hot_pages.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_void_p,
