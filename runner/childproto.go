@@ -19,7 +19,7 @@ import (
 //
 //	zygote -> Go  {"t":"ready","pid","layers","missing"} | {"t":"fatal","error"}
 //	zygote -> Go  {"t":"idle","pid"} with SCM_RIGHTS [child socket, pidfd]
-//	Go -> zygote  {"t":"took","pid"}  (exactly TookFormat: the C loop matches it whole)
+//	Go -> zygote  {"t":"took","pid","new"}  (exactly TookFormat: the C loop matches it whole)
 //	zygote -> Go  {"t":"exit","pid","status","utime","stime"}
 //	Go -> zygote  {"t":"warm","code","allowed_imports","classes"}  (code "": prepare the allowlist's environment only)
 //
@@ -36,9 +36,13 @@ const (
 	MsgWarm  = "warm"
 )
 
-// TookFormat is the took message, for fmt with the child's pid. Go writes
-// exactly this; the C loop parses exactly this (no JSON parser in C).
-const TookFormat = `{"t":"took","pid":%d}`
+// TookFormat is the took message, for fmt with the child's pid and
+// whether the execution's body is new to the zygote (1: the child parses,
+// checks and compiles it; 0: the zygote warmed it). Go writes exactly
+// this; the C loop parses exactly this (no JSON parser in C) and, from the
+// recent share of new bodies, decides whether the children it forks next
+// copy the pages a new body writes too (see forkcore.c, orq_hot).
+const TookFormat = `{"t":"took","pid":%d,"new":%d}`
 
 // ExecFormat is the execution header a pre-forked child reads, for fmt
 // with the memory limit (MB) and the CPU limit (s); 0 means none.

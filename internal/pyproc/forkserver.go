@@ -68,6 +68,7 @@ type ForkServer struct {
 	core   bool   // the zygote runs forkcore's C loop
 	coreEr string // why it does not, when a core was offered
 	hot    int    // pages each idle child copies ahead (fsMsg.HotPages)
+	hotNew int    // pages copied on top while most bodies are new (fsMsg.HotPagesNew)
 	noFork bool   // seccomp in force: children cannot fork
 	noWarm bool   // ForkServerOptions.NoWarm
 
@@ -132,6 +133,10 @@ type fsMsg struct {
 	// HotPages is how many pages each idle child of the C loop copies
 	// ahead of its execution (runner.ForkServerConfig.NoHotPages).
 	HotPages int `json:"hot_pages"`
+	// HotPagesNew is how many pages a body new to the zygote writes on
+	// top of those; the C loop's children copy them too while most recent
+	// executions had a new body (the took messages say which).
+	HotPagesNew int `json:"hot_pages_new"`
 }
 
 // StartForkServer launches a zygote with argv (runner.ForkServerArgv, or
@@ -221,10 +226,10 @@ func StartForkServer(argv []string, cfg runner.ForkServerConfig, opts ForkServer
 		return nil, fmt.Errorf("fork-server: unexpected first message %q: %w", buf[:n], shared.ErrInternal)
 	}
 	fs.layers, fs.miss = m.Layers, m.Missing
-	fs.core, fs.coreEr, fs.hot = m.Core, m.CoreErr, m.HotPages
+	fs.core, fs.coreEr, fs.hot, fs.hotNew = m.Core, m.CoreErr, m.HotPages, m.HotPagesNew
 	fs.noFork = slices.Contains(m.Layers, runner.LayerSeccomp)
 	go fs.read()
-	logger.Debug("fork-server ready", "pid", fs.pid, "layers", m.Layers, "c_loop", m.Core, "hot_pages", m.HotPages)
+	logger.Debug("fork-server ready", "pid", fs.pid, "layers", m.Layers, "c_loop", m.Core, "hot_pages", m.HotPages, "hot_pages_new", m.HotPagesNew)
 	return fs, nil
 }
 
@@ -245,6 +250,11 @@ func (fs *ForkServer) Core() (bool, string) { return fs.core, fs.coreEr }
 // HotPages is how many of the zygote's pages each idle child copies ahead
 // of its execution (0: none; see runner.ForkServerConfig.NoHotPages).
 func (fs *ForkServer) HotPages() int { return fs.hot }
+
+// HotPagesNew is how many more pages an idle child copies ahead while most
+// recent executions had a body new to the zygote (one it parses, checks
+// and compiles): the pages that way writes on top of HotPages.
+func (fs *ForkServer) HotPagesNew() int { return fs.hotNew }
 
 // sealedMemfd returns a read-only-forever memfd holding data: what the
 // zygote loads is exactly what the caller checked, whatever happens to the
@@ -369,9 +379,14 @@ func (fs *ForkServer) take(ctx context.Context) (*fsChild, error) {
 	}
 }
 
-// took tells the zygote that c was taken, so it forks a replacement.
-func (fs *ForkServer) took(c *fsChild) error {
-	msg := fmt.Appendf(nil, runner.TookFormat, c.pid)
+// took tells the zygote that c was taken, so it forks a replacement, and
+// whether c's body is new to the zygote (see runner.TookFormat).
+func (fs *ForkServer) took(c *fsChild, isNew bool) error {
+	n := 0
+	if isNew {
+		n = 1
+	}
+	msg := fmt.Appendf(nil, runner.TookFormat, c.pid, n)
 	fs.wmu.Lock()
 	_, err := fs.conn.Write(msg)
 	fs.wmu.Unlock()
@@ -401,22 +416,8 @@ const warmMax = 96
 //
 // Best effort: a child that does not find the body warm checks and
 // compiles it itself, as before.
-func (fs *ForkServer) warm(code string, allowed []string, classes bool) {
-	allowed = slices.Clone(allowed)
-	slices.Sort(allowed)
-	allowed = slices.Compact(allowed)
-	var key strings.Builder
-	key.Grow(len(code) + 16*len(allowed))
-	for _, m := range allowed {
-		key.WriteString(m)
-		key.WriteByte(0)
-	}
-	key.WriteByte(0)
-	if classes {
-		key.WriteByte('c')
-	}
-	key.WriteByte(0)
-	envKey := key.String()
+func (fs *ForkServer) warm(k warmKey, code string, classes bool) {
+	allowed, envKey := k.allowed, k.env
 	fs.warmMu.Lock()
 	envDone := fs.envWarmed[envKey]
 	if !envDone && len(fs.envWarmed) < envWarmMax {
@@ -427,31 +428,73 @@ func (fs *ForkServer) warm(code string, allowed []string, classes bool) {
 		fs.sendWarm("", allowed, classes)
 	}
 
-	if fs.noWarm || len(code) > runner.WarmMaxBytes {
+	if fs.noWarm || k.body == "" {
 		return
 	}
-	key.WriteString(code)
-	k := key.String()
 	fs.warmMu.Lock()
-	done, seen := fs.warmed[k]
+	done, seen := fs.warmed[k.body]
 	switch {
 	case done:
 		fs.warmMu.Unlock()
 		return
 	case seen:
-		fs.warmed[k] = true
+		fs.warmed[k.body] = true
 		fs.warmMu.Unlock()
 	default:
 		if len(fs.warmFO) >= warmMax {
 			delete(fs.warmed, fs.warmFO[0])
 			fs.warmFO = fs.warmFO[1:]
 		}
-		fs.warmed[k] = false
-		fs.warmFO = append(fs.warmFO, k)
+		fs.warmed[k.body] = false
+		fs.warmFO = append(fs.warmFO, k.body)
 		fs.warmMu.Unlock()
 		return
 	}
 	fs.sendWarm(code, allowed, classes)
+}
+
+// warmKey names a body and its allowlist for warm: allowed is the
+// allowlist sorted and without duplicates, env the allowlist's key (with
+// the classes switch), body env with the code ("" when the body is never
+// warmed: NoWarm, or longer than runner.WarmMaxBytes).
+type warmKey struct {
+	allowed   []string
+	env, body string
+}
+
+// warmKeyOf returns the warmKey of a body under an allowlist.
+func (fs *ForkServer) warmKeyOf(code string, allowed []string, classes bool) warmKey {
+	allowed = slices.Clone(allowed)
+	slices.Sort(allowed)
+	allowed = slices.Compact(allowed)
+	var key strings.Builder
+	key.Grow(len(code) + 16*len(allowed) + 2)
+	for _, m := range allowed {
+		key.WriteString(m)
+		key.WriteByte(0)
+	}
+	key.WriteByte(0)
+	if classes {
+		key.WriteByte('c')
+	}
+	key.WriteByte(0)
+	k := warmKey{allowed: allowed, env: key.String()}
+	if !fs.noWarm && len(code) <= runner.WarmMaxBytes {
+		key.WriteString(code)
+		k.body = key.String()
+	}
+	return k
+}
+
+// isWarm reports whether the zygote was asked to warm the body k names:
+// a child forked since then finds it checked and compiled.
+func (fs *ForkServer) isWarm(k warmKey) bool {
+	if k.body == "" {
+		return false
+	}
+	fs.warmMu.Lock()
+	defer fs.warmMu.Unlock()
+	return fs.warmed[k.body]
 }
 
 // envWarmMax bounds the allowlists a zygote prepares an environment for
@@ -710,6 +753,7 @@ func (fs *ForkServer) run(ctx context.Context, job Job) (shared.ExecutionResult,
 		return res, err
 	}
 	defer pipes.close()
+	wk := fs.warmKeyOf(req.Code, req.AllowedImports, req.Classes)
 
 	// A ready child gets its limits and the descriptors straight from
 	// here: "r <memory MB> <CPU seconds>" with SCM_RIGHTS.
@@ -749,7 +793,7 @@ func (fs *ForkServer) run(ctx context.Context, job Job) (shared.ExecutionResult,
 	if job.OnStart != nil {
 		job.OnStart(c.pid, "")
 	}
-	_ = fs.took(c) // a failure marks the zygote gone: handled below
+	_ = fs.took(c, !fs.isWarm(wk)) // a failure marks the zygote gone: handled below
 
 	// The runner flushes the user's stdout and stderr, writes the response
 	// and closes fds 0-3 before it exits, so every pipe reaches EOF before
@@ -785,7 +829,7 @@ wait:
 			drain(pipesDone, pipes.mine)
 			res, err := conclude(ctx, fs.logger, &job, o)
 			if err == nil && warmable(res) {
-				fs.warm(req.Code, req.AllowedImports, req.Classes)
+				fs.warm(wk, req.Code, req.Classes)
 			}
 			return res, err
 		case ex = <-c.exited:

@@ -3,6 +3,7 @@ package pyproc_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"slices"
@@ -107,5 +108,73 @@ func TestHotTrainingBodyRuns(t *testing.T) {
 	}
 	if !strings.Contains(string(res.Output), `"total": 385`) {
 		t.Fatalf("output %s", res.Output)
+	}
+}
+
+// The pages a new body writes on top are copied ahead only while most
+// executions have a new body: a child forked after a run of warm bodies
+// leaves them to faults, one forked after a run of new bodies copies them.
+// The body reports the minor faults its process took from the start of
+// serving to the return.
+func TestHotPagesForNewBodiesFollowTheMix(t *testing.T) {
+	if _, err := os.Stat(python); err != nil {
+		t.Skip(err)
+	}
+	core := forkCore(t)
+	s, err := pyproc.Probe(context.Background(), runner.Argv(python), nil, "", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fs, err := pyproc.StartForkServer(runner.ArgvFor(python, runnertest.FaultRecordingProgram(), runner.ForkServerArg),
+		runner.ForkServerConfig{Seal: s.Seal(nil), Rules: rules.JSON(), Pool: 2}, pyproc.ForkServerOptions{Core: core})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fs.Close()
+	if inC, why := fs.Core(); !inC {
+		t.Fatalf("zygote does not run the C loop: %s", why)
+	}
+	if fs.HotPagesNew() < 20 {
+		t.Fatalf("the zygote learned %d pages of a new body (common: %d)", fs.HotPages(), fs.HotPagesNew())
+	}
+	faults := func(code string) int {
+		t.Helper()
+		res, err := fs.Run(context.Background(), pyproc.Job{
+			Request: runner.Request{Code: code, Args: json.RawMessage(`{"xs":[3,1,2]}`), AllowedImports: []string{"resource", "sys"},
+				Rules: runner.RulesFromServer, MemoryMB: 256},
+			Timeout: 10 * time.Second, MaxOutput: 1 << 16,
+		})
+		if err != nil || !res.Success {
+			t.Fatalf("%v %s %s", err, res.ErrorKind, res.Error)
+		}
+		n, err := strconv.Atoi(string(res.Output))
+		if err != nil {
+			t.Fatalf("output %q", res.Output)
+		}
+		return n
+	}
+	const tail = "\nreturn resource.getrusage(resource.RUSAGE_SELF).ru_minflt - sys.orq_flt0"
+	warm := "import resource, sys" + tail
+	newBody := func(i int) string {
+		return fmt.Sprintf("import resource, sys\ndef rank_%d(xs):\n    return sorted(xs, key=lambda x: (-x, str(x)))\n"+
+			"top = {str(k): v for k, v in enumerate(rank_%d(args['xs']))}\nlabel = f'{len(top)} items'"+tail, i, i)
+	}
+	var afterWarm, afterNew []int
+	for round := range 3 {
+		for range 6 {
+			faults(warm)
+		}
+		afterWarm = append(afterWarm, faults(newBody(100*round)))
+		for i := range 6 {
+			faults(newBody(100*round + 1 + i))
+		}
+		afterNew = append(afterNew, faults(newBody(100*round+50)))
+	}
+	slices.Sort(afterWarm)
+	slices.Sort(afterNew)
+	t.Logf("pages copied ahead: %d, %d more for a new body; a new body's faults after warm ones %v, after new ones %v",
+		fs.HotPages(), fs.HotPagesNew(), afterWarm, afterNew)
+	if afterNew[1]*10 > afterWarm[1]*8 {
+		t.Errorf("a new body after new ones took %d faults, after warm ones %d: want at least 20 %% fewer", afterNew[1], afterWarm[1])
 	}
 }

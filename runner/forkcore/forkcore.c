@@ -9,7 +9,7 @@
  * (runner/childproto.go states it; protocol.h is generated from it):
  *
  *   zygote -> Go  {"t":"idle","pid":N} with SCM_RIGHTS [child socket, pidfd]
- *   Go -> zygote  {"t":"took","pid":N}
+ *   Go -> zygote  {"t":"took","pid":N,"new":B}
  *   zygote -> Go  {"t":"exit","pid":N,"status":S,"utime":U,"stime":T}
  *   Go -> zygote  {"t":"warm",...}  (handed to the Python callable `warm`:
  *                 check and compile a body once, in the zygote, so the
@@ -128,12 +128,19 @@ static void orq_close_from(int lo, int keep1, int keep2)
  * copy-on-write fault per page during its execution: off the critical
  * path, and a fraction of the CPU of the faults (each fault is a trap;
  * where traps are expensive, as in a paravirtualised guest, ~25 us against
- * ~8 us a page populated). Written once before the loop starts. */
+ * ~8 us a page populated). Runs [0, common) are what every execution
+ * writes (a warm body); runs [common, n) what a body new to the zygote
+ * writes on top (its parse, check and compile), copied only while most
+ * recent executions were new (new_score, from the took messages): a
+ * tenant that calls warm tool bodies does not pay for them. Written once
+ * before the loop starts, but for new_score. */
 #define ORQ_HOT_MAX_RUNS 4096
+#define ORQ_NEW_SCORE_MAX 256
 static struct {
     unsigned long long runs[2 * ORQ_HOT_MAX_RUNS];
-    int n;
-} orq_hot;
+    int n, common;
+    int new_score; /* 0..ORQ_NEW_SCORE_MAX, a moving share of new bodies */
+} orq_hot = {.new_score = ORQ_NEW_SCORE_MAX};
 
 /* Scratch space of orq_learn_hot_pages, static so that learning writes
  * no page of the heap it measures (these pages are left out). */
@@ -162,13 +169,33 @@ static ssize_t orq_read_all(int fd, char *buf, size_t cap)
     }
 }
 
+/* Is page in one of the runs [0, common)? (They are sorted: learned in
+ * the order of /proc/self/maps, each mapping upwards.) */
+static int orq_hot_common_has(unsigned long long page)
+{
+    int lo = 0, hi = orq_hot.common;
+    while (lo < hi) {
+        int mid = lo + (hi - lo) / 2;
+        unsigned long long start = orq_hot.runs[2 * mid], len = orq_hot.runs[2 * mid + 1];
+        if (page < start)
+            hi = mid;
+        else if (page >= start + len)
+            lo = mid + 1;
+        else
+            return 1;
+    }
+    return 0;
+}
+
 static void orq_hot_add(unsigned long long page)
 {
     unsigned long long lo = (uintptr_t)&orq_learn, hi = lo + sizeof(orq_learn);
     if (page + 4096 > lo && page < hi)
         return;
+    if (orq_hot_common_has(page))
+        return;
     int n = orq_hot.n;
-    if (n > 0 && orq_hot.runs[2 * n - 2] + orq_hot.runs[2 * n - 1] == page) {
+    if (n > orq_hot.common && orq_hot.runs[2 * n - 2] + orq_hot.runs[2 * n - 1] == page) {
         orq_hot.runs[2 * n - 1] += 4096;
         return;
     }
@@ -190,12 +217,18 @@ static void orq_hot_add(unsigned long long page)
  * before the fork it was shared. The zygote waits for the response and
  * reads its pagemap here, in C with static buffers, so that its own writes
  * after the fork (a few stack pages) are not mistaken for the child's.
- * maps_fd is /proc/self/maps. Both were opened before the seal. Returns
- * how many pages every new child will copy (0: none learned), -1 if the
- * child could not be started. Call before orq_zygote_loop. */
-int orq_learn_hot_pages(int pagemap_fd, int maps_fd, const int fds[5], int resp_r, int hold_w, PyObject *serve)
+ * maps_fd is /proc/self/maps. Both were opened before the seal. extra 0
+ * learns what every execution writes (a warm body's request: runs [0,
+ * common)); extra 1, called after, what a body new to the zygote writes on
+ * top (runs [common, n)). Returns how many pages that call learned (0:
+ * none), -1 if the child could not be started. Call before
+ * orq_zygote_loop. */
+int orq_learn_hot_pages(int pagemap_fd, int maps_fd, const int fds[5], int resp_r, int hold_w, PyObject *serve,
+                        int extra)
 {
-    orq_hot.n = 0;
+    if (!extra)
+        orq_hot.common = 0;
+    orq_hot.n = orq_hot.common;
     pid_t pid = fork();
     if (pid < 0)
         return -1;
@@ -256,26 +289,29 @@ int orq_learn_hot_pages(int pagemap_fd, int maps_fd, const int fds[5], int resp_
     while (waitpid(pid, NULL, 0) < 0 && errno == EINTR)
         ;
     if (!ok)
-        orq_hot.n = 0;
+        orq_hot.n = orq_hot.common;
+    if (!extra)
+        orq_hot.common = orq_hot.n;
     int pages = 0;
-    for (int i = 0; i < orq_hot.n; i++)
+    for (int i = extra ? orq_hot.common : 0; i < orq_hot.n; i++)
         pages += (int)(orq_hot.runs[2 * i + 1] / 4096);
     return pages;
 }
 
-/* Copy the hot pages into this child now, while it is idle. Best effort: a
- * run that is no longer mapped, or a kernel without MADV_POPULATE_WRITE
- * (< 5.14), leaves those pages to be faulted in as before. */
-static void orq_populate_hot(void)
+/* Copy the hot pages into this child now, while it is idle: the common
+ * runs, and a new body's too when `extra`. Best effort: a run that is no
+ * longer mapped, or a kernel without MADV_POPULATE_WRITE (< 5.14), leaves
+ * those pages to be faulted in as before. */
+static void orq_populate_hot(int extra)
 {
     int saved = errno;
-    for (int i = 0; i < orq_hot.n; i++)
+    for (int i = 0, n = extra ? orq_hot.n : orq_hot.common; i < n; i++)
         (void)madvise((void *)(uintptr_t)orq_hot.runs[2 * i], (size_t)orq_hot.runs[2 * i + 1], MADV_POPULATE_WRITE);
     errno = saved;
 }
 
 /* The child, before it returns to Python: exits rather than run unsealed. */
-static int orq_child(int sock, pid_t zygote, int ruleset_fd, const void *bpf, long long fsize)
+static int orq_child(int sock, pid_t zygote, int ruleset_fd, const void *bpf, long long fsize, int extra)
 {
     if (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) != 0 || getppid() != zygote)
         _exit(ORQ_EXIT_PARENT_GONE);
@@ -292,7 +328,7 @@ static int orq_child(int sock, pid_t zygote, int ruleset_fd, const void *bpf, lo
     if (setrlimit(RLIMIT_NOFILE, &nofile) != 0 || setrlimit(RLIMIT_FSIZE, &file) != 0 ||
         setrlimit(RLIMIT_CORE, &zero) != 0)
         _exit(ORQ_EXIT_RLIMITS);
-    orq_populate_hot();
+    orq_populate_hot(extra);
     /* Last: the child filter forbids new processes and signals. */
     if (bpf != NULL && prctl(PR_SET_SECCOMP, ORQ_SECCOMP_MODE_FILTER, bpf, 0, 0) != 0)
         _exit(ORQ_EXIT_SECCOMP);
@@ -412,7 +448,8 @@ static int orq_spawn(int ctl, pid_t me, int ruleset_fd, const void *bpf, long lo
                 _exit(ORQ_EXIT_DESCRIPTORS);
             close(sp[1]);
         }
-        orq_child(s, me, ruleset_fd, bpf, fsize);
+        /* The share of new bodies as the zygote saw it when it forked. */
+        orq_child(s, me, ruleset_fd, bpf, fsize, orq_hot.new_score * 2 >= ORQ_NEW_SCORE_MAX);
         return s;
     }
     close(sp[1]);
@@ -476,9 +513,13 @@ static void orq_control(int ctl, struct orq_kid *kids, int *nkids, int *nidle, P
         return;
     }
     /* Anything else must be exactly the took message Go writes. */
-    int pid = 0, end = 0;
-    if (sscanf(buf, ORQ_TOOK_FORMAT "%n", &pid, &end) != 1 || end != (int)n || pid <= 0)
+    int pid = 0, isnew = 0, end = 0;
+    if (sscanf(buf, ORQ_TOOK_FORMAT "%n", &pid, &isnew, &end) != 2 || end != (int)n || pid <= 0)
         return;
+    /* A moving share of new bodies (a quarter of the way to this one's):
+     * three warm executions in a row after only new ones bring it below
+     * half, three new ones after only warm ones above. */
+    orq_hot.new_score += ((isnew ? ORQ_NEW_SCORE_MAX : 0) - orq_hot.new_score) / 4;
     for (int i = 0; i < *nkids; i++) {
         if (kids[i].pid == (pid_t)pid && kids[i].idle) {
             kids[i].idle = 0;

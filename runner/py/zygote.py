@@ -129,12 +129,12 @@ def _orq_forkserver_serve(rules, max_procs=0, hold=-1):
     os._exit(0)
 
 
-# The training child's body (_orq_hot_pages): code of the shape generated
-# code has (helpers, loops, comprehensions, a lambda key, unpacking,
-# try/except, an f-string, dict and string methods) and new to the zygote,
-# so the child goes the whole way of a body never seen before (parse,
-# check, guard, compile, run, encode) and the pages that way writes are
-# learned too: a new body then takes ~30 % fewer faults in its execution.
+# The second training child's body (_orq_hot_pages): code of the shape
+# generated code has (helpers, loops, comprehensions, a lambda key,
+# unpacking, try/except, an f-string, dict and string methods) and new to
+# the zygote, so the child goes the whole way of a body never seen before
+# (parse, check, guard, compile, run, encode): with the pages that way
+# writes copied ahead, a new body's execution takes ~30 % fewer faults.
 _orq_hot_body = "\n".join((
     "def normalize(words):",
     "    return [w.strip().lower() for w in words if w and w.strip()]",
@@ -169,11 +169,17 @@ _orq_hot_body = "\n".join((
 ))
 
 
-def _orq_hot_request():
-    """The training child's request: _orq_hot_body over ten numbers."""
+# The zygote's warm-up body: it runs it once before it forks, so the
+# body is accepted and compiled in its cache, and the first training child
+# runs it as every warm body runs (no parse, no check, no compile).
+_orq_warmup_body = "x = [i * 2 for i in range(8)]\nreturn {'n': sum(x)}"
+
+
+def _orq_hot_request(code):
+    """A training child's request: code over ten numbers."""
     import json
 
-    return json.dumps({"op": "execute", "code": _orq_hot_body,
+    return json.dumps({"op": "execute", "code": code,
                        "args": {"xs": [1, 2, 3, 4, 5, 6, 7, 8, 9, 10]},
                        "allowed_imports": [], "rules": None,
                        "max_output_bytes": 65536, "limits_applied": True}).encode()
@@ -181,29 +187,38 @@ def _orq_hot_request():
 
 def _orq_hot_pages(core, pagemap_fd, maps_fd, rules):
     """Have the C loop learn the zygote's hot pages (forkcore.c,
-    orq_learn_hot_pages) from one training child that runs
-    _orq_hot_request() through _orq_forkserver_serve, then waits so the
-    zygote can see which of its pages the child wrote. pagemap_fd and
-    maps_fd were opened before the seal. Returns how many pages each new
-    child will copy ahead (0: none; children fault them in, as before)."""
+    orq_learn_hot_pages) from two training children, one after the other,
+    each running a request through _orq_forkserver_serve and then waiting
+    so the zygote can see which of its pages the child wrote: the warm-up
+    body (what every execution writes) and _orq_hot_body (what a body new
+    to the zygote writes on top). pagemap_fd and maps_fd were opened
+    before the seal. Returns (pages every new child copies ahead, pages a
+    child forked while most executions were new copies on top); (0, 0):
+    none, children fault them in."""
     import ctypes
     import os
 
-    pipes = [os.pipe() for _ in range(5)]  # stdin, stdout, stderr, response, hold
-    try:
-        os.write(pipes[0][1], _orq_hot_request())
-        os.close(pipes[0][1])
-        child = (ctypes.c_int * 5)(pipes[0][0], pipes[1][1], pipes[2][1], pipes[3][1], pipes[4][0])
-        core.orq_learn_hot_pages.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_void_p,
-                                             ctypes.c_int, ctypes.c_int, ctypes.py_object]
-        core.orq_learn_hot_pages.restype = ctypes.c_int
-        # The C side closes the child's ends, the response and the hold pipe.
-        n = core.orq_learn_hot_pages(pagemap_fd, maps_fd, child, pipes[3][0], pipes[4][1],
-                                     lambda hold: _orq_forkserver_serve(rules, 0, hold))
-        return max(n, 0)
-    finally:
-        for f in (pipes[1][0], pipes[2][0]):
-            os.close(f)
+    core.orq_learn_hot_pages.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_void_p,
+                                         ctypes.c_int, ctypes.c_int, ctypes.py_object,
+                                         ctypes.c_int]
+    core.orq_learn_hot_pages.restype = ctypes.c_int
+    learned = []
+    for extra, code in enumerate((_orq_warmup_body, _orq_hot_body)):
+        pipes = [os.pipe() for _ in range(5)]  # stdin, stdout, stderr, response, hold
+        try:
+            os.write(pipes[0][1], _orq_hot_request(code))
+            os.close(pipes[0][1])
+            child = (ctypes.c_int * 5)(pipes[0][0], pipes[1][1], pipes[2][1], pipes[3][1], pipes[4][0])
+            # The C side closes the child's ends, the response and the hold pipe.
+            n = core.orq_learn_hot_pages(pagemap_fd, maps_fd, child, pipes[3][0], pipes[4][1],
+                                         lambda hold: _orq_forkserver_serve(rules, 0, hold), extra)
+            learned.append(max(n, 0))
+        finally:
+            for f in (pipes[1][0], pipes[2][0]):
+                os.close(f)
+        if not learned[0]:
+            return 0, 0
+    return learned[0], learned[1]
 
 
 def _orq_forkserver_main():
@@ -311,7 +326,7 @@ def _orq_forkserver_main():
         # builtins and the audit hook derive from the rules table, the
         # ballast, and the modules and caches a first execution warms up (a
         # trusted body; the audit hook is disarmed again when it returns).
-        _orq_execute({"code": "x = [i * 2 for i in range(8)]\nreturn {'n': sum(x)}",
+        _orq_execute({"code": _orq_warmup_body,
                       "args": {}, "allowed_imports": [], "rules": rules})
         _orq_env([], rules, keep=True)  # what most executions use
         _orq_ballast_ready()
@@ -336,13 +351,14 @@ def _orq_forkserver_main():
     except Exception:  # noqa: BLE001 - not glibc: keep them
         pass
     gc.freeze()  # keep the heap shared copy-on-write with the children
-    hot = 0
+    hot = hot_new = 0
     if hot_fds:
-        hot = _orq_hot_pages(core, hot_fds[0], hot_fds[1], rules)
+        hot, hot_new = _orq_hot_pages(core, hot_fds[0], hot_fds[1], rules)
         for f in hot_fds:
             os.close(f)
     send({"t": _orq_msg_ready, "pid": me, "layers": st["layers"], "missing": st["missing"],
-          "core": core is not None, "core_error": core_error, "hot_pages": hot})
+          "core": core is not None, "core_error": core_error, "hot_pages": hot,
+          "hot_pages_new": hot_new})
     pool = max(1, min(int(cfg.get("pool") or 2), 8))
 
     if core is not None:
