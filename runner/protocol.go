@@ -246,12 +246,14 @@ type ForkServerConfig struct {
 	// in C, and falls back to Python when it cannot load it.
 	CoreFD int `json:"core_fd,omitempty"`
 	// NoHotPages turns off the C loop's hot pages: by default the zygote
-	// learns, from one training child that runs a typical body, which of
-	// its pages a child writes during an execution, and every pre-forked
-	// child copies those while idle (madvise MADV_POPULATE_WRITE) instead
-	// of taking a copy-on-write fault per page during its execution. Costs
-	// each idle child that many private pages (its ready message says how
-	// many: ~1-2 MB).
+	// learns, from two training children (a warm body, then one new to
+	// it), which of its pages a child writes during an execution and
+	// which more a new body's parse, check and compile write, and every
+	// pre-forked child copies the first set while idle (madvise
+	// MADV_POPULATE_WRITE), and the second while most recent executions
+	// had a new body, instead of taking a copy-on-write fault per page
+	// during its execution. Costs each idle child that many private pages
+	// (its ready message says how many: ~1-2 MB).
 	NoHotPages bool `json:"no_hot_pages,omitempty"`
 }
 

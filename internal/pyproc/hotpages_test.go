@@ -19,11 +19,11 @@ import (
 	"github.com/orqest/sandbox/validator"
 )
 
-// A child of the C loop copies the zygote's hot pages while idle, so its
-// execution takes far fewer page faults than a child that faults them in:
-// the zygote reports how many pages it learned, and the body returns the
-// minor faults its process took from the start of serving to the return.
-func TestHotPagesCutAnExecutionsFaults(t *testing.T) {
+// faultRecordingSetup skips the test without python, and returns the C
+// loop and the interpreter's seal for a fork-server running
+// runnertest.FaultRecordingProgram.
+func faultRecordingSetup(t *testing.T) ([]byte, *pyproc.SealInfo) {
+	t.Helper()
 	if _, err := os.Stat(python); err != nil {
 		t.Skip(err)
 	}
@@ -32,6 +32,15 @@ func TestHotPagesCutAnExecutionsFaults(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return core, s
+}
+
+// A child of the C loop copies the zygote's hot pages while idle, so its
+// execution takes far fewer page faults than a child that faults them in:
+// the zygote reports how many pages it learned, and the body returns the
+// minor faults its process took from the start of serving to the return.
+func TestHotPagesCutAnExecutionsFaults(t *testing.T) {
+	core, s := faultRecordingSetup(t)
 	rules := json.RawMessage(`{"safe_builtins":["len","list","set","sum","True","False","None"]}`)
 	body := "import resource, sys\nxs = [x * x for x in args['xs']]\nreturn resource.getrusage(resource.RUSAGE_SELF).ru_minflt - sys.orq_flt0"
 	faults := func(t *testing.T, noHot bool) (hot int, median int) {
@@ -117,14 +126,7 @@ func TestHotTrainingBodyRuns(t *testing.T) {
 // The body reports the minor faults its process took from the start of
 // serving to the return.
 func TestHotPagesForNewBodiesFollowTheMix(t *testing.T) {
-	if _, err := os.Stat(python); err != nil {
-		t.Skip(err)
-	}
-	core := forkCore(t)
-	s, err := pyproc.Probe(context.Background(), runner.Argv(python), nil, "", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	core, s := faultRecordingSetup(t)
 	fs, err := pyproc.StartForkServer(runner.ArgvFor(python, runnertest.FaultRecordingProgram(), runner.ForkServerArg),
 		runner.ForkServerConfig{Seal: s.Seal(nil), Rules: rules.JSON(), Pool: 2}, pyproc.ForkServerOptions{Core: core})
 	if err != nil {

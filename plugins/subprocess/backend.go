@@ -68,8 +68,9 @@ type Config struct {
 	// can read what its zygote warmed).
 	Warm *bool `json:"warm"`
 	// HotPages (default true) has the fork-server's zygote learn which of
-	// its pages a child writes during a typical execution, and every idle
-	// child copy those ahead of its execution (C loop only; see
+	// its pages a child writes during an execution (and which more a new
+	// body's parse, check and compile write), and every idle child copy
+	// those ahead of its execution (C loop only; see
 	// runner.ForkServerConfig.NoHotPages). false: children fault them in
 	// during the execution, and an idle child holds fewer private pages.
 	HotPages *bool `json:"hot_pages"`
@@ -244,7 +245,7 @@ func (b *Backend) Info(ctx context.Context, _ shared.InfoRequest) (shared.InfoRe
 			{Name: "python", Type: "string", Description: "Python interpreter binary (default " + DefaultPython + "; never a pyenv shim)"},
 			{Name: "mode", Type: "string", Description: `"forkserver" (default): a warm, sealed zygote forks a fresh child per execution; "spawn": a fresh interpreter per execution`},
 			{Name: "preload", Type: "list(string)", Description: "modules the fork-server imports once so children start with them (allowed_imports still governs what user code may import)"},
-			{Name: "hot_pages", Type: "bool", Description: "true (default): each idle fork-server child copies, ahead of its execution, the zygote pages a typical execution writes (learned once from a training child), so the execution takes no copy-on-write fault for them; false: children fault them in during the execution"},
+			{Name: "hot_pages", Type: "bool", Description: "true (default): each idle fork-server child copies, ahead of its execution, the zygote pages an execution writes, and those a new body's parse, check and compile write while most recent bodies were new (learned once from two training children), so the execution takes no copy-on-write fault for them; false: children fault them in during the execution"},
 			{Name: "warm", Type: "bool", Description: "true (default): the fork-server's zygote checks and compiles a body children accepted twice, so later children skip that; false keeps bodies out of the zygote (see docs/threat-model.md)"},
 			{Name: "tenants", Type: "number", Description: fmt.Sprintf("how many tenants' zygotes are kept (default %d): each user (ExecuteRequest.UserID) forks from a zygote of its own, holding only what its own calls warmed; the least recently used beyond this is closed once its calls end", DefaultTenants)},
 			{Name: "forkcore", Type: "string", Description: `the fork-server's C loop: "" (default) uses ` + ForkCoreName + ` beside the plugin, checked against the sha256 built in; "none" keeps the zygote's loop in Python (slower); or a path`},
