@@ -6,7 +6,6 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -123,11 +122,12 @@ type Backend struct {
 	maxCodeBytes int
 	owner        ownerInfo
 
+	sessions rtclient.Registry[session]
+
 	mu       sync.Mutex
 	cfg      Config
 	docker   *client.Client
 	dockerAt string // the endpoint docker speaks to ("" = DOCKER_HOST or the local socket)
-	sessions map[string]*session
 	reaped   bool
 
 	spares   map[string]*spare // pool: a started container per recent user
@@ -152,7 +152,6 @@ func NewBackend(logger hclog.Logger) *Backend {
 		maxCodeBytes: validator.MaxCodeBytes(),
 		owner:        currentOwner(),
 		cfg:          defaultConfig(),
-		sessions:     map[string]*session{},
 		spares:       map[string]*spare{},
 	}
 	b.SessionAPI = rtclient.SessionAPI{Find: b.target, Log: logger}
@@ -376,47 +375,14 @@ func (b *Backend) Validate(ctx context.Context, req shared.ValidateRequest) (sha
 // checked before anything touches Docker. An empty SessionID gets a fresh
 // random one, returned in the response.
 func (b *Backend) Open(ctx context.Context, req shared.OpenRequest) (shared.OpenResponse, error) {
-	if req.SessionID == "" {
-		req.SessionID = "s-" + randomHex(8)
-	}
-	if err := errors.Join(rtproto.CheckID("user_id", req.UserID), rtproto.CheckID("session_id", req.SessionID)); err != nil {
-		return shared.OpenResponse{}, fmt.Errorf("open: %v: %w", err, shared.ErrInvalidArgument)
-	}
-	b.mu.Lock()
-	if _, ok := b.sessions[req.SessionID]; ok {
-		b.mu.Unlock()
-		return shared.OpenResponse{}, fmt.Errorf("open: session %q is already open: %w", req.SessionID, shared.ErrFailedPrecondition)
-	}
-	b.sessions[req.SessionID] = nil // reserve the id while the container starts
-	b.mu.Unlock()
-
-	s, err := b.startSession(ctx, req.UserID, req.SessionID)
-	b.mu.Lock()
-	if err != nil {
-		delete(b.sessions, req.SessionID)
-	} else {
-		b.sessions[req.SessionID] = s
-	}
-	b.mu.Unlock()
-	if err != nil {
-		return shared.OpenResponse{}, err
-	}
-	return shared.OpenResponse{SessionID: req.SessionID}, nil
+	return b.sessions.Open(ctx, req, func() string { return randomHex(8) }, b.startSession)
 }
 
 // Close removes the session's container; the user's volume persists.
 func (b *Backend) Close(ctx context.Context, req shared.CloseRequest) (shared.CloseResponse, error) {
-	if err := rtproto.CheckID("session_id", req.SessionID); err != nil {
-		return shared.CloseResponse{}, fmt.Errorf("close: %v: %w", err, shared.ErrInvalidArgument)
-	}
-	b.mu.Lock()
-	s, ok := b.sessions[req.SessionID]
-	if ok && s != nil {
-		delete(b.sessions, req.SessionID)
-	}
-	b.mu.Unlock()
-	if !ok || s == nil {
-		return shared.CloseResponse{}, fmt.Errorf("close: no open session %q: %w", req.SessionID, shared.ErrNotFound)
+	s, err := b.sessions.Take(req.SessionID)
+	if err != nil {
+		return shared.CloseResponse{}, fmt.Errorf("close: %w", err)
 	}
 	if err := b.stopSession(ctx, s); err != nil {
 		return shared.CloseResponse{}, err
@@ -427,17 +393,8 @@ func (b *Backend) Close(ctx context.Context, req shared.CloseRequest) (shared.Cl
 // Shutdown closes every open session (the plugin is exiting).
 func (b *Backend) Shutdown(ctx context.Context) {
 	b.drainSpares(ctx) // pool.go
-	b.mu.Lock()
-	var all []*session
-	for id, s := range b.sessions {
-		if s != nil {
-			all = append(all, s)
-			delete(b.sessions, id)
-		}
-	}
-	b.mu.Unlock()
 	var wg sync.WaitGroup
-	for _, s := range all {
+	for _, s := range b.sessions.TakeAll() {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -499,7 +456,6 @@ func (b *Backend) execute(ctx context.Context, req shared.ExecuteRequest, send f
 		// A temporary session would throw the state away with the call.
 		return shared.ExecuteResponse{}, &shared.FieldError{Field: "stateful", Reason: "a stateful call runs in a session's long-lived interpreter: open a session (Open) and pass its id"}
 	}
-	var s *session
 	if req.SessionID == "" {
 		// Sessionless: a temporary session for this one call.
 		id, done, err := rtclient.Temporary(ctx, req.UserID, func() string { return randomHex(8) }, b.Open, b.Close, b.logger)
@@ -509,14 +465,9 @@ func (b *Backend) execute(ctx context.Context, req shared.ExecuteRequest, send f
 		defer done()
 		req.SessionID = id
 	}
-	if err := rtproto.CheckID("session_id", req.SessionID); err != nil {
-		return shared.ExecuteResponse{}, fmt.Errorf("execute: %v: %w", err, shared.ErrInvalidArgument)
-	}
-	b.mu.Lock()
-	s = b.sessions[req.SessionID]
-	b.mu.Unlock()
-	if s == nil {
-		return shared.ExecuteResponse{}, fmt.Errorf("execute: no open session %q (call Open first): %w", req.SessionID, shared.ErrNotFound)
+	s, err := b.sessions.Get(req.SessionID)
+	if err != nil {
+		return shared.ExecuteResponse{}, fmt.Errorf("execute: %w", err)
 	}
 	if req.UserID != "" && req.UserID != s.user {
 		return shared.ExecuteResponse{}, fmt.Errorf("execute: session %q belongs to another user: %w", req.SessionID, shared.ErrInvalidArgument)
@@ -539,11 +490,7 @@ func (b *Backend) execute(ctx context.Context, req shared.ExecuteRequest, send f
 		if s.dead() {
 			// The container is gone (killed, OOM, crashed): drop the session
 			// and make sure nothing is left behind.
-			b.mu.Lock()
-			if b.sessions[s.id] == s {
-				delete(b.sessions, s.id)
-			}
-			b.mu.Unlock()
+			b.sessions.Drop(s.id, s)
 			cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 			defer cancel()
 			if rerr := b.stopSession(cctx, s); rerr != nil {

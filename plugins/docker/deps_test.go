@@ -46,9 +46,7 @@ func TestDependencies(t *testing.T) {
 
 	// The wheel directory is a read-only bind mount.
 	ins := inspectSession(t, ctx, dc, b, sid)
-	b.mu.Lock()
-	s := b.sessions[sid]
-	b.mu.Unlock()
+	s := openedSession(t, b, sid)
 	var wheelMount bool
 	for _, m := range ins.Container.Mounts {
 		if m.Destination == rtproto.WheelMount && m.Type == mount.TypeBind && !m.RW && m.Source == wheels {
@@ -195,9 +193,7 @@ func wheelBackend(t *testing.T, wheels string, allowed ...string) *Backend {
 // inspectSession returns the engine's view of session sid's container.
 func inspectSession(t *testing.T, ctx context.Context, dc *client.Client, b *Backend, sid string) client.ContainerInspectResult {
 	t.Helper()
-	b.mu.Lock()
-	s := b.sessions[sid]
-	b.mu.Unlock()
+	s := openedSession(t, b, sid)
 	ins, err := dc.ContainerInspect(ctx, s.containerID, client.ContainerInspectOptions{})
 	if err != nil {
 		t.Fatal(err)

@@ -125,6 +125,16 @@ func openSession(t testing.TB, b *Backend, user string) string {
 	return sid
 }
 
+// openedSession returns the open session sid of b.
+func openedSession(t testing.TB, b *Backend, sid string) *session {
+	t.Helper()
+	s, err := b.sessions.Get(sid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
 func containersOf(t testing.TB, dc *client.Client, label string) []string {
 	t.Helper()
 	list, err := dc.ContainerList(context.Background(), client.ContainerListOptions{All: true, Filters: make(client.Filters).Add("label", label)})
@@ -185,9 +195,7 @@ func TestHardeningAndClose(t *testing.T) {
 	b := newBackend(t)
 	dc := requireDocker(t)
 	sid := openSession(t, b, user)
-	b.mu.Lock()
-	s := b.sessions[sid]
-	b.mu.Unlock()
+	s := openedSession(t, b, sid)
 	ctx := context.Background()
 	ins, err := dc.ContainerInspect(ctx, s.containerID, client.ContainerInspectOptions{})
 	if err != nil {
@@ -367,9 +375,7 @@ func TestForgedTokens(t *testing.T) {
 	user := testUser(t) // first: its cleanup (leftover check) runs after the backend's Shutdown
 	b := newBackend(t)
 	sid := openSession(t, b, user)
-	b.mu.Lock()
-	s := b.sessions[sid]
-	b.mu.Unlock()
+	s := openedSession(t, b, sid)
 	rtclienttest.ForgedTokens(t, s.mcp, s.secret, user, sid)
 }
 
@@ -378,9 +384,7 @@ func TestContainerKilledMidCall(t *testing.T) {
 	b := newBackend(t)
 	dc := requireDocker(t)
 	sid := openSession(t, b, user)
-	b.mu.Lock()
-	cid := b.sessions[sid].containerID
-	b.mu.Unlock()
+	cid := openedSession(t, b, sid).containerID
 
 	errc := make(chan error, 1)
 	go func() {
@@ -567,9 +571,7 @@ func TestBridgeMode(t *testing.T) {
 		t.Error("bridge mode still declares network_isolation")
 	}
 	sid := openSession(t, b, user)
-	b.mu.Lock()
-	s := b.sessions[sid]
-	b.mu.Unlock()
+	s := openedSession(t, b, sid)
 	ins, err := dc.ContainerInspect(ctx, s.containerID, client.ContainerInspectOptions{})
 	if err != nil {
 		t.Fatal(err)

@@ -18,7 +18,7 @@ var _ shared.FileStore = (*Backend)(nil)
 // rtclient.SessionAPI, which serves FileStore (and, library.go,
 // SessionTools) through the runtime's tools.
 func (b *Backend) target(id string) (rtclient.Target, error) {
-	s, err := b.openSession(id)
+	s, err := b.sessions.Get(id)
 	if err != nil {
 		return rtclient.Target{}, err
 	}

@@ -50,16 +50,3 @@ func checkToolName(name string) error {
 	}
 	return nil
 }
-
-func (b *Backend) openSession(id string) (*session, error) {
-	if err := rtproto.CheckID("session_id", id); err != nil {
-		return nil, fmt.Errorf("%v: %w", err, shared.ErrInvalidArgument)
-	}
-	b.mu.Lock()
-	s := b.sessions[id]
-	b.mu.Unlock()
-	if s == nil {
-		return nil, fmt.Errorf("no open session %q (call Open first): %w", id, shared.ErrNotFound)
-	}
-	return s, nil
-}

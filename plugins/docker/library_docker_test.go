@@ -70,9 +70,7 @@ func types(evs []shared.Event) []string {
 
 func sessionTools(t *testing.T, b *Backend, sid string) []string {
 	t.Helper()
-	b.mu.Lock()
-	s := b.sessions[sid]
-	b.mu.Unlock()
+	s := openedSession(t, b, sid)
 	res, err := s.mcp.ListTools(context.Background(), nil)
 	if err != nil {
 		t.Fatal(err)

@@ -69,9 +69,7 @@ func TestWarmPool(t *testing.T) {
 	t1 := time.Now()
 	s2 := openSession(t, b, user)
 	bound := time.Since(t1)
-	b.mu.Lock()
-	got := b.sessions[s2].containerID
-	b.mu.Unlock()
+	got := openedSession(t, b, s2).containerID
 	if got != warm[0] {
 		t.Fatalf("the second Open got container %s, want the warm %s", shortID(got), shortID(warm[0]))
 	}
@@ -135,9 +133,7 @@ func TestPoolDiscardedOnReconfigure(t *testing.T) {
 		t.Fatalf("warm containers of the old configuration left after Configure: %v", w)
 	}
 	s2 := openSession(t, b, user)
-	b.mu.Lock()
-	got := b.sessions[s2].containerID
-	b.mu.Unlock()
+	got := openedSession(t, b, s2).containerID
 	if got == old[0] {
 		t.Fatal("the Open after a re-Configure was bound to a container of the old configuration")
 	}

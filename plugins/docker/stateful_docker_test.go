@@ -18,9 +18,7 @@ import (
 // (whose command line ends with the forkserver argument).
 func interpreters(t *testing.T, dc *client.Client, b *Backend, sid string) (int, []string) {
 	t.Helper()
-	b.mu.Lock()
-	s := b.sessions[sid]
-	b.mu.Unlock()
+	s := openedSession(t, b, sid)
 	if s == nil {
 		t.Fatalf("no session %s", sid)
 	}

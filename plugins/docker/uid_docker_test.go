@@ -58,7 +58,7 @@ func containerOf(t *testing.T, b *Backend, sid string) string {
 	t.Helper()
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	s := b.sessions[sid]
+	s := openedSession(t, b, sid)
 	if s == nil {
 		t.Fatalf("no session %s", sid)
 	}
