@@ -317,28 +317,12 @@ type Response struct {
 	Findings  []shared.Finding `json:"findings,omitempty"`
 }
 
-// NormalizeArgs checks that raw is a JSON object (empty means {}) and returns
-// it compacted. Anything else is an error wrapping shared.ErrInvalidArgument.
-func NormalizeArgs(raw json.RawMessage) (json.RawMessage, error) {
-	if len(bytes.TrimSpace(raw)) == 0 {
-		return json.RawMessage("{}"), nil
-	}
-	var buf bytes.Buffer
-	if err := json.Compact(&buf, raw); err != nil {
-		return nil, &shared.FieldError{Field: "args", Reason: fmt.Sprintf("args must be a JSON object; this is not valid JSON (%v)", err)}
-	}
-	if err := shared.CheckArgsObject(buf.Bytes()); err != nil {
-		return nil, err
-	}
-	return json.RawMessage(buf.Bytes()), nil
-}
-
 // Encode renders the request as the single JSON document the child reads.
 func (r Request) Encode() ([]byte, error) {
 	if r.Op == "" {
 		r.Op = OpExecute
 	}
-	args, err := NormalizeArgs(r.Args)
+	args, err := shared.NormalizeArgs(r.Args)
 	if err != nil {
 		return nil, err
 	}

@@ -158,7 +158,7 @@ func (b *Backend) Execute(ctx context.Context, req shared.ExecuteRequest) (share
 	if req.Timeout < 0 || req.MemoryMB < 0 || req.MaxOutputBytes < 0 {
 		return shared.ExecuteResponse{}, fmt.Errorf("negative limit: %w", shared.ErrInvalidArgument)
 	}
-	args, err := runner.NormalizeArgs(req.Args)
+	args, err := shared.NormalizeArgs(req.Args)
 	if err != nil {
 		return shared.ExecuteResponse{}, err
 	}

@@ -19,7 +19,6 @@ import (
 
 	"github.com/orqest/sandbox/internal/rtclient"
 	"github.com/orqest/sandbox/internal/rtproto"
-	"github.com/orqest/sandbox/runner"
 	"github.com/orqest/sandbox/shared"
 	"github.com/orqest/sandbox/shared/toollib"
 	"github.com/orqest/sandbox/validator"
@@ -360,7 +359,7 @@ func (b *Backend) clientFor(endpoint string) (*client.Client, error) {
 }
 
 func (b *Backend) checkCode(code string) error {
-	return runner.CheckCodeSize(code, b.maxCodeBytes)
+	return shared.CheckCodeSize(code, b.maxCodeBytes)
 }
 
 // Validate runs the static checks (Go, in the plugin).
@@ -425,7 +424,7 @@ func (b *Backend) ExecuteStream(ctx context.Context, req shared.ExecuteRequest, 
 func (b *Backend) execute(ctx context.Context, req shared.ExecuteRequest, send func(shared.OutputChunk)) (shared.ExecuteResponse, error) {
 	start := time.Now()
 	// Zero limits stay zero here: the runtime applies the session's defaults.
-	p, err := runner.Prepare(req, runner.Defaults{MaxCodeBytes: b.maxCodeBytes, MaxArgsBytes: MaxArgsBytes})
+	p, err := shared.Prepare(req, shared.Defaults{MaxCodeBytes: b.maxCodeBytes, MaxArgsBytes: MaxArgsBytes})
 	if err != nil {
 		return shared.ExecuteResponse{}, err
 	}

@@ -477,7 +477,7 @@ func (b *Backend) Shutdown() {
 
 // Validate runs the static checks.
 func (b *Backend) Validate(ctx context.Context, req shared.ValidateRequest) (shared.ValidateResponse, error) {
-	if err := runner.CheckCodeSize(req.Code, b.maxCodeBytes); err != nil {
+	if err := shared.CheckCodeSize(req.Code, b.maxCodeBytes); err != nil {
 		return shared.ValidateResponse{}, err
 	}
 	b.mu.RLock()
@@ -510,7 +510,7 @@ func (b *Backend) execute(ctx context.Context, req shared.ExecuteRequest, send f
 		return shared.ExecuteResponse{}, &shared.FieldError{Field: "stateful", Reason: "a stateful call runs in a session's long-lived interpreter: open a session (Open) and pass its id"}
 	}
 	start := time.Now()
-	p, err := runner.Prepare(req, runner.Defaults{
+	p, err := shared.Prepare(req, shared.Defaults{
 		Timeout: shared.DefaultTimeout, MemoryMB: shared.DefaultMemoryMB, MaxOutputBytes: shared.DefaultMaxOutputBytes,
 		MaxCodeBytes: b.maxCodeBytes, MaxArgsBytes: shared.DefaultMaxArgsBytes,
 	})

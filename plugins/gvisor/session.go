@@ -42,7 +42,6 @@ import (
 
 	"github.com/orqest/sandbox/internal/rtclient"
 	"github.com/orqest/sandbox/internal/rtproto"
-	"github.com/orqest/sandbox/runner"
 	"github.com/orqest/sandbox/shared"
 	"github.com/orqest/sandbox/validator"
 )
@@ -410,7 +409,7 @@ func (b *Backend) openSession(id string) (*session, error) {
 func (b *Backend) executeInSession(ctx context.Context, req shared.ExecuteRequest, send func(shared.OutputChunk)) (shared.ExecuteResponse, error) {
 	start := time.Now()
 	// Zero limits stay zero here: the runtime applies its defaults.
-	p, err := runner.Prepare(req, runner.Defaults{MaxCodeBytes: b.maxCodeBytes, MaxArgsBytes: shared.DefaultMaxArgsBytes})
+	p, err := shared.Prepare(req, shared.Defaults{MaxCodeBytes: b.maxCodeBytes, MaxArgsBytes: shared.DefaultMaxArgsBytes})
 	if err != nil {
 		return shared.ExecuteResponse{}, err
 	}

@@ -242,7 +242,7 @@ func mappedMB() int {
 }
 
 func (b *Backend) checkCode(code string) error {
-	return runner.CheckCodeSize(code, b.maxCodeBytes)
+	return shared.CheckCodeSize(code, b.maxCodeBytes)
 }
 
 // Validate runs the static checks.
@@ -263,7 +263,7 @@ func (b *Backend) Execute(ctx context.Context, req shared.ExecuteRequest) (share
 	if !ok {
 		return shared.ExecuteResponse{}, errNotOptedIn
 	}
-	p, err := runner.Prepare(req, runner.Defaults{
+	p, err := shared.Prepare(req, shared.Defaults{
 		Timeout: DefaultTimeout, MaxOutputBytes: DefaultMaxOutputBytes,
 		MaxCodeBytes: b.maxCodeBytes, MaxArgsBytes: MaxArgsBytes,
 	})

@@ -32,7 +32,6 @@ import (
 
 	"github.com/orqest/sandbox/internal/rtclient"
 	"github.com/orqest/sandbox/internal/warmpool"
-	"github.com/orqest/sandbox/runner"
 	"github.com/orqest/sandbox/shared"
 	"github.com/orqest/sandbox/shared/toollib"
 	"github.com/orqest/sandbox/validator"
@@ -368,7 +367,7 @@ func (b *Backend) client() (*kubeClient, error) {
 
 // Validate runs the static checks (Go, in the plugin).
 func (b *Backend) Validate(ctx context.Context, req shared.ValidateRequest) (shared.ValidateResponse, error) {
-	if err := runner.CheckCodeSize(req.Code, b.maxCodeBytes); err != nil {
+	if err := shared.CheckCodeSize(req.Code, b.maxCodeBytes); err != nil {
 		return shared.ValidateResponse{}, err
 	}
 	return shared.ValidateResponse{Findings: b.validator.CheckWith(ctx, req.Code, req.AllowedImports, validator.Features{Classes: b.config().classes})}, nil
@@ -423,7 +422,7 @@ func (b *Backend) ExecuteStream(ctx context.Context, req shared.ExecuteRequest, 
 
 func (b *Backend) execute(ctx context.Context, req shared.ExecuteRequest, send func(shared.OutputChunk)) (shared.ExecuteResponse, error) {
 	start := time.Now()
-	p, err := runner.Prepare(req, runner.Defaults{MaxCodeBytes: b.maxCodeBytes, MaxArgsBytes: shared.DefaultMaxArgsBytes})
+	p, err := shared.Prepare(req, shared.Defaults{MaxCodeBytes: b.maxCodeBytes, MaxArgsBytes: shared.DefaultMaxArgsBytes})
 	if err != nil {
 		return shared.ExecuteResponse{}, err
 	}

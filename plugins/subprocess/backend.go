@@ -410,7 +410,7 @@ func checkPython(p string) (string, error) {
 }
 
 func (b *Backend) checkCode(code string) error {
-	return runner.CheckCodeSize(code, b.maxCodeBytes)
+	return shared.CheckCodeSize(code, b.maxCodeBytes)
 }
 
 // Validate runs the static checks.
@@ -440,7 +440,7 @@ func (b *Backend) ExecuteStream(ctx context.Context, req shared.ExecuteRequest, 
 // execute runs req; onOutput, when set, gets the output as it is read.
 func (b *Backend) execute(ctx context.Context, req shared.ExecuteRequest, onOutput func(stream string, data []byte)) (shared.ExecuteResponse, error) {
 	start := time.Now()
-	p, err := runner.Prepare(req, runner.Defaults{
+	p, err := shared.Prepare(req, shared.Defaults{
 		Timeout: DefaultTimeout, MemoryMB: DefaultMemoryMB, MaxOutputBytes: DefaultMaxOutputBytes,
 		MaxCodeBytes: b.maxCodeBytes, MaxArgsBytes: MaxArgsBytes,
 	})

@@ -1,11 +1,10 @@
-package runner
+package shared
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"time"
-
-	"github.com/orqest/sandbox/shared"
 )
 
 // Defaults are a backend's limits: what a request that leaves a limit at
@@ -29,23 +28,23 @@ type Prepared struct {
 }
 
 // CheckCodeSize refuses code over max bytes with an error wrapping
-// shared.ErrInvalidArgument.
+// ErrInvalidArgument.
 func CheckCodeSize(code string, max int) error {
 	if len(code) > max {
-		return fmt.Errorf("code is %d bytes, over the limit of %d bytes: %w", len(code), max, shared.ErrInvalidArgument)
+		return fmt.Errorf("code is %d bytes, over the limit of %d bytes: %w", len(code), max, ErrInvalidArgument)
 	}
 	return nil
 }
 
 // Prepare checks what every backend checks before it runs a request —
 // no negative limit, code and args within their caps, args a JSON object —
-// and fills zero limits from d. Every error wraps shared.ErrInvalidArgument.
-func Prepare(req shared.ExecuteRequest, d Defaults) (Prepared, error) {
+// and fills zero limits from d. Every error wraps ErrInvalidArgument.
+func Prepare(req ExecuteRequest, d Defaults) (Prepared, error) {
 	p := Prepared{Timeout: req.Timeout, MemoryMB: req.MemoryMB, MaxOutputBytes: req.MaxOutputBytes}
 	if p.Timeout < 0 || p.MemoryMB < 0 || p.MaxOutputBytes < 0 {
-		return p, fmt.Errorf("negative limit (timeout %v, memory_mb %d, max_output_bytes %d): %w", p.Timeout, p.MemoryMB, p.MaxOutputBytes, shared.ErrInvalidArgument)
+		return p, fmt.Errorf("negative limit (timeout %v, memory_mb %d, max_output_bytes %d): %w", p.Timeout, p.MemoryMB, p.MaxOutputBytes, ErrInvalidArgument)
 	}
-	if err := shared.CheckMemoryMB(p.MemoryMB); err != nil {
+	if err := CheckMemoryMB(p.MemoryMB); err != nil {
 		return p, err
 	}
 	if p.Timeout == 0 {
@@ -61,7 +60,7 @@ func Prepare(req shared.ExecuteRequest, d Defaults) (Prepared, error) {
 		return p, err
 	}
 	if len(req.Args) > d.MaxArgsBytes {
-		return p, fmt.Errorf("args are %d bytes, over the limit of %d bytes: %w", len(req.Args), d.MaxArgsBytes, shared.ErrInvalidArgument)
+		return p, fmt.Errorf("args are %d bytes, over the limit of %d bytes: %w", len(req.Args), d.MaxArgsBytes, ErrInvalidArgument)
 	}
 	args, err := NormalizeArgs(req.Args)
 	if err != nil {
@@ -69,4 +68,20 @@ func Prepare(req shared.ExecuteRequest, d Defaults) (Prepared, error) {
 	}
 	p.Args = args
 	return p, nil
+}
+
+// NormalizeArgs checks that raw is a JSON object (empty means {}) and returns
+// it compacted. The error is a *FieldError on "args".
+func NormalizeArgs(raw json.RawMessage) (json.RawMessage, error) {
+	if len(bytes.TrimSpace(raw)) == 0 {
+		return json.RawMessage("{}"), nil
+	}
+	var buf bytes.Buffer
+	if err := json.Compact(&buf, raw); err != nil {
+		return nil, &FieldError{Field: "args", Reason: fmt.Sprintf("args must be a JSON object; this is not valid JSON (%v)", err)}
+	}
+	if err := CheckArgsObject(buf.Bytes()); err != nil {
+		return nil, err
+	}
+	return json.RawMessage(buf.Bytes()), nil
 }

@@ -1,4 +1,4 @@
-package runner
+package shared
 
 import (
 	"encoding/json"
@@ -6,13 +6,11 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/orqest/sandbox/shared"
 )
 
 func TestPrepare(t *testing.T) {
 	d := Defaults{Timeout: 5 * time.Second, MemoryMB: 128, MaxOutputBytes: 1 << 20, MaxCodeBytes: 10, MaxArgsBytes: 20}
-	p, err := Prepare(shared.ExecuteRequest{Code: "return 1", MemoryMB: 64}, d)
+	p, err := Prepare(ExecuteRequest{Code: "return 1", MemoryMB: 64}, d)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -20,16 +18,16 @@ func TestPrepare(t *testing.T) {
 		t.Fatalf("prepared %+v", p)
 	}
 	// Zero defaults leave zero limits alone (a backend that decides later).
-	if p, _ := Prepare(shared.ExecuteRequest{Code: "x"}, Defaults{MaxCodeBytes: 10, MaxArgsBytes: 20}); p.Timeout != 0 || p.MemoryMB != 0 {
+	if p, _ := Prepare(ExecuteRequest{Code: "x"}, Defaults{MaxCodeBytes: 10, MaxArgsBytes: 20}); p.Timeout != 0 || p.MemoryMB != 0 {
 		t.Fatalf("zero defaults filled: %+v", p)
 	}
-	for name, req := range map[string]shared.ExecuteRequest{
+	for name, req := range map[string]ExecuteRequest{
 		"negative": {Code: "x", Timeout: -1},
 		"code":     {Code: strings.Repeat("x", 11)},
 		"args":     {Code: "x", Args: json.RawMessage(`{"a":"` + strings.Repeat("b", 20) + `"}`)},
 		"not obj":  {Code: "x", Args: json.RawMessage(`[1]`)},
 	} {
-		if _, err := Prepare(req, d); !errors.Is(err, shared.ErrInvalidArgument) {
+		if _, err := Prepare(req, d); !errors.Is(err, ErrInvalidArgument) {
 			t.Errorf("%s: %v, want ErrInvalidArgument", name, err)
 		}
 	}
