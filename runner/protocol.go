@@ -27,6 +27,7 @@ import (
 	_ "embed"
 	"encoding/json"
 	"fmt"
+	"sort"
 	"strings"
 	"unicode/utf8"
 
@@ -219,6 +220,50 @@ const (
 // Layers lists every sealing layer, in the order the runner applies them.
 var Layers = []string{LayerNoNewPrivs, LayerUnprivilegedUID, LayerUserNamespace, LayerSeparateUID, LayerNetNamespace,
 	LayerLandlockFS, LayerLandlockNet, LayerLandlockScope, LayerSeccomp}
+
+// LayerCapability is the capability a backend declares when layer is in
+// force ("" for a layer the runner does not know).
+func LayerCapability(layer string) shared.Capability {
+	switch layer {
+	case LayerNoNewPrivs:
+		return shared.CapNoNewPrivs
+	case LayerUnprivilegedUID:
+		return shared.CapUnprivilegedUID
+	case LayerUserNamespace:
+		return shared.CapUserNamespace
+	case LayerSeparateUID:
+		return shared.CapSeparateUID
+	case LayerNetNamespace:
+		return shared.CapNetworkNamespace
+	case LayerLandlockFS:
+		return shared.CapLandlockFS
+	case LayerLandlockNet:
+		return shared.CapLandlockNet
+	case LayerLandlockScope:
+		return shared.CapLandlockScope
+	case LayerSeccomp:
+		return shared.CapSeccomp
+	}
+	return ""
+}
+
+// KnownCapabilities lists, sorted and once each, base and the capability
+// of every layer: what a backend's `require` may name.
+func KnownCapabilities(base []shared.Capability) []string {
+	seen := map[string]bool{}
+	for _, c := range base {
+		seen[string(c)] = true
+	}
+	for _, l := range Layers {
+		seen[string(LayerCapability(l))] = true
+	}
+	out := make([]string, 0, len(seen))
+	for c := range seen {
+		out = append(out, c)
+	}
+	sort.Strings(out)
+	return out
+}
 
 // ProbeResult is the output of an OpProbe request.
 type ProbeResult struct {

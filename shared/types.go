@@ -94,6 +94,26 @@ const (
 	CapStreaming Capability = "streaming"
 )
 
+// Capabilities that name one sealing layer of the Python runner each; a
+// backend that runs the runner (tiers 1 and 3) declares one only when its
+// layer is in force on this machine (runner.LayerCapability maps them).
+const (
+	CapSeccomp          Capability = "seccomp"
+	CapNoNewPrivs       Capability = "no_new_privs"
+	CapUserNamespace    Capability = "user_namespace"
+	CapNetworkNamespace Capability = "network_namespace"
+	CapLandlockFS       Capability = "landlock_filesystem"
+	CapLandlockNet      Capability = "landlock_network"
+	CapLandlockScope    Capability = "landlock_scope"
+	CapUnprivilegedUID  Capability = "unprivileged_uid"
+	// CapSeparateUID: user code runs as a kernel uid that is not the
+	// plugin's (65534 under a root plugin, a subordinate uid otherwise), so
+	// file permissions protect the plugin account's files from it.
+	CapSeparateUID Capability = "separate_uid"
+	// CapEmptyEnvironment: user code starts with an empty environment.
+	CapEmptyEnvironment Capability = "empty_environment"
+)
+
 // InfoRequest asks a backend to describe itself.
 type InfoRequest struct{}
 

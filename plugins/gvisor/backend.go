@@ -19,7 +19,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
-	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -30,7 +29,6 @@ import (
 
 	"github.com/orqest/sandbox/internal/pyproc"
 	"github.com/orqest/sandbox/internal/rtclient"
-	"github.com/orqest/sandbox/plugins/subprocess"
 	"github.com/orqest/sandbox/runner"
 	"github.com/orqest/sandbox/shared"
 	"github.com/orqest/sandbox/shared/toollib"
@@ -165,21 +163,7 @@ var baseCaps = []shared.Capability{
 	shared.CapFilesystemIsolation,
 	shared.CapKernelBoundary,
 	shared.CapStreaming,
-	subprocess.CapEmptyEnvironment,
-}
-
-// layerCaps maps a runner sealing layer (established inside the Sentry)
-// to the capability tier 1 names it by.
-var layerCaps = map[string]shared.Capability{
-	runner.LayerNoNewPrivs:      subprocess.CapNoNewPrivs,
-	runner.LayerUnprivilegedUID: subprocess.CapUnprivilegedUID,
-	runner.LayerUserNamespace:   subprocess.CapUserNamespace,
-	runner.LayerSeparateUID:     subprocess.CapSeparateUID,
-	runner.LayerNetNamespace:    subprocess.CapNetworkNamespace,
-	runner.LayerLandlockFS:      subprocess.CapLandlockFS,
-	runner.LayerLandlockNet:     subprocess.CapLandlockNet,
-	runner.LayerLandlockScope:   subprocess.CapLandlockScope,
-	runner.LayerSeccomp:         subprocess.CapSeccomp,
+	shared.CapEmptyEnvironment,
 }
 
 // caps returns every capability in force: the base ones and the runner's
@@ -190,29 +174,15 @@ func caps(layers *pyproc.SealInfo) []shared.Capability {
 		return out
 	}
 	for _, l := range runner.Layers {
-		if slices.Contains(layers.Layers, l) && !slices.Contains(out, layerCaps[l]) {
-			out = append(out, layerCaps[l])
+		if c := runner.LayerCapability(l); slices.Contains(layers.Layers, l) && !slices.Contains(out, c) {
+			out = append(out, c)
 		}
 	}
 	return out
 }
 
 // knownCaps lists every capability `require` may name.
-func knownCaps() []string {
-	seen := map[string]bool{}
-	for _, c := range baseCaps {
-		seen[string(c)] = true
-	}
-	for _, c := range layerCaps {
-		seen[string(c)] = true
-	}
-	out := make([]string, 0, len(seen))
-	for c := range seen {
-		out = append(out, c)
-	}
-	sort.Strings(out)
-	return out
-}
+func knownCaps() []string { return runner.KnownCapabilities(baseCaps) }
 
 // Info describes the backend.
 func (b *Backend) Info(context.Context, shared.InfoRequest) (shared.InfoResponse, error) {

@@ -286,7 +286,8 @@ func TestCapabilitiesTruthful(t *testing.T) {
 	if !slices.Contains(info.Capabilities, shared.CapKernelBoundary) {
 		t.Fatalf("kernel_boundary not declared: %v", info.Capabilities)
 	}
-	for l, c := range layerCaps {
+	for _, l := range runner.Layers {
+		c := runner.LayerCapability(l)
 		if got, want := slices.Contains(info.Capabilities, c), slices.Contains(b.layers.Layers, l); got != want {
 			t.Errorf("capability %s declared %v, but the probe found layer %s: %v", c, got, l, want)
 		}
@@ -296,7 +297,8 @@ func TestCapabilitiesTruthful(t *testing.T) {
 	if _, err := b.Configure(ctx, shared.ConfigureRequest{Config: []byte(`{"require": ["kernel_boundary", "network_isolation"]}`)}); err != nil {
 		t.Fatalf("require kernel_boundary: %v", err)
 	}
-	for l, c := range layerCaps {
+	for _, l := range runner.Layers {
+		c := runner.LayerCapability(l)
 		if slices.Contains(b.layers.Layers, l) {
 			continue
 		}

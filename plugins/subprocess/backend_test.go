@@ -150,7 +150,7 @@ func TestInfo(t *testing.T) {
 	has := func(l string) bool { return slices.Contains(s.Layers, l) }
 	if info.Has(shared.CapFilesystemIsolation) != has(runner.LayerLandlockFS) ||
 		info.Has(shared.CapNetworkIsolation) != (has(runner.LayerNetNamespace) || has(runner.LayerSeccomp)) ||
-		info.Has(CapSeccomp) != has(runner.LayerSeccomp) {
+		info.Has(shared.CapSeccomp) != has(runner.LayerSeccomp) {
 		t.Errorf("capabilities %v do not match the layers in force %v", info.Capabilities, s.Layers)
 	}
 }

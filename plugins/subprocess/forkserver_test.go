@@ -230,8 +230,8 @@ func TestDegradationAndRequire(t *testing.T) {
 		lost    shared.Capability
 		named   string
 	}{
-		{[]string{runner.LayerLandlockFS}, shared.CapFilesystemIsolation, string(CapLandlockFS)},
-		{[]string{runner.LayerUserNamespace, runner.LayerNetNamespace, runner.LayerSeccomp}, shared.CapNetworkIsolation, string(CapNetworkNamespace)},
+		{[]string{runner.LayerLandlockFS}, shared.CapFilesystemIsolation, string(shared.CapLandlockFS)},
+		{[]string{runner.LayerUserNamespace, runner.LayerNetNamespace, runner.LayerSeccomp}, shared.CapNetworkIsolation, string(shared.CapNetworkNamespace)},
 	} {
 		var logs bytes.Buffer
 		var lmu sync.Mutex
@@ -247,8 +247,8 @@ func TestDegradationAndRequire(t *testing.T) {
 			t.Errorf("disable %v: Info still declares %s: %v", c.disable, c.lost, info.Capabilities)
 		}
 		for _, l := range c.disable {
-			if info.Has(layerCaps[l]) {
-				t.Errorf("disable %v: Info still declares %s", c.disable, layerCaps[l])
+			if info.Has(runner.LayerCapability(l)) {
+				t.Errorf("disable %v: Info still declares %s", c.disable, runner.LayerCapability(l))
 			}
 		}
 		_, err = b.Configure(ctx, shared.ConfigureRequest{Config: json.RawMessage(`{"require":["` + string(c.lost) + `"]}`)})

@@ -33,7 +33,7 @@ func (s *sealInfo) seal(disable []string, read ...string) *runner.Seal {
 // missingText names the layers not in force, with the reason, for the
 // one WARNING Configure logs.
 func (s *sealInfo) missingText() string {
-	return s.MissingText(func(l string) string { return string(layerCaps[l]) })
+	return s.MissingText(func(l string) string { return string(runner.LayerCapability(l)) })
 }
 
 var (

@@ -125,8 +125,8 @@ func noSubIDsBody(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if info.Has(CapSeparateUID) {
-		t.Errorf("Info declares %s without subordinate ids", CapSeparateUID)
+	if info.Has(shared.CapSeparateUID) {
+		t.Errorf("Info declares %s without subordinate ids", shared.CapSeparateUID)
 	}
 	_, err = b.Configure(ctx, shared.ConfigureRequest{Config: json.RawMessage(`{"require":["separate_uid"]}`)})
 	if !errors.Is(err, shared.ErrFailedPrecondition) {
@@ -217,8 +217,8 @@ func notRootBody(t *testing.T, dir string) {
 				t.Fatalf("layer %s not in force: %s", l, s.missingText())
 			}
 		}
-		if !slices.Contains(s.caps(), CapSeparateUID) {
-			t.Errorf("capabilities %v lack %s", s.caps(), CapSeparateUID)
+		if !slices.Contains(s.caps(), shared.CapSeparateUID) {
+			t.Errorf("capabilities %v lack %s", s.caps(), shared.CapSeparateUID)
 		}
 		h := bypassValidation()
 		h.readPaths = []string{filepath.Join(dir, "readable")}
