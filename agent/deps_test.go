@@ -1,4 +1,4 @@
-package main
+package agent
 
 import (
 	"context"
@@ -16,7 +16,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/orqest/sandbox/internal/rtproto"
-	"github.com/orqest/sandbox/plugins/docker/internal/wheeltest"
+	"github.com/orqest/sandbox/internal/wheeltest"
 	"github.com/orqest/sandbox/shared"
 )
 

@@ -1,4 +1,4 @@
-package main
+package agent
 
 // The session's workspace (rtproto.FilesDir): the only directory the
 // Python children may write (Landlock, runner.Seal.WritePaths), on the

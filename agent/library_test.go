@@ -1,4 +1,4 @@
-package main
+package agent
 
 import (
 	"context"
@@ -47,7 +47,7 @@ func startLibRuntime(t *testing.T, dbPath, user string, p *toollib.Promotion) *l
 		exec:    &executor{python: py, rules: table, workdir: t.TempDir()},
 		log:     slog.New(slog.NewTextHandler(io.Discard, nil)),
 	}
-	if err := rt.attachLibrary(dbPath); err != nil {
+	if err := rt.attachLibrary(dbPath, false); err != nil {
 		t.Fatal(err)
 	}
 	lr := &libRuntime{rt: rt, secret: secret, changed: make(chan struct{}, 16)}

@@ -1,4 +1,4 @@
-package main
+package agent
 
 // The per-user persisted tool library.
 //
@@ -26,7 +26,6 @@ import (
 	"database/sql"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"log/slog"
 	"os"
@@ -43,17 +42,7 @@ import (
 	"github.com/orqest/sandbox/shared/toollib"
 )
 
-var libraryFlag = flag.String("library", rtproto.LibraryPath, "the per-user tool library (SQLite); \"\" disables it")
-
-// libraryOwnDirFlag says the library's directory belongs to the runtime
-// alone wherever -library puts it, so it is created 0700 and its owner
-// and mode repaired as for the default path: for a library in a
-// subdirectory of a volume whose root the runtime may not take (a
-// Kubernetes volume is root's with the pod's fsGroup, and the runtime has
-// no CAP_CHOWN there).
-var libraryOwnDirFlag = flag.Bool("library-own-dir", false, "the library's directory belongs to the runtime alone (created 0700 and repaired) also when -library is not the default path")
-
-// Error classes of the library tools (besides those of main.go).
+// Error classes of the library tools (besides those of agent.go).
 const (
 	ClassUnavailable = "unavailable"
 	ClassNotFound    = "not_found"
@@ -109,9 +98,9 @@ type library struct {
 }
 
 // attachLibrary opens the library at path for the session's user (path ""
-// disables it). A library that does not open is kept with its error: the
+// disables it); ownDir is -library-own-dir (options.libraryOwnDir). A library that does not open is kept with its error: the
 // session still runs code.
-func (rt *runtime) attachLibrary(path string) error {
+func (rt *runtime) attachLibrary(path string, ownDir bool) error {
 	if path == "" {
 		return nil
 	}
@@ -124,7 +113,7 @@ func (rt *runtime) attachLibrary(path string) error {
 		return err
 	}
 	l := &library{path: path, policy: p, user: rt.hello.User, log: rt.log, rt: rt, registered: map[string]string{},
-		ownDir: path == rtproto.LibraryPath || *libraryOwnDirFlag}
+		ownDir: path == rtproto.LibraryPath || ownDir}
 	l.mu.Lock()
 	_, err = l.handleLocked()
 	l.mu.Unlock()
