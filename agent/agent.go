@@ -195,16 +195,16 @@ func readHello(in *bufio.Reader) (rtproto.Hello, error) {
 	var h rtproto.Hello
 	line, err := in.ReadSlice('\n')
 	if err != nil {
-		return h, fmt.Errorf("reading the hello line from stdin: %v", err)
+		return h, fmt.Errorf("reading the hello line from stdin: %w", err)
 	}
 	if err := json.Unmarshal(line, &h); err != nil {
-		return h, fmt.Errorf("malformed hello line: %v", err)
+		return h, fmt.Errorf("malformed hello line: %w", err)
 	}
 	if len(h.Secret) < rtproto.MinSecretBytes {
 		return h, fmt.Errorf("hello: secret shorter than %d bytes", rtproto.MinSecretBytes)
 	}
 	if err := errors.Join(rtproto.CheckID("user_id", h.User), rtproto.CheckID("session_id", h.Session)); err != nil {
-		return h, fmt.Errorf("hello: %v", err)
+		return h, fmt.Errorf("hello: %w", err)
 	}
 	for i := range line {
 		line[i] = 0 // do not keep a second copy of the secret in the buffer
@@ -241,20 +241,20 @@ func (rt *runtime) server() *mcp.Server {
 
 // Error classes of a tool error (the plugin maps them to shared errors).
 const (
-	ClassUnauthorized    = "unauthorized"
-	ClassInvalidArgument = "invalid_argument"
-	ClassNotSupported    = "not_supported"
-	ClassInternal        = "internal"
+	classUnauthorized    = "unauthorized"
+	classInvalidArgument = "invalid_argument"
+	classNotSupported    = "not_supported"
+	classInternal        = "internal"
 )
 
-// ToolError is the structured content of a tool result with IsError set.
-type ToolError struct {
+// toolErrorContent is the structured content of a tool result with IsError set.
+type toolErrorContent struct {
 	Class   string `json:"error_class"`
 	Message string `json:"message"`
 }
 
 func toolError(class, format string, a ...any) *mcp.CallToolResult {
-	te := ToolError{Class: class, Message: fmt.Sprintf(format, a...)}
+	te := toolErrorContent{Class: class, Message: fmt.Sprintf(format, a...)}
 	return &mcp.CallToolResult{
 		IsError:           true,
 		StructuredContent: te,
@@ -298,22 +298,22 @@ func (rt *runtime) authorize(req *mcp.CallToolRequest, scope string) error {
 func (rt *runtime) executePython(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 	if err := rt.authorize(req, rtproto.ScopeAgent); err != nil {
 		rt.log.Warn("call refused", "tool", rtproto.ToolExecute, "error", err)
-		return toolError(ClassUnauthorized, "%v", err), nil
+		return toolError(classUnauthorized, "%v", err), nil
 	}
 	var a rtproto.ExecuteArgs
 	dec := json.NewDecoder(strings.NewReader(string(req.Params.Arguments)))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&a); err != nil {
-		return toolError(ClassInvalidArgument, "arguments: %v", err), nil
+		return toolError(classInvalidArgument, "arguments: %v", err), nil
 	}
 	if err := checkToolName(a.ToolName); err != nil { // library.go
-		return toolError(ClassInvalidArgument, "%v", err), nil
+		return toolError(classInvalidArgument, "%v", err), nil
 	}
 	// agent_id is checked here, at the MCP boundary, before any filesystem
 	// operation (the per-agent directory).
 	if a.AgentID != "" {
 		if err := rtproto.CheckID("agent_id", a.AgentID); err != nil {
-			return toolError(ClassInvalidArgument, "%v", err), nil
+			return toolError(classInvalidArgument, "%v", err), nil
 		}
 	}
 	// dependencies must be in allowed_packages (fail closed, before any
@@ -337,7 +337,7 @@ func (rt *runtime) executePython(ctx context.Context, req *mcp.CallToolRequest) 
 func (rt *runtime) runtimeInfo(_ context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 	if err := rt.authorize(req, rtproto.ScopeOperator); err != nil {
 		rt.log.Warn("call refused", "tool", rtproto.ToolInfo, "error", err)
-		return toolError(ClassUnauthorized, "%v", err), nil
+		return toolError(classUnauthorized, "%v", err), nil
 	}
 	info := rtproto.InfoResult{
 		Version:     version,

@@ -44,8 +44,8 @@ import (
 
 // Error classes of the library tools (besides those of agent.go).
 const (
-	ClassUnavailable = "unavailable"
-	ClassNotFound    = "not_found"
+	classUnavailable = "unavailable"
+	classNotFound    = "not_found"
 )
 
 const librarySchema = `
@@ -497,7 +497,7 @@ func (rt *runtime) promotedHandler(e toollib.Entry) mcp.ToolHandler {
 	return func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 		if err := rt.authorize(req, rtproto.ScopeAgent); err != nil {
 			rt.log.Warn("call refused", "tool", e.Name, "error", err)
-			return toolError(ClassUnauthorized, "%v", err), nil
+			return toolError(classUnauthorized, "%v", err), nil
 		}
 		args := json.RawMessage(req.Params.Arguments)
 		if s := strings.TrimSpace(string(args)); s == "" || s == "null" {
@@ -510,7 +510,7 @@ func (rt *runtime) promotedHandler(e toollib.Entry) mcp.ToolHandler {
 			// under: a narrowed policy stops the tool before it runs.
 			var p rtproto.ToolPolicy
 			if b, err := json.Marshal(raw); err != nil || json.Unmarshal(b, &p) != nil {
-				return toolError(ClassInvalidArgument, "the call's %s is not a policy", rtproto.MetaPolicy), nil
+				return toolError(classInvalidArgument, "the call's %s is not a policy", rtproto.MetaPolicy), nil
 			}
 			// The tool's allowlist narrows to what the policy still allows;
 			// the child's checker then refuses code that imports a dropped
@@ -529,14 +529,14 @@ func (rt *runtime) promotedHandler(e toollib.Entry) mcp.ToolHandler {
 			}
 			if len(why) > 0 {
 				rt.log.Warn("promoted tool refused by the policy in force", "tool", e.Name, "dropped", dropped)
-				return toolError(ClassPermissionDenied, "promoted tool %q imports what the policy in force no longer allows (%s; the policy dropped %s since it was promoted); the tool was not run. Re-promote a version within the policy, or forget it",
+				return toolError(classPermissionDenied, "promoted tool %q imports what the policy in force no longer allows (%s; the policy dropped %s since it was promoted); the tool was not run. Re-promote a version within the policy, or forget it",
 					e.Name, strings.Join(why, "; "), strings.Join(dropped, ", ")), nil
 			}
 		}
 		if err != nil {
-			class := ClassInternal
+			class := classInternal
 			if errors.Is(err, shared.ErrInvalidArgument) {
-				class = ClassInvalidArgument
+				class = classInvalidArgument
 			}
 			return toolError(class, "%v", err), nil
 		}
@@ -567,22 +567,22 @@ func jsonResult(v any, evs []toollib.Event) *mcp.CallToolResult {
 func (rt *runtime) listTools(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 	if err := rt.authorize(req, rtproto.ScopeOperator); err != nil {
 		rt.log.Warn("call refused", "tool", toollib.ToolListTools, "error", err)
-		return toolError(ClassUnauthorized, "%v", err), nil
+		return toolError(classUnauthorized, "%v", err), nil
 	}
 	var a toollib.ListArgs
 	if err := decodeStrict(req.Params.Arguments, &a); err != nil {
-		return toolError(ClassInvalidArgument, "arguments: %v", err), nil
+		return toolError(classInvalidArgument, "arguments: %v", err), nil
 	}
 	l := rt.lib
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	db, err := l.handleLocked()
 	if err != nil {
-		return toolError(ClassUnavailable, "%v", err), nil
+		return toolError(classUnavailable, "%v", err), nil
 	}
 	entries, err := queryEntries(ctx, db, `ORDER BY name, last_used DESC`)
 	if err != nil {
-		return toolError(ClassUnavailable, "tool library %s: %v", l.path, err), nil
+		return toolError(classUnavailable, "tool library %s: %v", l.path, err), nil
 	}
 	if entries == nil {
 		entries = []toollib.Entry{}
@@ -598,28 +598,28 @@ func (rt *runtime) listTools(ctx context.Context, req *mcp.CallToolRequest) (*mc
 func (rt *runtime) promoteTool(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 	if err := rt.authorize(req, rtproto.ScopeOperator); err != nil {
 		rt.log.Warn("call refused", "tool", toollib.ToolPromote, "error", err)
-		return toolError(ClassUnauthorized, "%v", err), nil
+		return toolError(classUnauthorized, "%v", err), nil
 	}
 	var a toollib.PromoteArgs
 	if err := decodeStrict(req.Params.Arguments, &a); err != nil {
-		return toolError(ClassInvalidArgument, "arguments: %v", err), nil
+		return toolError(classInvalidArgument, "arguments: %v", err), nil
 	}
 	if err := rtproto.CheckToolName(a.Name); err != nil {
-		return toolError(ClassInvalidArgument, "%v", err), nil
+		return toolError(classInvalidArgument, "%v", err), nil
 	}
 	by := strings.TrimSpace(a.By)
 	if by == "" {
 		by = "operator"
 	}
 	if len(by) > 128 {
-		return toolError(ClassInvalidArgument, "by: at most 128 characters"), nil
+		return toolError(classInvalidArgument, "by: at most 128 characters"), nil
 	}
 	l := rt.lib
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	db, err := l.handleLocked()
 	if err != nil {
-		return toolError(ClassUnavailable, "%v", err), nil
+		return toolError(classUnavailable, "%v", err), nil
 	}
 	where, args := `WHERE name = ? ORDER BY (status = 'pending') DESC, last_used DESC`, []any{a.Name}
 	if a.CodeHash != "" {
@@ -627,15 +627,15 @@ func (rt *runtime) promoteTool(ctx context.Context, req *mcp.CallToolRequest) (*
 	}
 	tx, err := db.BeginTx(ctx, nil)
 	if err != nil {
-		return toolError(ClassUnavailable, "tool library %s: %v", l.path, err), nil
+		return toolError(classUnavailable, "tool library %s: %v", l.path, err), nil
 	}
 	defer tx.Rollback()
 	es, err := queryEntries(ctx, tx, where, args...)
 	if err != nil {
-		return toolError(ClassUnavailable, "tool library %s: %v", l.path, err), nil
+		return toolError(classUnavailable, "tool library %s: %v", l.path, err), nil
 	}
 	if len(es) == 0 {
-		return toolError(ClassNotFound, "no library entry %q%s for user %q (run it with tool_name first)", a.Name, hashSuffix(a.CodeHash), l.user), nil
+		return toolError(classNotFound, "no library entry %q%s for user %q (run it with tool_name first)", a.Name, hashSuffix(a.CodeHash), l.user), nil
 	}
 	e := es[0]
 	if e.Status == toollib.StatusPromoted {
@@ -643,10 +643,10 @@ func (rt *runtime) promoteTool(ctx context.Context, req *mcp.CallToolRequest) (*
 	}
 	pe, ev, err := l.promoteTx(ctx, tx, e, by)
 	if err != nil {
-		return toolError(ClassUnavailable, "tool library %s: %v", l.path, err), nil
+		return toolError(classUnavailable, "tool library %s: %v", l.path, err), nil
 	}
 	if err := tx.Commit(); err != nil {
-		return toolError(ClassUnavailable, "tool library %s: %v", l.path, err), nil
+		return toolError(classUnavailable, "tool library %s: %v", l.path, err), nil
 	}
 	l.registerLocked(pe)
 	pe.Code = ""
@@ -658,21 +658,21 @@ func (rt *runtime) promoteTool(ctx context.Context, req *mcp.CallToolRequest) (*
 func (rt *runtime) forgetTool(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 	if err := rt.authorize(req, rtproto.ScopeOperator); err != nil {
 		rt.log.Warn("call refused", "tool", toollib.ToolForget, "error", err)
-		return toolError(ClassUnauthorized, "%v", err), nil
+		return toolError(classUnauthorized, "%v", err), nil
 	}
 	var a toollib.ForgetArgs
 	if err := decodeStrict(req.Params.Arguments, &a); err != nil {
-		return toolError(ClassInvalidArgument, "arguments: %v", err), nil
+		return toolError(classInvalidArgument, "arguments: %v", err), nil
 	}
 	if err := rtproto.CheckToolName(a.Name); err != nil {
-		return toolError(ClassInvalidArgument, "%v", err), nil
+		return toolError(classInvalidArgument, "%v", err), nil
 	}
 	l := rt.lib
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	db, err := l.handleLocked()
 	if err != nil {
-		return toolError(ClassUnavailable, "%v", err), nil
+		return toolError(classUnavailable, "%v", err), nil
 	}
 	q, args := `DELETE FROM tools WHERE name = ?`, []any{a.Name}
 	if a.CodeHash != "" {
@@ -680,11 +680,11 @@ func (rt *runtime) forgetTool(ctx context.Context, req *mcp.CallToolRequest) (*m
 	}
 	r, err := db.ExecContext(ctx, q, args...)
 	if err != nil {
-		return toolError(ClassUnavailable, "tool library %s: %v", l.path, err), nil
+		return toolError(classUnavailable, "tool library %s: %v", l.path, err), nil
 	}
 	n, _ := r.RowsAffected()
 	if n == 0 {
-		return toolError(ClassNotFound, "no library entry %q%s for user %q", a.Name, hashSuffix(a.CodeHash), l.user), nil
+		return toolError(classNotFound, "no library entry %q%s for user %q", a.Name, hashSuffix(a.CodeHash), l.user), nil
 	}
 	if h, ok := l.registered[a.Name]; ok && (a.CodeHash == "" || a.CodeHash == h) {
 		l.unregisterLocked(a.Name)
