@@ -1,10 +1,12 @@
-# orqest/agent-runtime — the tier-2 container image (plugins/docker).
+# orqest/agent-runtime — the container image of the agent runtime (package
+# agent, the binary orqest-agent-runtime) that tier 2 (plugins/docker) and the
+# kubernetes backend (plugins/kubernetes) run.
 #
 # The build context is the repository root; .dockerignore admits only the runtime
 # binary below (it embeds the rules table) and the fork-server's C loop. Build
-# both first:
+# both first (`make runtime forkcore`):
 #
-#   CGO_ENABLED=0 go build -o bin/orqest-agent-runtime ./plugins/docker/runtime
+#   CGO_ENABLED=0 go build -o bin/orqest-agent-runtime ./cmd/orqest-agent-runtime
 #   make forkcore
 #
 # then, on a machine with no registry (`make image` does all of this):

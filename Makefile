@@ -53,10 +53,11 @@ forkcore:
 example:
 	@if [ -d $(EXAMPLE) ]; then cd $(EXAMPLE) && $(MAKE) --no-print-directory build BIN=$(BIN); fi
 
-# In-container runtime (tier 2): static (no cgo) so it runs on any base image.
+# The agent runtime (package agent) that tier-2 containers, gVisor sessions
+# and kubernetes pods run: static (no cgo) so it runs on any base image.
 runtime:
 	@mkdir -p $(BIN)
-	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "-s -w $(LDFLAGS)" -o $(BIN)/orqest-agent-runtime ./plugins/docker/runtime
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "-s -w -X $(MODULE)/agent.version=$(VERSION)" -o $(BIN)/orqest-agent-runtime ./cmd/orqest-agent-runtime
 
 # Tier-2 image. The default base is assembled locally from Debian packages (no
 # registry needed). Elsewhere: make image BASE_IMAGE=python:3.11-slim

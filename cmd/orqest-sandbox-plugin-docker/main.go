@@ -1,6 +1,6 @@
 // Command orqest-sandbox-plugin-docker is the tier-2 backend: one hardened
-// Docker container per session, running the in-container agent runtime
-// (plugins/docker/runtime) that serves MCP over the container's attached
+// Docker container per session, running the agent runtime (package agent,
+// the binary orqest-agent-runtime) that serves MCP over the container's attached
 // stdio. See docs/tier2.md.
 package main
 

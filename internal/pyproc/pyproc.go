@@ -1,7 +1,7 @@
 // Package pyproc runs the shared Python runner (package runner) in fresh,
 // limited processes: the one Go implementation of process execution that
-// tier 1 (plugins/subprocess) and the tier-2 in-container runtime
-// (plugins/docker/runtime) share.
+// tier 1 (plugins/subprocess) and the agent runtime (package agent, which
+// docker containers, gVisor sandboxes and kubernetes pods run) share.
 //
 //   - Spawn: one interpreter per execution (pipes, prlimit before the
 //     request reaches stdin, own process group, waitid(WNOWAIT) so the group

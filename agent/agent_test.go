@@ -1,4 +1,4 @@
-package main
+package agent
 
 import (
 	"bufio"
@@ -75,7 +75,7 @@ func callTool(t *testing.T, cs *mcp.ClientSession, tool, tok string, args any) *
 
 func errClass(out *mcp.CallToolResult) string {
 	raw, _ := json.Marshal(out.StructuredContent)
-	var te ToolError
+	var te toolErrorContent
 	_ = json.Unmarshal(raw, &te)
 	return te.Class
 }
@@ -120,12 +120,12 @@ func TestExecuteAndTokens(t *testing.T) {
 		"bad scope":  mk("admin", testUser, testSession, now.Add(time.Minute), secret, hs),
 		"ttl 1h":     mk("", testUser, testSession, now.Add(time.Hour), secret, hs),
 	} {
-		if out := callTool(t, cs, rtproto.ToolExecute, tok, rtproto.ExecuteArgs{Code: "return 1"}); !out.IsError || errClass(out) != ClassUnauthorized {
+		if out := callTool(t, cs, rtproto.ToolExecute, tok, rtproto.ExecuteArgs{Code: "return 1"}); !out.IsError || errClass(out) != classUnauthorized {
 			t.Errorf("%s: not refused: %+v", name, out)
 		}
 	}
 	// Scope: a token without scope is agent; agent cannot call runtime_info.
-	if out := callTool(t, cs, rtproto.ToolInfo, good, map[string]any{}); !out.IsError || errClass(out) != ClassUnauthorized {
+	if out := callTool(t, cs, rtproto.ToolInfo, good, map[string]any{}); !out.IsError || errClass(out) != classUnauthorized {
 		t.Errorf("agent token reached runtime_info: %+v", out)
 	}
 	agent, _ := rtproto.Mint(secret, testUser, testSession, rtproto.ScopeAgent, time.Minute)
@@ -143,7 +143,7 @@ func TestAgentIDCheckedBeforeFilesystem(t *testing.T) {
 	tok, _ := rtproto.Mint(secret, testUser, testSession, "", time.Minute)
 	for _, id := range []string{"../escape", "..", "a/b", "-x", strings.Repeat("a", 65)} {
 		out := callTool(t, cs, rtproto.ToolExecute, tok, rtproto.ExecuteArgs{Code: "return 1", AgentID: id})
-		if !out.IsError || errClass(out) != ClassInvalidArgument {
+		if !out.IsError || errClass(out) != classInvalidArgument {
 			t.Errorf("agent_id %q accepted: %+v", id, out)
 		}
 	}

@@ -1,28 +1,4 @@
-// Command orqest-agent-runtime is the tier-2 in-container runtime. It runs as
-// the container's main process (root with only CAP_CHOWN, CAP_KILL,
-// CAP_SETUID and CAP_SETGID, no-new-privileges, read-only root, no network by default) and
-// serves MCP over its stdio. It alone owns /data, the user's tool library
-// (0700); every Python process it starts drops to 65534:65534 (the
-// runner's seal) before any user code exists, so user code cannot read,
-// change or remove the library even when every other layer fails:
-//
-//  1. it reads one hello line from stdin (rtproto.Hello: the per-session
-//     HMAC secret and the user and session the tokens must name);
-//  2. it then speaks MCP (newline-delimited JSON-RPC) on stdin/stdout until
-//     stdin closes, which happens when the plugin detaches or dies; the
-//     container then exits and the engine removes it (AutoRemove).
-//
-// Tools: execute_python (agent scope) and runtime_info (operator scope).
-// Every tools/call carries "Bearer <jwt>" in _meta.authorization. With
-// --listen (policy network = "bridge") MCP is served over Streamable HTTP
-// instead, behind an Origin check and the SDK's RequireBearerToken.
-//
-// It is a static Go binary (CGO_ENABLED=0) so it runs on any base image. The
-// Go validator (tree-sitter, cgo) is therefore not linked in: validation runs
-// in the host and in the plugin (Go), and here in the Python child (the
-// in-child checker of package rules, reading the same rules table, which
-// this binary embeds).
-package main
+package agent
 
 import (
 	"bufio"
@@ -52,38 +28,71 @@ import (
 	"github.com/orqest/sandbox/shared"
 )
 
-// execMode is how the runtime runs Python (exec.go).
-var execMode = flag.String("exec-mode", modeForkServer, `how Python runs: "forkserver" (a warm, sealed zygote per agent) or "spawn" (one interpreter per call)`)
-
-var classesFlag = flag.Bool("classes", false, "bodies may define classes (the sandbox's policy `classes`)")
-
 // defaultForkCore is where the image puts the fork-server's C loop
 // (runner/forkcore built as a shared object, `make image`).
 const defaultForkCore = "/usr/local/lib/orqest/orqest-forkcore.so"
 
-var forkCoreFlag = flag.String("forkcore", defaultForkCore, `the fork-server's C loop (a shared object built for this image's Python); "" or a missing file keeps the zygotes' loop in Python`)
-
-// version is set with -ldflags "-X main.version=...".
+// version is set with -ldflags "-X github.com/orqest/sandbox/agent.version=...".
 var version = "0.1.0"
 
-func main() {
-	python := flag.String("python", "", "python interpreter (default: /usr/bin/python3, else /usr/local/bin/python3)")
-	workdir := flag.String("workdir", "/workspace", "writable scratch directory (tmpfs); per-agent directories live under it")
-	listen := flag.String("listen", "", "serve MCP over Streamable HTTP on this address (e.g. :8000) instead of stdio; stdin still carries the hello line and its EOF still ends the runtime")
-	showVersion := flag.Bool("version", false, "print the version and exit")
-	flag.Parse()
-	if *showVersion {
-		fmt.Println(version)
-		return
-	}
-	log := slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
-	if err := run(log, *python, *workdir, *listen); err != nil {
-		log.Error("runtime failed", "error", err)
-		os.Exit(1)
-	}
+// options are the agent's command-line flags (Main).
+type options struct {
+	python   string
+	workdir  string
+	listen   string
+	execMode string // how the agent runs Python (exec.go)
+	classes  bool
+	forkCore string
+	library  string
+	// libraryOwnDir says the library's directory belongs to the runtime
+	// alone wherever -library puts it, so it is created 0700 and its owner
+	// and mode repaired as for the default path: for a library in a
+	// subdirectory of a volume whose root the runtime may not take (a
+	// Kubernetes volume is root's with the pod's fsGroup, and the runtime has
+	// no CAP_CHOWN there).
+	libraryOwnDir bool
 }
 
-func run(log *slog.Logger, python, workdir, listen string) error {
+// Main runs the agent as the program orqest-agent-runtime with the
+// command-line arguments args (without the program name) and returns its
+// exit status. It reads the hello line and then MCP from os.Stdin, writes
+// MCP to os.Stdout (or serves it over HTTP with -listen) and its JSON log
+// to os.Stderr, and returns once stdin closes: 0 then, 1 when the agent
+// failed, 2 for bad flags. It is the binary's whole main, so that docker
+// containers, gVisor sandboxes and kubernetes pods run one program built
+// from this package.
+func Main(args []string) int {
+	fs := flag.NewFlagSet("orqest-agent-runtime", flag.ContinueOnError)
+	fs.SetOutput(os.Stderr)
+	var o options
+	fs.StringVar(&o.python, "python", "", "python interpreter (default: /usr/bin/python3, else /usr/local/bin/python3)")
+	fs.StringVar(&o.workdir, "workdir", "/workspace", "writable scratch directory (tmpfs); per-agent directories live under it")
+	fs.StringVar(&o.listen, "listen", "", "serve MCP over Streamable HTTP on this address (e.g. :8000) instead of stdio; stdin still carries the hello line and its EOF still ends the runtime")
+	fs.StringVar(&o.execMode, "exec-mode", modeForkServer, `how Python runs: "forkserver" (a warm, sealed zygote per agent) or "spawn" (one interpreter per call)`)
+	fs.BoolVar(&o.classes, "classes", false, "bodies may define classes (the sandbox's policy `classes`)")
+	fs.StringVar(&o.forkCore, "forkcore", defaultForkCore, `the fork-server's C loop (a shared object built for this image's Python); "" or a missing file keeps the zygotes' loop in Python`)
+	fs.StringVar(&o.library, "library", rtproto.LibraryPath, "the per-user tool library (SQLite); \"\" disables it")
+	fs.BoolVar(&o.libraryOwnDir, "library-own-dir", false, "the library's directory belongs to the runtime alone (created 0700 and repaired) also when -library is not the default path")
+	showVersion := fs.Bool("version", false, "print the version and exit")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		return 2
+	}
+	if *showVersion {
+		fmt.Fprintln(os.Stdout, version)
+		return 0
+	}
+	log := slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	if err := run(log, o); err != nil {
+		log.Error("runtime failed", "error", err)
+		return 1
+	}
+	return 0
+}
+
+func run(log *slog.Logger, o options) error {
 	// Not dumpable: no process of the container may read the secret out of
 	// /proc/<pid>/mem or environ (the Python children run on another uid
 	// where the runtime is root, on the same one where it is not).
@@ -93,7 +102,7 @@ func run(log *slog.Logger, python, workdir, listen string) error {
 	if os.Geteuid() != 0 {
 		log.Warn("the runtime is not root: its Python children keep its uid and, should the kernel layers fail, could reach the tool library", "uid", os.Geteuid())
 	}
-	py, err := findPython(python)
+	py, err := findPython(o.python)
 	if err != nil {
 		return err
 	}
@@ -104,18 +113,18 @@ func run(log *slog.Logger, python, workdir, listen string) error {
 	if err != nil {
 		return err
 	}
-	core := loadForkCore(log, *forkCoreFlag)
+	core := loadForkCore(log, o.forkCore)
 	rt := &runtime{
 		hello:   hello,
 		started: time.Now(),
-		exec:    &executor{python: py, rules: table, workdir: workdir, envs: newEnvManager(py, workdir, hello, log), log: log, mode: *execMode, classes: *classesFlag, system: systemPackages(), core: core}, // envs: per-agent venvs (venv.go)
+		exec:    &executor{python: py, rules: table, workdir: o.workdir, envs: newEnvManager(py, o.workdir, hello, log), log: log, mode: o.execMode, classes: o.classes, system: systemPackages(), core: core}, // envs: per-agent venvs (venv.go)
 		rulesSum: func() string {
 			s := sha256.Sum256(table)
 			return hex.EncodeToString(s[:])
 		}(),
 		log: log,
 	}
-	if err := rt.attachLibrary(*libraryFlag); err != nil { // the per-user tool library (library.go)
+	if err := rt.attachLibrary(o.library, o.libraryOwnDir); err != nil { // the per-user tool library (library.go)
 		return err
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
@@ -125,7 +134,7 @@ func run(log *slog.Logger, python, workdir, listen string) error {
 	go rt.exec.warm(ctx)
 	defer rt.exec.shutdown()
 	log.Info("runtime ready", "version", version, "python", py, "user", hello.User, "session", hello.Session)
-	if listen != "" {
+	if o.listen != "" {
 		// HTTP mode: stdin's EOF (the plugin detached or died) ends us.
 		hctx, hcancel := context.WithCancel(ctx)
 		defer hcancel()
@@ -133,7 +142,7 @@ func run(log *slog.Logger, python, workdir, listen string) error {
 			_, _ = io.Copy(io.Discard, in)
 			hcancel()
 		}()
-		return rt.serveHTTP(hctx, listen)
+		return rt.serveHTTP(hctx, o.listen)
 	}
 	stdin := &eofReader{r: in}
 	err = rt.server().Run(ctx, &mcp.IOTransport{Reader: io.NopCloser(stdin), Writer: nopWriteCloser{os.Stdout}})
@@ -186,16 +195,16 @@ func readHello(in *bufio.Reader) (rtproto.Hello, error) {
 	var h rtproto.Hello
 	line, err := in.ReadSlice('\n')
 	if err != nil {
-		return h, fmt.Errorf("reading the hello line from stdin: %v", err)
+		return h, fmt.Errorf("reading the hello line from stdin: %w", err)
 	}
 	if err := json.Unmarshal(line, &h); err != nil {
-		return h, fmt.Errorf("malformed hello line: %v", err)
+		return h, fmt.Errorf("malformed hello line: %w", err)
 	}
 	if len(h.Secret) < rtproto.MinSecretBytes {
 		return h, fmt.Errorf("hello: secret shorter than %d bytes", rtproto.MinSecretBytes)
 	}
 	if err := errors.Join(rtproto.CheckID("user_id", h.User), rtproto.CheckID("session_id", h.Session)); err != nil {
-		return h, fmt.Errorf("hello: %v", err)
+		return h, fmt.Errorf("hello: %w", err)
 	}
 	for i := range line {
 		line[i] = 0 // do not keep a second copy of the secret in the buffer
@@ -232,20 +241,20 @@ func (rt *runtime) server() *mcp.Server {
 
 // Error classes of a tool error (the plugin maps them to shared errors).
 const (
-	ClassUnauthorized    = "unauthorized"
-	ClassInvalidArgument = "invalid_argument"
-	ClassNotSupported    = "not_supported"
-	ClassInternal        = "internal"
+	classUnauthorized    = "unauthorized"
+	classInvalidArgument = "invalid_argument"
+	classNotSupported    = "not_supported"
+	classInternal        = "internal"
 )
 
-// ToolError is the structured content of a tool result with IsError set.
-type ToolError struct {
+// toolErrorContent is the structured content of a tool result with IsError set.
+type toolErrorContent struct {
 	Class   string `json:"error_class"`
 	Message string `json:"message"`
 }
 
 func toolError(class, format string, a ...any) *mcp.CallToolResult {
-	te := ToolError{Class: class, Message: fmt.Sprintf(format, a...)}
+	te := toolErrorContent{Class: class, Message: fmt.Sprintf(format, a...)}
 	return &mcp.CallToolResult{
 		IsError:           true,
 		StructuredContent: te,
@@ -289,22 +298,22 @@ func (rt *runtime) authorize(req *mcp.CallToolRequest, scope string) error {
 func (rt *runtime) executePython(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 	if err := rt.authorize(req, rtproto.ScopeAgent); err != nil {
 		rt.log.Warn("call refused", "tool", rtproto.ToolExecute, "error", err)
-		return toolError(ClassUnauthorized, "%v", err), nil
+		return toolError(classUnauthorized, "%v", err), nil
 	}
 	var a rtproto.ExecuteArgs
 	dec := json.NewDecoder(strings.NewReader(string(req.Params.Arguments)))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&a); err != nil {
-		return toolError(ClassInvalidArgument, "arguments: %v", err), nil
+		return toolError(classInvalidArgument, "arguments: %v", err), nil
 	}
 	if err := checkToolName(a.ToolName); err != nil { // library.go
-		return toolError(ClassInvalidArgument, "%v", err), nil
+		return toolError(classInvalidArgument, "%v", err), nil
 	}
 	// agent_id is checked here, at the MCP boundary, before any filesystem
 	// operation (the per-agent directory).
 	if a.AgentID != "" {
 		if err := rtproto.CheckID("agent_id", a.AgentID); err != nil {
-			return toolError(ClassInvalidArgument, "%v", err), nil
+			return toolError(classInvalidArgument, "%v", err), nil
 		}
 	}
 	// dependencies must be in allowed_packages (fail closed, before any
@@ -328,7 +337,7 @@ func (rt *runtime) executePython(ctx context.Context, req *mcp.CallToolRequest) 
 func (rt *runtime) runtimeInfo(_ context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 	if err := rt.authorize(req, rtproto.ScopeOperator); err != nil {
 		rt.log.Warn("call refused", "tool", rtproto.ToolInfo, "error", err)
-		return toolError(ClassUnauthorized, "%v", err), nil
+		return toolError(classUnauthorized, "%v", err), nil
 	}
 	info := rtproto.InfoResult{
 		Version:     version,

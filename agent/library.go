@@ -1,4 +1,4 @@
-package main
+package agent
 
 // The per-user persisted tool library.
 //
@@ -26,7 +26,6 @@ import (
 	"database/sql"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"log/slog"
 	"os"
@@ -43,20 +42,10 @@ import (
 	"github.com/orqest/sandbox/shared/toollib"
 )
 
-var libraryFlag = flag.String("library", rtproto.LibraryPath, "the per-user tool library (SQLite); \"\" disables it")
-
-// libraryOwnDirFlag says the library's directory belongs to the runtime
-// alone wherever -library puts it, so it is created 0700 and its owner
-// and mode repaired as for the default path: for a library in a
-// subdirectory of a volume whose root the runtime may not take (a
-// Kubernetes volume is root's with the pod's fsGroup, and the runtime has
-// no CAP_CHOWN there).
-var libraryOwnDirFlag = flag.Bool("library-own-dir", false, "the library's directory belongs to the runtime alone (created 0700 and repaired) also when -library is not the default path")
-
-// Error classes of the library tools (besides those of main.go).
+// Error classes of the library tools (besides those of agent.go).
 const (
-	ClassUnavailable = "unavailable"
-	ClassNotFound    = "not_found"
+	classUnavailable = "unavailable"
+	classNotFound    = "not_found"
 )
 
 const librarySchema = `
@@ -109,9 +98,9 @@ type library struct {
 }
 
 // attachLibrary opens the library at path for the session's user (path ""
-// disables it). A library that does not open is kept with its error: the
+// disables it); ownDir is -library-own-dir (options.libraryOwnDir). A library that does not open is kept with its error: the
 // session still runs code.
-func (rt *runtime) attachLibrary(path string) error {
+func (rt *runtime) attachLibrary(path string, ownDir bool) error {
 	if path == "" {
 		return nil
 	}
@@ -124,7 +113,7 @@ func (rt *runtime) attachLibrary(path string) error {
 		return err
 	}
 	l := &library{path: path, policy: p, user: rt.hello.User, log: rt.log, rt: rt, registered: map[string]string{},
-		ownDir: path == rtproto.LibraryPath || *libraryOwnDirFlag}
+		ownDir: path == rtproto.LibraryPath || ownDir}
 	l.mu.Lock()
 	_, err = l.handleLocked()
 	l.mu.Unlock()
@@ -508,7 +497,7 @@ func (rt *runtime) promotedHandler(e toollib.Entry) mcp.ToolHandler {
 	return func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 		if err := rt.authorize(req, rtproto.ScopeAgent); err != nil {
 			rt.log.Warn("call refused", "tool", e.Name, "error", err)
-			return toolError(ClassUnauthorized, "%v", err), nil
+			return toolError(classUnauthorized, "%v", err), nil
 		}
 		args := json.RawMessage(req.Params.Arguments)
 		if s := strings.TrimSpace(string(args)); s == "" || s == "null" {
@@ -521,7 +510,7 @@ func (rt *runtime) promotedHandler(e toollib.Entry) mcp.ToolHandler {
 			// under: a narrowed policy stops the tool before it runs.
 			var p rtproto.ToolPolicy
 			if b, err := json.Marshal(raw); err != nil || json.Unmarshal(b, &p) != nil {
-				return toolError(ClassInvalidArgument, "the call's %s is not a policy", rtproto.MetaPolicy), nil
+				return toolError(classInvalidArgument, "the call's %s is not a policy", rtproto.MetaPolicy), nil
 			}
 			// The tool's allowlist narrows to what the policy still allows;
 			// the child's checker then refuses code that imports a dropped
@@ -540,14 +529,14 @@ func (rt *runtime) promotedHandler(e toollib.Entry) mcp.ToolHandler {
 			}
 			if len(why) > 0 {
 				rt.log.Warn("promoted tool refused by the policy in force", "tool", e.Name, "dropped", dropped)
-				return toolError(ClassPermissionDenied, "promoted tool %q imports what the policy in force no longer allows (%s; the policy dropped %s since it was promoted); the tool was not run. Re-promote a version within the policy, or forget it",
+				return toolError(classPermissionDenied, "promoted tool %q imports what the policy in force no longer allows (%s; the policy dropped %s since it was promoted); the tool was not run. Re-promote a version within the policy, or forget it",
 					e.Name, strings.Join(why, "; "), strings.Join(dropped, ", ")), nil
 			}
 		}
 		if err != nil {
-			class := ClassInternal
+			class := classInternal
 			if errors.Is(err, shared.ErrInvalidArgument) {
-				class = ClassInvalidArgument
+				class = classInvalidArgument
 			}
 			return toolError(class, "%v", err), nil
 		}
@@ -578,22 +567,22 @@ func jsonResult(v any, evs []toollib.Event) *mcp.CallToolResult {
 func (rt *runtime) listTools(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 	if err := rt.authorize(req, rtproto.ScopeOperator); err != nil {
 		rt.log.Warn("call refused", "tool", toollib.ToolListTools, "error", err)
-		return toolError(ClassUnauthorized, "%v", err), nil
+		return toolError(classUnauthorized, "%v", err), nil
 	}
 	var a toollib.ListArgs
 	if err := decodeStrict(req.Params.Arguments, &a); err != nil {
-		return toolError(ClassInvalidArgument, "arguments: %v", err), nil
+		return toolError(classInvalidArgument, "arguments: %v", err), nil
 	}
 	l := rt.lib
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	db, err := l.handleLocked()
 	if err != nil {
-		return toolError(ClassUnavailable, "%v", err), nil
+		return toolError(classUnavailable, "%v", err), nil
 	}
 	entries, err := queryEntries(ctx, db, `ORDER BY name, last_used DESC`)
 	if err != nil {
-		return toolError(ClassUnavailable, "tool library %s: %v", l.path, err), nil
+		return toolError(classUnavailable, "tool library %s: %v", l.path, err), nil
 	}
 	if entries == nil {
 		entries = []toollib.Entry{}
@@ -609,28 +598,28 @@ func (rt *runtime) listTools(ctx context.Context, req *mcp.CallToolRequest) (*mc
 func (rt *runtime) promoteTool(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 	if err := rt.authorize(req, rtproto.ScopeOperator); err != nil {
 		rt.log.Warn("call refused", "tool", toollib.ToolPromote, "error", err)
-		return toolError(ClassUnauthorized, "%v", err), nil
+		return toolError(classUnauthorized, "%v", err), nil
 	}
 	var a toollib.PromoteArgs
 	if err := decodeStrict(req.Params.Arguments, &a); err != nil {
-		return toolError(ClassInvalidArgument, "arguments: %v", err), nil
+		return toolError(classInvalidArgument, "arguments: %v", err), nil
 	}
 	if err := rtproto.CheckToolName(a.Name); err != nil {
-		return toolError(ClassInvalidArgument, "%v", err), nil
+		return toolError(classInvalidArgument, "%v", err), nil
 	}
 	by := strings.TrimSpace(a.By)
 	if by == "" {
 		by = "operator"
 	}
 	if len(by) > 128 {
-		return toolError(ClassInvalidArgument, "by: at most 128 characters"), nil
+		return toolError(classInvalidArgument, "by: at most 128 characters"), nil
 	}
 	l := rt.lib
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	db, err := l.handleLocked()
 	if err != nil {
-		return toolError(ClassUnavailable, "%v", err), nil
+		return toolError(classUnavailable, "%v", err), nil
 	}
 	where, args := `WHERE name = ? ORDER BY (status = 'pending') DESC, last_used DESC`, []any{a.Name}
 	if a.CodeHash != "" {
@@ -638,15 +627,15 @@ func (rt *runtime) promoteTool(ctx context.Context, req *mcp.CallToolRequest) (*
 	}
 	tx, err := db.BeginTx(ctx, nil)
 	if err != nil {
-		return toolError(ClassUnavailable, "tool library %s: %v", l.path, err), nil
+		return toolError(classUnavailable, "tool library %s: %v", l.path, err), nil
 	}
 	defer tx.Rollback()
 	es, err := queryEntries(ctx, tx, where, args...)
 	if err != nil {
-		return toolError(ClassUnavailable, "tool library %s: %v", l.path, err), nil
+		return toolError(classUnavailable, "tool library %s: %v", l.path, err), nil
 	}
 	if len(es) == 0 {
-		return toolError(ClassNotFound, "no library entry %q%s for user %q (run it with tool_name first)", a.Name, hashSuffix(a.CodeHash), l.user), nil
+		return toolError(classNotFound, "no library entry %q%s for user %q (run it with tool_name first)", a.Name, hashSuffix(a.CodeHash), l.user), nil
 	}
 	e := es[0]
 	if e.Status == toollib.StatusPromoted {
@@ -654,10 +643,10 @@ func (rt *runtime) promoteTool(ctx context.Context, req *mcp.CallToolRequest) (*
 	}
 	pe, ev, err := l.promoteTx(ctx, tx, e, by)
 	if err != nil {
-		return toolError(ClassUnavailable, "tool library %s: %v", l.path, err), nil
+		return toolError(classUnavailable, "tool library %s: %v", l.path, err), nil
 	}
 	if err := tx.Commit(); err != nil {
-		return toolError(ClassUnavailable, "tool library %s: %v", l.path, err), nil
+		return toolError(classUnavailable, "tool library %s: %v", l.path, err), nil
 	}
 	l.registerLocked(pe)
 	pe.Code = ""
@@ -669,21 +658,21 @@ func (rt *runtime) promoteTool(ctx context.Context, req *mcp.CallToolRequest) (*
 func (rt *runtime) forgetTool(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 	if err := rt.authorize(req, rtproto.ScopeOperator); err != nil {
 		rt.log.Warn("call refused", "tool", toollib.ToolForget, "error", err)
-		return toolError(ClassUnauthorized, "%v", err), nil
+		return toolError(classUnauthorized, "%v", err), nil
 	}
 	var a toollib.ForgetArgs
 	if err := decodeStrict(req.Params.Arguments, &a); err != nil {
-		return toolError(ClassInvalidArgument, "arguments: %v", err), nil
+		return toolError(classInvalidArgument, "arguments: %v", err), nil
 	}
 	if err := rtproto.CheckToolName(a.Name); err != nil {
-		return toolError(ClassInvalidArgument, "%v", err), nil
+		return toolError(classInvalidArgument, "%v", err), nil
 	}
 	l := rt.lib
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	db, err := l.handleLocked()
 	if err != nil {
-		return toolError(ClassUnavailable, "%v", err), nil
+		return toolError(classUnavailable, "%v", err), nil
 	}
 	q, args := `DELETE FROM tools WHERE name = ?`, []any{a.Name}
 	if a.CodeHash != "" {
@@ -691,11 +680,11 @@ func (rt *runtime) forgetTool(ctx context.Context, req *mcp.CallToolRequest) (*m
 	}
 	r, err := db.ExecContext(ctx, q, args...)
 	if err != nil {
-		return toolError(ClassUnavailable, "tool library %s: %v", l.path, err), nil
+		return toolError(classUnavailable, "tool library %s: %v", l.path, err), nil
 	}
 	n, _ := r.RowsAffected()
 	if n == 0 {
-		return toolError(ClassNotFound, "no library entry %q%s for user %q", a.Name, hashSuffix(a.CodeHash), l.user), nil
+		return toolError(classNotFound, "no library entry %q%s for user %q", a.Name, hashSuffix(a.CodeHash), l.user), nil
 	}
 	if h, ok := l.registered[a.Name]; ok && (a.CodeHash == "" || a.CodeHash == h) {
 		l.unregisterLocked(a.Name)

@@ -1,4 +1,4 @@
-package main
+package agent
 
 import (
 	"context"
@@ -47,7 +47,7 @@ func startLibRuntime(t *testing.T, dbPath, user string, p *toollib.Promotion) *l
 		exec:    &executor{python: py, rules: table, workdir: t.TempDir()},
 		log:     slog.New(slog.NewTextHandler(io.Discard, nil)),
 	}
-	if err := rt.attachLibrary(dbPath); err != nil {
+	if err := rt.attachLibrary(dbPath, false); err != nil {
 		t.Fatal(err)
 	}
 	lr := &libRuntime{rt: rt, secret: secret, changed: make(chan struct{}, 16)}
@@ -196,7 +196,7 @@ func TestLibraryThresholdPromotesAndNotifies(t *testing.T) {
 		t.Fatalf("add(40, 2): %v", res)
 	}
 	// ... and without a token it is refused like every tool.
-	if out := callTool(t, lr.cs, "add", "", map[string]any{"a": 1, "b": 2}); !out.IsError || errClass(out) != ClassUnauthorized {
+	if out := callTool(t, lr.cs, "add", "", map[string]any{"a": 1, "b": 2}); !out.IsError || errClass(out) != classUnauthorized {
 		t.Fatalf("tokenless call of a promoted tool: %+v", out)
 	}
 	l = lr.list(t, testUser)
@@ -249,13 +249,13 @@ func TestLibraryOperatorApprovalAndScopes(t *testing.T) {
 		if tool == toollib.ToolListTools {
 			out = callTool(t, lr.cs, tool, agent, map[string]any{})
 		}
-		if !out.IsError || errClass(out) != ClassUnauthorized || !strings.Contains(out.Content[0].(*mcp.TextContent).Text, "operator scope") {
+		if !out.IsError || errClass(out) != classUnauthorized || !strings.Contains(out.Content[0].(*mcp.TextContent).Text, "operator scope") {
 			t.Fatalf("%s with an agent token: %+v", tool, out.Content)
 		}
 	}
 	// A token without a scope is agent scope.
 	noScope := mintRaw(t, lr.secret, testUser, "")
-	if out := callTool(t, lr.cs, toollib.ToolPromote, noScope, map[string]any{"name": "add"}); errClass(out) != ClassUnauthorized {
+	if out := callTool(t, lr.cs, toollib.ToolPromote, noScope, map[string]any{"name": "add"}); errClass(out) != classUnauthorized {
 		t.Fatalf("scope-less token promoted: %+v", out.Content)
 	}
 	if st := lr.list(t, testUser).Tools[0].Status; st != toollib.StatusPending {
@@ -273,7 +273,7 @@ func TestLibraryOperatorApprovalAndScopes(t *testing.T) {
 	if !slices.Contains(lr.toolNames(t), "add") {
 		t.Fatal("promoted tool not listed")
 	}
-	if out := callTool(t, lr.cs, toollib.ToolPromote, op, map[string]any{"name": "nope"}); errClass(out) != ClassNotFound {
+	if out := callTool(t, lr.cs, toollib.ToolPromote, op, map[string]any{"name": "nope"}); errClass(out) != classNotFound {
 		t.Fatalf("promote unknown: %+v", out.Content)
 	}
 	out = callTool(t, lr.cs, toollib.ToolForget, op, map[string]any{"name": "add"})
@@ -287,7 +287,7 @@ func TestLibraryOperatorApprovalAndScopes(t *testing.T) {
 	// Reserved and malformed tool names are refused before anything runs.
 	for _, name := range []string{"execute_python", "promote_tool", "1bad", "a-b", "../x"} {
 		out := callTool(t, lr.cs, rtproto.ToolExecute, lr.token(t, testUser, rtproto.ScopeAgent), map[string]any{"code": "return 1", "tool_name": name})
-		if errClass(out) != ClassInvalidArgument {
+		if errClass(out) != classInvalidArgument {
 			t.Fatalf("tool_name %q: %+v", name, out.Content)
 		}
 	}

@@ -1,4 +1,4 @@
-package main
+package agent
 
 // Repairing the tool library.
 //

@@ -1,4 +1,4 @@
-package main
+package agent
 
 // The session's workspace (rtproto.FilesDir): the only directory the
 // Python children may write (Landlock, runner.Seal.WritePaths), on the
@@ -405,7 +405,7 @@ func (rt *runtime) fileTools(s *mcp.Server) {
 		return func(_ context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 			if err := rt.authorize(req, rtproto.ScopeAgent); err != nil {
 				rt.log.Warn("call refused", "tool", name, "error", err)
-				return toolError(ClassUnauthorized, "%v", err), nil
+				return toolError(classUnauthorized, "%v", err), nil
 			}
 			res, err := do(req.Params.Arguments)
 			if err != nil {

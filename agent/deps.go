@@ -1,4 +1,4 @@
-package main
+package agent
 
 import (
 	"archive/zip"
@@ -66,26 +66,26 @@ const (
 // Tool error classes of dependency failures (the plugin maps them to shared
 // errors; see toolErr in plugins/docker/session.go).
 const (
-	ClassPermissionDenied   = "permission_denied"
-	ClassFailedPrecondition = "failed_precondition"
-	// ClassUnavailable ("unavailable") is declared in library.go.
+	classPermissionDenied   = "permission_denied"
+	classFailedPrecondition = "failed_precondition"
+	// classUnavailable ("unavailable") is declared in library.go.
 )
 
 // errorClass is the tool error class of an executor error.
 func errorClass(err error) string {
 	switch {
 	case errors.Is(err, shared.ErrPermissionDenied):
-		return ClassPermissionDenied
+		return classPermissionDenied
 	case errors.Is(err, shared.ErrFailedPrecondition):
-		return ClassFailedPrecondition
+		return classFailedPrecondition
 	case errors.Is(err, shared.ErrInvalidArgument), errors.Is(err, rtproto.ErrBadID):
-		return ClassInvalidArgument
+		return classInvalidArgument
 	case errors.Is(err, shared.ErrUnavailable):
-		return ClassUnavailable
+		return classUnavailable
 	case errors.Is(err, shared.ErrNotFound):
-		return ClassNotFound
+		return classNotFound
 	}
-	return ClassInternal
+	return classInternal
 }
 
 // wheelFile is a parsed wheel file name.

@@ -1,4 +1,4 @@
-package main
+package agent
 
 import (
 	"context"
@@ -16,7 +16,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/orqest/sandbox/internal/rtproto"
-	"github.com/orqest/sandbox/plugins/docker/internal/wheeltest"
+	"github.com/orqest/sandbox/internal/wheeltest"
 	"github.com/orqest/sandbox/shared"
 )
 
@@ -159,7 +159,7 @@ func TestDependenciesInstallIntoAgentVenv(t *testing.T) {
 	}
 	// ... and A still has 1.0.0; asking A for 0.9.0 now is refused.
 	out := callTool(t, cs, rtproto.ToolExecute, tok, rtproto.ExecuteArgs{Code: "return 1", AgentID: "agentA", Dependencies: []string{"orqdemo==0.9.0"}})
-	if !out.IsError || errClass(out) != ClassFailedPrecondition || !strings.Contains(errText(out), "already installed") {
+	if !out.IsError || errClass(out) != classFailedPrecondition || !strings.Contains(errText(out), "already installed") {
 		t.Fatalf("conflicting pin: %+v", out)
 	}
 }
@@ -176,14 +176,14 @@ func TestDependenciesFailClosed(t *testing.T) {
 		name, agent, dep, class, text string
 		noFS                          bool
 	}{
-		{"not allowed", "a1", "requests", ClassPermissionDenied, `"requests" is not in the policy's allowed_packages`, true},
-		{"range", "a2", "orqdemo>=1", ClassInvalidArgument, "no ranges", true},
-		{"escape agent", "../escape", "orqdemo", ClassInvalidArgument, "agent_id", true},
-		{"missing wheel", "a3", "ghost", ClassFailedPrecondition, "no pure-Python", false},
-		{"missing version", "a4", "orqdemo==3.0", ClassFailedPrecondition, "have", false},
-		{"requirement denied", "a5", "orqneedy", ClassPermissionDenied, `"forbiddenpkg"`, false},
-		{"digest mismatch", "a6", "orqtamper", ClassFailedPrecondition, "digest does not match RECORD", false},
-		{"zip slip", "a7", "orqslip", ClassFailedPrecondition, "unsafe member path", false},
+		{"not allowed", "a1", "requests", classPermissionDenied, `"requests" is not in the policy's allowed_packages`, true},
+		{"range", "a2", "orqdemo>=1", classInvalidArgument, "no ranges", true},
+		{"escape agent", "../escape", "orqdemo", classInvalidArgument, "agent_id", true},
+		{"missing wheel", "a3", "ghost", classFailedPrecondition, "no pure-Python", false},
+		{"missing version", "a4", "orqdemo==3.0", classFailedPrecondition, "have", false},
+		{"requirement denied", "a5", "orqneedy", classPermissionDenied, `"forbiddenpkg"`, false},
+		{"digest mismatch", "a6", "orqtamper", classFailedPrecondition, "digest does not match RECORD", false},
+		{"zip slip", "a7", "orqslip", classFailedPrecondition, "unsafe member path", false},
 	} {
 		out := call(c.agent, c.dep)
 		if !out.IsError || errClass(out) != c.class || !strings.Contains(errText(out), c.text) {
@@ -209,13 +209,13 @@ func TestDependenciesFailClosed(t *testing.T) {
 	// No package source configured: fail closed even for an allowed package.
 	cs2, tok2, _ := startRuntimeWithPackages(t, []string{"orqdemo"}, "")
 	out := callTool(t, cs2, rtproto.ToolExecute, tok2, rtproto.ExecuteArgs{Code: "return 1", Dependencies: []string{"orqdemo"}})
-	if !out.IsError || errClass(out) != ClassFailedPrecondition || !strings.Contains(errText(out), "wheel_dir") {
+	if !out.IsError || errClass(out) != classFailedPrecondition || !strings.Contains(errText(out), "wheel_dir") {
 		t.Fatalf("no wheel dir: %+v", errText(out))
 	}
 	// No allowed_packages at all: everything refused.
 	cs3, tok3, _ := startRuntimeWithPackages(t, nil, wheels)
 	out = callTool(t, cs3, rtproto.ToolExecute, tok3, rtproto.ExecuteArgs{Code: "return 1", Dependencies: []string{"orqdemo"}})
-	if !out.IsError || errClass(out) != ClassPermissionDenied || !strings.Contains(errText(out), "allowed_packages is empty") {
+	if !out.IsError || errClass(out) != classPermissionDenied || !strings.Contains(errText(out), "allowed_packages is empty") {
 		t.Fatalf("empty allowlist: %+v", errText(out))
 	}
 }

@@ -1,4 +1,4 @@
-package main
+package agent
 
 import (
 	"context"
@@ -90,7 +90,7 @@ func TestHTTPTokensAndOrigin(t *testing.T) {
 	if err != nil || out.IsError {
 		t.Fatalf("execute over HTTP: %v %+v", err, out)
 	}
-	if out, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: rtproto.ToolInfo, Arguments: map[string]any{}}); err != nil || !out.IsError || errClass(out) != ClassUnauthorized {
+	if out, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: rtproto.ToolInfo, Arguments: map[string]any{}}); err != nil || !out.IsError || errClass(out) != classUnauthorized {
 		t.Errorf("agent token reached runtime_info over HTTP: %v %+v", err, out)
 	}
 	ocs, err := connectHTTP(srv.URL, bearer{tok: op})

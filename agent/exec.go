@@ -1,4 +1,4 @@
-package main
+package agent
 
 import (
 	"context"
@@ -125,7 +125,7 @@ func (e *executor) agentDir(agentID string) (string, error) {
 	e.mkdirMu.Lock()
 	defer e.mkdirMu.Unlock()
 	// 0711: the runtime owns it; the agent's Python processes (another
-	// uid, see main.go) may enter it (their working directory) but not
+	// uid, see agent.go) may enter it (their working directory) but not
 	// list it, and write nothing anywhere (Landlock).
 	if err := os.MkdirAll(dir, 0o711); err != nil {
 		return "", fmt.Errorf("agent directory: %w", err)
