@@ -12,8 +12,8 @@ import (
 // (rtproto.FilesDir) served by the runtime's put_file, get_file and
 // list_files with a fresh agent-scope token. Paths are checked here
 // (shared.CheckFilePath) and again in the runtime, which opens them under
-// an os.Root without following links. SessionAPI serves shared.FileStore
-// with these for the plugins that run the runtime.
+// an os.Root without following links. Package session serves shared.FileStore
+// with these for every session backend.
 
 // PutFile uploads req.Data to req.Path of t's workspace (req.SessionID is
 // the caller's business: t is that session's runtime).

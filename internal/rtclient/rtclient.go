@@ -1,14 +1,12 @@
-// Package rtclient is the plugin side of a session with the agent runtime
-// (plugins/docker/runtime), shared by the plugins that start it: tier 2
-// (plugins/docker, one container per session) and tier 3 (plugins/gvisor,
-// one gVisor sandbox per session). Whatever starts the runtime, the plugin
-// then speaks to it the same way: the hello line (rtproto.Hello, the
-// per-session secret) and MCP over the runtime's stdio, one freshly minted
-// HS256 token on every call. This package holds that part: Bind (hello and
-// MCP initialize), Target.Execute (execute_python mapped to a
-// shared.ExecutionResult), MintToken and CallTool (shared.SessionTools), the
-// mapping of the runtime's tool errors to shared error classes and a
-// writer that re-emits the runtime's JSON log.
+// Package rtclient is the client of one agent runtime (package agent): the
+// hello line that hands it the session's secret, then MCP over its
+// transport, with a freshly minted HS256 token on every call. Target is one
+// bound runtime: Execute (execute_python mapped to a
+// shared.ExecutionResult, its output streamed), files (put_file, get_file,
+// list_files), MintToken and CallTool (the tool library); ToolErr maps the
+// runtime's tool errors to shared error classes, and LogWriter re-emits the
+// runtime's JSON log. The lifecycle of the sessions around it (start,
+// reopen, pool, registry) is package internal/session's.
 package rtclient
 
 import (
@@ -77,11 +75,10 @@ func (t Target) Dead() bool {
 	}
 }
 
-// Bind sends the hello line on stdin and initializes MCP over the
-// runtime's stdio (stdin carries the plugin's frames after the hello line,
-// stdout the runtime's). Closing stdin ends the runtime. opts are the MCP
-// client's (Streams.Options routes streamed output; nil: none).
-func Bind(ctx context.Context, impl *mcp.Implementation, opts *mcp.ClientOptions, hello rtproto.Hello, stdin io.WriteCloser, stdout io.ReadCloser) (*mcp.ClientSession, error) {
+// Bind sends the hello line on stdin and initializes MCP with client over
+// the runtime's stdio (stdin carries the plugin's frames after the hello
+// line, stdout the runtime's). Closing stdin ends the runtime.
+func Bind(ctx context.Context, client *mcp.Client, hello rtproto.Hello, stdin io.WriteCloser, stdout io.ReadCloser) (*mcp.ClientSession, error) {
 	line, err := json.Marshal(hello)
 	if err != nil {
 		return nil, fmt.Errorf("encoding the hello line: %v: %w", err, shared.ErrInternal)
@@ -89,7 +86,7 @@ func Bind(ctx context.Context, impl *mcp.Implementation, opts *mcp.ClientOptions
 	if _, err := stdin.Write(append(line, '\n')); err != nil {
 		return nil, fmt.Errorf("sending the session secret to the runtime: %v: %w", err, shared.ErrUnavailable)
 	}
-	cs, err := mcp.NewClient(impl, opts).Connect(ctx, &mcp.IOTransport{Reader: stdout, Writer: stdin, MaxLineLength: MaxFrameBytes}, nil)
+	cs, err := client.Connect(ctx, &mcp.IOTransport{Reader: stdout, Writer: stdin, MaxLineLength: MaxFrameBytes}, nil)
 	if err != nil {
 		return nil, fmt.Errorf("MCP initialize with the runtime: %v: %w", err, shared.ErrUnavailable)
 	}

@@ -153,6 +153,13 @@ func (p *Pool[T]) Drain() {
 	p.removeAll(all, "shutdown")
 }
 
+// Has reports whether an item of key waits (not one still starting).
+func (p *Pool[T]) Has(key string) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.spares[key] != nil
+}
+
 // Len reports how many items wait.
 func (p *Pool[T]) Len() int {
 	p.mu.Lock()

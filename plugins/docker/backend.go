@@ -16,9 +16,11 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/moby/moby/client"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/orqest/sandbox/internal/rtclient"
 	"github.com/orqest/sandbox/internal/rtproto"
+	"github.com/orqest/sandbox/internal/session"
+	"github.com/orqest/sandbox/internal/warmpool"
 	"github.com/orqest/sandbox/shared"
 	"github.com/orqest/sandbox/shared/toollib"
 	"github.com/orqest/sandbox/validator"
@@ -83,7 +85,7 @@ type Config struct {
 	// plugin's own environment is the host's only when the host passes it,
 	// so this is how a remote or rootless engine is named.
 	Endpoint string `json:"endpoint"`
-	// Pool keeps warm containers (pool.go); nil or size 0: none.
+	// Pool keeps warm containers (PoolConfig); nil or size 0: none.
 	Pool *PoolConfig `json:"pool"`
 	// Promotion is the tool library's policy: the `promotion {}` block
 	// inside the sandbox's config block (a nested block of the schema).
@@ -96,6 +98,18 @@ type Config struct {
 	// runtime is started with -classes).
 	classes bool
 }
+
+// PoolConfig is the config's `pool {}` block (size, max_idle): after a
+// user's session opens, one more container of that user is created and
+// started ahead of demand (its volume mounted, the runtime waiting for its
+// hello line), so the user's next Open only binds it. The pool is per user
+// because Docker mounts the user's volume only when it creates a
+// container. Warm containers carry the owner labels like any other, so the
+// reaper removes those of a host that died.
+type PoolConfig = warmpool.Config
+
+// DefaultPoolMaxIdle is how long a warm container waits by default.
+const DefaultPoolMaxIdle = warmpool.DefaultMaxIdle
 
 // DefaultImage is the runtime image of this plugin's version.
 func DefaultImage() string { return ImageRepo + ":" + version }
@@ -112,29 +126,22 @@ func defaultConfig() Config {
 	}
 }
 
-// Backend is the tier-2 Docker sandbox. It is safe for concurrent use.
+// Backend is the tier-2 Docker sandbox. It is safe for concurrent use. Its
+// sessions (Open, Close, Execute, files, the tool library) are the
+// embedded session.Manager's; the backend starts and removes containers.
 type Backend struct {
-	rtclient.SessionAPI // MintToken, CallTool, CallToolStream (library.go), PutFile, GetFile, ListFiles (files.go)
+	*session.Manager
 
 	logger       hclog.Logger
 	validator    *validator.Validator
 	maxCodeBytes int
 	owner        ownerInfo
 
-	sessions rtclient.Registry[session]
-
 	mu       sync.Mutex
 	cfg      Config
 	docker   *client.Client
 	dockerAt string // the endpoint docker speaks to ("" = DOCKER_HOST or the local socket)
 	reaped   bool
-
-	spares   map[string]*spare // pool: a started container per recent user
-	refills  sync.WaitGroup    // pool: spares being started
-	shutdown bool              // pool: no more spares
-	// poolGen counts Configures: a spare started under an earlier
-	// configuration (image, limits, promotion) is never bound.
-	poolGen uint64
 }
 
 var _ shared.Sandbox = (*Backend)(nil)
@@ -151,10 +158,44 @@ func NewBackend(logger hclog.Logger) *Backend {
 		maxCodeBytes: validator.MaxCodeBytes(),
 		owner:        currentOwner(),
 		cfg:          defaultConfig(),
-		spares:       map[string]*spare{},
 	}
-	b.SessionAPI = rtclient.SessionAPI{Find: b.target, Log: logger}
+	b.Manager = session.New(session.Config{
+		Impl:         &mcp.Implementation{Name: "orqest-sandbox-plugin-docker", Version: version},
+		Driver:       driver{b},
+		Logger:       logger,
+		Validate:     b.check,
+		Check:        b.checkRequest,
+		MaxCodeBytes: b.maxCodeBytes,
+		MaxArgsBytes: MaxArgsBytes,
+		Sessionless:  true,
+		StopTimeout:  30 * time.Second,
+	})
+	b.Manager.Configure(b.settings(b.cfg))
 	return b
+}
+
+// settings are the session settings of cfg: its open timeout, its pool,
+// and the hello line's promotion policy and packages.
+func (b *Backend) settings(cfg Config) session.Settings {
+	return session.Settings{
+		OpenTimeout: cfg.openTimeout,
+		Pool:        cfg.Pool,
+		Hello: func(h *rtproto.Hello) {
+			*h = withPromotion(cfg, sessionHello(cfg, h.Secret, h.User, h.Session)) // library.go, deps_plugin.go
+		},
+	}
+}
+
+// check runs the Go validator with the configured features.
+func (b *Backend) check(ctx context.Context, code string, allowed []string) []shared.Finding {
+	return b.validator.CheckWith(ctx, code, allowed, validator.Features{Classes: b.config().classes})
+}
+
+// checkRequest refuses dependencies outside the policy's allowed_packages
+// (from Configure); the host checked already, the runtime checks again.
+func (b *Backend) checkRequest(req shared.ExecuteRequest) error {
+	_, err := shared.CheckDependencies(req.Dependencies, b.config().allowedPackages)
+	return err
 }
 
 // Info describes the backend.
@@ -257,7 +298,7 @@ func (b *Backend) Configure(ctx context.Context, req shared.ConfigureRequest) (s
 		}
 		cfg.openTimeout = d
 	}
-	if err := cfg.normalizePool(); err != nil { // pool.go
+	if err := cfg.Pool.Normalize(); err != nil { // pool.go
 		return shared.ConfigureResponse{}, fmt.Errorf("docker config: %w", err)
 	}
 	if cfg.WheelDir != "" {
@@ -312,7 +353,7 @@ func (b *Backend) Configure(ctx context.Context, req shared.ConfigureRequest) (s
 	b.mu.Lock()
 	b.cfg = cfg
 	b.mu.Unlock()
-	b.discardSpares(ctx) // pool.go: built under the previous configuration
+	b.Manager.Configure(b.settings(cfg)) // and discards warm containers of the previous configuration
 	b.reapOnce(ctx)
 	return shared.ConfigureResponse{}, nil
 }
@@ -370,136 +411,9 @@ func (b *Backend) Validate(ctx context.Context, req shared.ValidateRequest) (sha
 	return shared.ValidateResponse{Findings: b.validator.CheckWith(ctx, req.Code, req.AllowedImports, validator.Features{Classes: b.config().classes})}, nil
 }
 
-// Open starts a session: a hardened container for req.UserID. The ids are
-// checked before anything touches Docker. An empty SessionID gets a fresh
-// random one, returned in the response.
-func (b *Backend) Open(ctx context.Context, req shared.OpenRequest) (shared.OpenResponse, error) {
-	return b.sessions.Open(ctx, req, func() string { return randomHex(8) }, b.startSession)
-}
-
-// Close removes the session's container; the user's volume persists.
-func (b *Backend) Close(ctx context.Context, req shared.CloseRequest) (shared.CloseResponse, error) {
-	s, err := b.sessions.Take(req.SessionID)
-	if err != nil {
-		return shared.CloseResponse{}, fmt.Errorf("close: %w", err)
-	}
-	if err := b.stopSession(ctx, s); err != nil {
-		return shared.CloseResponse{}, err
-	}
-	return shared.CloseResponse{}, nil
-}
-
-// Shutdown closes every open session (the plugin is exiting).
-func (b *Backend) Shutdown(ctx context.Context) {
-	b.drainSpares(ctx) // pool.go
-	var wg sync.WaitGroup
-	for _, s := range b.sessions.TakeAll() {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			if err := b.stopSession(ctx, s); err != nil {
-				b.logger.Warn("shutdown: removing session container", "session", s.id, "error", err)
-			}
-		}()
-	}
-	wg.Wait()
-}
-
-// Execute validates req.Code in Go and runs it in the session's container.
-// Without a SessionID it opens a temporary session and closes it after.
-func (b *Backend) Execute(ctx context.Context, req shared.ExecuteRequest) (shared.ExecuteResponse, error) {
-	return b.execute(ctx, req, nil)
-}
-
-// ExecuteStream implements shared.Streamer: Execute, with the code's
-// stdout and stderr sent as the runtime streams them. A send that fails
-// cancels the call.
-func (b *Backend) ExecuteStream(ctx context.Context, req shared.ExecuteRequest, send func(shared.OutputChunk) error) (shared.ExecuteResponse, error) {
-	return shared.StreamExecute(ctx, send, func(ctx context.Context, onChunk func(shared.OutputChunk)) (shared.ExecuteResponse, error) {
-		return b.execute(ctx, req, onChunk)
-	})
-}
-
-// execute runs req; send, when set, gets the output as it is streamed.
-func (b *Backend) execute(ctx context.Context, req shared.ExecuteRequest, send func(shared.OutputChunk)) (shared.ExecuteResponse, error) {
-	start := time.Now()
-	// Zero limits stay zero here: the runtime applies the session's defaults.
-	p, err := shared.Prepare(req, shared.Defaults{MaxCodeBytes: b.maxCodeBytes, MaxArgsBytes: MaxArgsBytes})
-	if err != nil {
-		return shared.ExecuteResponse{}, err
-	}
-	args := p.Args
-	if err := checkToolName(req.ToolName); err != nil { // library.go
-		return shared.ExecuteResponse{}, err
-	}
-	if req.AgentID != "" {
-		if err := rtproto.CheckID("agent_id", req.AgentID); err != nil {
-			return shared.ExecuteResponse{}, fmt.Errorf("execute: %v: %w", err, shared.ErrInvalidArgument)
-		}
-	}
-	if req.UserID != "" {
-		if err := rtproto.CheckID("user_id", req.UserID); err != nil {
-			return shared.ExecuteResponse{}, fmt.Errorf("execute: %v: %w", err, shared.ErrInvalidArgument)
-		}
-	}
-	// Dependencies: only the policy's allowed_packages (from Configure);
-	// the host checked already, the runtime checks again.
-	if _, err := shared.CheckDependencies(req.Dependencies, b.config().allowedPackages); err != nil {
-		return shared.ExecuteResponse{}, fmt.Errorf("execute: %w", err)
-	}
-	if findings := b.validator.CheckWith(ctx, req.Code, req.AllowedImports, validator.Features{Classes: b.config().classes}); len(findings) > 0 {
-		return rtclient.RejectedResponse(findings, req, start), nil
-	}
-
-	if req.Stateful && req.SessionID == "" {
-		// A temporary session would throw the state away with the call.
-		return shared.ExecuteResponse{}, &shared.FieldError{Field: "stateful", Reason: "a stateful call runs in a session's long-lived interpreter: open a session (Open) and pass its id"}
-	}
-	if req.SessionID == "" {
-		// Sessionless: a temporary session for this one call.
-		id, done, err := rtclient.Temporary(ctx, req.UserID, func() string { return randomHex(8) }, b.Open, b.Close, b.logger)
-		if err != nil {
-			return shared.ExecuteResponse{}, err
-		}
-		defer done()
-		req.SessionID = id
-	}
-	s, err := b.sessions.Get(req.SessionID)
-	if err != nil {
-		return shared.ExecuteResponse{}, fmt.Errorf("execute: %w", err)
-	}
-	if req.UserID != "" && req.UserID != s.user {
-		return shared.ExecuteResponse{}, fmt.Errorf("execute: session %q belongs to another user: %w", req.SessionID, shared.ErrInvalidArgument)
-	}
-
-	// The tool library's events come back with the result.
-	res, events, err := s.target().ExecuteStream(ctx, rtproto.ExecuteArgs{
-		Code:           req.Code,
-		Args:           args,
-		AllowedImports: req.AllowedImports,
-		AgentID:        req.AgentID,
-		Dependencies:   req.Dependencies,
-		TimeoutS:       req.Timeout.Seconds(),
-		MemoryMB:       req.MemoryMB,
-		MaxOutputBytes: req.MaxOutputBytes,
-		ToolName:       req.ToolName,
-		Stateful:       req.Stateful,
-	}, req.Timeout, send)
-	if err != nil {
-		if s.dead() {
-			// The container is gone (killed, OOM, crashed): drop the session
-			// and make sure nothing is left behind.
-			b.sessions.Drop(s.id, s)
-			cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
-			defer cancel()
-			if rerr := b.stopSession(cctx, s); rerr != nil {
-				b.logger.Warn("removing dead session container", "session", s.id, "error", rerr)
-			}
-		}
-		return shared.ExecuteResponse{}, err
-	}
-	return shared.ExecuteResponse{Result: res, Events: events}, nil
-}
+// Shutdown removes every open session's container and the warm ones (the
+// plugin is exiting).
+func (b *Backend) Shutdown(ctx context.Context) { b.Manager.Shutdown(ctx) }
 
 func randomHex(n int) string {
 	buf := make([]byte, n)

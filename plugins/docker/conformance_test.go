@@ -41,5 +41,17 @@ func TestConformance(t *testing.T) {
 		conformance.WithSession(user),
 		conformance.WithConfigure(shared.ConfigureRequest{Config: cfg, Classes: true}),
 		conformance.WithTimeoutScale(3),
+		conformance.WithAgentKiller(func(t *testing.T, _ shared.Sandbox, sid string) {
+			// As an operator would: docker kill of the session's container.
+			ids := containersOf(t, dc, LabelSession+"="+sid)
+			if len(ids) != 1 {
+				t.Fatalf("session %s: %d containers labelled with it, want 1: %v", sid, len(ids), ids)
+			}
+			if _, err := dc.ContainerKill(context.Background(), ids[0], client.ContainerKillOptions{Signal: "KILL"}); err != nil {
+				t.Fatalf("docker kill %s: %v", ids[0], err)
+			}
+		}),
+		conformance.WithReopenWithin(2*time.Second/3), // scaled by 3: 2 s
+		conformance.WithPersistentLibrary(),
 	)
 }

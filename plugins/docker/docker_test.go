@@ -15,6 +15,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/moby/moby/client"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/orqest/sandbox/internal/rtclient/rtclienttest"
 	"github.com/orqest/sandbox/internal/rtproto"
@@ -125,14 +126,28 @@ func openSession(t testing.TB, b *Backend, user string) string {
 	return sid
 }
 
+// openedSession is what the tests read of an open session: its container
+// and the MCP connection to its runtime.
+type openedSessionInfo struct {
+	containerID string
+	endpoint    string // bridge mode: the runtime's MCP URL
+	mcp         *mcp.ClientSession
+	secret      []byte
+	user, id    string
+}
+
 // openedSession returns the open session sid of b.
-func openedSession(t testing.TB, b *Backend, sid string) *session {
+func openedSession(t testing.TB, b *Backend, sid string) openedSessionInfo {
 	t.Helper()
-	s, err := b.sessions.Get(sid)
+	a, err := b.Agent(sid)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return s
+	tg, err := b.Target(context.Background(), sid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return openedSessionInfo{containerID: a.(*agent).containerID, endpoint: a.(*agent).endpoint, mcp: tg.MCP, secret: tg.Secret, user: tg.User, id: tg.Session}
 }
 
 func containersOf(t testing.TB, dc *client.Client, label string) []string {
@@ -404,11 +419,14 @@ func TestContainerKilledMidCall(t *testing.T) {
 	case <-time.After(20 * time.Second):
 		t.Fatal("Execute did not return after the container was killed")
 	}
-	if left := containersOf(t, dc, LabelSession+"="+sid); len(left) > 0 {
-		t.Errorf("containers left after the kill: %v", left)
+	// The session keeps its id: the next call gets a fresh container.
+	res, err := b.Execute(context.Background(), shared.ExecuteRequest{Code: "return 1", SessionID: sid})
+	if err != nil || !res.Result.Success || !res.Result.StateLost {
+		t.Fatalf("Execute after the container's death = %+v, %v; want success with state_lost", res.Result, err)
 	}
-	if _, err := b.Execute(context.Background(), shared.ExecuteRequest{Code: "return 1", SessionID: sid}); !errors.Is(err, shared.ErrNotFound) {
-		t.Errorf("Execute on the dead session = %v, want ErrNotFound", err)
+	now := containersOf(t, dc, LabelSession+"="+sid)
+	if len(now) != 1 || now[0] == cid {
+		t.Errorf("containers of the session after the reopen: %v, want one that is not the killed %s", now, shortID(cid))
 	}
 }
 

@@ -39,14 +39,3 @@ func withPromotion(cfg Config, h rtproto.Hello) rtproto.Hello {
 	h.Promotion = cfg.Promotion
 	return h
 }
-
-// checkToolName checks ExecuteRequest.ToolName (empty: not a library call).
-func checkToolName(name string) error {
-	if name == "" {
-		return nil
-	}
-	if err := rtproto.CheckToolName(name); err != nil {
-		return fmt.Errorf("execute: %v: %w", err, shared.ErrInvalidArgument)
-	}
-	return nil
-}

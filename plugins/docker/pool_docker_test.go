@@ -58,7 +58,7 @@ func TestWarmPool(t *testing.T) {
 	ready := func() bool { // the backend holds a started warm container of user
 		b.mu.Lock()
 		defer b.mu.Unlock()
-		return b.spares[user] != nil
+		return b.Warm(user)
 	}
 	waitFor(t, "a warm container after the first Open", 30*time.Second, ready)
 	warm := warmOf(t, dc, user)
@@ -119,7 +119,7 @@ func TestPoolDiscardedOnReconfigure(t *testing.T) {
 	waitFor(t, "a warm container after the first Open", 30*time.Second, func() bool {
 		b.mu.Lock()
 		defer b.mu.Unlock()
-		return b.spares[user] != nil
+		return b.Warm(user)
 	})
 	old := warmOf(t, dc, user)
 	if len(old) != 1 {
@@ -170,7 +170,7 @@ func TestReaperRemovesWarmContainersOfADeadHost(t *testing.T) {
 	waitFor(t, "a warm container", 30*time.Second, func() bool {
 		b.mu.Lock()
 		defer b.mu.Unlock()
-		return b.spares[user] != nil
+		return b.Warm(user)
 	})
 	if _, err := b.Close(ctx, shared.CloseRequest{SessionID: s1}); err != nil {
 		t.Fatal(err)
@@ -208,7 +208,7 @@ func BenchmarkOpenFromPool(b *testing.B) {
 	ready := func() bool {
 		be.mu.Lock()
 		defer be.mu.Unlock()
-		return be.spares[user] != nil
+		return be.Warm(user)
 	}
 	first := openSession(b, be, user)
 	if _, err := be.Close(ctx, shared.CloseRequest{SessionID: first}); err != nil {

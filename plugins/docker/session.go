@@ -2,7 +2,6 @@ package docker
 
 import (
 	"context"
-	"crypto/rand"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -23,6 +22,7 @@ import (
 
 	"github.com/orqest/sandbox/internal/rtclient"
 	"github.com/orqest/sandbox/internal/rtproto"
+	"github.com/orqest/sandbox/internal/session"
 	"github.com/orqest/sandbox/shared"
 )
 
@@ -41,31 +41,39 @@ const (
 // VolumeName is the per-user named volume mounted at /data.
 func VolumeName(user string) string { return "orqest-user-" + user }
 
-// session is one open container and its MCP connection.
-type session struct {
-	id, user    string
+// agent is one session container: the agent runtime in it, attached
+// (stdin carries MCP frames after the hello line, stdout MCP, stderr the
+// runtime's JSON log) or, in bridge mode, reached over HTTP on a port
+// published on 127.0.0.1.
+type agent struct {
+	b           *Backend
+	bridge      bool
+	user, label string
 	containerID string
 	name        string
-	secret      []byte
 	hijack      client.HijackedResponse
-	mcp         *mcp.ClientSession
-	streams     rtclient.Streams // the runtime's streamed output, per call
-	gone        chan struct{}    // closed when the attach stream ends
-	stdout      *io.PipeReader   // the runtime's stdout (MCP), demultiplexed from the attach stream
-	endpoint    string           // bridge mode: the runtime's MCP URL on 127.0.0.1
+	gone        chan struct{}  // closed when the attach stream ends
+	stdout      *io.PipeReader // the runtime's stdout (MCP), demultiplexed from the attach stream
+	endpoint    string         // bridge mode: the runtime's MCP URL on 127.0.0.1
+	hello       rtproto.Hello  // bridge mode: the ids and secret its HTTP tokens carry
 	stopOnce    sync.Once
 	stopErr     error
 }
 
-// target is the session as rtclient calls it.
-func (s *session) target() rtclient.Target {
-	return rtclient.Target{MCP: s.mcp, Secret: s.secret, User: s.user, Session: s.id, Name: "the session container " + s.name, Gone: s.gone, Streams: &s.streams}
-}
+var _ session.Agent = (*agent)(nil)
 
-// dead reports whether the container's stdio has ended.
-func (s *session) dead() bool {
+// Name implements session.Agent.
+func (a *agent) Name() string { return "the session container " + a.name }
+
+// Done implements session.Agent: the attach stream has ended.
+func (a *agent) Done() <-chan struct{} { return a.gone }
+
+// ContainerID is the engine's id of the container.
+func (a *agent) ContainerID() string { return a.containerID }
+
+func (a *agent) dead() bool {
 	select {
-	case <-s.gone:
+	case <-a.gone:
 		return true
 	default:
 		return false
@@ -163,62 +171,36 @@ func bridgePorts(cfg Config) network.PortMap {
 	return network.PortMap{network.MustParsePort(runtimePort + "/tcp"): {{HostIP: netip.MustParseAddr("127.0.0.1"), HostPort: ""}}}
 }
 
-// startSession gives user a session: a warm container of the pool when
-// one waits (bound to the session: its hello line and MCP connection are
-// made now), else a new one; then, with a pool, it starts the user's next
-// warm container in the background.
-func (b *Backend) startSession(ctx context.Context, user, sessionID string) (_ *session, retErr error) {
+// driver starts the backend's session containers (session.Driver).
+type driver struct{ b *Backend }
+
+// Start implements session.Driver: a container of user whose LabelSession
+// is label, started and attached; the runtime in it waits for its hello
+// line. Containers a dead owner left behind are reaped first, once.
+func (d driver) Start(ctx context.Context, user, label string) (session.Agent, error) {
+	b := d.b
 	b.reapOnce(ctx)
-	cfg := b.config()
 	dc, err := b.client()
 	if err != nil {
 		return nil, err
 	}
-	ctx, cancel := context.WithTimeout(ctx, cfg.openTimeout)
-	defer cancel()
-	if cfg.poolSize() > 0 {
-		defer func() {
-			if retErr == nil {
-				b.refill(cfg, user)
-			}
-		}()
-		if s := b.takeSpare(user); s != nil {
-			if err := b.bind(ctx, cfg, dc, s, sessionID); err == nil {
-				return s, nil
-			} else {
-				b.logger.Warn("a warm container could not be bound; starting a new one", "user", user, "error", err)
-				_ = b.stopSession(context.WithoutCancel(ctx), s)
-			}
-		}
-	}
-	s, err := b.prepare(ctx, cfg, dc, user, sessionID)
+	a, err := b.prepare(ctx, b.config(), dc, user, label)
 	if err != nil {
 		return nil, err
 	}
-	if err := b.bind(ctx, cfg, dc, s, sessionID); err != nil {
-		rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
-		defer rcancel()
-		if serr := b.stopSession(rctx, s); serr != nil {
-			b.logger.Warn("open failed; removing its container", "container", s.containerID, "error", serr)
-		}
-		return nil, err
-	}
-	return s, nil
+	return a, nil
 }
 
 // prepare creates, attaches and starts a container of user whose
 // LabelSession is label. The runtime in it waits for its hello line (bind)
 // before it does anything.
-func (b *Backend) prepare(ctx context.Context, cfg Config, dc *client.Client, user, label string) (_ *session, retErr error) {
-	secret := make([]byte, 32)
-	if _, err := rand.Read(secret); err != nil {
-		return nil, fmt.Errorf("open: minting the session secret: %v: %w", err, shared.ErrInternal)
-	}
-	s := &session{
-		id:     label,
+func (b *Backend) prepare(ctx context.Context, cfg Config, dc *client.Client, user, label string) (_ *agent, retErr error) {
+	s := &agent{
+		b:      b,
+		bridge: cfg.Network == NetworkBridge,
+		label:  label,
 		user:   user,
 		name:   "orqest-" + user + "-" + label + "-" + randomHex(3),
-		secret: secret,
 		gone:   make(chan struct{}),
 	}
 	cc, hc := hardenedConfig(cfg, b.owner, user, label)
@@ -231,7 +213,7 @@ func (b *Backend) prepare(ctx context.Context, cfg Config, dc *client.Client, us
 		if retErr != nil {
 			rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 			defer rcancel()
-			if err := b.stopSession(rctx, s); err != nil {
+			if err := s.Stop(rctx); err != nil {
 				b.logger.Warn("open failed; removing its container", "container", s.containerID, "error", err)
 			}
 		}
@@ -264,40 +246,37 @@ func (b *Backend) prepare(ctx context.Context, cfg Config, dc *client.Client, us
 	return s, nil
 }
 
-// bind makes a prepared container session sessionID: the hello line (the
-// session's secret, user and id, the promotion policy) and the MCP
-// connection.
-func (b *Backend) bind(ctx context.Context, cfg Config, dc *client.Client, s *session, sessionID string) error {
-	s.id = sessionID
-	hello := withPromotion(cfg, sessionHello(cfg, s.secret, s.user, sessionID)) // library.go
-	impl := &mcp.Implementation{Name: "orqest-sandbox-plugin-docker", Version: version}
-	var cs *mcp.ClientSession
-	var err error
-	if cfg.Network == NetworkBridge {
-		line, _ := json.Marshal(hello)
-		if _, err := s.hijack.Conn.Write(append(line, '\n')); err != nil {
-			return fmt.Errorf("open: sending the session secret to the runtime: %v: %w", err, shared.ErrUnavailable)
-		}
-		go func() { _, _ = io.Copy(io.Discard, s.stdout) }() // stdout is unused over HTTP
-		cs, err = b.connectHTTP(ctx, dc, s, mcp.NewClient(impl, s.streams.Options()))
-		if err != nil {
-			err = fmt.Errorf("MCP initialize with the runtime: %v: %w", err, shared.ErrUnavailable)
-		}
-	} else {
-		cs, err = rtclient.Bind(ctx, impl, s.streams.Options(), hello, &stdinWriter{s: s}, s.stdout)
+// Connect implements session.Agent: the hello line on the container's
+// stdin, then MCP over its attached stdio or, in bridge mode, over
+// Streamable HTTP on the published port.
+func (a *agent) Connect(ctx context.Context, mc *mcp.Client, hello rtproto.Hello) (*mcp.ClientSession, error) {
+	if !a.bridge {
+		return rtclient.Bind(ctx, mc, hello, &stdinWriter{s: a}, a.stdout)
 	}
+	a.hello = hello
+	line, err := json.Marshal(hello)
 	if err != nil {
-		return fmt.Errorf("open: %s: %w", s.name, err)
+		return nil, fmt.Errorf("encoding the hello line: %w: %w", err, shared.ErrInternal)
 	}
-	s.mcp = cs
-	b.logger.Debug("session open", "session", sessionID, "user", s.user, "container", s.containerID[:12])
-	return nil
+	if _, err := a.hijack.Conn.Write(append(line, '\n')); err != nil {
+		return nil, fmt.Errorf("sending the session secret to the runtime: %w: %w", err, shared.ErrUnavailable)
+	}
+	go func() { _, _ = io.Copy(io.Discard, a.stdout) }() // stdout is unused over HTTP
+	dc, err := a.b.client()
+	if err != nil {
+		return nil, err
+	}
+	cs, err := a.b.connectHTTP(ctx, dc, a, mc)
+	if err != nil {
+		return nil, fmt.Errorf("MCP initialize with the runtime: %w: %w", err, shared.ErrUnavailable)
+	}
+	return cs, nil
 }
 
 // connectHTTP finds the published port and connects MCP over Streamable
 // HTTP, minting a fresh agent-scope token for every HTTP request. The
 // runtime starts listening right after the hello line, so it retries briefly.
-func (b *Backend) connectHTTP(ctx context.Context, dc *client.Client, s *session, mc *mcp.Client) (*mcp.ClientSession, error) {
+func (b *Backend) connectHTTP(ctx context.Context, dc *client.Client, s *agent, mc *mcp.Client) (*mcp.ClientSession, error) {
 	ins, err := dc.ContainerInspect(ctx, s.containerID, client.ContainerInspectOptions{})
 	if err != nil {
 		return nil, classifyDocker("open: inspecting the container", err)
@@ -334,12 +313,13 @@ func (b *Backend) connectHTTP(ctx context.Context, dc *client.Client, s *session
 
 // tokenTransport adds a fresh agent-scope bearer token to every request.
 type tokenTransport struct {
-	s    *session
+	s    *agent
 	base http.RoundTripper
 }
 
 func (t *tokenTransport) RoundTrip(r *http.Request) (*http.Response, error) {
-	tok, err := rtproto.Mint(t.s.secret, t.s.user, t.s.id, rtproto.ScopeAgent, 2*time.Minute)
+	h := t.s.hello
+	tok, err := rtproto.Mint(h.Secret, h.User, h.Session, rtproto.ScopeAgent, 2*time.Minute)
 	if err != nil {
 		return nil, err
 	}
@@ -350,24 +330,22 @@ func (t *tokenTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 
 // stdinWriter writes MCP frames to the container's stdin; Close half-closes
 // it, which ends the runtime.
-type stdinWriter struct{ s *session }
+type stdinWriter struct{ s *agent }
 
 func (w *stdinWriter) Write(p []byte) (int, error) { return w.s.hijack.Conn.Write(p) }
 func (w *stdinWriter) Close() error                { return w.s.hijack.CloseWrite() }
 
-// stopSession closes MCP and force-removes the container, waiting until the
-// engine no longer lists it. Safe to call more than once.
-func (b *Backend) stopSession(ctx context.Context, s *session) error {
-	s.stopOnce.Do(func() {
-		if s.mcp != nil {
-			go s.mcp.Close() // half-closes stdin; never blocks the removal
-		}
-		s.stopErr = b.removeContainer(ctx, s.containerID)
-		if s.hijack.Conn != nil {
-			s.hijack.Close()
+// Stop implements session.Agent: it force-removes the container, waiting
+// until the engine no longer lists it, and closes the attach stream. The
+// user's volume stays. Safe to call more than once.
+func (a *agent) Stop(ctx context.Context) error {
+	a.stopOnce.Do(func() {
+		a.stopErr = a.b.removeContainer(ctx, a.containerID)
+		if a.hijack.Conn != nil {
+			a.hijack.Close()
 		}
 	})
-	return s.stopErr
+	return a.stopErr
 }
 
 // removeContainer force-removes id and waits until it is gone. With

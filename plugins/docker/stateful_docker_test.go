@@ -19,9 +19,6 @@ import (
 func interpreters(t *testing.T, dc *client.Client, b *Backend, sid string) (int, []string) {
 	t.Helper()
 	s := openedSession(t, b, sid)
-	if s == nil {
-		t.Fatalf("no session %s", sid)
-	}
 	top, err := dc.ContainerTop(context.Background(), s.containerID, client.ContainerTopOptions{Arguments: []string{"-eo", "pid,args"}})
 	if err != nil {
 		t.Fatalf("ContainerTop: %v", err)

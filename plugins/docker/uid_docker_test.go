@@ -56,13 +56,7 @@ func execIn(t *testing.T, containerID, user string, cmd ...string) (string, stri
 // containerOf returns the container of an open session.
 func containerOf(t *testing.T, b *Backend, sid string) string {
 	t.Helper()
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	s := openedSession(t, b, sid)
-	if s == nil {
-		t.Fatalf("no session %s", sid)
-	}
-	return s.containerID
+	return openedSession(t, b, sid).containerID
 }
 
 // proc is one process of a container as /proc shows it.

@@ -25,10 +25,12 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-hclog"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"golang.org/x/sys/unix"
 
 	"github.com/orqest/sandbox/internal/pyproc"
-	"github.com/orqest/sandbox/internal/rtclient"
+	"github.com/orqest/sandbox/internal/rtproto"
+	"github.com/orqest/sandbox/internal/session"
 	"github.com/orqest/sandbox/runner"
 	"github.com/orqest/sandbox/shared"
 	"github.com/orqest/sandbox/shared/toollib"
@@ -101,7 +103,9 @@ type testHooks struct {
 
 // Backend is the tier-3 gVisor sandbox. It is safe for concurrent use.
 type Backend struct {
-	rtclient.SessionAPI // shared.FileStore and SessionToolStreamer through the session's runtime (files.go)
+	// Sessions (Open, Close, Execute with a SessionID, files, the tool
+	// library) are the kit's; session.go is its Driver.
+	*session.Manager
 
 	logger       hclog.Logger
 	validator    *validator.Validator
@@ -116,8 +120,6 @@ type Backend struct {
 	state   string // per-plugin directory: runsc's --root, the rootfs, the calls
 	layers  *pyproc.SealInfo
 	classes bool
-	// sessions are the open sessions (nil while one starts).
-	sessions map[string]*session
 	// pending counts background `runsc delete` runs of killed sandboxes.
 	pending sync.WaitGroup
 
@@ -137,9 +139,26 @@ func NewBackend(logger hclog.Logger) *Backend {
 		rules:        json.RawMessage(validator.RulesJSON()),
 		maxCodeBytes: validator.MaxCodeBytes(),
 		cfg:          defaultConfig(),
-		sessions:     map[string]*session{},
 	}
-	b.SessionAPI = rtclient.SessionAPI{Find: b.sessionTarget, Log: logger}
+	b.Manager = session.New(session.Config{
+		Impl:   &mcp.Implementation{Name: "orqest-sandbox-plugin-gvisor", Version: Version},
+		Driver: driver{b},
+		Logger: logger,
+		Validate: func(ctx context.Context, code string, allowed []string) []shared.Finding {
+			b.mu.RLock()
+			f := validator.Features{Classes: b.classes}
+			b.mu.RUnlock()
+			return b.validator.CheckWith(ctx, code, allowed, f)
+		},
+		Check: func(req shared.ExecuteRequest) error {
+			if len(req.Dependencies) > 0 {
+				return fmt.Errorf("dependencies are not installed by the gvisor backend: %w", shared.ErrNotSupported)
+			}
+			return nil
+		},
+		MaxCodeBytes: b.maxCodeBytes,
+		Available:    b.sessionsOffered,
+	})
 	return b
 }
 
@@ -310,6 +329,10 @@ func (b *Backend) Configure(ctx context.Context, req shared.ConfigureRequest) (s
 	b.mu.Lock()
 	b.cfg, b.runsc, b.runtime, b.layers, b.classes = cfg, runsc, runtime, layers, req.Classes
 	b.mu.Unlock()
+	b.Manager.Configure(session.Settings{
+		OpenTimeout: cfg.openTimeout,
+		Hello:       func(h *rtproto.Hello) { h.Promotion = cfg.Promotion },
+	})
 	b.logger.Debug("configured", "runsc", runsc, "platform", cfg.Platform, "layers", layers.Layers)
 	return shared.ConfigureResponse{}, nil
 }
@@ -435,7 +458,9 @@ func (b *Backend) reapOnce(runsc string) {
 // Calls still running are killed with their runsc when the plugin exits
 // (their sandboxes are attached).
 func (b *Backend) Shutdown() {
-	b.closeAll() // session.go
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	b.Manager.Shutdown(ctx)
 	b.pending.Wait()
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -459,6 +484,9 @@ func (b *Backend) Validate(ctx context.Context, req shared.ValidateRequest) (sha
 // Execute validates req.Code and runs it in the session's sandbox
 // (req.SessionID) or, without one, in a fresh gVisor sandbox.
 func (b *Backend) Execute(ctx context.Context, req shared.ExecuteRequest) (shared.ExecuteResponse, error) {
+	if req.SessionID != "" {
+		return b.Manager.Execute(ctx, req)
+	}
 	return b.execute(ctx, req, nil)
 }
 
@@ -466,6 +494,9 @@ func (b *Backend) Execute(ctx context.Context, req shared.ExecuteRequest) (share
 // stdout and stderr sent as they are read (in a session, as its runtime
 // streams them). A send that fails cancels the call.
 func (b *Backend) ExecuteStream(ctx context.Context, req shared.ExecuteRequest, send func(shared.OutputChunk) error) (shared.ExecuteResponse, error) {
+	if req.SessionID != "" {
+		return b.Manager.ExecuteStream(ctx, req, send)
+	}
 	return shared.StreamExecute(ctx, send, func(ctx context.Context, onChunk func(shared.OutputChunk)) (shared.ExecuteResponse, error) {
 		return b.execute(ctx, req, onChunk)
 	})
@@ -473,9 +504,6 @@ func (b *Backend) ExecuteStream(ctx context.Context, req shared.ExecuteRequest, 
 
 // execute runs req; send, when set, gets the output as it is read.
 func (b *Backend) execute(ctx context.Context, req shared.ExecuteRequest, send func(shared.OutputChunk)) (shared.ExecuteResponse, error) {
-	if req.SessionID != "" {
-		return b.executeInSession(ctx, req, send) // session.go
-	}
 	if req.Stateful {
 		return shared.ExecuteResponse{}, &shared.FieldError{Field: "stateful", Reason: "a stateful call runs in a session's long-lived interpreter: open a session (Open) and pass its id"}
 	}

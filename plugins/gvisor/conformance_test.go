@@ -39,6 +39,12 @@ func TestConformanceSessions(t *testing.T) {
 		conformance.WithSession("conformance"),
 		conformance.WithConfigure(shared.ConfigureRequest{Config: cfg, Classes: true}),
 		conformance.WithTimeoutScale(3),
+		conformance.WithAgentKiller(func(t *testing.T, impl shared.Sandbox, sid string) {
+			// SIGKILL of every process of the session's sandbox, as the
+			// kernel's OOM killer or an operator would.
+			killSandbox(sandboxOf(t, impl.(*Backend), sid))
+		}),
+		conformance.WithPersistentLibrary(),
 	)
 	assertNoSandboxes(t)
 }

@@ -1,10 +1,11 @@
 package gvisor
 
 // Sessions: one gVisor sandbox per session, running the same agent
-// runtime as tier 2's containers (plugins/docker/runtime, a static Go
-// binary) and spoken to the same way (internal/rtclient: the hello line
-// with the per-session secret, then MCP over the sandbox's stdio, a fresh
-// token on every call). The plugin starts the sandbox itself with
+// runtime as tier 2's containers (package agent, a static Go binary) and
+// kept by the same session kit (internal/session: registry, reopen after
+// the sandbox dies, files, the tool library; the hello line with the
+// per-session secret, then MCP over the sandbox's stdio, a fresh token on
+// every call). This file is the kit's Driver: it starts a sandbox. The plugin starts the sandbox itself with
 // `runsc run` of a per-session OCI bundle: the read-only root skeleton of
 // the sessionless path (host /usr and the loader's files bound read-only),
 // the runtime binary bound read-only at RuntimePath, the user's data
@@ -42,8 +43,8 @@ import (
 
 	"github.com/orqest/sandbox/internal/rtclient"
 	"github.com/orqest/sandbox/internal/rtproto"
+	"github.com/orqest/sandbox/internal/session"
 	"github.com/orqest/sandbox/shared"
-	"github.com/orqest/sandbox/validator"
 )
 
 // RuntimeName is the agent runtime's file name (`make runtime` builds it
@@ -64,27 +65,33 @@ const (
 	closeGrace = 2 * time.Second
 )
 
-// session is one open sandbox and its MCP connection.
-type session struct {
-	id, user  string
+// agent is one session sandbox: `runsc run` of its bundle, with the
+// runtime's stdin and stdout on pipes.
+type agent struct {
+	b         *Backend
 	container string // runsc's container id
 	dir       string // the session's directory: its bundle
-	secret    []byte
 	cmd       *exec.Cmd
 	stdin     io.WriteCloser
 	stdout    io.ReadCloser
-	mcp       *mcp.ClientSession
-	streams   rtclient.Streams // the runtime's streamed output, per call
-	gone      chan struct{}    // closed when runsc run has exited
+	gone      chan struct{} // closed when runsc run has exited
 	stopOnce  sync.Once
 	stopErr   error
 }
 
-func (s *session) target() rtclient.Target {
-	return rtclient.Target{MCP: s.mcp, Secret: s.secret, User: s.user, Session: s.id, Name: "the gVisor sandbox " + s.container, Gone: s.gone, Streams: &s.streams}
-}
+var _ session.Agent = (*agent)(nil)
 
-func (s *session) dead() bool { return s.target().Dead() }
+// Name implements session.Agent.
+func (a *agent) Name() string { return "the gVisor sandbox " + a.container }
+
+// Done implements session.Agent: runsc run has exited.
+func (a *agent) Done() <-chan struct{} { return a.gone }
+
+// Connect implements session.Agent: the hello line and MCP over the
+// sandbox's stdio.
+func (a *agent) Connect(ctx context.Context, client *mcp.Client, hello rtproto.Hello) (*mcp.ClientSession, error) {
+	return rtclient.Bind(ctx, client, hello, a.stdin, a.stdout)
+}
 
 // findRuntime resolves the runtime binary: path when set, else next to the
 // plugin's executable (bin/ after `make build runtime`), else $PATH. ""
@@ -145,62 +152,47 @@ func userDir(dataDir, user string) (string, error) {
 	return d, nil
 }
 
-// Open starts a session: a gVisor sandbox running the agent runtime for
-// req.UserID. An empty SessionID gets a fresh random one.
-func (b *Backend) Open(ctx context.Context, req shared.OpenRequest) (shared.OpenResponse, error) {
+// driver starts the backend's session sandboxes (session.Driver).
+type driver struct{ b *Backend }
+
+// Start implements session.Driver: it writes the session's bundle and
+// starts `runsc run` on it with pipes for stdin and stdout; the runtime
+// waits for its hello line.
+func (d driver) Start(ctx context.Context, user, label string) (session.Agent, error) {
+	b := d.b
 	b.mu.RLock()
 	cfg, runsc, state, runtime := b.cfg, b.runsc, b.state, b.runtime
 	b.mu.RUnlock()
-	if runsc == "" || state == "" {
-		return shared.OpenResponse{}, fmt.Errorf("open: not configured (Configure finds runsc): %w", shared.ErrFailedPrecondition)
+	if err := configured(runsc, state, runtime); err != nil {
+		return nil, fmt.Errorf("open: %w", err)
 	}
-	if runtime == "" {
-		return shared.OpenResponse{}, fmt.Errorf("open: no agent runtime (%s: set config runtime or build it with `make runtime`): %w", RuntimeName, shared.ErrNotSupported)
-	}
-	if req.SessionID == "" {
-		req.SessionID = "s-" + randomHex(8)
-	}
-	if err := errors.Join(rtproto.CheckID("user_id", req.UserID), rtproto.CheckID("session_id", req.SessionID)); err != nil {
-		return shared.OpenResponse{}, fmt.Errorf("open: %v: %w", err, shared.ErrInvalidArgument)
-	}
-	b.mu.Lock()
-	if _, ok := b.sessions[req.SessionID]; ok {
-		b.mu.Unlock()
-		return shared.OpenResponse{}, fmt.Errorf("open: session %q is already open: %w", req.SessionID, shared.ErrFailedPrecondition)
-	}
-	b.sessions[req.SessionID] = nil // reserve the id while the sandbox starts
-	b.mu.Unlock()
-
-	s, err := b.startSession(ctx, cfg, runsc, state, runtime, req.UserID, req.SessionID)
-	b.mu.Lock()
-	if err != nil {
-		delete(b.sessions, req.SessionID)
-	} else {
-		b.sessions[req.SessionID] = s
-	}
-	b.mu.Unlock()
-	if err != nil {
-		return shared.OpenResponse{}, err
-	}
-	return shared.OpenResponse{SessionID: req.SessionID}, nil
+	return b.startSandbox(ctx, cfg, runsc, state, runtime, user, label)
 }
 
-// startSession writes the session's bundle, starts `runsc run` on it with
-// pipes for stdin and stdout, and binds the runtime (hello line, MCP).
-func (b *Backend) startSession(ctx context.Context, cfg Config, runsc, state, runtime, user, sessionID string) (_ *session, retErr error) {
-	secret := make([]byte, 32)
-	if _, err := rand.Read(secret); err != nil {
-		return nil, fmt.Errorf("open: minting the session secret: %v: %w", err, shared.ErrInternal)
+// configured says why sessions cannot start: runsc not configured, or no
+// agent runtime.
+func configured(runsc, state, runtime string) error {
+	if runsc == "" || state == "" {
+		return fmt.Errorf("not configured (Configure finds runsc): %w", shared.ErrFailedPrecondition)
 	}
+	if runtime == "" {
+		return fmt.Errorf("no agent runtime (%s: set config runtime or build it with `make runtime`): %w", RuntimeName, shared.ErrNotSupported)
+	}
+	return nil
+}
+
+// startSandbox writes a session's bundle and starts `runsc run` on it
+// with pipes for stdin and stdout.
+func (b *Backend) startSandbox(ctx context.Context, cfg Config, runsc, state, runtime, user, label string) (*agent, error) {
 	data, err := userDir(cfg.DataDir, user)
 	if err != nil {
-		return nil, fmt.Errorf("open: the user's data directory: %v: %w", err, shared.ErrInternal)
+		return nil, fmt.Errorf("open: the user's data directory: %w: %w", err, shared.ErrInternal)
 	}
-	s := &session{id: sessionID, user: user, container: "orqest-" + randomHex(8), secret: secret, gone: make(chan struct{})}
+	s := &agent{b: b, container: "orqest-" + randomHex(8), gone: make(chan struct{})}
 	s.dir = filepath.Join(state, "calls", s.container)
 	bundle := filepath.Join(s.dir, "bundle")
 	if err := os.MkdirAll(bundle, 0o700); err != nil {
-		return nil, fmt.Errorf("open: session directory: %v: %w", err, shared.ErrInternal)
+		return nil, fmt.Errorf("open: session directory: %w: %w", err, shared.ErrInternal)
 	}
 	sp, err := sessionSpec(filepath.Join(state, "rootfs"), runtime, data, cfg)
 	if err == nil {
@@ -208,22 +200,22 @@ func (b *Backend) startSession(ctx context.Context, cfg Config, runsc, state, ru
 	}
 	if err != nil {
 		os.RemoveAll(s.dir)
-		return nil, fmt.Errorf("open: session bundle: %v: %w", err, shared.ErrInternal)
+		return nil, fmt.Errorf("open: session bundle: %w: %w", err, shared.ErrInternal)
 	}
 
 	inR, inW, err := os.Pipe()
 	if err != nil {
 		os.RemoveAll(s.dir)
-		return nil, fmt.Errorf("open: stdin pipe: %v: %w", err, shared.ErrInternal)
+		return nil, fmt.Errorf("open: stdin pipe: %w: %w", err, shared.ErrInternal)
 	}
 	outR, outW, err := os.Pipe()
 	if err != nil {
 		inR.Close()
 		inW.Close()
 		os.RemoveAll(s.dir)
-		return nil, fmt.Errorf("open: stdout pipe: %v: %w", err, shared.ErrInternal)
+		return nil, fmt.Errorf("open: stdout pipe: %w: %w", err, shared.ErrInternal)
 	}
-	logW := &rtclient.LogWriter{Log: b.logger.Named("runtime").With("sandbox", s.container, "session", sessionID)}
+	logW := &rtclient.LogWriter{Log: b.logger.Named("runtime").With("sandbox", s.container, "label", label)}
 	argv := append(b.globals(runsc, cfg, state), "run", "--bundle", bundle, s.container)
 	cmd := exec.Command(runsc, argv[1:]...)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = inR, outW, logW
@@ -237,7 +229,7 @@ func (b *Backend) startSession(ctx context.Context, cfg Config, runsc, state, ru
 		outR.Close()
 		outW.Close()
 		os.RemoveAll(s.dir)
-		return nil, fmt.Errorf("open: starting runsc: %v: %w", err, shared.ErrUnavailable)
+		return nil, fmt.Errorf("open: starting runsc: %w: %w", err, shared.ErrUnavailable)
 	}
 	inR.Close()
 	outW.Close()
@@ -247,37 +239,7 @@ func (b *Backend) startSession(ctx context.Context, cfg Config, runsc, state, ru
 		logW.Flush()
 		close(s.gone)
 	}()
-	defer func() {
-		if retErr != nil {
-			b.stopSession(s)
-		}
-	}()
-
-	octx, cancel := context.WithTimeout(ctx, cfg.openTimeout)
-	defer cancel()
-	hello := rtproto.Hello{Secret: secret, User: user, Session: sessionID, Promotion: cfg.Promotion}
-	impl := &mcp.Implementation{Name: "orqest-sandbox-plugin-gvisor", Version: Version}
-	type bound struct {
-		cs  *mcp.ClientSession
-		err error
-	}
-	done := make(chan bound, 1)
-	go func() {
-		cs, err := rtclient.Bind(octx, impl, s.streams.Options(), hello, inW, outR)
-		done <- bound{cs, err}
-	}()
-	select {
-	case r := <-done:
-		if r.err != nil {
-			return nil, fmt.Errorf("open: %s: %w", s.target().Name, r.err)
-		}
-		s.mcp = r.cs
-	case <-s.gone:
-		return nil, fmt.Errorf("open: runsc exited before the runtime answered (%v): %w", cmd.ProcessState, shared.ErrUnavailable)
-	case <-octx.Done():
-		return nil, fmt.Errorf("open: the runtime did not answer within %v: %w", cfg.openTimeout, shared.ErrUnavailable)
-	}
-	b.logger.Debug("session open", "session", sessionID, "user", user, "sandbox", s.container)
+	b.logger.Debug("session sandbox started", "label", label, "user", user, "sandbox", s.container)
 	return s, nil
 }
 
@@ -291,15 +253,12 @@ func (b *Backend) globals(runsc string, cfg Config, state string) []string {
 	return g
 }
 
-// stopSession ends a session's sandbox: stdin closes (the runtime exits
-// and its sandbox with it); a sandbox still there after closeGrace is
-// killed and its state deleted (`runsc delete --force`). Safe to call more
-// than once.
-func (b *Backend) stopSession(s *session) error {
+// Stop implements session.Agent: stdin closes (the runtime exits and its
+// sandbox with it); a sandbox still there after closeGrace is killed and
+// its state deleted (`runsc delete --force`). Safe to call more than once.
+func (s *agent) Stop(context.Context) error {
+	b := s.b
 	s.stopOnce.Do(func() {
-		if s.mcp != nil {
-			go s.mcp.Close()
-		}
 		s.stdin.Close()
 		select {
 		case <-s.gone:
@@ -332,52 +291,9 @@ func exitedCleanly(cmd *exec.Cmd) bool {
 	return cmd.ProcessState != nil && cmd.ProcessState.Success()
 }
 
-// Close ends the session's sandbox; the user's data directory persists.
-func (b *Backend) Close(_ context.Context, req shared.CloseRequest) (shared.CloseResponse, error) {
-	if err := b.sessionsOffered(); err != nil {
-		return shared.CloseResponse{}, fmt.Errorf("close: %w", err)
-	}
-	if err := rtproto.CheckID("session_id", req.SessionID); err != nil {
-		return shared.CloseResponse{}, fmt.Errorf("close: %v: %w", err, shared.ErrInvalidArgument)
-	}
-	b.mu.Lock()
-	s, ok := b.sessions[req.SessionID]
-	if ok && s != nil {
-		delete(b.sessions, req.SessionID)
-	}
-	b.mu.Unlock()
-	if !ok || s == nil {
-		return shared.CloseResponse{}, fmt.Errorf("close: no open session %q: %w", req.SessionID, shared.ErrNotFound)
-	}
-	return shared.CloseResponse{}, b.stopSession(s)
-}
-
-// closeAll ends every open session (Shutdown).
-func (b *Backend) closeAll() {
-	b.mu.Lock()
-	var all []*session
-	for id, s := range b.sessions {
-		if s != nil {
-			all = append(all, s)
-		}
-		delete(b.sessions, id)
-	}
-	b.mu.Unlock()
-	var wg sync.WaitGroup
-	for _, s := range all {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			if err := b.stopSession(s); err != nil {
-				b.logger.Warn("shutdown: ending a session sandbox", "session", s.id, "error", err)
-			}
-		}()
-	}
-	wg.Wait()
-}
-
-// sessionsOffered is ErrNotSupported when the backend has no runtime (Info
-// then does not declare sessions).
+// sessionsOffered is why sessions are not offered, if they are not
+// (session.Config.Available): no runtime (Info then does not declare
+// sessions; ErrNotSupported) or not configured yet.
 func (b *Backend) sessionsOffered() error {
 	b.mu.RLock()
 	defer b.mu.RUnlock()
@@ -387,101 +303,7 @@ func (b *Backend) sessionsOffered() error {
 	return nil
 }
 
-func (b *Backend) openSession(id string) (*session, error) {
-	if err := b.sessionsOffered(); err != nil {
-		return nil, err
-	}
-	if err := rtproto.CheckID("session_id", id); err != nil {
-		return nil, fmt.Errorf("%v: %w", err, shared.ErrInvalidArgument)
-	}
-	b.mu.RLock()
-	s := b.sessions[id]
-	b.mu.RUnlock()
-	if s == nil {
-		return nil, fmt.Errorf("no open session %q (call Open first): %w", id, shared.ErrNotFound)
-	}
-	return s, nil
-}
-
-// executeInSession validates req.Code in Go and runs it in the session's
-// runtime. A sandbox that died during the call (killed, crashed) is an
-// infrastructure error (shared.ErrUnavailable) and ends the session.
-func (b *Backend) executeInSession(ctx context.Context, req shared.ExecuteRequest, send func(shared.OutputChunk)) (shared.ExecuteResponse, error) {
-	start := time.Now()
-	// Zero limits stay zero here: the runtime applies its defaults.
-	p, err := shared.Prepare(req, shared.Defaults{MaxCodeBytes: b.maxCodeBytes, MaxArgsBytes: shared.DefaultMaxArgsBytes})
-	if err != nil {
-		return shared.ExecuteResponse{}, err
-	}
-	if req.ToolName != "" {
-		if err := rtproto.CheckToolName(req.ToolName); err != nil {
-			return shared.ExecuteResponse{}, fmt.Errorf("execute: %v: %w", err, shared.ErrInvalidArgument)
-		}
-	}
-	for kind, id := range map[string]string{"agent_id": req.AgentID, "user_id": req.UserID} {
-		if id == "" {
-			continue
-		}
-		if err := rtproto.CheckID(kind, id); err != nil {
-			return shared.ExecuteResponse{}, fmt.Errorf("execute: %v: %w", err, shared.ErrInvalidArgument)
-		}
-	}
-	if len(req.Dependencies) > 0 {
-		return shared.ExecuteResponse{}, fmt.Errorf("execute: dependencies are not installed by the gvisor backend: %w", shared.ErrNotSupported)
-	}
-	s, err := b.openSession(req.SessionID)
-	if err != nil {
-		return shared.ExecuteResponse{}, fmt.Errorf("execute: %w", err)
-	}
-	if req.UserID != "" && req.UserID != s.user {
-		return shared.ExecuteResponse{}, fmt.Errorf("execute: session %q belongs to another user: %w", req.SessionID, shared.ErrInvalidArgument)
-	}
-	b.mu.RLock()
-	classes := b.classes
-	b.mu.RUnlock()
-	if findings := b.validator.CheckWith(ctx, req.Code, req.AllowedImports, validator.Features{Classes: classes}); len(findings) > 0 {
-		timeout, memMB, maxOut := req.Timeout, req.MemoryMB, req.MaxOutputBytes
-		if timeout == 0 {
-			timeout = shared.DefaultTimeout
-		}
-		if memMB == 0 {
-			memMB = shared.DefaultMemoryMB
-		}
-		if maxOut == 0 {
-			maxOut = shared.DefaultMaxOutputBytes
-		}
-		res := shared.Rejected(findings, shared.Limits{TimeoutMS: timeout.Milliseconds(), MemoryMB: memMB, MaxOutputBytes: maxOut})
-		res.DurationMS = msSince(start)
-		return shared.ExecuteResponse{Result: res}, nil
-	}
-	res, events, err := s.target().ExecuteStream(ctx, rtproto.ExecuteArgs{
-		Code:           req.Code,
-		Args:           p.Args,
-		AllowedImports: req.AllowedImports,
-		AgentID:        req.AgentID,
-		TimeoutS:       req.Timeout.Seconds(),
-		MemoryMB:       req.MemoryMB,
-		MaxOutputBytes: req.MaxOutputBytes,
-		ToolName:       req.ToolName,
-		Stateful:       req.Stateful,
-	}, req.Timeout, send)
-	if err != nil {
-		if s.dead() {
-			b.mu.Lock()
-			if b.sessions[s.id] == s {
-				delete(b.sessions, s.id)
-			}
-			b.mu.Unlock()
-			if rerr := b.stopSession(s); rerr != nil {
-				b.logger.Warn("ending a dead session sandbox", "session", s.id, "error", rerr)
-			}
-		}
-		return shared.ExecuteResponse{}, err
-	}
-	return shared.ExecuteResponse{Result: res, Events: events}, nil
-}
-
-// The embedded rtclient.SessionAPI serves tokens, tool calls and files
+// The embedded session.Manager serves tokens, tool calls and files
 // through the session's runtime.
 var (
 	_ shared.SessionTools        = (*Backend)(nil)

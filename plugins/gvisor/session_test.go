@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -174,9 +175,7 @@ func TestSessionRunsTheRuntime(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(userDir, filepath.Base(rtproto.LibraryPath))); err != nil {
 		t.Errorf("the tool library is not in the user's directory: %v", err)
 	}
-	b.mu.RLock()
-	container := b.sessions[id].container
-	b.mu.RUnlock()
+	container := sandboxOf(t, b, id)
 	start := time.Now()
 	if _, err := b.Close(ctx, shared.CloseRequest{SessionID: id}); err != nil {
 		t.Fatalf("Close: %v", err)
@@ -191,32 +190,51 @@ func TestSessionRunsTheRuntime(t *testing.T) {
 }
 
 // TestSessionKillMidCall: a session sandbox killed during a call is an
-// infrastructure error (ErrUnavailable), not a result, and ends the
-// session.
+// infrastructure error (ErrUnavailable), not a result; nothing of it is
+// left, and the next call on the session runs in a fresh sandbox with
+// StateLost.
 func TestSessionKillMidCall(t *testing.T) {
 	b, _ := newSessionBackend(t, nil)
 	id := openSession(t, b, "carol")
-	b.mu.RLock()
-	container := b.sessions[id].container
-	b.mu.RUnlock()
-	go func() {
-		time.Sleep(time.Second)
-		killSandbox(container)
-	}()
+	container := sandboxOf(t, b, id)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
+	started := make(chan struct{})
+	var once sync.Once
+	go func() {
+		select {
+		case <-started:
+			killSandbox(container)
+		case <-ctx.Done():
+		}
+	}()
 	start := time.Now()
-	resp, err := b.Execute(ctx, shared.ExecuteRequest{SessionID: id, Code: "while True:\n    pass", Timeout: 30 * time.Second})
+	resp, err := b.ExecuteStream(ctx, shared.ExecuteRequest{SessionID: id, Code: "print('spinning', flush=True)\nwhile True:\n    pass", Timeout: 30 * time.Second},
+		func(shared.OutputChunk) error { once.Do(func() { close(started) }); return nil })
 	if !errors.Is(err, shared.ErrUnavailable) {
 		t.Fatalf("kill mid-call: %+v, %v; want ErrUnavailable", resp.Result, err)
 	}
 	t.Logf("kill mid-call returned after %v: %v", time.Since(start), err)
-	if _, err := b.Execute(ctx, shared.ExecuteRequest{SessionID: id, Code: "return 1"}); !errors.Is(err, shared.ErrNotFound) {
-		t.Errorf("Execute in the killed session: %v; want ErrNotFound (the session ended)", err)
+	res, err := b.Execute(ctx, shared.ExecuteRequest{SessionID: id, Code: "return 1"})
+	if err != nil || !res.Result.Success || !res.Result.StateLost {
+		t.Fatalf("the next call on the killed session: %+v, %v; want success with state_lost", res.Result, err)
+	}
+	if now := sandboxOf(t, b, id); now == container {
+		t.Errorf("the session is still served by the killed sandbox %s", container)
 	}
 	if pids := sandboxPIDs(container); len(pids) > 0 {
 		t.Fatalf("runsc processes of %s left: %v", container, pids)
 	}
+}
+
+// sandboxOf returns the runsc container id serving open session id.
+func sandboxOf(t *testing.T, b *Backend, id string) string {
+	t.Helper()
+	a, err := b.Agent(id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a.(*agent).container
 }
 
 // TestSessionsNeedTheRuntime: a configured runtime that is missing fails

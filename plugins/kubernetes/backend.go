@@ -26,12 +26,13 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-hclog"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
-	"github.com/orqest/sandbox/internal/rtclient"
-	"github.com/orqest/sandbox/internal/warmpool"
+	"github.com/orqest/sandbox/internal/rtproto"
+	"github.com/orqest/sandbox/internal/session"
 	"github.com/orqest/sandbox/shared"
 	"github.com/orqest/sandbox/shared/toollib"
 	"github.com/orqest/sandbox/validator"
@@ -99,7 +100,7 @@ type Config struct {
 	RunAsUser int64 `json:"run_as_user"`
 	// OpenTimeout bounds pod creation to MCP initialize, e.g. "60s".
 	OpenTimeout string `json:"open_timeout"`
-	// Pool keeps warm pods (pool.go); nil or size 0: none.
+	// Pool keeps warm pods (PoolConfig); nil or size 0: none.
 	Pool *PoolConfig `json:"pool"`
 	// Promotion is the tool library's policy (the `promotion {}` block).
 	Promotion *toollib.Promotion `json:"promotion"`
@@ -125,7 +126,9 @@ func defaultConfig() Config {
 
 // Backend is the Kubernetes sandbox. It is safe for concurrent use.
 type Backend struct {
-	rtclient.SessionAPI // MintToken, CallTool, PutFile, GetFile, ListFiles (library.go)
+	// Sessions (Open, Close, Execute, files, the tool library, the warm
+	// pool) are the kit's; session.go is its Driver.
+	*session.Manager
 
 	logger       hclog.Logger
 	validator    *validator.Validator
@@ -136,9 +139,6 @@ type Backend struct {
 	cfg   Config
 	kc    *kubeClient  // nil until Configure
 	lease *leaseKeeper // this process's Lease (reaper.go)
-
-	sessions rtclient.Registry[session]
-	pool     *warmpool.Pool[*session] // warm pods (pool.go)
 }
 
 var _ shared.Sandbox = (*Backend)(nil)
@@ -163,8 +163,23 @@ func NewBackend(logger hclog.Logger) *Backend {
 		owner:        currentOwner(),
 		cfg:          defaultConfig(),
 	}
-	b.SessionAPI = rtclient.SessionAPI{Find: b.target, Log: logger}
-	b.pool = warmpool.New(b.stopSession, logger)
+	b.Manager = session.New(session.Config{
+		Impl:   &mcp.Implementation{Name: "orqest-sandbox-plugin-kubernetes", Version: version},
+		Driver: driver{b},
+		Logger: logger,
+		Validate: func(ctx context.Context, code string, allowed []string) []shared.Finding {
+			return b.validator.CheckWith(ctx, code, allowed, validator.Features{Classes: b.config().classes})
+		},
+		Check: func(req shared.ExecuteRequest) error {
+			if len(req.Dependencies) > 0 {
+				return fmt.Errorf("dependencies are not installed by the kubernetes backend: %w", shared.ErrNotSupported)
+			}
+			return nil
+		},
+		MaxCodeBytes: b.maxCodeBytes,
+		Sessionless:  true,
+	})
+	b.Manager.Configure(settings(b.cfg))
 	return b
 }
 
@@ -301,7 +316,7 @@ func decodeConfig(raw []byte, classes bool) (Config, error) {
 	if err := cfg.normalizePromotion(); err != nil { // library.go
 		return cfg, err
 	}
-	if err := cfg.normalizePool(); err != nil { // pool.go
+	if err := cfg.Pool.Normalize(); err != nil { // pool.go
 		return cfg, fmt.Errorf("kubernetes config: %w", err)
 	}
 	cfg.classes = classes
@@ -340,7 +355,7 @@ func (b *Backend) Configure(ctx context.Context, req shared.ConfigureRequest) (s
 	if err := b.startLease(ctx, kc); err != nil { // reaper.go
 		return shared.ConfigureResponse{}, fmt.Errorf("kubernetes config: %w", err)
 	}
-	b.pool.Discard() // warm pods of the previous configuration
+	b.Manager.Configure(settings(cfg)) // and discards the warm pods of the previous configuration
 	if n, err := b.Reap(ctx); err != nil {
 		b.logger.Warn("reaper", "error", err)
 	} else if n > 0 {
@@ -373,102 +388,21 @@ func (b *Backend) Validate(ctx context.Context, req shared.ValidateRequest) (sha
 	return shared.ValidateResponse{Findings: b.validator.CheckWith(ctx, req.Code, req.AllowedImports, validator.Features{Classes: b.config().classes})}, nil
 }
 
-// Open starts a session: a pod for req.UserID. The ids are checked before
-// anything touches the cluster. An empty SessionID gets a fresh random one.
-func (b *Backend) Open(ctx context.Context, req shared.OpenRequest) (shared.OpenResponse, error) {
-	return b.sessions.Open(ctx, req, func() string { return randomHex(8) }, b.startSession)
-}
-
-// Close deletes the session's pod; the user's claim persists.
-func (b *Backend) Close(ctx context.Context, req shared.CloseRequest) (shared.CloseResponse, error) {
-	s, err := b.sessions.Take(req.SessionID)
-	if err != nil {
-		return shared.CloseResponse{}, fmt.Errorf("close: %w", err)
+// settings are the session settings of cfg: its open timeout, its warm
+// pool and the hello line's promotion policy.
+func settings(cfg Config) session.Settings {
+	return session.Settings{
+		OpenTimeout: cfg.openTimeout,
+		Pool:        cfg.Pool,
+		Hello:       func(h *rtproto.Hello) { h.Promotion = cfg.Promotion },
 	}
-	return shared.CloseResponse{}, b.stopSession(ctx, s)
 }
 
 // Shutdown deletes every open session's pod and the warm ones, and this
 // process's Lease (the plugin is exiting).
 func (b *Backend) Shutdown(ctx context.Context) {
-	b.pool.Drain()
-	var wg sync.WaitGroup
-	for _, s := range b.sessions.TakeAll() {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			if err := b.stopSession(ctx, s); err != nil {
-				b.logger.Warn("shutdown: deleting a session pod", "session", s.id, "error", err)
-			}
-		}()
-	}
-	wg.Wait()
+	b.Manager.Shutdown(ctx)
 	b.stopLease(ctx)
-}
-
-// Execute validates req.Code in Go and runs it in the session's pod.
-// Without a SessionID it opens a temporary session and closes it after.
-func (b *Backend) Execute(ctx context.Context, req shared.ExecuteRequest) (shared.ExecuteResponse, error) {
-	return b.execute(ctx, req, nil)
-}
-
-// ExecuteStream implements shared.Streamer: Execute, with the code's
-// stdout and stderr sent as the runtime streams them.
-func (b *Backend) ExecuteStream(ctx context.Context, req shared.ExecuteRequest, send func(shared.OutputChunk) error) (shared.ExecuteResponse, error) {
-	return shared.StreamExecute(ctx, send, func(ctx context.Context, onChunk func(shared.OutputChunk)) (shared.ExecuteResponse, error) {
-		return b.execute(ctx, req, onChunk)
-	})
-}
-
-func (b *Backend) execute(ctx context.Context, req shared.ExecuteRequest, send func(shared.OutputChunk)) (shared.ExecuteResponse, error) {
-	start := time.Now()
-	p, err := shared.Prepare(req, shared.Defaults{MaxCodeBytes: b.maxCodeBytes, MaxArgsBytes: shared.DefaultMaxArgsBytes})
-	if err != nil {
-		return shared.ExecuteResponse{}, err
-	}
-	if err := rtclient.CheckExecute(req); err != nil {
-		return shared.ExecuteResponse{}, err
-	}
-	if len(req.Dependencies) > 0 {
-		return shared.ExecuteResponse{}, fmt.Errorf("execute: dependencies are not installed by the kubernetes backend: %w", shared.ErrNotSupported)
-	}
-	if findings := b.validator.CheckWith(ctx, req.Code, req.AllowedImports, validator.Features{Classes: b.config().classes}); len(findings) > 0 {
-		return rtclient.RejectedResponse(findings, req, start), nil
-	}
-	if req.Stateful && req.SessionID == "" {
-		return shared.ExecuteResponse{}, &shared.FieldError{Field: "stateful", Reason: "a stateful call runs in a session's long-lived interpreter: open a session (Open) and pass its id"}
-	}
-	if req.SessionID == "" {
-		// Sessionless: a temporary session for this one call.
-		id, done, err := rtclient.Temporary(ctx, req.UserID, func() string { return randomHex(8) }, b.Open, b.Close, b.logger)
-		if err != nil {
-			return shared.ExecuteResponse{}, err
-		}
-		defer done()
-		req.SessionID = id
-	}
-	s, err := b.sessions.Get(req.SessionID)
-	if err != nil {
-		return shared.ExecuteResponse{}, fmt.Errorf("execute: %w", err)
-	}
-	if req.UserID != "" && req.UserID != s.user {
-		return shared.ExecuteResponse{}, fmt.Errorf("execute: session %q belongs to another user: %w", req.SessionID, shared.ErrInvalidArgument)
-	}
-	res, events, err := s.target().ExecuteStream(ctx, rtclient.ExecuteArgs(req, p.Args), req.Timeout, send)
-	if err != nil {
-		if s.dead() {
-			// The pod is gone (deleted, evicted, OOM-killed, node lost):
-			// drop the session and make sure its pod is deleted.
-			b.sessions.Drop(s.id, s)
-			cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 60*time.Second)
-			defer cancel()
-			if rerr := b.stopSession(cctx, s); rerr != nil {
-				b.logger.Warn("deleting a dead session's pod", "session", s.id, "error", rerr)
-			}
-		}
-		return shared.ExecuteResponse{}, err
-	}
-	return shared.ExecuteResponse{Result: res, Events: events}, nil
 }
 
 func randomHex(n int) string {

@@ -52,7 +52,7 @@ func BenchmarkOpenFromPool(b *testing.B) {
 	for i := 0; i < b.N; i++ {
 		b.StopTimer()
 		deadline := time.Now().Add(90 * time.Second)
-		for be.pool.Len() == 0 {
+		for be.Warming() == 0 {
 			if time.Now().After(deadline) {
 				b.Fatal("no warm pod within 90s")
 			}

@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-hclog"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 	corev1 "k8s.io/api/core/v1"
 	nodev1 "k8s.io/api/node/v1"
 	storagev1 "k8s.io/api/storage/v1"
@@ -279,14 +280,26 @@ func openSession(t testing.TB, b *Backend, user string) string {
 	return sid
 }
 
+// openedSession is what the tests read of an open session: its pod and
+// the MCP connection to its runtime.
+type openedSession struct {
+	pod    string
+	mcp    *mcp.ClientSession
+	secret []byte
+}
+
 // sessionOf returns the open session sid of b.
-func sessionOf(t testing.TB, b *Backend, sid string) *session {
+func sessionOf(t testing.TB, b *Backend, sid string) openedSession {
 	t.Helper()
-	s, err := b.sessions.Get(sid)
+	a, err := b.Agent(sid)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return s
+	tg, err := b.Target(context.Background(), sid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return openedSession{pod: a.(*agent).pod, mcp: tg.MCP, secret: tg.Secret}
 }
 
 func execOK(t testing.TB, b *Backend, req shared.ExecuteRequest) shared.ExecutionResult {

@@ -5,12 +5,11 @@ package kubernetes
 // hello line, the library's events come back with each result, and
 // SessionTools (mint a token, call the runtime's tools with it) and
 // FileStore (the session's workspace through the runtime's file tools)
-// come from the embedded rtclient.SessionAPI.
+// come from the embedded session.Manager.
 
 import (
 	"fmt"
 
-	"github.com/orqest/sandbox/internal/rtclient"
 	"github.com/orqest/sandbox/shared"
 	"github.com/orqest/sandbox/shared/toollib"
 )
@@ -29,14 +28,4 @@ func (c *Config) normalizePromotion() error {
 	}
 	c.Promotion = p
 	return nil
-}
-
-// target finds an open session's runtime (rtclient.SessionAPI's Finder:
-// MintToken, CallTool, PutFile, GetFile and ListFiles).
-func (b *Backend) target(id string) (rtclient.Target, error) {
-	s, err := b.sessions.Get(id)
-	if err != nil {
-		return rtclient.Target{}, err
-	}
-	return s.target(), nil
 }

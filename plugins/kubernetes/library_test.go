@@ -149,9 +149,13 @@ func waitWarm(t *testing.T, b *Backend, cs kubernetes.Interface, user string) st
 	t.Helper()
 	deadline := time.Now().Add(90 * time.Second)
 	for time.Now().Before(deadline) {
-		if b.pool.Len() > 0 {
+		if b.Warming() > 0 {
 			used := map[string]bool{}
-			b.sessions.Each(func(s *session) { used[s.pod] = true })
+			for _, in := range b.Sessions() {
+				if a, err := b.Agent(in.ID); err == nil {
+					used[a.(*agent).pod] = true
+				}
+			}
 			for _, p := range podsOf(t, cs, LabelUser+"="+user) {
 				if !used[p] {
 					return p

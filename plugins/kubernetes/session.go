@@ -2,7 +2,6 @@ package kubernetes
 
 import (
 	"context"
-	"crypto/rand"
 	"fmt"
 	"io"
 	"net/http"
@@ -22,6 +21,7 @@ import (
 
 	"github.com/orqest/sandbox/internal/rtclient"
 	"github.com/orqest/sandbox/internal/rtproto"
+	"github.com/orqest/sandbox/internal/session"
 	"github.com/orqest/sandbox/shared"
 )
 
@@ -29,74 +29,67 @@ import (
 // stdin closed before it deletes the pod regardless.
 const closeGrace = 2 * time.Second
 
-// session is one open pod and its MCP connection over attach.
-type session struct {
-	id, user  string
-	pod       string // the pod's name
-	uid       string // the pod's uid (deletion precondition)
-	secret    []byte
+// agent is one session pod: the agent runtime in it, reached with
+// `attach` through the API server (stdin carries MCP frames after the
+// hello line, stdout MCP, stderr the runtime's JSON log).
+type agent struct {
+	b         *Backend
+	user      string
+	label     string
+	pod       string         // the pod's name
+	uid       string         // the pod's uid (deletion precondition)
 	stdin     *io.PipeWriter // the runtime's stdin, through the attach stream
 	stdout    *io.PipeReader // the runtime's stdout (MCP)
 	detach    context.CancelFunc
-	mcp       *mcp.ClientSession
-	streams   rtclient.Streams // the runtime's streamed output, per call
-	gone      chan struct{}    // closed when the attach stream has ended
-	attachErr error            // why it ended (set before gone closes)
+	gone      chan struct{} // closed when the attach stream has ended
+	attachErr error         // why it ended (set before gone closes)
 	stopOnce  sync.Once
 	stopErr   error
 }
 
-func (s *session) target() rtclient.Target {
-	return rtclient.Target{MCP: s.mcp, Secret: s.secret, User: s.user, Session: s.id, Name: "the session pod " + s.pod, Gone: s.gone, Streams: &s.streams}
+var _ session.Agent = (*agent)(nil)
+
+// Name implements session.Agent.
+func (s *agent) Name() string { return "the session pod " + s.pod }
+
+// Done implements session.Agent: the attach stream has ended.
+func (s *agent) Done() <-chan struct{} { return s.gone }
+
+// Connect implements session.Agent: the hello line and MCP over the
+// attach stream.
+func (s *agent) Connect(ctx context.Context, client *mcp.Client, hello rtproto.Hello) (*mcp.ClientSession, error) {
+	cs, err := rtclient.Bind(ctx, client, hello, s.stdin, s.stdout)
+	if err != nil && isClosedChan(s.gone) {
+		return nil, fmt.Errorf("the attach stream to %s ended before the runtime answered (%v): %w", s.pod, s.attachErr, shared.ErrUnavailable)
+	}
+	return cs, err
 }
 
-func (s *session) dead() bool { return s.target().Dead() }
+func isClosedChan(c <-chan struct{}) bool {
+	select {
+	case <-c:
+		return true
+	default:
+		return false
+	}
+}
 
-// startSession gives user a session: a warm pod of the pool when one waits
-// (bound now: hello line and MCP), else a new one; with a pool it then
-// starts the user's next warm pod in the background.
-func (b *Backend) startSession(ctx context.Context, user, sessionID string) (_ *session, retErr error) {
-	kc, err := b.client()
+// driver starts the backend's session pods (session.Driver).
+type driver struct{ b *Backend }
+
+// Start implements session.Driver: a pod of user whose session label is
+// label, running and attached; the runtime waits for its hello line.
+func (d driver) Start(ctx context.Context, user, label string) (session.Agent, error) {
+	kc, err := d.b.client()
 	if err != nil {
 		return nil, fmt.Errorf("open: %w", err)
 	}
-	cfg := b.config()
-	ctx, cancel := context.WithTimeout(ctx, cfg.openTimeout)
-	defer cancel()
-	if cfg.poolSize() > 0 {
-		defer func() {
-			if retErr == nil {
-				b.refill(cfg, user)
-			}
-		}()
-		if s := b.takeSpare(user); s != nil {
-			err := b.bind(ctx, cfg, s, sessionID)
-			if err == nil {
-				return s, nil
-			}
-			b.logger.Warn("a warm pod could not be bound; starting a new one", "user", user, "error", err)
-			_ = b.stopSession(context.WithoutCancel(ctx), s)
-		}
-	}
-	s, err := b.prepare(ctx, kc, cfg, user, sessionID)
-	if err != nil {
-		return nil, err
-	}
-	if err := b.bind(ctx, cfg, s, sessionID); err != nil {
-		_ = b.stopSession(context.WithoutCancel(ctx), s)
-		return nil, err
-	}
-	return s, nil
+	return d.b.prepare(ctx, kc, d.b.config(), user, label)
 }
 
 // prepare creates a pod of user whose session label is label, waits until
-// its runtime runs and attaches to its stdio. The runtime waits for its
-// hello line (bind) before it does anything.
-func (b *Backend) prepare(ctx context.Context, kc *kubeClient, cfg Config, user, label string) (_ *session, retErr error) {
-	secret := make([]byte, 32)
-	if _, err := rand.Read(secret); err != nil {
-		return nil, fmt.Errorf("open: minting the session secret: %v: %w", err, shared.ErrInternal)
-	}
+// its runtime runs and attaches to its stdio.
+func (b *Backend) prepare(ctx context.Context, kc *kubeClient, cfg Config, user, label string) (_ *agent, retErr error) {
 	if err := ensureClaim(ctx, kc, cfg, user); err != nil {
 		return nil, err
 	}
@@ -104,10 +97,10 @@ func (b *Backend) prepare(ctx context.Context, kc *kubeClient, cfg Config, user,
 	if err != nil {
 		return nil, classify("open: creating the pod", err)
 	}
-	s := &session{id: label, user: user, pod: created.Name, uid: string(created.UID), secret: secret, gone: make(chan struct{})}
+	s := &agent{b: b, user: user, label: label, pod: created.Name, uid: string(created.UID), gone: make(chan struct{})}
 	defer func() {
 		if retErr != nil {
-			_ = b.stopSession(context.WithoutCancel(ctx), s)
+			_ = s.Stop(context.WithoutCancel(ctx))
 		}
 	}()
 	if err := waitRunning(ctx, kc, created); err != nil {
@@ -223,7 +216,7 @@ func podStarted(p *corev1.Pod) (done bool, why string, err error) {
 // runtime exits, the pod goes or the session detaches; then gone closes.
 // WebSocket is tried first (the API server's current protocol) and SPDY
 // when the server or a proxy does not upgrade to it, as kubectl does.
-func (b *Backend) attach(kc *kubeClient, s *session) {
+func (b *Backend) attach(kc *kubeClient, s *agent) {
 	inR, inW := io.Pipe()
 	outR, outW := io.Pipe()
 	s.stdin, s.stdout = inW, outR
@@ -264,44 +257,13 @@ func streamAttach(ctx context.Context, kc *kubeClient, pod string, opts remoteco
 	return exec.StreamWithContext(ctx, opts)
 }
 
-// bind makes a prepared pod session sessionID: the hello line (secret,
-// user, session id, promotion policy) and MCP over the attach stream.
-func (b *Backend) bind(ctx context.Context, cfg Config, s *session, sessionID string) error {
-	s.id = sessionID
-	hello := rtproto.Hello{Secret: s.secret, User: s.user, Session: sessionID, Promotion: cfg.Promotion}
-	impl := &mcp.Implementation{Name: "orqest-sandbox-plugin-kubernetes", Version: version}
-	type bound struct {
-		cs  *mcp.ClientSession
-		err error
-	}
-	done := make(chan bound, 1)
-	go func() {
-		cs, err := rtclient.Bind(ctx, impl, s.streams.Options(), hello, s.stdin, s.stdout)
-		done <- bound{cs, err}
-	}()
-	select {
-	case r := <-done:
-		if r.err != nil {
-			return fmt.Errorf("open: %s: %w", s.target().Name, r.err)
-		}
-		s.mcp = r.cs
-	case <-s.gone:
-		return fmt.Errorf("open: the attach stream to %s ended before the runtime answered (%v): %w", s.pod, s.attachErr, shared.ErrUnavailable)
-	case <-ctx.Done():
-		return fmt.Errorf("open: the runtime in %s did not answer in time: %v: %w", s.pod, ctx.Err(), shared.ErrUnavailable)
-	}
-	b.logger.Debug("session open", "session", sessionID, "user", s.user, "pod", s.pod)
-	return nil
-}
-
-// stopSession ends a session: its stdin closes (the runtime exits), the
-// attach stream is cancelled, and the pod is deleted; it returns when the
-// API server no longer has the pod. Safe to call more than once.
-func (b *Backend) stopSession(ctx context.Context, s *session) error {
+// Stop implements session.Agent: its stdin closes (the runtime exits),
+// the attach stream is cancelled, and the pod is deleted; it returns when
+// the API server no longer has the pod. The user's claim stays. Safe to
+// call more than once.
+func (s *agent) Stop(ctx context.Context) error {
+	b := s.b
 	s.stopOnce.Do(func() {
-		if s.mcp != nil {
-			go s.mcp.Close()
-		}
 		if s.stdin != nil {
 			s.stdin.Close()
 			// The runtime exits on its stdin's end and the server then

@@ -55,6 +55,7 @@ var allCases = []testCase{
 	{name: "Concurrent", run: caseConcurrent},
 	{name: "Streaming", needs: []shared.Capability{shared.CapStreaming}, run: caseStreaming},
 	{name: "Sessions", noSession: true, run: caseSessions},
+	{name: "AgentDeath", noSession: true, needs: []shared.Capability{shared.CapSessions, shared.CapStreaming}, run: caseAgentDeath},
 	{name: "UnsafeOptIn", unconfigured: true, run: caseUnsafeOptIn},
 }
 
@@ -768,4 +769,149 @@ func caseStreaming(t *testing.T, h *harness) {
 			t.Errorf("a failing send ended the call only after %v (timeout 30 s)", d)
 		}
 	})
+}
+
+// caseAgentDeath: the agent of a named session is killed from outside
+// while a call runs. That call fails promptly with shared.ErrUnavailable
+// and a message; the next call on the same session id succeeds in a fresh
+// agent and says StateLost (once); interpreter state is gone, the user's
+// tool library (WithPersistentLibrary) is not; the session still closes.
+func caseAgentDeath(t *testing.T, h *harness) {
+	if h.cfg.kill == nil {
+		t.Skip("the backend's test passes no conformance.WithAgentKiller, so the death of a session's agent is not exercised")
+	}
+	ctx := h.ctx(t)
+	user := h.cfg.sessionFor
+	if user == "" {
+		user = "conformance"
+	}
+	sid := fmt.Sprintf("conf-death-%d", time.Now().UnixNano()%1e9)
+	if _, err := h.sb.Open(ctx, shared.OpenRequest{UserID: user, SessionID: sid}); err != nil {
+		t.Fatalf("Open(%q): %v", sid, err)
+	}
+	defer func() {
+		if _, err := h.sb.Close(context.WithoutCancel(ctx), shared.CloseRequest{SessionID: sid}); err != nil {
+			t.Errorf("Close(%q) after the agent's death: %v", sid, err)
+		}
+	}()
+	exec := func(req shared.ExecuteRequest) (shared.ExecutionResult, error) {
+		req.SessionID, req.UserID = sid, user
+		resp, err := h.sb.Execute(ctx, req)
+		return resp.Result, err
+	}
+	stateful := h.info.Has(shared.CapStatefulSessions)
+	if stateful {
+		res, err := exec(shared.ExecuteRequest{Code: "counter = 41\nreturn counter", Stateful: true})
+		if err != nil || !res.Success || res.StateLost {
+			t.Fatalf("stateful call before the kill: %+v, %v", res, err)
+		}
+	}
+	library := h.cfg.library && h.info.Has(shared.CapToolLibrary)
+	const tool = "conformance_death_tool"
+	if library {
+		res, err := exec(shared.ExecuteRequest{Code: "return 3", ToolName: tool})
+		if err != nil || !res.Success {
+			t.Fatalf("library call before the kill: %+v, %v", res, err)
+		}
+		if !libraryHas(t, ctx, h.sb, sid, tool) {
+			t.Fatalf("the library has no %s right after its call", tool)
+		}
+	}
+
+	// A call that runs until the agent dies.
+	st := h.sb.(shared.Streamer)
+	started := make(chan struct{})
+	var once sync.Once
+	errc := make(chan error, 1)
+	go func() {
+		_, err := st.ExecuteStream(ctx, shared.ExecuteRequest{
+			Code: "import time\nprint('started', flush=True)\ntime.sleep(120)\nreturn 1", AllowedImports: []string{"time"},
+			Timeout: 180 * time.Second, SessionID: sid, UserID: user,
+		}, func(shared.OutputChunk) error {
+			once.Do(func() { close(started) })
+			return nil
+		})
+		errc <- err
+	}()
+	select {
+	case <-started:
+	case err := <-errc:
+		t.Fatalf("the long call ended before the kill: %v", err)
+	case <-time.After(h.scaled(60 * time.Second)):
+		t.Fatal("the long call printed nothing within 60 s")
+	}
+	h.cfg.kill(t, h.impl, sid)
+	select {
+	case err := <-errc:
+		if !errors.Is(err, shared.ErrUnavailable) {
+			t.Fatalf("the call whose agent was killed: %v, want an error wrapping ErrUnavailable", err)
+		}
+		t.Logf("the call in flight: %v", err)
+	case <-time.After(h.scaled(30 * time.Second)):
+		t.Fatal("the call whose agent was killed did not return within 30 s")
+	}
+
+	// The next call reopens the session.
+	bound := h.cfg.reopen
+	if bound <= 0 {
+		bound = 30 * time.Second
+	}
+	start := time.Now()
+	res, err := exec(shared.ExecuteRequest{Code: "return 2"})
+	took := time.Since(start)
+	if err != nil {
+		t.Fatalf("the first call after the agent's death: %v (want a fresh agent)", err)
+	}
+	expectSuccess(t, "return 2", res, "2")
+	if !res.StateLost {
+		t.Errorf("the first call after the agent's death: StateLost false, want true")
+	}
+	t.Logf("reopened in %v", took.Round(time.Millisecond))
+	if took > h.scaled(bound) {
+		t.Errorf("the first call after the agent's death took %v, over %v", took, h.scaled(bound))
+	}
+	res, err = exec(shared.ExecuteRequest{Code: "return 3"})
+	if err != nil || !res.Success || res.StateLost {
+		t.Errorf("the second call after the agent's death: %+v, %v (want success without StateLost)", res, err)
+	}
+	if stateful {
+		res, err := exec(shared.ExecuteRequest{Code: "return counter", Stateful: true})
+		if err != nil || res.Success {
+			t.Errorf("a stateful call after the reopen still sees the old globals: %+v, %v", res, err)
+		}
+	}
+	if library && !libraryHas(t, ctx, h.sb, sid, tool) {
+		t.Errorf("the user's tool library lost %s with the agent", tool)
+	}
+}
+
+// libraryHas reports whether the tool library of session sid lists name.
+func libraryHas(t *testing.T, ctx context.Context, sb shared.Sandbox, sid, name string) bool {
+	t.Helper()
+	tools, ok := sb.(shared.SessionTools)
+	if !ok {
+		t.Fatalf("the backend declares %q but does not implement shared.SessionTools", shared.CapToolLibrary)
+	}
+	tok, err := tools.MintToken(ctx, shared.MintTokenRequest{SessionID: sid, Scope: shared.ScopeOperator, TTL: time.Minute})
+	if err != nil {
+		t.Fatalf("MintToken(operator): %v", err)
+	}
+	resp, err := tools.CallTool(ctx, shared.CallToolRequest{SessionID: sid, Tool: "list_tools", Token: tok.Token, Arguments: json.RawMessage(`{}`)})
+	if err != nil {
+		t.Fatalf("list_tools: %v", err)
+	}
+	var list struct {
+		Tools []struct {
+			Name string `json:"name"`
+		} `json:"tools"`
+	}
+	if err := json.Unmarshal(resp.Result, &list); err != nil {
+		t.Fatalf("list_tools result %s: %v", resp.Result, err)
+	}
+	for _, e := range list.Tools {
+		if e.Name == name {
+			return true
+		}
+	}
+	return false
 }

@@ -33,6 +33,37 @@ type config struct {
 	scale      float64
 	sessionFor string
 	skips      map[string]string
+	kill       AgentKiller
+	reopen     time.Duration
+	library    bool
+}
+
+// AgentKiller kills the agent that serves an open session from outside
+// the plugin, as an operator or the kernel would: `docker kill` of its
+// container, SIGKILL of its sandbox, deletion of its pod. impl is the
+// factory's value (in both modes), for a backend whose agents are found
+// through it.
+type AgentKiller func(t *testing.T, impl shared.Sandbox, sessionID string)
+
+// WithAgentKiller enables the AgentDeath case: a session whose agent is
+// killed mid-call fails that call with shared.ErrUnavailable, and the next
+// call on the same session id succeeds in a fresh agent with StateLost.
+// Without it a session backend's AgentDeath case is skipped, saying so.
+func WithAgentKiller(kill AgentKiller) Option {
+	return func(c *config) { c.kill = kill }
+}
+
+// WithReopenWithin bounds how long the first call after an agent's death
+// may take (it starts a fresh agent); default 30 s, scaled.
+func WithReopenWithin(d time.Duration) Option {
+	return func(c *config) { c.reopen = d }
+}
+
+// WithPersistentLibrary makes the AgentDeath case check that the user's
+// tool library outlives the agent (a backend whose library lives on the
+// user's volume; one whose library dies with the agent leaves it off).
+func WithPersistentLibrary() Option {
+	return func(c *config) { c.library = true }
 }
 
 // WithConfigure sets the Configure request Run sends after Info and before
