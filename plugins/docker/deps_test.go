@@ -15,7 +15,7 @@ import (
 
 	"github.com/orqest/sandbox/internal/rtclient"
 	"github.com/orqest/sandbox/internal/rtproto"
-	"github.com/orqest/sandbox/plugins/docker/internal/wheeltest"
+	"github.com/orqest/sandbox/internal/wheeltest"
 	"github.com/orqest/sandbox/shared"
 )
 

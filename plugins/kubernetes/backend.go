@@ -1,5 +1,5 @@
 // Package kubernetes is the Kubernetes backend: a session is a Pod running
-// the agent runtime (plugins/docker/runtime, the tier-2 image) in a
+// the agent runtime (package agent, the tier-2 image) in a
 // hardened security context, and the plugin speaks to it exactly as tier 2
 // speaks to its container: the hello line and then MCP over the
 // container's stdio, here reached with `attach` through the API server
