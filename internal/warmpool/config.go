@@ -25,6 +25,15 @@ const DefaultMaxIdle = 5 * time.Minute
 // MaxSize bounds Size.
 const MaxSize = 1000
 
+// Schema is the `pool {}` block of a session backend's config schema;
+// what names the backend's agents ("container", "pod", "gVisor sandbox").
+func Schema(what string) shared.ConfigAttribute {
+	return shared.ConfigAttribute{Name: "pool", Type: shared.ConfigBlock, Description: "warm " + what + "s: after a user's session opens, one more " + what + " of that user is started ahead of demand, so the user's next Open only binds it", Attributes: []shared.ConfigAttribute{
+		{Name: "size", Type: "number", Description: "how many users keep a warm " + what + " (default 0: no pool)"},
+		{Name: "max_idle", Type: "string", Description: `how long a warm ` + what + ` waits before it is removed (default "5m")`},
+	}}
+}
+
 // Normalize checks the block and parses max_idle; errors are
 // *shared.FieldError on "pool.size" or "pool.max_idle". A nil block is
 // no pool.

@@ -240,15 +240,8 @@ func (b *Backend) Info(context.Context, shared.InfoRequest) (shared.InfoResponse
 			{Name: "wheel_dir", Type: "string", Description: "absolute host directory of wheels, mounted read-only into the container: the source of `dependencies` (only the policy's allowed_packages are installed: pure-Python wheels into a per-agent venv, native ones for the container's CPython and platform into an exec-allowed, runtime-owned tmpfs)"},
 			{Name: "runtime", Type: "string", Description: `OCI runtime of the session containers (docker run --runtime), e.g. "runsc" where the engine has gVisor registered; default: the engine's (runc)`},
 			{Name: "endpoint", Type: "string", Description: `the Docker engine, e.g. "unix:///run/user/1000/docker.sock" (rootless) or "tcp://host:2376"; default DOCKER_HOST or the local socket`},
-			{Name: "pool", Type: shared.ConfigBlock, Description: "warm containers: after a user's session opens, one more container of that user is created and started ahead of demand, so the user's next Open only binds it", Attributes: []shared.ConfigAttribute{
-				{Name: "size", Type: "number", Description: "how many users keep a warm container (default 0: no pool)"},
-				{Name: "max_idle", Type: "string", Description: `how long a warm container waits before it is removed (default "5m")`},
-			}},
-			{Name: "promotion", Type: shared.ConfigBlock, Description: "the per-user tool library's promotion policy", Attributes: []shared.ConfigAttribute{
-				{Name: "policy", Type: "string", Description: `"threshold" (default: promote after threshold successes of the same name and code), "eager" (every success) or "operator_approval" (a tool.promotion_pending event; an operator promotes)`},
-				{Name: "threshold", Type: "number", Description: fmt.Sprintf("successful invocations that promote a tool (threshold, default %d) or make it pending (operator_approval, default 1)", toollib.DefaultThreshold)},
-				{Name: "demote_after_failures", Type: "number", Description: "demote a promoted tool after this many consecutive failures (default 0: never)"},
-			}},
+			warmpool.Schema("container"),
+			toollib.Schema(),
 		},
 		Description: "Tier 2: one hardened container per session (cap-drop ALL but CHOWN/KILL/SETUID/SETGID for the runtime, read-only root, the runtime as root owning /data alone and user code on uid 65534 without capabilities, pids/memory/cpu limits, no-new-privileges, no network, tmpfs /workspace, per-user volume /data) running an MCP runtime over the attached stdio; every call carries a per-session HS256 JWT.",
 	}, nil

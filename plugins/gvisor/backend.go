@@ -31,6 +31,7 @@ import (
 	"github.com/orqest/sandbox/internal/pyproc"
 	"github.com/orqest/sandbox/internal/rtproto"
 	"github.com/orqest/sandbox/internal/session"
+	"github.com/orqest/sandbox/internal/warmpool"
 	"github.com/orqest/sandbox/runner"
 	"github.com/orqest/sandbox/shared"
 	"github.com/orqest/sandbox/shared/toollib"
@@ -82,6 +83,9 @@ type Config struct {
 	OpenTimeout string `json:"open_timeout"`
 	// Promotion is the tool library's policy, as in tier 2.
 	Promotion *toollib.Promotion `json:"promotion"`
+	// Pool keeps warm session sandboxes, one per recent user (nil or size
+	// 0: none), as tier 2 keeps warm containers.
+	Pool *warmpool.Config `json:"pool"`
 
 	openTimeout time.Duration
 	classes     bool
@@ -231,11 +235,8 @@ func (b *Backend) Info(context.Context, shared.InfoRequest) (shared.InfoResponse
 			{Name: "session_memory_mb", Type: "number", Description: fmt.Sprintf("memory of a session's sandbox in MB (default %d); each call has its own limit too", DefaultSessionMB)},
 			{Name: "workspace_mb", Type: "number", Description: fmt.Sprintf("size of a session's /workspace tmpfs in MB (default %d)", DefaultWorkspaceMB)},
 			{Name: "open_timeout", Type: "string", Description: `sandbox start to MCP initialize bound (default "30s")`},
-			{Name: "promotion", Type: shared.ConfigBlock, Description: "the per-user tool library's promotion policy (as in tier 2)", Attributes: []shared.ConfigAttribute{
-				{Name: "policy", Type: "string", Description: `"threshold" (default), "eager" or "operator_approval"`},
-				{Name: "threshold", Type: "number", Description: fmt.Sprintf("successful invocations that promote a tool (default %d)", toollib.DefaultThreshold)},
-				{Name: "demote_after_failures", Type: "number", Description: "demote a promoted tool after this many consecutive failures (default 0: never)"},
-			}},
+			toollib.Schema(),
+			warmpool.Schema("gVisor sandbox"),
 		},
 		Description: "Tier 3: user code's system calls are served by gVisor's Sentry (runsc), not the host kernel. Without a session, each execution in a fresh sandbox: no network device, a read-only root (/usr only), RLIMIT_AS/CPU, a wall clock, an empty environment, uid 65534, the runner's own seal where the Sentry supports it. A session is one sandbox (no network device, no host path but /usr read-only and the user's data directory) running the tier-2 agent runtime over MCP on its stdio, every call with a per-session HS256 JWT.",
 	}, nil
@@ -331,6 +332,7 @@ func (b *Backend) Configure(ctx context.Context, req shared.ConfigureRequest) (s
 	b.mu.Unlock()
 	b.Manager.Configure(session.Settings{
 		OpenTimeout: cfg.openTimeout,
+		Pool:        cfg.Pool,
 		Hello:       func(h *rtproto.Hello) { h.Promotion = cfg.Promotion },
 	})
 	b.logger.Debug("configured", "runsc", runsc, "platform", cfg.Platform, "layers", layers.Layers)
@@ -576,6 +578,9 @@ func (c *Config) normalizeSessions() error {
 		return fmt.Errorf("gvisor config: %w", err)
 	}
 	c.Promotion = p
+	if err := c.Pool.Normalize(); err != nil {
+		return fmt.Errorf("gvisor config: %w", err)
+	}
 	return nil
 }
 

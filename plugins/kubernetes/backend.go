@@ -5,7 +5,8 @@
 // container's stdio, here reached with `attach` through the API server
 // (client-go's WebSocket executor, SPDY as the fallback) instead of
 // Docker's attach. The rest is Pod lifecycle: create, wait until the
-// container runs, attach, bind (internal/rtclient), delete.
+// container runs, attach, delete; the session kit (internal/session)
+// does the rest, as for every session backend.
 //
 // The per-user tool library lives on a PersistentVolumeClaim per user
 // (config storage_class) or, without a storage class, on an emptyDir that
@@ -33,6 +34,7 @@ import (
 
 	"github.com/orqest/sandbox/internal/rtproto"
 	"github.com/orqest/sandbox/internal/session"
+	"github.com/orqest/sandbox/internal/warmpool"
 	"github.com/orqest/sandbox/shared"
 	"github.com/orqest/sandbox/shared/toollib"
 	"github.com/orqest/sandbox/validator"
@@ -230,15 +232,8 @@ func configSchema() []shared.ConfigAttribute {
 		{Name: "workspace_mb", Type: "number", Description: "size of the /workspace emptyDir (medium Memory), MB (default 64)"},
 		{Name: "run_as_user", Type: "number", Description: "non-root uid and gid of the runtime (default 1000)"},
 		{Name: "open_timeout", Type: "string", Description: `pod creation to MCP initialize bound (default "60s")`},
-		{Name: "pool", Type: shared.ConfigBlock, Description: "warm pods: after a user's session opens, one more pod of that user is created ahead of demand, so the user's next Open only binds it", Attributes: []shared.ConfigAttribute{
-			{Name: "size", Type: "number", Description: "how many users keep a warm pod (default 0: no pool)"},
-			{Name: "max_idle", Type: "string", Description: `how long a warm pod waits before it is deleted (default "5m")`},
-		}},
-		{Name: "promotion", Type: shared.ConfigBlock, Description: "the per-user tool library's promotion policy", Attributes: []shared.ConfigAttribute{
-			{Name: "policy", Type: "string", Description: `"threshold" (default), "eager" or "operator_approval"`},
-			{Name: "threshold", Type: "number", Description: fmt.Sprintf("successful invocations that promote a tool (default %d)", toollib.DefaultThreshold)},
-			{Name: "demote_after_failures", Type: "number", Description: "demote a promoted tool after this many consecutive failures (default 0: never)"},
-		}},
+		warmpool.Schema("pod"),
+		toollib.Schema(),
 	}
 }
 

@@ -207,13 +207,8 @@ func newHarness(t *testing.T, factory Factory, mode string, cfg *config, c testC
 		t.Fatalf("Info: %v", err)
 	}
 	h.info = info
-	for _, capability := range c.needs {
-		if !info.Has(capability) {
-			t.Skipf("backend %q (tier %d) does not declare capability %q, which this case needs; declared: %v",
-				info.Name, info.Tier, capability, info.Capabilities)
-		}
-	}
 	if c.unconfigured {
+		h.needs(t, c)
 		return h
 	}
 	if _, err := h.sb.Configure(h.ctx(t), cfg.configure); err != nil {
@@ -227,6 +222,7 @@ func newHarness(t *testing.T, factory Factory, mode string, cfg *config, c testC
 		t.Fatalf("Info after Configure: %v", err)
 	}
 	h.info = after
+	h.needs(t, c) // capabilities may depend on the configuration (a runtime found, classes)
 	if cfg.sessionFor != "" && !c.noSession {
 		resp, err := h.sb.Open(h.ctx(t), shared.OpenRequest{UserID: cfg.sessionFor})
 		if err != nil {
@@ -245,6 +241,18 @@ func newHarness(t *testing.T, factory Factory, mode string, cfg *config, c testC
 		})
 	}
 	return h
+}
+
+// needs skips the case unless the backend declares every capability it
+// needs.
+func (h *harness) needs(t *testing.T, c testCase) {
+	t.Helper()
+	for _, capability := range c.needs {
+		if !h.info.Has(capability) {
+			t.Skipf("backend %q (tier %d) does not declare capability %q, which this case needs; declared: %v",
+				h.info.Name, h.info.Tier, capability, h.info.Capabilities)
+		}
+	}
 }
 
 // scaled multiplies d by the timeout scale.

@@ -69,6 +69,16 @@ type Promotion struct {
 	DemoteAfterFailures int `json:"demote_after_failures,omitempty"`
 }
 
+// Schema is the `promotion {}` block of a session backend's config schema
+// (what NormalizeBlock reads).
+func Schema() shared.ConfigAttribute {
+	return shared.ConfigAttribute{Name: "promotion", Type: shared.ConfigBlock, Description: "the per-user tool library's promotion policy", Attributes: []shared.ConfigAttribute{
+		{Name: "policy", Type: "string", Description: `"threshold" (default: promote after threshold successes of the same name and code), "eager" (every success) or "operator_approval" (a tool.promotion_pending event; an operator promotes)`},
+		{Name: "threshold", Type: "number", Description: fmt.Sprintf("successful invocations that promote a tool (threshold, default %d) or make it pending (operator_approval, default 1)", DefaultThreshold)},
+		{Name: "demote_after_failures", Type: "number", Description: "demote a promoted tool after this many consecutive failures (default 0: never)"},
+	}}
+}
+
 // NormalizeBlock is Normalize for a plugin config's `promotion {}` block
 // (nil: the defaults): a *shared.FieldError names the attribute as
 // "promotion.<attribute>", so the host points at it.
