@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -254,11 +255,20 @@ func TestPodKilledMidCall(t *testing.T) {
 	sid := openSession(t, b, user)
 	pod := sessionOf(t, b, sid).pod
 	errc := make(chan error, 1)
+	started := make(chan struct{})
+	var once sync.Once
 	go func() {
-		_, err := b.Execute(context.Background(), shared.ExecuteRequest{Code: "while True:\n    pass", Timeout: 30 * time.Second, SessionID: sid})
+		_, err := b.ExecuteStream(context.Background(), shared.ExecuteRequest{Code: "print('spinning', flush=True)\nwhile True:\n    pass", Timeout: 30 * time.Second, SessionID: sid},
+			func(shared.OutputChunk) error { once.Do(func() { close(started) }); return nil })
 		errc <- err
 	}()
-	time.Sleep(700 * time.Millisecond)
+	select {
+	case <-started:
+	case err := <-errc:
+		t.Fatalf("the call ended before the pod was deleted: %v", err)
+	case <-time.After(30 * time.Second):
+		t.Fatal("the call printed nothing within 30 s")
+	}
 	zero := int64(0)
 	if err := cs.CoreV1().Pods(testNamespace).Delete(context.Background(), pod, metav1.DeleteOptions{GracePeriodSeconds: &zero}); err != nil {
 		t.Fatalf("deleting the pod: %v", err)
@@ -272,10 +282,25 @@ func TestPodKilledMidCall(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		t.Fatal("Execute did not return after the pod was deleted")
 	}
-	if _, err := b.Execute(context.Background(), shared.ExecuteRequest{Code: "return 1", SessionID: sid}); !errors.Is(err, shared.ErrNotFound) {
-		t.Errorf("Execute on the dead session = %v, want ErrNotFound", err)
+	// The session keeps its id: the next call runs in a fresh pod.
+	res, err := b.Execute(context.Background(), shared.ExecuteRequest{Code: "return 1", SessionID: sid})
+	if err != nil || !res.Result.Success || !res.Result.StateLost {
+		t.Fatalf("Execute on the session after its pod's death = %+v, %v; want success with state_lost", res.Result, err)
 	}
-	waitNoPods(t, cs, LabelSession+"="+sid, 30*time.Second)
+	if now := sessionOf(t, b, sid).pod; now == pod {
+		t.Errorf("the session is still served by the deleted pod %s", pod)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		_, err := cs.CoreV1().Pods(testNamespace).Get(context.Background(), pod, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the deleted pod %s is still there after 30 s (%v)", pod, err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 }
 
 // waitNoPods waits until no pod matches selector.
