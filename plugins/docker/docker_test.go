@@ -10,6 +10,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -402,11 +403,20 @@ func TestContainerKilledMidCall(t *testing.T) {
 	cid := openedSession(t, b, sid).containerID
 
 	errc := make(chan error, 1)
+	started := make(chan struct{})
+	var once sync.Once
 	go func() {
-		_, err := b.Execute(context.Background(), shared.ExecuteRequest{Code: "while True:\n    pass", Timeout: 30 * time.Second, SessionID: sid})
+		_, err := b.ExecuteStream(context.Background(), shared.ExecuteRequest{Code: "print('spinning', flush=True)\nwhile True:\n    pass", Timeout: 30 * time.Second, SessionID: sid},
+			func(shared.OutputChunk) error { once.Do(func() { close(started) }); return nil })
 		errc <- err
 	}()
-	time.Sleep(700 * time.Millisecond)
+	select {
+	case <-started:
+	case err := <-errc:
+		t.Fatalf("the call ended before the kill: %v", err)
+	case <-time.After(20 * time.Second):
+		t.Fatal("the call printed nothing within 20 s")
+	}
 	if _, err := dc.ContainerKill(context.Background(), cid, client.ContainerKillOptions{Signal: "KILL"}); err != nil {
 		t.Fatalf("kill: %v", err)
 	}
