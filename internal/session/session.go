@@ -246,13 +246,21 @@ func (m *Manager) Open(ctx context.Context, req shared.OpenRequest) (shared.Open
 	s := &session{id: req.SessionID, user: req.UserID, secret: newSecret(), opened: time.Now()}
 	c, err := m.start(ctx, s)
 	m.mu.Lock()
-	if err != nil {
+	late := err == nil && m.shutdown
+	if err != nil || late {
 		delete(m.sessions, s.id)
 	} else {
 		s.cur = c
 		m.sessions[s.id] = s
 	}
 	m.mu.Unlock()
+	if late {
+		// Shutdown ran while the agent started: it took no note of it.
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), m.cfg.StopTimeout)
+		defer cancel()
+		_ = c.stop(sctx)
+		return shared.OpenResponse{}, fmt.Errorf("open: the plugin is shutting down: %w", shared.ErrUnavailable)
+	}
 	if err != nil {
 		return shared.OpenResponse{}, err
 	}
