@@ -2,7 +2,7 @@
 #
 #   make demo   build everything and run the demo on the embedded default policy
 #   make test   every test (unit, conformance, end-to-end through the CLI),
-#               the host side again under the race detector
+#               again under the race detector, vet and staticcheck
 #   make bench  Go benchmarks plus the whole-system load table
 #
 # Python: the tiers run Debian's /usr/bin/python3 (never a pyenv shim).
@@ -23,7 +23,7 @@ CC       ?= gcc
 # the subprocess plugin, which refuses any other bytes.
 FORKCORE := $(BIN)/orqest-forkcore.so
 
-.PHONY: k8s-up k8s-down test-k8s bench-k8s release image-datascience setup setup-image all build forkcore example demo test test-go test-example vet bench bench-go bench-system proto fuzz clean runtime image test-race
+.PHONY: k8s-up k8s-down test-k8s bench-k8s release image-datascience setup setup-image all build forkcore example demo test test-go test-example vet bench bench-go bench-system proto fuzz clean runtime image lint test-race
 
 all: build
 
@@ -81,7 +81,15 @@ demo: build
 vet:
 	$(GO) vet ./...
 
-test: build image image-datascience vet test-go test-race test-example
+# staticcheck at a pinned version (built from the module proxy the first time,
+# then from the build cache); staticcheck.conf says which checks are off and why.
+STATICCHECK_VERSION ?= v0.8.2
+STATICCHECK := $(GO) run honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION)
+lint:
+	$(STATICCHECK) ./...
+	@if [ -d $(EXAMPLE) ]; then cd $(EXAMPLE) && GOFLAGS=-mod=mod $(STATICCHECK) ./...; fi
+
+test: build image image-datascience vet test-go test-race test-example lint
 
 # ORQEST_FORKCORE: the tier-1 tests run the zygote with the C loop (and, where
 # a test says so, without it).

@@ -142,7 +142,7 @@ func TestExecuteObserved(t *testing.T) {
 	}
 	attrs := map[string]string{}
 	for _, kv := range execs[0].Attributes() {
-		attrs[string(kv.Key)] = kv.Value.Emit()
+		attrs[string(kv.Key)] = kv.Value.String()
 	}
 	if attrs["orqest.code.sha256"] != CodeSHA256(okCode) || attrs["orqest.caller"] != "test-caller" || attrs["orqest.user"] != "alice" ||
 		attrs["orqest.outcome"] != "success" || attrs["orqest.tier"] != "1" || attrs["orqest.plugin"] != "subprocess" || attrs["orqest.sandbox"] != "tier1" {
