@@ -386,12 +386,26 @@ func TestContainerKilledMidCall(t *testing.T) {
 	sid := openSession(t, b, user)
 	cid := openedSession(t, b, sid).containerID
 
-	errc := make(chan error, 1)
+	// The code's first line, streamed, says the loop runs: the kill lands mid-call.
+	errc, running := make(chan error, 1), make(chan struct{}, 1)
 	go func() {
-		_, err := b.Execute(context.Background(), shared.ExecuteRequest{Code: "while True:\n    pass", Timeout: 30 * time.Second, SessionID: sid})
+		_, err := b.ExecuteStream(context.Background(), shared.ExecuteRequest{Code: "print('looping', flush=True)\nwhile True:\n    pass", Timeout: 30 * time.Second, SessionID: sid},
+			func(shared.OutputChunk) error {
+				select {
+				case running <- struct{}{}:
+				default:
+				}
+				return nil
+			})
 		errc <- err
 	}()
-	time.Sleep(700 * time.Millisecond)
+	select {
+	case <-running:
+	case err := <-errc:
+		t.Fatalf("Execute ended before its code ran: %v", err)
+	case <-time.After(20 * time.Second):
+		t.Fatal("the code did not start within 20s")
+	}
 	if _, err := dc.ContainerKill(context.Background(), cid, client.ContainerKillOptions{Signal: "KILL"}); err != nil {
 		t.Fatalf("kill: %v", err)
 	}
