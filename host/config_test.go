@@ -140,7 +140,7 @@ func render(t *testing.T, err error) string {
 
 // loadText writes src to dir/config.hcl and loads it with the fake plugin
 // directory pdir.
-func loadText(t *testing.T, src string, pdir string) (*Host, error, string) {
+func loadText(t *testing.T, src string, pdir string) (*Host, string, error) {
 	t.Helper()
 	dir := t.TempDir()
 	path := filepath.Join(dir, "config.hcl")
@@ -148,7 +148,7 @@ func loadText(t *testing.T, src string, pdir string) (*Host, error, string) {
 		t.Fatal(err)
 	}
 	h, err := LoadFile(context.Background(), path, WithPluginDirs(pdir))
-	return h, err, path
+	return h, path, err
 }
 
 // fakePluginDir holds an executable named like a subprocess plugin; the
@@ -198,7 +198,7 @@ func TestConfigDiagnostics(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			h, err, path := loadText(t, c.src, pdir)
+			h, path, err := loadText(t, c.src, pdir)
 			if err == nil {
 				h.Close()
 				t.Fatal("loaded without error")
@@ -218,7 +218,7 @@ func TestConfigDiagnostics(t *testing.T) {
 	}
 
 	// The right checksum loads.
-	h, err, _ := loadText(t, "plugin \"subprocess\" {\n  sha256 = \""+strings.ToUpper(sum)+"\"\n}\nsandbox \"a\" { plugin = \"subprocess\" }\n", pdir)
+	h, _, err := loadText(t, "plugin \"subprocess\" {\n  sha256 = \""+strings.ToUpper(sum)+"\"\n}\nsandbox \"a\" { plugin = \"subprocess\" }\n", pdir)
 	if err != nil {
 		t.Fatal(render(t, err))
 	}

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -245,13 +246,14 @@ func alive(pid int) bool {
 	return len(f) > 0 && f[0] != "Z"
 }
 
+// waitDead waits up to 10 s for pid to be gone.
 func waitDead(t *testing.T, pid int) {
 	t.Helper()
-	for i := 0; i < 200 && alive(pid); i++ {
+	for deadline := time.Now().Add(10 * time.Second); alive(pid); {
+		if time.Now().After(deadline) {
+			t.Fatalf("pid %d still alive", pid)
+		}
 		time.Sleep(10 * time.Millisecond)
-	}
-	if alive(pid) {
-		t.Fatalf("pid %d still alive", pid)
 	}
 }
 
@@ -337,19 +339,31 @@ func TestKillDuringCall(t *testing.T) {
 		t.Fatal(err)
 	}
 	pid := sb.PluginPID()
+	// The code says when it runs (its first line arrives streamed, before
+	// the loop); the plugin is killed then, mid-call.
+	running := make(chan struct{})
+	var once sync.Once
+	onChunk := func(shared.OutputChunk) { once.Do(func() { close(running) }) }
 	children := make(chan []int, 1)
+	killed := make(chan time.Time, 1)
 	go func() {
-		time.Sleep(300 * time.Millisecond)
+		<-running
 		children <- childrenOf(pid) // the python running the loop
+		killed <- time.Now()
 		syscall.Kill(pid, syscall.SIGKILL)
 	}()
-	start := time.Now()
-	res, err := sb.Execute(ctx, shared.ExecuteRequest{Code: "while True: pass", Timeout: 5 * time.Second})
+	res, err := sb.ExecuteStream(ctx, shared.ExecuteRequest{Code: "print('looping', flush=True)\nwhile True: pass", Timeout: 5 * time.Second}, onChunk)
 	if !errors.Is(err, shared.ErrPluginShutdown) {
 		t.Fatalf("want ErrPluginShutdown, got %+v %v", res, err)
 	}
-	if d := time.Since(start); d > 3*time.Second {
-		t.Errorf("the failed call took %v", d)
+	var at time.Time
+	select {
+	case at = <-killed:
+	default:
+		t.Fatal("the call ended before its code ran")
+	}
+	if d := time.Since(at); d > 3*time.Second {
+		t.Errorf("the failed call took %v after the kill", d)
 	}
 	kids := <-children
 	if len(kids) == 0 {

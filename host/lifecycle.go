@@ -47,7 +47,7 @@ func (h *Host) launch(e PluginEntry) (*launched, error) {
 	if e.ExpectedSHA256 != "" {
 		got, err := FileSHA256(e.Path)
 		if err != nil {
-			return nil, fmt.Errorf("plugin %q: verify checksum: %v: %w", e.Name, err, shared.ErrUnavailable)
+			return nil, fmt.Errorf("plugin %q: verify checksum: %w: %w", e.Name, err, shared.ErrUnavailable)
 		}
 		if got != e.ExpectedSHA256 {
 			return nil, fmt.Errorf("plugin %q at %s has sha256 %s, policy requires %s: %w", e.Name, e.Path, got, e.ExpectedSHA256, ErrChecksumMismatch)
@@ -81,9 +81,9 @@ func (h *Host) launch(e PluginEntry) (*launched, error) {
 	fail := func(err error) (*launched, error) {
 		client.Kill()
 		if errors.Is(err, goplugin.ErrChecksumsDoNotMatch) {
-			return nil, fmt.Errorf("launch plugin %q (%s): %v: %w", e.Name, e.Path, err, ErrChecksumMismatch)
+			return nil, fmt.Errorf("launch plugin %q (%s): %w: %w", e.Name, e.Path, err, ErrChecksumMismatch)
 		}
-		return nil, fmt.Errorf("launch plugin %q (%s): %v: %w", e.Name, e.Path, err, shared.ErrUnavailable)
+		return nil, fmt.Errorf("launch plugin %q (%s): %w: %w", e.Name, e.Path, err, shared.ErrUnavailable)
 	}
 	rpc, err := client.Client()
 	if err != nil {

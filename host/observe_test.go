@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -142,7 +143,7 @@ func TestExecuteObserved(t *testing.T) {
 	}
 	attrs := map[string]string{}
 	for _, kv := range execs[0].Attributes() {
-		attrs[string(kv.Key)] = kv.Value.Emit()
+		attrs[string(kv.Key)] = kv.Value.String()
 	}
 	if attrs["orqest.code.sha256"] != CodeSHA256(okCode) || attrs["orqest.caller"] != "test-caller" || attrs["orqest.user"] != "alice" ||
 		attrs["orqest.outcome"] != "success" || attrs["orqest.tier"] != "1" || attrs["orqest.plugin"] != "subprocess" || attrs["orqest.sandbox"] != "tier1" {
@@ -337,5 +338,19 @@ func TestTraceReachesPluginProcess(t *testing.T) {
 	if server.ParentID != client.SpanContext().SpanID().String() || backend.ParentID != server.SpanID {
 		t.Fatalf("plugin span parents: server's %s (host client span %s), backend's %s (server span %s)",
 			server.ParentID, client.SpanContext().SpanID(), backend.ParentID, server.SpanID)
+	}
+}
+
+// An infrastructure error that wraps a context error beside its class is
+// counted under the class the backend named, here and after the wire.
+func TestOutcomeOfADoublyWrappedError(t *testing.T) {
+	err := fmt.Errorf("execute: start python3: %w: %w", context.DeadlineExceeded, shared.ErrUnavailable)
+	for _, e := range []error{err, plugin.FromGRPC(plugin.ToGRPC(err))} {
+		if got := outcomeOf(shared.ExecutionResult{}, e); got != OutcomeErrorPrefix+"unavailable" {
+			t.Errorf("outcomeOf(%v) = %q, want %q", e, got, OutcomeErrorPrefix+"unavailable")
+		}
+		if got := errorClassOf(e); got != "unavailable" {
+			t.Errorf("errorClassOf(%v) = %q", e, got)
+		}
 	}
 }

@@ -37,7 +37,7 @@ type walker struct {
 	maxDepth int
 	classes  bool // Features.Classes
 
-	tree   cTree      // the parsed tree (for insideString's C lookup)
+	tree   cTree      // the parsed tree (ancestorKinds looks offsets up in it)
 	nodes  []flatNode // the same tree, flattened: what the walk reads
 	ancBuf [200]uint16
 
@@ -1195,17 +1195,6 @@ func onlyIndent(b []byte) bool {
 		}
 	}
 	return true
-}
-
-func (w *walker) insideString(off int) bool {
-	// The smallest node at off and up to 199 of its ancestors (one C call).
-	for _, k := range w.tree.ancestorKinds(uint(off), w.ancBuf[:]) {
-		switch kinds.cat[k] {
-		case catString, catStringContent:
-			return true
-		}
-	}
-	return false
 }
 
 func hasTabs(b []byte) bool {

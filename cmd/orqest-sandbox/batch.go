@@ -216,7 +216,6 @@ func readLine(r *bufio.Reader, max int) ([]byte, error) {
 	for {
 		chunk, err := r.ReadSlice('\n')
 		if len(line)+len(chunk) > max+1 {
-			line = line[:0]
 			for errors.Is(err, bufio.ErrBufferFull) {
 				_, err = r.ReadSlice('\n')
 			}

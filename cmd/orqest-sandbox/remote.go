@@ -201,7 +201,7 @@ func (b *bearerTransport) explain(endpoint string, err error) error {
 	defer b.mu.Unlock()
 	switch {
 	case b.dialErr != nil:
-		return fmt.Errorf("cannot reach the server at %s (is `orqest-sandbox mcp serve --http` running there?): %v: %w", endpoint, b.dialErr, shared.ErrUnavailable)
+		return fmt.Errorf("cannot reach the server at %s (is `orqest-sandbox mcp serve --http` running there?): %w: %w", endpoint, b.dialErr, shared.ErrUnavailable)
 	case b.status == http.StatusUnauthorized:
 		return fmt.Errorf("the server at %s refused the token (401): check --token-file or $%s: %w", endpoint, tokenEnv, shared.ErrPermissionDenied)
 	case b.status == http.StatusForbidden:

@@ -5,6 +5,7 @@ import (
 	"context"
 	"os/exec"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -95,11 +96,34 @@ func checkStreamed(t *testing.T, s *mcpServer, tool string, args map[string]any)
 		msg, stream string
 		at          time.Time
 	}
-	notes := make(chan note, 64)
+	// The client runs the handler on its own goroutine, and the last
+	// notification may be handled after CallTool has returned: the notes are
+	// read until they add up to what the code printed, or a deadline passes.
+	const want = "first\nsecond\n"
+	var (
+		mu    sync.Mutex
+		all   []note
+		added = make(chan struct{}, 1)
+	)
+	joined := func() string {
+		mu.Lock()
+		defer mu.Unlock()
+		var b strings.Builder
+		for _, n := range all {
+			b.WriteString(n.msg)
+		}
+		return b.String()
+	}
 	client := mcp.NewClient(&mcp.Implementation{Name: "stream-agent", Version: "1"}, &mcp.ClientOptions{
 		ProgressNotificationHandler: func(_ context.Context, r *mcp.ProgressNotificationClientRequest) {
 			stream, _ := r.Params.Meta[shared.MetaStream].(string)
-			notes <- note{msg: r.Params.Message, stream: stream, at: time.Now()}
+			mu.Lock()
+			all = append(all, note{msg: r.Params.Message, stream: stream, at: time.Now()})
+			mu.Unlock()
+			select {
+			case added <- struct{}{}:
+			default:
+			}
 		},
 	})
 	cs, err := client.Connect(ctx, ct, nil)
@@ -114,22 +138,26 @@ func checkStreamed(t *testing.T, s *mcpServer, tool string, args map[string]any)
 	if err != nil || res.IsError {
 		t.Fatalf("%v %+v", err, res)
 	}
-	close(notes)
-	var all []note
-	for n := range notes {
-		all = append(all, n)
+	deadline := time.After(10 * time.Second)
+wait:
+	for got := joined(); len(got) < len(want); got = joined() {
+		select {
+		case <-added:
+		case <-deadline:
+			break wait
+		}
 	}
-	if len(all) == 0 || all[0].msg != "first\n" || all[0].stream != "stdout" {
-		t.Fatalf("notifications: %+v", all)
+	got := joined()
+	mu.Lock()
+	notes := append([]note(nil), all...)
+	mu.Unlock()
+	if len(notes) == 0 || notes[0].msg != "first\n" || notes[0].stream != "stdout" {
+		t.Fatalf("notifications: %+v", notes)
 	}
-	if early := end.Sub(all[0].at); early < 700*time.Millisecond {
+	if early := end.Sub(notes[0].at); early < 700*time.Millisecond {
 		t.Errorf("the first line arrived %v before the result; want it while the code slept", early)
 	}
-	var joined strings.Builder
-	for _, n := range all {
-		joined.WriteString(n.msg)
-	}
-	if joined.String() != "first\nsecond\n" {
-		t.Errorf("notifications add up to %q", joined.String())
+	if got != want {
+		t.Errorf("notifications add up to %q", got)
 	}
 }

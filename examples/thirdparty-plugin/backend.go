@@ -214,14 +214,14 @@ func (b *Backend) run(ctx context.Context, python string, req runner.Request, ti
 	}
 	dir, err := os.MkdirTemp("", "orqest-pyexec-")
 	if err != nil {
-		return res, fmt.Errorf("temporary directory: %v: %w", err, shared.ErrInternal)
+		return res, fmt.Errorf("temporary directory: %w: %w", err, shared.ErrInternal)
 	}
 	defer os.RemoveAll(dir)
 
 	// fd 3 carries the runner's one JSON response.
 	respR, respW, err := os.Pipe()
 	if err != nil {
-		return res, fmt.Errorf("pipe: %v: %w", err, shared.ErrInternal)
+		return res, fmt.Errorf("pipe: %w: %w", err, shared.ErrInternal)
 	}
 	defer respR.Close()
 	stdout := &cappedBuffer{limit: req.MaxOutputBytes}
@@ -244,7 +244,7 @@ func (b *Backend) run(ctx context.Context, python string, req runner.Request, ti
 	}
 	if err := cmd.Start(); err != nil {
 		respW.Close()
-		return res, fmt.Errorf("start %s: %v: %w", python, err, shared.ErrUnavailable)
+		return res, fmt.Errorf("start %s: %w: %w", python, err, shared.ErrUnavailable)
 	}
 	respW.Close()
 	pid := cmd.Process.Pid

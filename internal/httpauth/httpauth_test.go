@@ -106,7 +106,8 @@ func TestVerifyJWT(t *testing.T) {
 }
 
 func TestClientID(t *testing.T) {
-	if ClientID("alice") != "alice" || ClientID("a@b.c") == "a@b.c" || ClientID("a@b.c") != ClientID("a@b.c") || ClientID("a@b.c") == ClientID("a@b.d") {
+	first, again := ClientID("a@b.c"), ClientID("a@b.c")
+	if ClientID("alice") != "alice" || first == "a@b.c" || first != again || first == ClientID("a@b.d") {
 		t.Error("ClientID: identifiers pass, others map stably and distinctly")
 	}
 }

@@ -148,7 +148,7 @@ func StartForkServer(argv []string, cfg runner.ForkServerConfig, opts ForkServer
 	if len(opts.Core) > 0 {
 		core, err := sealedMemfd("orqest-forkcore", opts.Core)
 		if err != nil {
-			return nil, fmt.Errorf("fork-server: core: %v: %w", err, shared.ErrInternal)
+			return nil, fmt.Errorf("fork-server: core: %w: %w", err, shared.ErrInternal)
 		}
 		defer core.Close()
 		extra = append(extra, core) // fd 4
@@ -160,7 +160,7 @@ func StartForkServer(argv []string, cfg runner.ForkServerConfig, opts ForkServer
 	}
 	sp, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
-		return nil, fmt.Errorf("fork-server: socketpair: %v: %w", err, shared.ErrInternal)
+		return nil, fmt.Errorf("fork-server: socketpair: %w: %w", err, shared.ErrInternal)
 	}
 	goEnd := os.NewFile(uintptr(sp[0]), "forkserver-ctl")
 	zEnd := os.NewFile(uintptr(sp[1]), "forkserver-ctl-child")
@@ -169,7 +169,7 @@ func StartForkServer(argv []string, cfg runner.ForkServerConfig, opts ForkServer
 	c, err := net.FileConn(goEnd)
 	goEnd.Close()
 	if err != nil {
-		return nil, fmt.Errorf("fork-server: control socket: %v: %w", err, shared.ErrInternal)
+		return nil, fmt.Errorf("fork-server: control socket: %w: %w", err, shared.ErrInternal)
 	}
 	conn := c.(*net.UnixConn)
 
@@ -192,7 +192,7 @@ func StartForkServer(argv []string, cfg runner.ForkServerConfig, opts ForkServer
 	}
 	if err := cmd.Start(); err != nil {
 		conn.Close()
-		return nil, fmt.Errorf("fork-server: start %s: %v: %w", python, err, shared.ErrUnavailable)
+		return nil, fmt.Errorf("fork-server: start %s: %w: %w", python, err, shared.ErrUnavailable)
 	}
 	zEnd.Close()
 	fs := &ForkServer{
@@ -660,7 +660,7 @@ func newCallPipes() (*callPipes, error) {
 		f, fd, err := childPipe(i == 0)
 		if err != nil {
 			p.close()
-			return nil, fmt.Errorf("execute: pipes: %v: %w", err, shared.ErrInternal)
+			return nil, fmt.Errorf("execute: pipes: %w: %w", err, shared.ErrInternal)
 		}
 		p.mine = append(p.mine, f)
 		p.theirs[i] = fd

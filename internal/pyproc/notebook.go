@@ -77,13 +77,13 @@ func StartNotebook(ctx context.Context, argv []string, req runner.Request, opts 
 	}
 	pair, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
-		return nil, fmt.Errorf("notebook: socketpair: %v: %w", err, shared.ErrInternal)
+		return nil, fmt.Errorf("notebook: socketpair: %w: %w", err, shared.ErrInternal)
 	}
 	theirs := os.NewFile(uintptr(pair[1]), "notebook-ctl")
 	stdinR, stdinW, err := os.Pipe()
 	if err != nil {
 		unix.Close(pair[0])
-		return nil, fmt.Errorf("notebook: pipe: %v: %w", err, shared.ErrInternal)
+		return nil, fmt.Errorf("notebook: pipe: %w: %w", err, shared.ErrInternal)
 	}
 	defer stdinR.Close()
 	stderr := opts.Stderr
@@ -109,7 +109,7 @@ func StartNotebook(ctx context.Context, argv []string, req runner.Request, opts 
 	if err != nil {
 		unix.Close(pair[0])
 		stdinW.Close()
-		return nil, fmt.Errorf("notebook: start %s: %v: %w", argv[0], err, shared.ErrUnavailable)
+		return nil, fmt.Errorf("notebook: start %s: %w: %w", argv[0], err, shared.ErrUnavailable)
 	}
 	n := &Notebook{cmd: cmd, pid: cmd.Process.Pid, ctl: pair[0], exited: make(chan struct{}), log: orNop(opts.Logger)}
 	go func() {
@@ -122,7 +122,7 @@ func StartNotebook(ctx context.Context, argv []string, req runner.Request, opts 
 	if err := unix.Prlimit(n.pid, unix.RLIMIT_CORE, &unix.Rlimit{}, nil); err != nil {
 		n.stop()
 		stdinW.Close()
-		return nil, fmt.Errorf("notebook: RLIMIT_CORE: %v: %w", err, shared.ErrInternal)
+		return nil, fmt.Errorf("notebook: RLIMIT_CORE: %w: %w", err, shared.ErrInternal)
 	}
 	go func() {
 		_, _ = stdinW.Write(payload)

@@ -5,11 +5,13 @@ import (
 	"encoding/json"
 	"errors"
 	"os"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/orqest/sandbox/internal/pyproc"
 	"github.com/orqest/sandbox/runner"
+	"github.com/orqest/sandbox/shared"
 	"github.com/orqest/sandbox/validator"
 )
 
@@ -89,15 +91,33 @@ func TestPoolEvictionDrains(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The slow call is held mid-run: its output handler does not return
+	// until the gate opens, so the child blocks on its full stdout pipe
+	// (1 MiB written, more than a pipe holds) and the call cannot end.
+	running, gate := make(chan struct{}), make(chan struct{})
+	release := sync.OnceFunc(func() { close(gate) })
+	defer release()
+	var first sync.Once
+	slowJob := job("print('running', flush=True)\nprint('x' * (1 << 20))\nreturn 'slow'")
+	slowJob.MaxOutput = 4 << 20
+	slowJob.OnOutput = func(stream string, _ []byte) {
+		if stream == shared.StreamStdout {
+			first.Do(func() { close(running); <-gate })
+		}
+	}
 	slow := make(chan error, 1)
 	go func() {
-		res, err := p.Run(context.Background(), "a", "k", start, job("import time\ntime.sleep(1.5)\nreturn 'slow'"))
+		res, err := p.Run(context.Background(), "a", "k", start, slowJob)
 		if err == nil && (!res.Success || string(res.Output) != `"slow"`) {
 			err = errors.New(string(res.ErrorKind) + ": " + res.Error)
 		}
 		slow <- err
 	}()
-	time.Sleep(500 * time.Millisecond) // the slow call is running on a
+	select {
+	case <-running: // the slow call is running on a
+	case err := <-slow:
+		t.Fatalf("the slow call ended before it was held: %v", err)
+	}
 	res, err := p.Run(context.Background(), "b", "k", start, job("return 2"))
 	if err != nil || !res.Success {
 		t.Fatalf("b: %+v %v", res, err)
@@ -108,6 +128,7 @@ func TestPoolEvictionDrains(t *testing.T) {
 	if !a.Alive() {
 		t.Error("the evicted fork-server was closed while a call ran on it")
 	}
+	release()
 	if err := <-slow; err != nil {
 		t.Errorf("the call on the evicted fork-server: %v", err)
 	}

@@ -73,7 +73,7 @@ func SpawnWith(ctx context.Context, argv []string, job Job, opts SpawnOptions, l
 	if dir == "" {
 		dir, err = os.MkdirTemp("", tempPrefix())
 		if err != nil {
-			return res, fmt.Errorf("execute: temporary directory: %v: %w", err, shared.ErrInternal)
+			return res, fmt.Errorf("execute: temporary directory: %w: %w", err, shared.ErrInternal)
 		}
 		defer os.RemoveAll(dir)
 	}
@@ -108,7 +108,7 @@ func SpawnWith(ctx context.Context, argv []string, job Job, opts SpawnOptions, l
 		}
 	}
 	if err := errors.Join(err1, err2, err3, err4); err != nil {
-		return res, fmt.Errorf("execute: pipes: %v: %w", err, shared.ErrInternal)
+		return res, fmt.Errorf("execute: pipes: %w: %w", err, shared.ErrInternal)
 	}
 	var extra []*os.File
 	if opts.ResponseFIFO == "" {
@@ -130,7 +130,7 @@ func SpawnWith(ctx context.Context, argv []string, job Job, opts SpawnOptions, l
 		},
 	}
 	if err := cmd.Start(); err != nil {
-		return res, fmt.Errorf("execute: start %s: %v: %w", argv[0], err, shared.ErrUnavailable)
+		return res, fmt.Errorf("execute: start %s: %w: %w", argv[0], err, shared.ErrUnavailable)
 	}
 	pid := cmd.Process.Pid
 	killGroup := func() { _ = syscall.Kill(-pid, syscall.SIGKILL) }
@@ -190,7 +190,7 @@ func SpawnWith(ctx context.Context, argv []string, job Job, opts SpawnOptions, l
 	); err != nil {
 		killGroup()
 		reap()
-		return res, fmt.Errorf("execute: applying resource limits to the child: %v: %w", err, shared.ErrInternal)
+		return res, fmt.Errorf("execute: applying resource limits to the child: %w: %w", err, shared.ErrInternal)
 	}
 	if job.OnStart != nil {
 		job.OnStart(pid, dir)

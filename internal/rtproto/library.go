@@ -57,8 +57,14 @@ func (p ToolPolicy) Disallowed(imports []string) []string {
 
 var toolNamePattern = regexp.MustCompile(`^[a-zA-Z][a-zA-Z0-9_]{0,63}$`)
 
-// ReservedToolNames cannot name a library tool.
-var ReservedToolNames = []string{ToolExecute, ToolInfo, toollib.ToolListTools, toollib.ToolPromote, toollib.ToolForget}
+// ReservedToolNames cannot name a library tool: they are the runtime's own
+// tools, served on the same MCP server, where a promoted tool of the same
+// name would replace them.
+var ReservedToolNames = []string{
+	ToolExecute, ToolInfo,
+	ToolPutFile, ToolGetFile, ToolListFiles,
+	toollib.ToolListTools, toollib.ToolPromote, toollib.ToolForget,
+}
 
 // CheckToolName checks a library tool name: ^[a-zA-Z][a-zA-Z0-9_]{0,63}$
 // and not one of the runtime's own tools.

@@ -222,7 +222,7 @@ func (b *Backend) applyMemoryLimit(mb int) error {
 	// Soft limit only: a later Configure may change it (the hard limit
 	// stays where it was).
 	if err := unix.Setrlimit(unix.RLIMIT_AS, &unix.Rlimit{Cur: n, Max: rl.Max}); err != nil {
-		return fmt.Errorf("inprocess config: setrlimit(RLIMIT_AS, %d MB): %v: %w", n>>20, err, shared.ErrInternal)
+		return fmt.Errorf("inprocess config: setrlimit(RLIMIT_AS, %d MB): %w: %w", n>>20, err, shared.ErrInternal)
 	}
 	b.logger.Info("address-space cap applied", "base_mb", b.baseMB, "memory_limit_mb", mb, "rlimit_as_mb", n>>20)
 	return nil

@@ -383,13 +383,13 @@ func checkPython(p string) (string, error) {
 	if !filepath.IsAbs(p) {
 		lp, err := exec.LookPath(p)
 		if err != nil {
-			return "", fmt.Errorf("subprocess config: python %q not found: %v: %w", p, err, shared.ErrUnavailable)
+			return "", fmt.Errorf("subprocess config: python %q not found: %w: %w", p, err, shared.ErrUnavailable)
 		}
 		p = lp
 	}
 	st, err := os.Stat(p)
 	if err != nil {
-		return "", fmt.Errorf("subprocess config: python %q not found: %v: %w", p, err, shared.ErrUnavailable)
+		return "", fmt.Errorf("subprocess config: python %q not found: %w: %w", p, err, shared.ErrUnavailable)
 	}
 	if !st.Mode().IsRegular() {
 		return "", fmt.Errorf("subprocess config: python %q is not a regular file: %w", p, shared.ErrInvalidArgument)

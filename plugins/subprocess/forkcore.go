@@ -62,7 +62,7 @@ func loadForkCore(setting string) (data []byte, why string, err error) {
 		if !explicit && os.IsNotExist(err) {
 			return nil, fmt.Sprintf("%s not found (make build compiles it)", path), nil
 		}
-		return nil, "", fmt.Errorf("subprocess config: forkcore %q: %v: %w", path, err, shared.ErrUnavailable)
+		return nil, "", fmt.Errorf("subprocess config: forkcore %q: %w: %w", path, err, shared.ErrUnavailable)
 	}
 	if forkCoreSHA256 != "" {
 		sum := sha256.Sum256(data)

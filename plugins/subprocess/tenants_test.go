@@ -1,7 +1,6 @@
 package subprocess
 
 import (
-	"fmt"
 	"testing"
 
 	"github.com/orqest/sandbox/shared"
@@ -75,7 +74,7 @@ return False`
 				}
 			}
 			if a, o := b.zygotes.Peek("alice"), b.zygotes.Peek("bob"); a == nil || o == nil || a == o {
-				t.Error(fmt.Sprintf("alice and bob do not have zygotes of their own (%p, %p)", a, o))
+				t.Errorf("alice and bob do not have zygotes of their own (%p, %p)", a, o)
 			}
 		})
 	}

@@ -3,7 +3,6 @@ package conformance
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"math/big"
 	"reflect"
@@ -395,21 +394,6 @@ func expectFindings(t *testing.T, what, code string, findings []shared.Finding, 
 	if line > 0 && !onLine {
 		t.Errorf("%s(%s): no finding on line %d: %v", what, quote(code), line, findings)
 	}
-}
-
-// isClassed reports whether err wraps one of package shared's error classes
-// (or a context error), as every infrastructure error must.
-func isClassed(err error) bool {
-	for _, c := range []error{
-		shared.ErrInvalidArgument, shared.ErrNotFound, shared.ErrFailedPrecondition,
-		shared.ErrNotSupported, shared.ErrUnavailable, shared.ErrPluginShutdown,
-		shared.ErrInternal, shared.ErrValidation, context.Canceled, context.DeadlineExceeded,
-	} {
-		if errors.Is(err, c) {
-			return true
-		}
-	}
-	return false
 }
 
 // jsonEqual compares two JSON documents semantically: object key order and

@@ -4,8 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"net"
 	"path/filepath"
+	"slices"
+	"syscall"
 	"testing"
 	"time"
 
@@ -142,5 +145,49 @@ func TestFieldErrorSurvivesGRPC(t *testing.T) {
 	var fe *shared.FieldError
 	if !errors.Is(back, shared.ErrInvalidArgument) || !errors.As(back, &fe) || fe.Field != "promotion.threshold" || fe.Reason != "want 1 to 1000000" {
 		t.Fatalf("want the FieldError back, got %v (%+v)", back, fe)
+	}
+}
+
+// An error that wraps its cause as well as its class (fmt.Errorf("...: %w:
+// %w", err, shared.ErrUnavailable)) can match two classes when the cause is
+// a context error. The class the backend named decides the gRPC code and
+// comes first in ErrorClasses, on both sides of the wire, whichever order the
+// two were wrapped in; the cause's class travels too, and in the plugin the
+// cause itself stays checkable.
+func TestNamedClassWinsOverAWrappedCause(t *testing.T) {
+	pathErr := &fs.PathError{Op: "open", Path: "/nowhere", Err: syscall.ENOENT}
+	for _, c := range []struct {
+		err   error
+		cause error // what errors.Is still finds in the plugin
+		class error
+		code  codes.Code
+		names []string
+	}{
+		{fmt.Errorf("execute: start python3: %w: %w", context.DeadlineExceeded, shared.ErrUnavailable),
+			context.DeadlineExceeded, shared.ErrUnavailable, codes.Unavailable, []string{"unavailable", "deadline_exceeded"}},
+		{fmt.Errorf("execute: %w: %w", shared.ErrUnavailable, context.DeadlineExceeded),
+			context.DeadlineExceeded, shared.ErrUnavailable, codes.Unavailable, []string{"unavailable", "deadline_exceeded"}},
+		{fmt.Errorf("fork-server: core: %w: %w", context.Canceled, shared.ErrInternal),
+			context.Canceled, shared.ErrInternal, codes.Internal, []string{"internal", "canceled"}},
+		{fmt.Errorf("python not found: %w: %w", pathErr, shared.ErrUnavailable),
+			fs.ErrNotExist, shared.ErrUnavailable, codes.Unavailable, []string{"unavailable"}},
+	} {
+		if !errors.Is(c.err, c.cause) || !errors.Is(c.err, c.class) {
+			t.Errorf("%v: the cause or the class is lost before the wire", c.err)
+		}
+		if got := ErrorClasses(c.err); !slices.Equal(got, c.names) {
+			t.Errorf("%v: classes %v, want %v", c.err, got, c.names)
+		}
+		st, _ := status.FromError(ToGRPC(c.err))
+		if st.Code() != c.code {
+			t.Errorf("%v: gRPC code %v, want %v", c.err, st.Code(), c.code)
+		}
+		back := FromGRPC(ToGRPC(c.err))
+		if got := ErrorClasses(back); !slices.Equal(got, c.names) {
+			t.Errorf("%v: classes after the wire %v, want %v", c.err, got, c.names)
+		}
+		if !errors.Is(back, c.class) || back.Error() != c.err.Error() {
+			t.Errorf("%v: round trip gave %v", c.err, back)
+		}
 	}
 }
