@@ -311,7 +311,8 @@ func (e *executor) putFile(name string, data []byte) (shared.FileInfo, error) {
 		return shared.FileInfo{}, fileErr(name, err)
 	}
 	if owned {
-		if err := f.Chown(-1, childUID); err == nil {
+		err := f.Chown(-1, childUID)
+		if err == nil {
 			err = f.Chmod(0o660)
 		}
 		if err != nil {

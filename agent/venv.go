@@ -7,7 +7,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"sort"
 	"strings"
 	"sync"
 	"syscall"
@@ -204,22 +203,4 @@ func (m *envManager) create(ctx context.Context, env *agentEnv) error {
 	env.cp = "cp" + strings.ReplaceAll(strings.TrimPrefix(filepath.Base(filepath.Dir(sites[0])), "python"), ".", "")
 	m.log.Info("agent venv created", "dir", env.dir, "ms", time.Since(start).Milliseconds())
 	return nil
-}
-
-// installed lists agentID's installed distributions as name==version.
-func (m *envManager) installedOf(agentID string) []string {
-	m.mu.Lock()
-	env := m.agents[agentID]
-	m.mu.Unlock()
-	if env == nil {
-		return nil
-	}
-	env.mu.Lock()
-	defer env.mu.Unlock()
-	var out []string
-	for n, v := range env.installed {
-		out = append(out, n+"=="+v)
-	}
-	sort.Strings(out)
-	return out
 }

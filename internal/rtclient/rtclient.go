@@ -84,11 +84,11 @@ func Bind(ctx context.Context, client *mcp.Client, hello rtproto.Hello, stdin io
 		return nil, fmt.Errorf("encoding the hello line: %v: %w", err, shared.ErrInternal)
 	}
 	if _, err := stdin.Write(append(line, '\n')); err != nil {
-		return nil, fmt.Errorf("sending the session secret to the runtime: %v: %w", err, shared.ErrUnavailable)
+		return nil, fmt.Errorf("sending the session secret to the runtime: %w: %w", err, shared.ErrUnavailable)
 	}
 	cs, err := client.Connect(ctx, &mcp.IOTransport{Reader: stdout, Writer: stdin, MaxLineLength: MaxFrameBytes}, nil)
 	if err != nil {
-		return nil, fmt.Errorf("MCP initialize with the runtime: %v: %w", err, shared.ErrUnavailable)
+		return nil, fmt.Errorf("MCP initialize with the runtime: %w: %w", err, shared.ErrUnavailable)
 	}
 	return cs, nil
 }
@@ -139,9 +139,9 @@ func (t Target) ExecuteStream(ctx context.Context, args rtproto.ExecuteArgs, tim
 		case <-time.After(200 * time.Millisecond):
 		}
 		if t.Dead() {
-			return res, nil, fmt.Errorf("execute: %s is gone (killed, out of memory or crashed): %v: %w", t.Name, err, shared.ErrUnavailable)
+			return res, nil, fmt.Errorf("execute: %s is gone (killed, out of memory or crashed): %w: %w", t.Name, err, shared.ErrUnavailable)
 		}
-		return res, nil, fmt.Errorf("execute: MCP call to the runtime in %s: %v: %w", t.Name, err, shared.ErrUnavailable)
+		return res, nil, fmt.Errorf("execute: MCP call to the runtime in %s: %w: %w", t.Name, err, shared.ErrUnavailable)
 	}
 	if out.IsError {
 		return res, nil, ToolErr(out)
@@ -291,9 +291,9 @@ func (t Target) Call(ctx context.Context, tool string, args, out any) error {
 	})
 	if err != nil {
 		if t.Dead() {
-			return fmt.Errorf("%s: %s is gone: %v: %w", tool, t.Name, err, shared.ErrUnavailable)
+			return fmt.Errorf("%s: %s is gone: %w: %w", tool, t.Name, err, shared.ErrUnavailable)
 		}
-		return fmt.Errorf("%s: MCP call to the runtime in %s: %v: %w", tool, t.Name, err, shared.ErrUnavailable)
+		return fmt.Errorf("%s: MCP call to the runtime in %s: %w: %w", tool, t.Name, err, shared.ErrUnavailable)
 	}
 	if res.IsError {
 		return fmt.Errorf("%s: %w", tool, ToolErr(res))
@@ -393,7 +393,7 @@ func (t Target) CallToolStream(ctx context.Context, req shared.CallToolRequest, 
 	out, err := t.MCP.CallTool(cctx, params)
 	if err != nil {
 		if t.Dead() {
-			return shared.CallToolResponse{}, fmt.Errorf("call tool %s: %s is gone: %v: %w", req.Tool, t.Name, err, shared.ErrUnavailable)
+			return shared.CallToolResponse{}, fmt.Errorf("call tool %s: %s is gone: %w: %w", req.Tool, t.Name, err, shared.ErrUnavailable)
 		}
 		if ctx.Err() != nil {
 			return shared.CallToolResponse{}, fmt.Errorf("call tool %s: %w", req.Tool, ctx.Err())

@@ -299,7 +299,7 @@ func (b *Backend) Configure(ctx context.Context, req shared.ConfigureRequest) (s
 			return shared.ConfigureResponse{}, fmt.Errorf("docker config: wheel_dir %q must be an absolute path: %w", cfg.WheelDir, shared.ErrInvalidArgument)
 		}
 		if st, err := os.Stat(cfg.WheelDir); err != nil || !st.IsDir() {
-			return shared.ConfigureResponse{}, fmt.Errorf("docker config: wheel_dir %q is not a directory: %v: %w", cfg.WheelDir, err, shared.ErrInvalidArgument)
+			return shared.ConfigureResponse{}, fmt.Errorf("docker config: wheel_dir %q is not a directory: %w: %w", cfg.WheelDir, err, shared.ErrInvalidArgument)
 		}
 	}
 	for _, p := range req.AllowedPackages {
@@ -323,12 +323,12 @@ func (b *Backend) Configure(ctx context.Context, req shared.ConfigureRequest) (s
 		if cfg.Endpoint != "" {
 			where = fmt.Sprintf("endpoint %q", cfg.Endpoint)
 		}
-		return shared.ConfigureResponse{}, fmt.Errorf("docker config: the Docker engine at %s does not answer: %v: %w", where, err, shared.ErrUnavailable)
+		return shared.ConfigureResponse{}, fmt.Errorf("docker config: the Docker engine at %s does not answer: %w: %w", where, err, shared.ErrUnavailable)
 	}
 	if cfg.Runtime != "" {
 		info, err := dc.Info(ctx, client.InfoOptions{})
 		if err != nil {
-			return shared.ConfigureResponse{}, fmt.Errorf("docker config: engine info: %v: %w", err, shared.ErrUnavailable)
+			return shared.ConfigureResponse{}, fmt.Errorf("docker config: engine info: %w: %w", err, shared.ErrUnavailable)
 		}
 		if _, ok := info.Info.Runtimes[cfg.Runtime]; !ok {
 			known := make([]string, 0, len(info.Info.Runtimes))
@@ -377,13 +377,13 @@ func (b *Backend) clientFor(endpoint string) (*client.Client, error) {
 	if b.docker != nil && b.dockerAt == endpoint {
 		return b.docker, nil
 	}
-	opts := []client.Opt{client.FromEnv, client.WithAPIVersionNegotiation()}
+	opts := []client.Opt{client.FromEnv}
 	if endpoint != "" {
-		opts = []client.Opt{client.WithHost(endpoint), client.WithAPIVersionNegotiation()}
+		opts = []client.Opt{client.WithHost(endpoint)}
 	}
 	dc, err := client.New(opts...)
 	if err != nil {
-		return nil, fmt.Errorf("docker client for %q: %v: %w", endpoint, err, shared.ErrUnavailable)
+		return nil, fmt.Errorf("docker client for %q: %w: %w", endpoint, err, shared.ErrUnavailable)
 	}
 	if b.docker != nil {
 		b.docker.Close()

@@ -36,7 +36,7 @@ func testImage() string {
 // failure there, not a skip).
 func requireDocker(t testing.TB) *client.Client {
 	t.Helper()
-	dc, err := client.New(client.FromEnv, client.WithAPIVersionNegotiation())
+	dc, err := client.New(client.FromEnv)
 	reason := ""
 	if err != nil {
 		reason = "docker client: " + err.Error()

@@ -369,7 +369,7 @@ func (b *Backend) removeContainer(ctx context.Context, id string) error {
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("removing container %s: %v: %w", shortID(id), ctx.Err(), shared.ErrUnavailable)
+			return fmt.Errorf("removing container %s: %w: %w", shortID(id), ctx.Err(), shared.ErrUnavailable)
 		case <-time.After(50 * time.Millisecond):
 		}
 	}
@@ -386,11 +386,11 @@ func shortID(id string) string {
 func classifyDocker(what string, err error) error {
 	switch {
 	case cerrdefs.IsNotFound(err):
-		return fmt.Errorf("%s: %v: %w", what, err, shared.ErrNotFound)
+		return fmt.Errorf("%s: %w: %w", what, err, shared.ErrNotFound)
 	case cerrdefs.IsInvalidArgument(err):
-		return fmt.Errorf("%s: %v: %w", what, err, shared.ErrInvalidArgument)
+		return fmt.Errorf("%s: %w: %w", what, err, shared.ErrInvalidArgument)
 	case errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled):
 		return fmt.Errorf("%s: %w", what, err)
 	}
-	return fmt.Errorf("%s: %v: %w", what, err, shared.ErrUnavailable)
+	return fmt.Errorf("%s: %w: %w", what, err, shared.ErrUnavailable)
 }

@@ -284,7 +284,7 @@ func (b *Backend) Configure(ctx context.Context, req shared.ConfigureRequest) (s
 		return shared.ConfigureResponse{}, err
 	}
 	if _, err := os.Stat(cfg.Python); err != nil {
-		return shared.ConfigureResponse{}, fmt.Errorf("gvisor config: python %q: %v: %w", cfg.Python, err, shared.ErrUnavailable)
+		return shared.ConfigureResponse{}, fmt.Errorf("gvisor config: python %q: %w: %w", cfg.Python, err, shared.ErrUnavailable)
 	}
 	var runtime string
 	if cfg.Sessions == nil || *cfg.Sessions {
@@ -349,23 +349,23 @@ func (b *Backend) ensureState() (string, error) {
 	}
 	dir, err := os.MkdirTemp("", fmt.Sprintf("%s%d-", statePrefix, os.Getpid()))
 	if err != nil {
-		return "", fmt.Errorf("gvisor: state directory: %v: %w", err, shared.ErrInternal)
+		return "", fmt.Errorf("gvisor: state directory: %w: %w", err, shared.ErrInternal)
 	}
 	for _, d := range []string{"runsc", "calls"} {
 		if err := os.Mkdir(filepath.Join(dir, d), 0o700); err != nil {
 			os.RemoveAll(dir)
-			return "", fmt.Errorf("gvisor: state directory: %v: %w", err, shared.ErrInternal)
+			return "", fmt.Errorf("gvisor: state directory: %w: %w", err, shared.ErrInternal)
 		}
 	}
 	if err := rootfs(filepath.Join(dir, "rootfs")); err != nil {
 		os.RemoveAll(dir)
-		return "", fmt.Errorf("gvisor: sandbox root: %v: %w", err, shared.ErrInternal)
+		return "", fmt.Errorf("gvisor: sandbox root: %w: %w", err, shared.ErrInternal)
 	}
 	// The calls' directories are bind-mounted into sandboxes that run as
 	// 65534: it must be able to pass through the state directory.
 	if err := os.Chmod(dir, 0o711); err != nil {
 		os.RemoveAll(dir)
-		return "", fmt.Errorf("gvisor: state directory: %v: %w", err, shared.ErrInternal)
+		return "", fmt.Errorf("gvisor: state directory: %w: %w", err, shared.ErrInternal)
 	}
 	b.state = dir
 	return dir, nil
@@ -626,12 +626,12 @@ func (b *Backend) run(ctx context.Context, runsc string, cfg Config, state strin
 	}
 	var idb [8]byte
 	if _, err := rand.Read(idb[:]); err != nil {
-		return res, fmt.Errorf("gvisor: container id: %v: %w", err, shared.ErrInternal)
+		return res, fmt.Errorf("gvisor: container id: %w: %w", err, shared.ErrInternal)
 	}
 	id := "orqest-" + hex.EncodeToString(idb[:])
 	call := filepath.Join(state, "calls", id)
 	if err := os.Mkdir(call, 0o711); err != nil {
-		return res, fmt.Errorf("gvisor: call directory: %v: %w", err, shared.ErrInternal)
+		return res, fmt.Errorf("gvisor: call directory: %w: %w", err, shared.ErrInternal)
 	}
 	defer os.RemoveAll(call)
 	io := filepath.Join(call, "io")
@@ -663,7 +663,7 @@ func (b *Backend) run(ctx context.Context, runsc string, cfg Config, state strin
 		err = os.WriteFile(filepath.Join(bundle, "config.json"), sp, 0o600)
 	}
 	if err != nil {
-		return res, fmt.Errorf("gvisor: call directory: %v: %w", err, shared.ErrInternal)
+		return res, fmt.Errorf("gvisor: call directory: %w: %w", err, shared.ErrInternal)
 	}
 	argv := b.globals(runsc, cfg, state)
 	globals := argv[1:]

@@ -26,7 +26,7 @@ func connect(cfg Config) (*kubeClient, error) {
 	if cfg.Kubeconfig == "" && cfg.Context == "" && os.Getenv("KUBERNETES_SERVICE_HOST") != "" {
 		c, err := rest.InClusterConfig()
 		if err != nil {
-			return nil, fmt.Errorf("kubernetes config: in-cluster configuration: %v: %w", err, shared.ErrUnavailable)
+			return nil, fmt.Errorf("kubernetes config: in-cluster configuration: %w: %w", err, shared.ErrUnavailable)
 		}
 		rc = c
 		if ns == "" {
@@ -113,7 +113,7 @@ func requiredPermissions(cfg Config) []permission {
 // they are checked when a pod starts instead).
 func checkCluster(ctx context.Context, kc *kubeClient, cfg Config) error {
 	if _, err := kc.cs.Discovery().ServerVersion(); err != nil {
-		return fmt.Errorf("kubernetes config: the API server at %s does not answer: %v: %w", kc.rest.Host, err, shared.ErrUnavailable)
+		return fmt.Errorf("kubernetes config: the API server at %s does not answer: %w: %w", kc.rest.Host, err, shared.ErrUnavailable)
 	}
 	var missing []string
 	for _, p := range requiredPermissions(cfg) {

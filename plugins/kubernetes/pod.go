@@ -262,15 +262,15 @@ func ensureClaim(ctx context.Context, kc *kubeClient, cfg Config, user string) e
 func classify(what string, err error) error {
 	switch {
 	case apierrors.IsNotFound(err):
-		return fmt.Errorf("%s: %v: %w", what, err, shared.ErrNotFound)
+		return fmt.Errorf("%s: %w: %w", what, err, shared.ErrNotFound)
 	case apierrors.IsForbidden(err) || apierrors.IsUnauthorized(err):
 		return fmt.Errorf("%s: %v (grant the plugin's identity the Role in docs/kubernetes.md): %w", what, err, shared.ErrPermissionDenied)
 	case apierrors.IsInvalid(err) || apierrors.IsBadRequest(err):
-		return fmt.Errorf("%s: %v: %w", what, err, shared.ErrInvalidArgument)
+		return fmt.Errorf("%s: %w: %w", what, err, shared.ErrInvalidArgument)
 	case ctxErr(err):
 		return fmt.Errorf("%s: %w", what, err)
 	}
-	return fmt.Errorf("%s: %v: %w", what, err, shared.ErrUnavailable)
+	return fmt.Errorf("%s: %w: %w", what, err, shared.ErrUnavailable)
 }
 
 func ctxErr(err error) bool {

@@ -14,10 +14,10 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/httpstream"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/tools/remotecommand"
+	"k8s.io/streaming/pkg/httpstream"
 
 	"github.com/orqest/sandbox/internal/rtclient"
 	"github.com/orqest/sandbox/internal/rtproto"
@@ -159,7 +159,7 @@ func waitRunning(ctx context.Context, kc *kubeClient, pod *corev1.Pod) error {
 			if pending != "" {
 				msg += " (" + pending + ")"
 			}
-			return fmt.Errorf("open: %s: %v: %w", msg, err, shared.ErrUnavailable)
+			return fmt.Errorf("open: %s: %w: %w", msg, err, shared.ErrUnavailable)
 		}
 		if rv == "" {
 			p, err := api.Get(ctx, pod.Name, metav1.GetOptions{})
@@ -335,7 +335,7 @@ func deletePod(ctx context.Context, kc *kubeClient, name, uid string) error {
 				return nil
 			}
 		case <-ctx.Done():
-			return fmt.Errorf("the pod %s is still terminating: %v: %w", name, ctx.Err(), shared.ErrUnavailable)
+			return fmt.Errorf("the pod %s is still terminating: %w: %w", name, ctx.Err(), shared.ErrUnavailable)
 		}
 	}
 }
