@@ -893,6 +893,10 @@ func (h *Host) Sessions() []SessionInfo { return h.sessions.infos("") }
 // policy's sessions block).
 func (h *Host) SessionLimits() SessionLimits { return h.sessions.limits }
 
+// SessionLimits returns the host-wide session limits the sandbox's
+// sessions count against (Host.SessionLimits).
+func (s *Sandbox) SessionLimits() SessionLimits { return s.host.sessions.limits }
+
 // Sessions lists the sandbox's sessions the host tracks.
 func (s *Sandbox) Sessions() []SessionInfo { return s.host.sessions.infos(s.Name()) }
 
