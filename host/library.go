@@ -176,7 +176,26 @@ func (s *Sandbox) CallSessionToolStream(ctx context.Context, sessionID, tool str
 		return nil, err
 	}
 	s.publish(resp.Events)
+	if call.reopened {
+		return markStateLost(resp.Result), nil
+	}
 	return resp.Result, nil
+}
+
+// markStateLost sets state_lost in a tool call's result when it is an
+// execution (a promoted tool ran): the call ran in a session opened again
+// under its id (sessions.go). Any other result is returned as it is.
+func markStateLost(result json.RawMessage) json.RawMessage {
+	var fields map[string]json.RawMessage
+	if json.Unmarshal(result, &fields) != nil || fields["success"] == nil {
+		return result
+	}
+	fields["state_lost"] = json.RawMessage("true")
+	b, err := json.Marshal(fields)
+	if err != nil {
+		return result
+	}
+	return b
 }
 
 // replayStreams gives onChunk the stdout and stderr of a tool call's

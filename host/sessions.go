@@ -120,9 +120,9 @@ func (e *SessionLimitError) Error() string {
 	if e.Limit == "max_sessions_per_user" {
 		scope = fmt.Sprintf("max_sessions_per_user %d for user %q reached: %d of its sessions are open", e.Max, e.User, e.Open)
 	}
-	return fmt.Sprintf("cannot open a session: %s, and none has been idle for reclaim_idle_after (%s); "+
+	return fmt.Sprintf("cannot open a session: %s, none idle for reclaim_idle_after (%s); "+
 		"free a place by closing one (the close_session tool, or `orqest-sandbox session close NAME`), "+
-		"or wait until one has been idle for %s and is reclaimed (idle_timeout %s)",
+		"or retry once one has been idle for %s (the server closes a session idle for idle_timeout, %s)",
 		scope, e.ReclaimIdleAfter, e.ReclaimIdleAfter, e.IdleTimeout)
 }
 
@@ -816,6 +816,21 @@ func (s *Sandbox) sessionUnknown(ctx context.Context, l *launched, id string, er
 // and the record.
 func (s *Sandbox) openSession(ctx context.Context, req shared.OpenRequest) (shared.OpenResponse, error) {
 	t := s.host.sessions
+	info, err := s.inst.infoOf(ctx)
+	if err != nil {
+		return shared.OpenResponse{}, err
+	}
+	if !info.Has(shared.CapSessions) {
+		// No sessions here: the plugin says so (ErrNotSupported), and no
+		// cap of other sandboxes' sessions is named instead.
+		var resp shared.OpenResponse
+		err := s.inst.do(ctx, "Open", func(p shared.Sandbox) error {
+			var err error
+			resp, err = p.Open(ctx, req)
+			return err
+		})
+		return resp, err
+	}
 	if req.SessionID != "" {
 		// Opening the id of a tombstone again: a new session under it.
 		if r := t.lookup(s, req.SessionID); r != nil {

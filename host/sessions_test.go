@@ -467,3 +467,16 @@ func TestReaperStopsWithHost(t *testing.T) {
 		time.Sleep(20 * time.Millisecond)
 	}
 }
+
+// A tool call's result that is an execution says state_lost after a
+// reopen; any other result is left as it is.
+func TestMarkStateLost(t *testing.T) {
+	if got := string(markStateLost(json.RawMessage(`{"success":true,"output":1}`))); got != `{"output":1,"state_lost":true,"success":true}` {
+		t.Errorf("execution: %s", got)
+	}
+	for _, in := range []string{`{"tools":[]}`, `[1]`, `not json`} {
+		if got := string(markStateLost(json.RawMessage(in))); got != in {
+			t.Errorf("%s became %s", in, got)
+		}
+	}
+}

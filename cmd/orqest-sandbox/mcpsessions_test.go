@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -107,5 +108,22 @@ func TestMCPSessionsFollowHostPolicy(t *testing.T) {
 	}
 	if r := call(t, a, mcpListSessions, map[string]any{"all": true}); !r.IsError {
 		t.Errorf("list_sessions with an argument: %s", text(r))
+	}
+
+	// The plugin dies: the server's names keep working, in new sessions
+	// of the relaunched plugin under the same ids.
+	pid := sb.PluginPID()
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(10 * time.Second); sb.PluginPID() == pid; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the killed plugin is still the sandbox's")
+		}
+	}
+	r = call(t, a, mcpRunPython, map[string]any{"code": "return 4", "session": "s2"})
+	res.StateLost = false
+	if decodeStructured(r, &res); r.IsError || string(res.Output) != "4" || !res.StateLost {
+		t.Fatalf("s2 after the plugin was killed: %s %+v", text(r), res)
 	}
 }
