@@ -156,6 +156,11 @@ func (s *Sandbox) Validate(ctx context.Context, code string, extra ...string) er
 //   - validates in the host: a rejection is a result with Success false,
 //     ErrorKind "validation" and the Findings, and the plugin is not called.
 //
+// A call on a session the host opened whose backend session is gone (the
+// plugin was relaunched, the plugin lost it, the host reclaimed it after
+// idle_timeout, max_lifetime or at a cap) runs in a new backend session of
+// the same id and user, and its result says StateLost (sessions.go).
+//
 // User-code failures (runtime error, timeout, memory, ...) are in the
 // result, never in the error. The error is reserved for infrastructure
 // failures; a plugin that died during the call wraps shared.ErrPluginShutdown

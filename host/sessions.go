@@ -658,7 +658,7 @@ func (s *Sandbox) sessionDo(ctx context.Context, c *sessionCall, op string, fn f
 		retry, rerr := s.reopenIfEpoch(ctx, c, l, epoch)
 		switch {
 		case rerr != nil:
-			return fmt.Errorf("%w (and opening it again failed: %w)", err, rerr)
+			return rerr // it names the session and why it could not be opened again
 		case !retry:
 			return err
 		}
@@ -666,7 +666,7 @@ func (s *Sandbox) sessionDo(ctx context.Context, c *sessionCall, op string, fn f
 	})
 }
 
-// reopenCause says why r's backend session must be opened again on l
+// reopenCauseLocked says why r's backend session must be opened again on l
 // ("" when it need not); t.mu is held.
 func reopenCauseLocked(r *sessionRecord, l *launched) string {
 	switch {
