@@ -50,6 +50,12 @@ var defaultHCL []byte
 //	default_sandbox = "tier1"     # optional; else the only (or first) sandbox
 //	audit_log       = "audit.jsonl"  # optional; JSON-lines event log, relative to the config file
 //
+//	sessions {                    # optional; host-wide bounds on open sessions
+//	  max_sessions          = 64  # across every sandbox
+//	  max_sessions_per_user = 8   # per user id (an MCP client's identity)
+//	  reclaim_idle_after    = "1m"  # at a cap, the LRU session idle this long makes room
+//	}
+//
 //	plugin "subprocess" {         # optional; declares a plugin explicitly
 //	  path   = "bin/orqest-sandbox-plugin-subprocess"  # optional explicit binary
 //	  sha256 = "…"                # optional; verified before every launch
@@ -73,6 +79,8 @@ var defaultHCL []byte
 //	  unsafe_shared = false       # required true to serve tier 0 to many callers (mcp serve)
 //	  classes = true              # class statements; default true, false when unsafe
 //	  stateful = false            # session calls stateful by default (tier 2)
+//	  idle_timeout = "10m"        # a session unused this long is closed (session tiers)
+//	  max_lifetime = "24h"        # a session open this long is closed
 //	  config { mode = "spawn" }   # backend-specific; checked against the plugin's schema
 //	}
 //
@@ -86,6 +94,9 @@ type Config struct {
 	Plugins        []*PluginConfig  `hcl:"plugin,block"`
 	Policies       []*PolicyConfig  `hcl:"policy,block"`
 	Sandboxes      []*SandboxConfig `hcl:"sandbox,block"`
+	// Sessions is the top-level `sessions {}` block: the host-wide caps
+	// on open sessions (SessionLimits resolves it).
+	Sessions *SessionsConfig `hcl:"sessions,block"`
 
 	PluginDirRange      hcl.Range `hcl:"plugin_dir,attr_value_range"`
 	DefaultSandboxRange hcl.Range `hcl:"default_sandbox,attr_value_range"`
@@ -198,8 +209,13 @@ type SandboxConfig struct {
 	// session's long-lived interpreter unless it asks for a fresh process
 	// (Stateless). It needs a plugin with the stateful_sessions capability;
 	// calls without a session stay stateless.
-	Stateful bool           `hcl:"stateful,optional"`
-	Config   *BackendConfig `hcl:"config,block"`
+	Stateful bool `hcl:"stateful,optional"`
+	// IdleTimeout and MaxLifetime bound the sandbox's sessions: one unused
+	// for IdleTimeout, or open for MaxLifetime, is closed by the host
+	// (Go durations; Config.SandboxLifecycle resolves them).
+	IdleTimeout *string        `hcl:"idle_timeout,optional"`
+	MaxLifetime *string        `hcl:"max_lifetime,optional"`
+	Config      *BackendConfig `hcl:"config,block"`
 	// Promotion is a promotion block at the sandbox level, its old place:
 	// refused with a diagnostic that says to move it into config (library.go).
 	Promotion *LegacyPromotion `hcl:"promotion,block"`
@@ -207,6 +223,10 @@ type SandboxConfig struct {
 	DefRange    hcl.Range `hcl:",def_range"`
 	PluginRange hcl.Range `hcl:"plugin,attr_value_range"`
 	PolicyRange hcl.Range `hcl:"policy,attr_value_range"`
+	// IdleTimeoutRange and MaxLifetimeRange locate the lifecycle
+	// attributes for diagnostics.
+	IdleTimeoutRange hcl.Range `hcl:"idle_timeout,attr_value_range"`
+	MaxLifetimeRange hcl.Range `hcl:"max_lifetime,attr_value_range"`
 }
 
 // BackendConfig is a sandbox's `config {}` block. Its body is kept as is and
@@ -437,6 +457,8 @@ func (c *Config) check() hcl.Diagnostics {
 		}
 		seenSandbox[s.Name] = s
 		diags = append(diags, s.Promotion.check(s.Name)...) // library.go
+		_, d := s.lifecycle()                               // sessionconfig.go
+		diags = append(diags, d...)
 		if !pluginNameRe.MatchString(s.Plugin) {
 			diags = append(diags, errDiag(s.PluginRange, "Invalid plugin name",
 				fmt.Sprintf("Plugin name %q must be lower-case letters, digits, '.', '_' or '-'.", s.Plugin)))
@@ -448,6 +470,9 @@ func (c *Config) check() hcl.Diagnostics {
 			}
 		}
 	}
+
+	_, d := c.Sessions.limits() // sessionconfig.go
+	diags = append(diags, d...)
 
 	if len(c.Sandboxes) == 0 {
 		diags = append(diags, errDiag(c.fileRng, "No sandbox declared",

@@ -61,7 +61,9 @@ func (s *Sandbox) files(ctx context.Context, op, sessionID, path string, emptyPa
 		return fmt.Errorf("sandbox %q: plugin %q keeps no session files (no %q capability; use a session tier such as docker): %w",
 			s.cfg.Name, s.cfg.Plugin, shared.CapFiles, shared.ErrNotSupported)
 	}
-	return s.inst.do(ctx, op, func(p shared.Sandbox) error {
+	call := s.beginSession(sessionID)
+	defer call.end()
+	return s.sessionDo(ctx, call, op, func(p shared.Sandbox) error {
 		fs, ok := p.(shared.FileStore)
 		if !ok {
 			return fmt.Errorf("sandbox %q: %s: %w", s.cfg.Name, op, shared.ErrNotSupported)

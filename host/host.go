@@ -95,6 +95,7 @@ type Host struct {
 	audit     *AuditLog // nil when the policy sets no audit_log
 	metrics   *metrics
 	tracer    trace.Tracer
+	sessions  *sessionTable // the sessions opened through Sandbox.Open, and their reaper (sessions.go)
 }
 
 // DefaultLogger returns the host logger used when WithLogger is not given:
@@ -167,6 +168,7 @@ func Load(ctx context.Context, cfg *Config, opts ...Option) (*Host, error) {
 	h := &Host{cfg: cfg, catalog: cat, opts: o, sandboxes: map[string]*Sandbox{}, bus: bus, audit: audit,
 		metrics: newMetrics(), tracer: tp.Tracer(TracerName)}
 	h.opts.tracerProvider = tp
+	h.sessions = newSessionTable(h, cfg.SessionLimits())
 	for _, s := range cfg.Sandboxes {
 		e, _ := cat.Lookup(s.Plugin)
 		pol := cfg.SandboxPolicy(s)
@@ -176,8 +178,11 @@ func Load(ctx context.Context, cfg *Config, opts ...Option) (*Host, error) {
 			policy: pol,
 			inst:   &instance{host: h, sb: s, entry: e},
 			admit:  newAdmission(pol.MaxConcurrency, pol.MaxQueue),
+
+			lifecycle: cfg.SandboxLifecycle(s),
 		}
 		h.metrics.gauges(s.Name, sb.admit)
+		h.metrics.sessionGauge(s.Name, h.sessions)
 		h.sandboxes[s.Name] = sb
 		h.order = append(h.order, s.Name)
 	}
@@ -254,10 +259,12 @@ func (h *Host) StartAll(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
-// Close stops every plugin process the host started. Sandboxes return an
+// Close stops the session reaper and every plugin process the host
+// started (a backend's sessions end with its process). Sandboxes return an
 // error after Close. Programs should also defer goplugin.CleanupClients() in
 // main, which kills any managed client left behind.
 func (h *Host) Close() error {
+	h.sessions.close()
 	var wg sync.WaitGroup
 	for _, s := range h.sandboxes {
 		wg.Add(1)

@@ -72,7 +72,9 @@ func (s *Sandbox) publish(evs []shared.Event) {
 // most 10 min).
 func (s *Sandbox) MintToken(ctx context.Context, sessionID, scope string, ttl time.Duration) (shared.MintTokenResponse, error) {
 	var resp shared.MintTokenResponse
-	err := s.inst.do(ctx, "MintToken", func(p shared.Sandbox) error {
+	call := s.beginSession(sessionID)
+	defer call.end()
+	err := s.sessionDo(ctx, call, "MintToken", func(p shared.Sandbox) error {
 		st, ok := p.(shared.SessionTools)
 		if !ok {
 			return fmt.Errorf("sandbox %q: session tools: %w", s.Name(), shared.ErrNotSupported)
@@ -139,8 +141,10 @@ func (s *Sandbox) CallSessionToolStream(ctx context.Context, sessionID, tool str
 	}
 	pol := &shared.ToolPolicy{AllowedImports: s.AllowedImports(), Timeout: p.Timeout, MemoryMB: p.MemoryMB, MaxOutputBytes: p.MaxOutputBytes}
 	var resp shared.CallToolResponse
+	call := s.beginSession(sessionID)
+	defer call.end()
 	err := s.observeSessionTool(ctx, sessionID, tool, func(ctx context.Context) error {
-		return s.inst.do(ctx, "CallTool", func(p shared.Sandbox) error {
+		return s.sessionDo(ctx, call, "CallTool", func(p shared.Sandbox) error {
 			st, ok := p.(shared.SessionTools)
 			if !ok {
 				return fmt.Errorf("sandbox %q: session tools: %w", s.Name(), shared.ErrNotSupported)
@@ -172,7 +176,26 @@ func (s *Sandbox) CallSessionToolStream(ctx context.Context, sessionID, tool str
 		return nil, err
 	}
 	s.publish(resp.Events)
+	if call.reopened {
+		return markStateLost(resp.Result), nil
+	}
 	return resp.Result, nil
+}
+
+// markStateLost sets state_lost in a tool call's result when it is an
+// execution (a promoted tool ran): the call ran in a session opened again
+// under its id (sessions.go). Any other result is returned as it is.
+func markStateLost(result json.RawMessage) json.RawMessage {
+	var fields map[string]json.RawMessage
+	if json.Unmarshal(result, &fields) != nil || fields["success"] == nil {
+		return result
+	}
+	fields["state_lost"] = json.RawMessage("true")
+	b, err := json.Marshal(fields)
+	if err != nil {
+		return result
+	}
+	return b
 }
 
 // replayStreams gives onChunk the stdout and stderr of a tool call's

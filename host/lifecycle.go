@@ -28,6 +28,10 @@ type launched struct {
 	client *goplugin.Client
 	impl   shared.Sandbox
 	pid    int
+	// gen is the launch generation of the process: 1 for a sandbox's
+	// first, one more for every relaunch. A session opened under one
+	// generation is unknown to the processes of the next (sessions.go).
+	gen int
 }
 
 // kill ends the plugin process and anything left in its process group.
@@ -218,6 +222,7 @@ func (in *instance) get(ctx context.Context) (*launched, error) {
 		m.relaunches.WithLabelValues(in.sb.Name, in.entry.Name).Inc()
 	}
 	in.launches++
+	l.gen = in.launches
 	return l, nil
 }
 
@@ -239,11 +244,18 @@ func (in *instance) discard(l *launched) {
 // do runs fn against a running goplugin. When the plugin dies during the call,
 // the error wraps shared.ErrPluginShutdown and the next call relaunches.
 func (in *instance) do(ctx context.Context, op string, fn func(shared.Sandbox) error) error {
+	return in.doOn(ctx, op, func(l *launched) error { return fn(l.impl) })
+}
+
+// doOn is do for a call that needs to know which process it went to (its
+// launch generation): fn may be called twice, the second time on a new
+// process, when the first never reached the plugin.
+func (in *instance) doOn(ctx context.Context, op string, fn func(*launched) error) error {
 	l, err := in.get(ctx)
 	if err != nil {
 		return err
 	}
-	err = fn(l.impl)
+	err = fn(l)
 	if err != nil && neverDelivered(err) {
 		// The plugin was gone before the request reached it (it died
 		// between calls): relaunch and send it once more.
@@ -251,7 +263,7 @@ func (in *instance) do(ctx context.Context, op string, fn func(shared.Sandbox) e
 		if l, err = in.get(ctx); err != nil {
 			return err
 		}
-		err = fn(l.impl)
+		err = fn(l)
 	}
 	if err == nil {
 		return nil
@@ -271,6 +283,18 @@ func (in *instance) do(ctx context.Context, op string, fn func(shared.Sandbox) e
 // away), so that sending it again to a new process cannot run it twice.
 func neverDelivered(err error) bool {
 	return errors.Is(err, shared.ErrNotRun)
+}
+
+// liveGen returns the launch generation of the running plugin process,
+// false when none runs (not launched yet, exited, or closed). It launches
+// nothing.
+func (in *instance) liveGen() (int, bool) {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	if in.cur == nil || in.cur.client.Exited() || processGone(in.cur.pid) {
+		return 0, false
+	}
+	return in.cur.gen, true
 }
 
 // pid returns the plugin's process id, 0 when none is running.

@@ -86,6 +86,9 @@ type metrics struct {
 	launches     *prometheus.CounterVec
 	relaunches   *prometheus.CounterVec
 	sessionTools *prometheus.CounterVec
+	reclaimed    *prometheus.CounterVec
+	reopened     *prometheus.CounterVec
+	refused      *prometheus.CounterVec
 }
 
 // latencyBuckets span a warm fork (about a millisecond) to a long timeout.
@@ -134,9 +137,31 @@ func newMetrics() *metrics {
 			Name: "orqest_session_tool_calls_total",
 			Help: "Session tool calls (tool library operations) by tool and outcome.",
 		}, []string{"sandbox", "tool", "outcome"}),
+		reclaimed: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "orqest_sessions_reclaimed_total",
+			Help: "Sessions the host closed, by reason: idle (idle_timeout), lifetime (max_lifetime), capacity (room for an Open at max_sessions or max_sessions_per_user).",
+		}, []string{"sandbox", "reason"}),
+		reopened: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "orqest_sessions_reopened_total",
+			Help: "Sessions opened again under their id for a call, by cause: relaunch (the plugin was relaunched), lost (the plugin no longer knew it), reclaimed (the host had closed it).",
+		}, []string{"sandbox", "cause"}),
+		refused: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "orqest_sessions_refused_total",
+			Help: "Opens refused at a session cap with no session idle long enough to make room, by limit (max_sessions, max_sessions_per_user).",
+		}, []string{"sandbox", "limit"}),
 	}
-	reg.MustRegister(m.executions, m.queueWait, m.pluginCall, m.total, m.rejections, m.kills, m.launches, m.relaunches, m.sessionTools)
+	reg.MustRegister(m.executions, m.queueWait, m.pluginCall, m.total, m.rejections, m.kills, m.launches, m.relaunches, m.sessionTools,
+		m.reclaimed, m.reopened, m.refused)
 	return m
+}
+
+// sessionGauge registers the gauge of one sandbox's open sessions, read
+// from the host's session table at scrape time.
+func (m *metrics) sessionGauge(sandbox string, t *sessionTable) {
+	m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "orqest_sessions_open", Help: "Sessions of the sandbox open now (reclaimed ones not counted).",
+		ConstLabels: prometheus.Labels{"sandbox": sandbox},
+	}, func() float64 { return float64(t.openIn(sandbox)) }))
 }
 
 // gauges registers the in-flight and queued gauges of one sandbox, read

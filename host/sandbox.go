@@ -25,6 +25,8 @@ type Sandbox struct {
 	policy Policy
 	inst   *instance
 	admit  *admission
+	// lifecycle bounds the sandbox's sessions (idle_timeout, max_lifetime).
+	lifecycle SessionLifecycle
 }
 
 // PeakConcurrency returns the most executions of the sandbox that were in
@@ -154,6 +156,11 @@ func (s *Sandbox) Validate(ctx context.Context, code string, extra ...string) er
 //   - validates in the host: a rejection is a result with Success false,
 //     ErrorKind "validation" and the Findings, and the plugin is not called.
 //
+// A call on a session the host opened whose backend session is gone (the
+// plugin was relaunched, the plugin lost it, the host reclaimed it after
+// idle_timeout, max_lifetime or at a cap) runs in a new backend session of
+// the same id and user, and its result says StateLost (sessions.go).
+//
 // User-code failures (runtime error, timeout, memory, ...) are in the
 // result, never in the error. The error is reserved for infrastructure
 // failures; a plugin that died during the call wraps shared.ErrPluginShutdown
@@ -186,6 +193,10 @@ func (s *Sandbox) ExecuteStream(ctx context.Context, req shared.ExecuteRequest, 
 }
 
 func (s *Sandbox) execute(ctx context.Context, req shared.ExecuteRequest, obs *execObservation, onChunk func(shared.OutputChunk)) (shared.ExecutionResult, error) {
+	// The session is busy from here (also while the call waits for a
+	// slot): the reaper never closes it under the call.
+	call := s.beginSession(req.SessionID)
+	defer call.end()
 	req, err := s.applyPolicy(req)
 	if err != nil {
 		return shared.ExecutionResult{}, err
@@ -233,7 +244,7 @@ func (s *Sandbox) execute(ctx context.Context, req shared.ExecuteRequest, obs *e
 		}
 		streamed = info.Has(shared.CapStreaming)
 	}
-	err = s.inst.do(callCtx, "Execute", func(p shared.Sandbox) error {
+	err = s.sessionDo(callCtx, call, "Execute", func(p shared.Sandbox) error {
 		var err error
 		if st, ok := p.(shared.Streamer); ok && streamed {
 			resp, err = st.ExecuteStream(callCtx, req, func(c shared.OutputChunk) error {
@@ -259,6 +270,11 @@ func (s *Sandbox) execute(ctx context.Context, req shared.ExecuteRequest, obs *e
 	}
 	s.publish(resp.Events) // the backend's events (e.g. the tool library's) on the host bus; library.go
 	r := resp.Result
+	if call.reopened {
+		// It ran in a backend session opened again under the same id
+		// (sessions.go): what earlier calls left there is gone.
+		r.StateLost = true
+	}
 	if onChunk != nil && !streamed {
 		if r.Stdout != "" {
 			onChunk(shared.OutputChunk{Stream: shared.StreamStdout, Data: []byte(r.Stdout)})
@@ -364,23 +380,24 @@ func (s *Sandbox) applyPolicy(req shared.ExecuteRequest) (shared.ExecuteRequest,
 	return req, nil
 }
 
-// Open starts a session on a session tier (shared.ErrNotSupported elsewhere).
+// Open starts a session on a session tier (shared.ErrNotSupported
+// elsewhere) and the host keeps its record (sessions.go): the session is
+// closed by the host after the sandbox's idle_timeout without calls or its
+// max_lifetime; at the policy's max_sessions or max_sessions_per_user (for
+// req.UserID) the least recently used session of that scope idle for
+// reclaim_idle_after is closed to make room, and without one the Open is
+// refused with a *SessionLimitError (shared.ErrFailedPrecondition). A call
+// on the session after the host closed it, after a plugin relaunch, or
+// after the plugin lost it, runs in a new backend session of the same id
+// and user (an execution's result says StateLost).
 func (s *Sandbox) Open(ctx context.Context, req shared.OpenRequest) (shared.OpenResponse, error) {
-	var resp shared.OpenResponse
-	err := s.inst.do(ctx, "Open", func(p shared.Sandbox) error {
-		var err error
-		resp, err = p.Open(ctx, req)
-		return err
-	})
-	return resp, err
+	return s.openSession(ctx, req)
 }
 
-// CloseSession ends a session opened with Open.
+// CloseSession ends a session opened with Open, and the host forgets it.
+// A session the host had reclaimed is only forgotten.
 func (s *Sandbox) CloseSession(ctx context.Context, sessionID string) error {
-	return s.inst.do(ctx, "Close", func(p shared.Sandbox) error {
-		_, err := p.Close(ctx, shared.CloseRequest{SessionID: sessionID})
-		return err
-	})
+	return s.closeSession(ctx, sessionID)
 }
 
 // wedgedTimeout turns the death of an in-process (tier 0) plugin during a

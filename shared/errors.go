@@ -17,6 +17,16 @@ var (
 	ErrInvalidArgument = errors.New("invalid argument")
 	// ErrNotFound: a named thing (session, plugin) does not exist.
 	ErrNotFound = errors.New("not found")
+	// ErrSessionNotFound: the session a call names is not open in the
+	// backend (never opened, closed, or lost with an earlier backend
+	// process), as opposed to a thing inside the session, such as a
+	// workspace file or a tool, that does not exist. It matches ErrNotFound
+	// too (errors.Is), so a backend that returns it stays understood by a
+	// host that knows only ErrNotFound; the host reopens a session it
+	// opened itself when the backend answers this (see host.Sandbox.Open).
+	// A backend wraps it: fmt.Errorf("no open session %q: %w", id,
+	// shared.ErrSessionNotFound).
+	ErrSessionNotFound = fmt.Errorf("session %w", ErrNotFound)
 	// ErrFailedPrecondition: the backend refuses in its current state (e.g. an
 	// unsafe backend that was not opted in).
 	ErrFailedPrecondition = errors.New("failed precondition")

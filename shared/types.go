@@ -509,6 +509,10 @@ type ExecutionResult struct {
 	// StateLost reports that a stateful call's interpreter was killed
 	// (timeout, memory, a crash): the globals earlier calls left are gone
 	// and the next stateful call of that agent starts clean.
+	// The host sets it too when the call ran in a session it had to open
+	// again under the same id (the plugin was relaunched, the backend lost
+	// the session, or the host had closed it for idleness, lifetime or
+	// capacity): the session's workspace and interpreters are new.
 	StateLost bool `json:"state_lost,omitempty"`
 	// Artifacts are the files of the session's workspace the call created
 	// or changed, and the matplotlib figures it left open (saved as PNG),

@@ -10,14 +10,17 @@ import (
 	"path"
 	"path/filepath"
 	"text/tabwriter"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/orqest/sandbox/host"
 	"github.com/orqest/sandbox/shared"
 )
 
-// `orqest-sandbox files put|get|ls` and `session close`: the workspace of
-// a session held by an `mcp serve --http` server (remote.go).
+// `orqest-sandbox files put|get|ls`, `session close` and `sessions list`:
+// the workspace and the sessions held by an `mcp serve --http` server
+// (remote.go).
 
 const filesSynopsis = "files put LOCAL [REMOTE] | get REMOTE [LOCAL|-] | ls [PATH] [--json]  [--addr URL] [--token-file F] [--session S]"
 
@@ -214,21 +217,40 @@ func decodeStructured(res *mcp.CallToolResult, v any) error {
 	return nil
 }
 
-const sessionSynopsis = "session close NAME [--addr URL] [--token-file F]"
+const sessionSynopsis = "session close NAME | sessions list [--json]  [--addr URL] [--token-file F]"
 
-// cmdSession closes a named session on a server: its container,
-// workspace and interpreter state go.
+// cmdSession is `session close NAME` (its container, workspace and
+// interpreter state go) and `sessions list` (the token's sessions on the
+// server: name, id, state, idle time, when it opened), either spelling.
 func cmdSession(ctx context.Context, e *env, args []string) int {
-	if len(args) == 0 || args[0] != "close" {
+	if len(args) == 0 || (args[0] != "close" && args[0] != "list") {
+		if len(args) > 0 && (args[0] == "-h" || args[0] == "--help" || args[0] == "help") {
+			fmt.Fprintf(e.stdout, "Usage: orqest-sandbox %s\n", sessionSynopsis)
+			return exitOK
+		}
 		fmt.Fprintf(e.stderr, "Usage: orqest-sandbox %s\n", sessionSynopsis)
 		return exitError
 	}
-	fs := newFlagSet(e, "session close", sessionSynopsis)
+	verb := args[0]
+	fs := newFlagSet(e, "session "+verb, sessionSynopsis)
 	var rf remoteFlags
-	rf.register(fs)
+	var asJSON bool
+	if verb == "close" {
+		rf.register(fs)
+	} else {
+		rf.registerServer(fs)
+		fs.BoolVar(&asJSON, "json", false, "print the server's answer as JSON")
+	}
 	pos, err := parseFlags(fs, args[1:])
 	if err != nil {
 		return flagErr(err)
+	}
+	if verb == "list" {
+		if len(pos) > 0 {
+			fmt.Fprintf(e.stderr, "Usage: orqest-sandbox %s\n", sessionSynopsis)
+			return exitError
+		}
+		return listSessions(ctx, e, rf, asJSON)
 	}
 	if len(pos) == 1 && rf.session == "" {
 		rf.session = pos[0]
@@ -251,4 +273,62 @@ func cmdSession(ctx context.Context, e *env, args []string) int {
 	}
 	fmt.Fprintf(e.stdout, "closed session %s\n", rf.session)
 	return exitOK
+}
+
+// listSessions is `sessions list`: the server's list_sessions for this
+// token's client, as a table (NAME ID STATE IDLE OPENED) or, with --json,
+// as the server answered.
+func listSessions(ctx context.Context, e *env, rf remoteFlags, asJSON bool) int {
+	r, err := dialRemote(ctx, rf, nil)
+	if err != nil {
+		return reportErr(e, err)
+	}
+	defer r.Close()
+	res, err := r.call(ctx, mcpListSessions, map[string]any{}, nil)
+	if err == nil && res.IsError {
+		err = toolError(res)
+	}
+	if err != nil {
+		return reportErr(e, err)
+	}
+	var out sessionListing
+	if err := decodeStructured(res, &out); err != nil {
+		return reportErr(e, err)
+	}
+	if asJSON {
+		b, _ := json.Marshal(out)
+		fmt.Fprintf(e.stdout, "%s\n", b)
+		return exitOK
+	}
+	tw := tabwriter.NewWriter(e.stdout, 0, 8, 2, ' ', 0)
+	fmt.Fprintln(tw, "NAME\tID\tSTATE\tIDLE\tOPENED")
+	for _, s := range out.Sessions {
+		name := s.Name
+		if s.Default {
+			name = "(default)"
+		}
+		state := string(s.State)
+		if s.Reason != "" {
+			state += " (" + s.Reason + ")"
+		}
+		if s.InCall > 0 {
+			state += fmt.Sprintf(", %d in call", s.InCall)
+		}
+		idle := (time.Duration(s.IdleForS * float64(time.Second))).Round(time.Second)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", name, s.ID, state, idle, s.Opened.UTC().Format("2006-01-02T15:04:05Z"))
+	}
+	tw.Flush()
+	fmt.Fprintf(e.stdout, "%d open of max_sessions_per_user %d\n", countOpen(out.Sessions), out.MaxSessionsPerUser)
+	return exitOK
+}
+
+// countOpen counts the sessions a listing shows open.
+func countOpen(ss []sessionEntry) int {
+	n := 0
+	for _, s := range ss {
+		if s.State == host.SessionOpen {
+			n++
+		}
+	}
+	return n
 }

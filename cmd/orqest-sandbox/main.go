@@ -18,6 +18,7 @@
 //	orqest-sandbox files    put LOCAL [REMOTE] | get REMOTE [LOCAL|-] | ls [PATH]
 //	                        --addr URL [--token-file F] [--session S]
 //	orqest-sandbox session  close NAME --addr URL [--token-file F]
+//	orqest-sandbox sessions list [--json] --addr URL [--token-file F]
 //	orqest-sandbox version
 //
 // Exit codes: 0 success; 1 the user's code failed (runtime error, timeout,
@@ -81,6 +82,7 @@ var commands = []command{
 	{"tools", "list|promote|forget --user U: manage a user's tool library (session tiers)", cmdTools},
 	{"files", "put|get|ls --addr URL [--session S]: a session's workspace on an `mcp serve --http` server", cmdFiles},
 	{"session", "close NAME --addr URL: end a named session on an `mcp serve --http` server", cmdSession},
+	{"sessions", "list [--json] --addr URL: the token's sessions on an `mcp serve --http` server", cmdSession},
 	{"version", "print the version", cmdVersion},
 }
 

@@ -232,6 +232,9 @@ type mcpClients struct {
 	library  bool      // and a tool library: its promoted tools are listed
 	files    bool      // and a workspace: put_file, get_file, list_files
 	stderr   io.Writer // where problems no call reports go (nil: nowhere)
+	// maxPerUser is the host's max_sessions_per_user: the most sessions
+	// one client keeps open (list_sessions reports it).
+	maxPerUser int
 
 	mu   sync.Mutex
 	byID map[string]*mcpClient
@@ -251,8 +254,9 @@ func newMCPClients(ctx context.Context, sb *host.Sandbox, bus *host.Bus) (*mcpCl
 		return nil, err
 	}
 	return &mcpClients{sb: sb, bus: bus, sessions: info.Has(shared.CapSessions),
-		library: info.Has(shared.CapSessions) && info.Has(shared.CapToolLibrary),
-		files:   info.Has(shared.CapSessions) && info.Has(shared.CapFiles), byID: map[string]*mcpClient{}}, nil
+		library:    info.Has(shared.CapSessions) && info.Has(shared.CapToolLibrary),
+		files:      info.Has(shared.CapSessions) && info.Has(shared.CapFiles),
+		maxPerUser: sb.SessionLimits().MaxSessionsPerUser, byID: map[string]*mcpClient{}}, nil
 }
 
 // get returns the server of client id, making it on first use.

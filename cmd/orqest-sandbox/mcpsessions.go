@@ -12,6 +12,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/orqest/sandbox/host"
 	"github.com/orqest/sandbox/internal/rtproto"
 	"github.com/orqest/sandbox/shared"
 	"github.com/orqest/sandbox/shared/plugin"
@@ -19,30 +20,39 @@ import (
 
 // Sessions and files of `mcp serve --http` on a session tier. Each client
 // (a bearer-token identity) has a default session, opened at its first
-// execution, and up to mcpMaxSessions named ones: a tool's optional
-// `session` argument names one, so several processes holding the same
-// token (an agent, or CLI commands one after another: `files put`, `run
-// --session`, `files get`) share a session that outlives each of them.
-// put_file and run_python open a named session on first use; get_file
-// and list_files of a name never opened are refused (not_found) rather
-// than answering from an empty new container; close_session ends one.
-// Sessions end with the server.
+// execution, and named ones: a tool's optional `session` argument names
+// one, so several processes holding the same token (an agent, or CLI
+// commands one after another: `files put`, `run --session`, `files get`)
+// share a session that outlives each of them. put_file and run_python open
+// a named session on first use; get_file and list_files of a name never
+// opened are refused (not_found) rather than answering from an empty new
+// container; close_session ends one; list_sessions lists them.
+//
+// The host bounds and reclaims them (host/sessions.go, the policy's
+// sessions block and idle_timeout): a client's sessions, its default one
+// included, count against max_sessions_per_user (its identity is the
+// user), all clients' against max_sessions; a session idle for the
+// sandbox's idle_timeout is closed, and the next call on its name runs in
+// a new session under the same id (state_lost). Sessions end with the
+// server.
 
 // MCP tools of a session tier with a writable workspace (shared.CapFiles):
 // files the client uploads are what its code reads; files its code writes
-// are what it downloads. close_session is on every session tier.
+// are what it downloads. close_session and list_sessions are on every
+// session tier.
 const (
 	mcpPutFile      = "put_file"
 	mcpGetFile      = "get_file"
 	mcpListFiles    = "list_files"
 	mcpCloseSession = "close_session"
-	// mcpMaxSessions bounds the named sessions one client keeps open (each
-	// is a container on tier 2).
-	mcpMaxSessions = 8
+	mcpListSessions = "list_sessions"
 	// mcpMaxRequestBytes bounds an HTTP request body: a put_file of a
 	// file at the workspace's per-file cap, base64-encoded, fits.
 	mcpMaxRequestBytes = shared.DefaultMaxFileBytes/3*4 + 1<<20
 )
+
+// listSessionsSchema is list_sessions' input schema: no arguments.
+const listSessionsSchema = `{"type":"object","properties":{},"additionalProperties":false}`
 
 // sessionArgSchema is the JSON schema of the tools' `session` argument.
 const sessionArgSchema = `{"type": "string", "pattern": "^[a-zA-Z0-9][a-zA-Z0-9_-]{0,63}$", "description": "a named session of this client (default: the client's own session); put_file and run_python open it on first use, so processes sharing the client's token share it"}`
@@ -178,6 +188,69 @@ func (c *mcpClients) exposeSessions(cl *mcpClient, user string) {
 		}
 		return jsonResult(map[string]any{"closed": in.Session}), nil
 	})
+	cl.srv.server.AddTool(&mcp.Tool{
+		Name:        mcpListSessions,
+		Title:       "List your sessions",
+		Description: "List your sessions on this server (the default one has name \"\" and default true): id, state (open, or reclaimed: the server closed it after idle_timeout and the next call reopens it empty), how long it has been idle, when it opened; and max_sessions_per_user, how many you may keep open.",
+		InputSchema: json.RawMessage(listSessionsSchema),
+	}, func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		if field := unknownProp(req.Params.Arguments, listSessionsSchema); field != "" {
+			return argError(mcpListSessions, field, "unknown argument; list_sessions takes none"), nil
+		}
+		return jsonResult(c.listSessions(cl)), nil
+	})
+}
+
+// sessionListing is list_sessions' answer.
+type sessionListing struct {
+	Sessions []sessionEntry `json:"sessions"`
+	// MaxSessionsPerUser is the host's max_sessions_per_user: the most
+	// sessions (the default one included) the client may keep open.
+	MaxSessionsPerUser int `json:"max_sessions_per_user"`
+}
+
+// sessionEntry is one session of list_sessions.
+type sessionEntry struct {
+	Name     string            `json:"name"` // "" for the default session
+	Default  bool              `json:"default,omitempty"`
+	ID       string            `json:"id"`
+	State    host.SessionState `json:"state"`
+	Reason   string            `json:"reason,omitempty"` // why a reclaimed session was closed
+	IdleForS float64           `json:"idle_for_s"`
+	InCall   int               `json:"in_call"`
+	Opened   time.Time         `json:"opened"`
+	LastUsed time.Time         `json:"last_used"`
+}
+
+// listSessions lists cl's sessions, the default one first, then by name;
+// a session the host no longer knows (its tombstone expired) is dropped.
+func (c *mcpClients) listSessions(cl *mcpClient) sessionListing {
+	out := sessionListing{Sessions: []sessionEntry{}, MaxSessionsPerUser: c.maxPerUser}
+	cl.mu.Lock()
+	defer cl.mu.Unlock()
+	add := func(name, id string) bool {
+		info, ok := c.sb.Session(id)
+		if !ok {
+			return false
+		}
+		out.Sessions = append(out.Sessions, sessionEntry{Name: name, Default: name == "", ID: id, State: info.State, Reason: info.Reason,
+			IdleForS: info.IdleFor.Seconds(), InCall: info.InCall, Opened: info.Opened, LastUsed: info.LastUsed})
+		return true
+	}
+	if cl.session != "" && !add("", cl.session) {
+		cl.session = ""
+	}
+	names := make([]string, 0, len(cl.named))
+	for n := range cl.named {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		if !add(n, cl.named[n]) {
+			delete(cl.named, n)
+		}
+	}
+	return out
 }
 
 // openSession returns cl's default session, opening it the first time
@@ -188,8 +261,13 @@ func (c *mcpClients) openSession(ctx context.Context, cl *mcpClient, user string
 
 // sessionNamed returns the backend session of cl's session name ("" the
 // default one). A name not open yet is opened when create, and is
-// ErrNotFound otherwise; a bad name is a *shared.FieldError on "session";
-// a client at mcpMaxSessions cannot open another (ErrFailedPrecondition).
+// ErrNotFound otherwise; a bad name is a *shared.FieldError on "session".
+// The host caps the client's sessions (max_sessions_per_user for its
+// identity, max_sessions for all): at a cap it closes the client's (or
+// anyone's) least recently used idle session, or refuses the Open with a
+// *host.SessionLimitError (ErrFailedPrecondition). A session the host
+// reclaimed keeps its id (the host reopens it at its next call); one the
+// host no longer knows at all is opened afresh, as a name never opened.
 // The backend picks the session id, so two clients' sessions of the same
 // name never meet.
 func (c *mcpClients) sessionNamed(ctx context.Context, cl *mcpClient, user, name string, create bool) (string, error) {
@@ -201,19 +279,26 @@ func (c *mcpClients) sessionNamed(ctx context.Context, cl *mcpClient, user, name
 	cl.mu.Lock()
 	defer cl.mu.Unlock()
 	if name == "" && cl.session != "" {
-		return cl.session, nil
+		if _, known := c.sb.Session(cl.session); known {
+			return cl.session, nil
+		}
+		cl.session = "" // forgotten by the host: open a new one
 	}
 	if sid, ok := cl.named[name]; name != "" && ok {
-		return sid, nil
+		if _, known := c.sb.Session(sid); known {
+			return sid, nil
+		}
+		delete(cl.named, name)
 	}
 	if name != "" && !create {
 		return "", fmt.Errorf("session %q of client %q is not open (open sessions: %s); put_file or run_python with this session opens it: %w", name, user, cl.namesLocked(), shared.ErrNotFound)
 	}
-	if name != "" && len(cl.named) >= mcpMaxSessions {
-		return "", fmt.Errorf("client %q already has %d named sessions open, the most it may keep (%s); close one with close_session: %w", user, len(cl.named), cl.namesLocked(), shared.ErrFailedPrecondition)
-	}
 	r, err := c.sb.Open(ctx, shared.OpenRequest{UserID: user})
 	if err != nil {
+		var lim *host.SessionLimitError
+		if errors.As(err, &lim) {
+			return "", fmt.Errorf("client %q (named sessions: %s): %w", user, cl.namesLocked(), err)
+		}
 		return "", err
 	}
 	if name == "" {

@@ -136,6 +136,25 @@ type policyReport struct {
 	// Errors are failures that are not about a place in the policy (a
 	// plugin that would not start).
 	Errors []string `json:"errors,omitempty"`
+	// Sessions are the session limits in force, host-wide and per
+	// sandbox (defaults filled in).
+	Sessions *sessionsReport `json:"sessions,omitempty"`
+}
+
+// sessionsReport is the effective session policy of `policy check`.
+type sessionsReport struct {
+	MaxSessions        int                        `json:"max_sessions"`
+	MaxSessionsPerUser int                        `json:"max_sessions_per_user"`
+	ReclaimIdleAfter   string                     `json:"reclaim_idle_after"`
+	Sandboxes          map[string]lifecycleReport `json:"sandboxes"`
+}
+
+// lifecycleReport is one sandbox's session lifecycle; Sessions says
+// whether its plugin has sessions at all (else the values do not apply).
+type lifecycleReport struct {
+	Sessions    bool   `json:"sessions"`
+	IdleTimeout string `json:"idle_timeout"`
+	MaxLifetime string `json:"max_lifetime"`
 }
 
 // diagnosticJSON is an HCL diagnostic for a program: severity "error" or
@@ -227,6 +246,19 @@ func cmdPolicy(ctx context.Context, e *env, args []string) int {
 		if err := h.StartAll(ctx); err != nil {
 			others = append(others, unjoin(err)...)
 		}
+		lim := cfg.SessionLimits()
+		rep.Sessions = &sessionsReport{MaxSessions: lim.MaxSessions, MaxSessionsPerUser: lim.MaxSessionsPerUser,
+			ReclaimIdleAfter: lim.ReclaimIdleAfter.String(), Sandboxes: map[string]lifecycleReport{}}
+		for _, name := range rep.Sandboxes {
+			sb, err := h.Sandbox(ctx, name)
+			if err != nil {
+				continue
+			}
+			lc := sb.Lifecycle()
+			info, err := sb.Info(ctx)
+			rep.Sessions.Sandboxes[name] = lifecycleReport{Sessions: err == nil && info.Has(shared.CapSessions),
+				IdleTimeout: lc.IdleTimeout.String(), MaxLifetime: lc.MaxLifetime.String()}
+		}
 	}
 	check()
 	for _, err := range others {
@@ -264,6 +296,20 @@ func cmdPolicy(ctx context.Context, e *env, args []string) int {
 		len(rep.Sandboxes), plural(len(rep.Sandboxes), "sandbox", "sandboxes"), strings.Join(rep.Sandboxes, ", "),
 		rep.Policies, plural(rep.Policies, "policy", "policies"),
 		warnings, plural(warnings, "warning", "warnings"))
+	if ss := rep.Sessions; ss != nil {
+		fmt.Fprintf(e.stdout, "sessions: max_sessions %d, max_sessions_per_user %d, reclaim_idle_after %s\n",
+			ss.MaxSessions, ss.MaxSessionsPerUser, ss.ReclaimIdleAfter)
+		for _, name := range rep.Sandboxes {
+			lc, ok := ss.Sandboxes[name]
+			switch {
+			case !ok:
+			case lc.Sessions:
+				fmt.Fprintf(e.stdout, "  sandbox %s: idle_timeout %s, max_lifetime %s\n", name, lc.IdleTimeout, lc.MaxLifetime)
+			default:
+				fmt.Fprintf(e.stdout, "  sandbox %s: no sessions (idle_timeout %s, max_lifetime %s do not apply)\n", name, lc.IdleTimeout, lc.MaxLifetime)
+			}
+		}
+	}
 	return code
 }
 

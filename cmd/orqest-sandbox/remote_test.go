@@ -4,11 +4,14 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -121,6 +124,19 @@ func TestFilesCLIThroughServer(t *testing.T) {
 		"rows = workspace.read_text('data.csv').splitlines()\nprint('read', len(rows), 'rows')\nworkspace.write_text('sum.txt', str(sum(int(l.split(',')[0]) for l in rows[1:])))\nreturn len(rows)")
 	if r.code != exitOK || r.stdout != "read 3 rows\n3\n" {
 		t.Fatalf("run in s1: %d stdout %q stderr %q", r.code, r.stdout, r.stderr)
+	}
+	// sessions list: the token's sessions on the server, a table or JSON.
+	if r := runCLIEnv(t, envAlice, "", "sessions", "list"); r.code != exitOK || !strings.Contains(r.stdout, "NAME") ||
+		!regexp.MustCompile(`(?m)^s1\s+s-\S+\s+open\s`).MatchString(r.stdout) || !strings.Contains(r.stdout, "of max_sessions_per_user 8") {
+		t.Errorf("sessions list: %d %q %s", r.code, r.stdout, r.stderr)
+	}
+	if r := runCLIEnv(t, envAlice, "", "sessions", "list", "--json"); r.code != exitOK {
+		t.Errorf("sessions list --json: %d %s", r.code, r.stderr)
+	} else {
+		var l sessionListing
+		if err := json.Unmarshal([]byte(r.stdout), &l); err != nil || !slices.ContainsFunc(l.Sessions, func(s sessionEntry) bool { return s.Name == "s1" && s.ID != "" }) {
+			t.Errorf("sessions list --json: %v %q", err, r.stdout)
+		}
 	}
 	got := filepath.Join(dir, "sum.txt")
 	if r := runCLIEnv(t, nil, "", as(aliceFile, "files", "get", "sum.txt", got, "--session", "s1")...); r.code != exitOK {

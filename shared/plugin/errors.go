@@ -26,6 +26,9 @@ var classes = []struct {
 	{shared.ErrValidation, "validation", codes.InvalidArgument},
 	{shared.ErrInvalidArgument, "invalid_argument", codes.InvalidArgument},
 	{shared.ErrNotFound, "not_found", codes.NotFound},
+	// After not_found: an error of both classes keeps not_found as its
+	// first class (the outcome label of metrics) and codes.NotFound.
+	{shared.ErrSessionNotFound, "session_not_found", codes.NotFound},
 	{shared.ErrFailedPrecondition, "failed_precondition", codes.FailedPrecondition},
 	{shared.ErrPermissionDenied, "permission_denied", codes.PermissionDenied},
 	{shared.ErrNotSupported, "not_supported", codes.Unimplemented},

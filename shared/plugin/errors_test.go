@@ -191,3 +191,23 @@ func TestNamedClassWinsOverAWrappedCause(t *testing.T) {
 		}
 	}
 }
+
+// A backend's unknown session crosses the wire as both session_not_found
+// and not_found: a host tells it from a missing file without reading the
+// message, and a host that knows only ErrNotFound still sees that.
+func TestSessionNotFoundSurvivesGRPC(t *testing.T) {
+	back := FromGRPC(ToGRPC(fmt.Errorf("no open session %q: %w", "s-1", shared.ErrSessionNotFound)))
+	if !errors.Is(back, shared.ErrSessionNotFound) || !errors.Is(back, shared.ErrNotFound) {
+		t.Fatalf("want ErrSessionNotFound and ErrNotFound, got %v", back)
+	}
+	if st, _ := status.FromError(ToGRPC(shared.ErrSessionNotFound)); st.Code() != codes.NotFound {
+		t.Errorf("code %v, want NotFound", st.Code())
+	}
+	if cls := ErrorClasses(back); len(cls) != 2 || cls[0] != "not_found" || cls[1] != "session_not_found" {
+		t.Errorf("classes %v, want [not_found session_not_found]", cls)
+	}
+	file := FromGRPC(ToGRPC(fmt.Errorf("get_file nothere.txt: %w", shared.ErrNotFound)))
+	if !errors.Is(file, shared.ErrNotFound) || errors.Is(file, shared.ErrSessionNotFound) {
+		t.Fatalf("a missing file: want ErrNotFound only, got %v", file)
+	}
+}
