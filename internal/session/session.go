@@ -407,7 +407,7 @@ func (m *Manager) lookup(id string) (*session, error) {
 }
 
 func notOpen(id string) error {
-	return fmt.Errorf("no open session %q (call Open first): %w", id, shared.ErrNotFound)
+	return fmt.Errorf("no open session %q (call Open first): %w", id, shared.ErrSessionNotFound)
 }
 
 // serving returns the agent serving s, starting a fresh one when the one it

@@ -196,8 +196,8 @@ func TestOpenCloseAndShutdown(t *testing.T) {
 	if !d.all()[0].stopped.Load() {
 		t.Error("Close left the agent running")
 	}
-	if _, err := m.Execute(ctx(t), shared.ExecuteRequest{Code: "return 1", SessionID: "s3"}); !errors.Is(err, shared.ErrNotFound) {
-		t.Errorf("Execute after Close: %v, want ErrNotFound", err)
+	if _, err := m.Execute(ctx(t), shared.ExecuteRequest{Code: "return 1", SessionID: "s3"}); !errors.Is(err, shared.ErrSessionNotFound) || !errors.Is(err, shared.ErrNotFound) {
+		t.Errorf("Execute after Close: %v, want ErrSessionNotFound (an ErrNotFound)", err)
 	}
 	open, err := m.Open(ctx(t), shared.OpenRequest{UserID: "carol"})
 	if err != nil || !strings.HasPrefix(open.SessionID, "s-") {
