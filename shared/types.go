@@ -477,15 +477,21 @@ const (
 
 // The default limits of one execution: what the host's built-in policy
 // and every backend apply when neither the policy nor the request sets a
-// limit (a five-second wall clock, 128 MB, 1 MiB of output, 1 MiB of args).
+// limit (a five-second wall clock, 128 MB, 1 MiB of output, 64 KiB of
+// code, 1 MiB of args). Prepare is where they are applied.
+// DefaultMaxCodeBytes is also the rules table's limits.max_code_bytes,
+// which the in-child checker enforces (validator's tests keep the two
+// equal).
 const (
 	DefaultTimeout        = 5 * time.Second
 	DefaultMemoryMB       = 128
 	DefaultMaxOutputBytes = 1 << 20
+	DefaultMaxCodeBytes   = 64 << 10
 	DefaultMaxArgsBytes   = 1 << 20
 )
 
-// Limits records the limits that applied to an execution.
+// Limits records the limits that applied to an execution (see
+// Resolved.Limits).
 type Limits struct {
 	TimeoutMS      int64 `json:"timeout_ms"`
 	MemoryMB       int   `json:"memory_mb"`
