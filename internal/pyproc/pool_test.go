@@ -10,6 +10,7 @@ import (
 
 	"github.com/orqest/sandbox/internal/pyproc"
 	"github.com/orqest/sandbox/runner"
+	"github.com/orqest/sandbox/shared"
 	"github.com/orqest/sandbox/validator"
 )
 
@@ -83,7 +84,7 @@ func TestPoolEvictionDrains(t *testing.T) {
 	p := &pyproc.Pool{Max: 1}
 	defer p.Close()
 	job := func(code string) pyproc.Job {
-		return pyproc.Job{Request: runner.Request{Code: code, AllowedImports: []string{"time"}, MemoryMB: 256}, Timeout: 20 * time.Second, MaxOutput: 1 << 20}
+		return pyproc.Job{Request: runner.Request{Code: code, AllowedImports: []string{"time"}}, Limits: shared.Resolved{Timeout: 20 * time.Second, MemoryMB: 256, MaxOutputBytes: 1 << 20}}
 	}
 	a, err := p.Get("a", "k", start)
 	if err != nil {
