@@ -219,3 +219,40 @@ func containerWorkdir(t *testing.T) string {
 	}
 	return work
 }
+
+// TestExecuteLimits: a call that arrives with its limits resolved runs
+// under exactly those; one that leaves them at zero (a plugin called
+// directly) gets the contract's defaults from shared.Prepare; one above
+// the runtime's ceiling, negative, or below the memory floor is refused
+// before anything runs.
+func TestExecuteLimits(t *testing.T) {
+	py, err := findPython("")
+	if err != nil {
+		t.Skipf("SKIPPING: no python3: %v", err)
+	}
+	e := &executor{python: py, rules: rules.JSON(), workdir: containerWorkdir(t), mode: modeSpawn}
+	defer e.shutdown()
+	ctx := context.Background()
+	for _, c := range []struct {
+		args rtproto.ExecuteArgs
+		want shared.Limits
+	}{
+		{rtproto.ExecuteArgs{Code: "return 1"}, shared.Limits{TimeoutMS: shared.DefaultTimeout.Milliseconds(), MemoryMB: shared.DefaultMemoryMB, MaxOutputBytes: shared.DefaultMaxOutputBytes}},
+		{rtproto.ExecuteArgs{Code: "return 1", TimeoutS: 2.5, MemoryMB: 256, MaxOutputBytes: 4096}, shared.Limits{TimeoutMS: 2500, MemoryMB: 256, MaxOutputBytes: 4096}},
+	} {
+		res, err := e.run(ctx, c.args, nil)
+		if err != nil || !res.Success || res.Limits != c.want {
+			t.Errorf("%+v: %+v, %v; want success under %+v", c.args, res, err, c.want)
+		}
+	}
+	for field, args := range map[string]rtproto.ExecuteArgs{
+		"timeout":          {Code: "return 1", TimeoutS: 3600},
+		"memory_mb":        {Code: "return 1", MemoryMB: 16},
+		"max_output_bytes": {Code: "return 1", MaxOutputBytes: -1},
+	} {
+		var fe *shared.FieldError
+		if _, err := e.run(ctx, args, nil); !errors.As(err, &fe) || fe.Field != field {
+			t.Errorf("%+v: %v, want a FieldError on %s", args, err, field)
+		}
+	}
+}

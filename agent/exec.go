@@ -19,18 +19,20 @@ import (
 	"github.com/orqest/sandbox/shared"
 )
 
-// Limits and defaults of one execution inside the container (the
-// contract's defaults). The container's own cgroup limits (memory, pids,
-// cpus) bound everything the runtime and its children do together.
+// callLimits are the runtime's own limits of one execution, for
+// shared.Prepare: the most a call may ask for and the caps of its code and
+// args. A call arrives with its limits resolved by the host; one that
+// leaves a limit at zero (a plugin called directly) gets the contract's
+// default from Prepare, as every tier does. The container's own cgroup
+// limits (memory, pids, cpus) bound everything the runtime and its
+// children do together.
+var callLimits = shared.Defaults{
+	MaxCodeBytes: 256 << 10,
+	MaxArgsBytes: shared.DefaultMaxArgsBytes,
+	Ceiling:      shared.Ceiling{Timeout: 10 * time.Minute, MemoryMB: 16 << 10, MaxOutputBytes: 16 << 20},
+}
+
 const (
-	defaultTimeout  = shared.DefaultTimeout
-	maxTimeout      = 10 * time.Minute
-	defaultMemoryMB = shared.DefaultMemoryMB
-	maxMemoryMB     = 16 << 10
-	defaultMaxOut   = shared.DefaultMaxOutputBytes
-	maxMaxOut       = 16 << 20
-	maxArgsBytes    = 1 << 20
-	maxCodeBytes    = 256 << 10
 	// maxZygotes bounds the warm fork-servers of one container (one per
 	// agent in use; the least recently used one goes first). Each is an
 	// interpreter plus its pool of pre-forked children, all counted against
@@ -242,28 +244,14 @@ func (e *executor) shutdown() {
 // child's stdout and stderr as they are read (pyproc.Job.OnOutput).
 func (e *executor) run(ctx context.Context, a rtproto.ExecuteArgs, onOutput func(stream string, data []byte)) (res shared.ExecutionResult, err error) {
 	start := time.Now()
-	timeout := time.Duration(a.TimeoutS * float64(time.Second))
-	memMB, maxOut := a.MemoryMB, a.MaxOutputBytes
-	if timeout < 0 || memMB < 0 || maxOut < 0 {
-		return res, fmt.Errorf("negative limit: %w", shared.ErrInvalidArgument)
+	p, err := shared.Prepare(shared.ExecuteRequest{
+		Code: a.Code, Args: a.Args,
+		Timeout: time.Duration(a.TimeoutS * float64(time.Second)), MemoryMB: a.MemoryMB, MaxOutputBytes: a.MaxOutputBytes,
+	}, callLimits)
+	if err != nil {
+		return res, fmt.Errorf("execute: %w", err)
 	}
-	if timeout == 0 {
-		timeout = defaultTimeout
-	}
-	if memMB == 0 {
-		memMB = defaultMemoryMB
-	}
-	if maxOut == 0 {
-		maxOut = defaultMaxOut
-	}
-	if timeout > maxTimeout || memMB > maxMemoryMB || maxOut > maxMaxOut {
-		return res, fmt.Errorf("limit over the runtime's maximum (timeout %v, memory %d MB, output %d bytes): %w", maxTimeout, maxMemoryMB, maxMaxOut, shared.ErrInvalidArgument)
-	}
-	if len(a.Code) > maxCodeBytes || len(a.Args) > maxArgsBytes {
-		return res, fmt.Errorf("code or args too large: %w", shared.ErrInvalidArgument)
-	}
-	limits := shared.Limits{TimeoutMS: timeout.Milliseconds(), MemoryMB: memMB, MaxOutputBytes: maxOut}
-	res.Limits = limits
+	res.Limits = p.Limits()
 	agent := a.AgentID
 	if agent == "" {
 		agent = "default"
@@ -297,26 +285,24 @@ func (e *executor) run(ctx context.Context, a rtproto.ExecuteArgs, onOutput func
 	job := pyproc.Job{
 		Request: runner.Request{
 			Code:           a.Code,
-			Args:           a.Args,
+			Args:           p.Args,
 			AllowedImports: a.AllowedImports,
 			Rules:          e.rules,
-			MemoryMB:       memMB,
 			ExtraSysPath:   extraPath,
 			ExtraReadPaths: e.system.dataDirs(),
 			Classes:        e.classes,
 			Workspace:      files,
 		},
-		Timeout:   timeout,
-		MaxOutput: maxOut,
-		Dir:       dir,
-		OnOutput:  onOutput,
+		Limits:   p.Resolved,
+		Dir:      dir,
+		OnOutput: onOutput,
 	}
 	if a.Stateful {
 		res, err = e.runStateful(ctx, agent, dir, python, extraPath, readPath, seal, job)
 		if err != nil {
 			return res, err
 		}
-		res.Limits = limits
+		res.Limits = p.Limits()
 		res.DurationMS = float64(time.Since(start).Microseconds()) / 1000
 		return res, nil
 	}
@@ -341,7 +327,7 @@ func (e *executor) run(ctx context.Context, a rtproto.ExecuteArgs, onOutput func
 	if err != nil {
 		return res, err
 	}
-	res.Limits = limits
+	res.Limits = p.Limits()
 	res.DurationMS = float64(time.Since(start).Microseconds()) / 1000
 	return res, nil
 }

@@ -2,6 +2,7 @@ package host
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"strings"
 	"sync"
@@ -47,16 +48,15 @@ sandbox "a" { plugin = "subprocess" }
 		{roomy, shared.ExecuteRequest{Timeout: 2 * time.Minute, MemoryMB: 64}, "timeout"},
 		{roomy, shared.ExecuteRequest{Timeout: time.Second, MemoryMB: 513}, "memory_mb"},
 	} {
-		if c.req.MaxOutputBytes == 0 {
-			c.req.MaxOutputBytes = c.p.MaxOutputBytes
-		}
-		err := c.p.checkCeilings(c.req)
+		c.req.Code = "return 1"
+		_, err := shared.Prepare(c.req, c.p.limits())
 		var fe *shared.FieldError
 		switch {
 		case c.field == "" && err != nil:
 			t.Errorf("%s %+v: refused: %v", c.p.Name, c.req, err)
-		case c.field != "" && (!errors.As(err, &fe) || fe.Field != c.field || !errors.Is(err, shared.ErrInvalidArgument) || !strings.Contains(err.Error(), "ceiling")):
-			t.Errorf("%s %+v: got %v, want a FieldError on %s naming the ceiling", c.p.Name, c.req, err, c.field)
+		case c.field != "" && (!errors.As(err, &fe) || fe.Field != c.field || !errors.Is(err, shared.ErrInvalidArgument) ||
+			!strings.Contains(err.Error(), "policy \""+c.p.Name+"\"'s ceiling") || !strings.Contains(err.Error(), "raise ceiling { "+c.field+" }")):
+			t.Errorf("%s %+v: got %v, want a FieldError on %s naming the policy's ceiling", c.p.Name, c.req, err, c.field)
 		}
 	}
 }
@@ -173,5 +173,38 @@ sandbox "a" { plugin = "subprocess" }
 	}
 	if p := sb.PeakConcurrency(); p > 4 {
 		t.Errorf("peak %d in flight, max_concurrency 4", p)
+	}
+}
+
+// The host resolves a request's limits once, with its policy: the plugin
+// receives every limit set (the policy's where the request left one at
+// zero) and records exactly those in the result.
+func TestExecuteSendsResolvedLimits(t *testing.T) {
+	h := newHost(t, `
+policy "default" {
+  timeout          = "3s"
+  memory_mb        = 256
+  max_output_bytes = 4096
+}
+sandbox "a" { plugin = "subprocess" }
+`)
+	sb := defaultSandbox(t, h)
+	req, limits, err := sb.applyPolicy(shared.ExecuteRequest{Code: "return 1", Args: json.RawMessage(" null ")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := shared.Limits{TimeoutMS: 3000, MemoryMB: 256, MaxOutputBytes: 4096}
+	if req.Timeout != 3*time.Second || req.MemoryMB != 256 || req.MaxOutputBytes != 4096 || string(req.Args) != "{}" || limits != want {
+		t.Fatalf("applyPolicy: %+v, limits %+v; want the policy's limits %+v and args {}", req, limits, want)
+	}
+	// What the caller sets, within the ceiling, wins.
+	if req, _, err := sb.applyPolicy(shared.ExecuteRequest{Code: "return 1", Timeout: time.Second}); err != nil || req.Timeout != time.Second || req.MemoryMB != 256 {
+		t.Fatalf("a request's own timeout: %+v, %v", req, err)
+	}
+	// The plugin records what it received: the resolved values, not its
+	// own defaults (5s, 128 MB, 1 MiB).
+	res, err := sb.Execute(context.Background(), shared.ExecuteRequest{Code: "return 1"})
+	if err != nil || !res.Success || res.Limits != want {
+		t.Fatalf("Execute: %+v, %v; want limits %+v", res, err, want)
 	}
 }

@@ -22,16 +22,6 @@ import (
 	"github.com/orqest/sandbox/shared/plugin"
 )
 
-// Default limits, used when a policy leaves a limit out and when a sandbox
-// names no policy and no policy "default" exists.
-const (
-	DefaultTimeout        = shared.DefaultTimeout
-	DefaultMemoryMB       = shared.DefaultMemoryMB
-	DefaultMaxOutputBytes = shared.DefaultMaxOutputBytes
-	DefaultMaxCodeBytes   = 64 << 10
-	DefaultMaxArgsBytes   = shared.DefaultMaxArgsBytes
-)
-
 // DefaultConfigFile is the file LoadFile and the CLI read when no path is
 // given, relative to the working directory.
 const DefaultConfigFile = "config.hcl"
@@ -270,31 +260,27 @@ type Policy struct {
 	Classes bool
 }
 
-// checkCeilings refuses a request that asks for more than the policy's
-// ceilings (a *shared.FieldError naming the limit).
-func (p Policy) checkCeilings(req shared.ExecuteRequest) error {
-	or := func(v, def int) int {
-		if v > 0 {
-			return v
+// limits are the policy's limits as shared.Prepare resolves a request
+// with them: its values the defaults, its ceiling {} the ceilings (a
+// ceiling it leaves unset is the value itself), named after the policy so
+// that a refusal points at the attribute to raise.
+func (p Policy) limits() shared.Defaults {
+	or := func(c, v int) int {
+		if c > 0 {
+			return c
 		}
-		return def
+		return v
 	}
 	maxT := p.MaxTimeout
 	if maxT <= 0 {
 		maxT = p.Timeout
 	}
-	switch {
-	case req.Timeout > maxT:
-		return &shared.FieldError{Field: "timeout", Reason: fmt.Sprintf(
-			"timeout %s is above policy %q's ceiling of %s; ask for at most that, or raise ceiling { timeout } in the policy", req.Timeout, p.Name, maxT)}
-	case req.MemoryMB > or(p.MaxMemoryMB, p.MemoryMB):
-		return &shared.FieldError{Field: "memory_mb", Reason: fmt.Sprintf(
-			"memory of %d MB is above policy %q's ceiling of %d MB; ask for at most that, or raise ceiling { memory_mb } in the policy", req.MemoryMB, p.Name, or(p.MaxMemoryMB, p.MemoryMB))}
-	case req.MaxOutputBytes > or(p.MaxOutputCeiling, p.MaxOutputBytes):
-		return &shared.FieldError{Field: "max_output_bytes", Reason: fmt.Sprintf(
-			"an output cap of %d bytes is above policy %q's ceiling of %d; ask for at most that, or raise ceiling { max_output_bytes } in the policy", req.MaxOutputBytes, p.Name, or(p.MaxOutputCeiling, p.MaxOutputBytes))}
+	return shared.Defaults{
+		Name:    fmt.Sprintf("policy %q", p.Name),
+		Timeout: p.Timeout, MemoryMB: p.MemoryMB, MaxOutputBytes: p.MaxOutputBytes,
+		MaxCodeBytes: p.MaxCodeBytes, MaxArgsBytes: p.MaxArgsBytes,
+		Ceiling: shared.Ceiling{Timeout: maxT, MemoryMB: or(p.MaxMemoryMB, p.MemoryMB), MaxOutputBytes: or(p.MaxOutputCeiling, p.MaxOutputBytes)},
 	}
-	return nil
 }
 
 // DefaultMaxConcurrency is a sandbox's max_concurrency when its policy sets
@@ -306,21 +292,23 @@ func DefaultMaxConcurrency() int { return max(4, 2*runtime.NumCPU()) }
 const DefaultMaxQueue = 256
 
 // BuiltinPolicy is the policy of a sandbox that names none when the config
-// has no policy "default": default-deny imports and the default limits.
+// has no policy "default": default-deny imports and the contract's default
+// limits (shared.DefaultTimeout and the rest), which are also what a
+// policy's limit left out becomes.
 func BuiltinPolicy() Policy {
 	return Policy{
 		Name:           "default",
-		Timeout:        DefaultTimeout,
-		MemoryMB:       DefaultMemoryMB,
-		MaxOutputBytes: DefaultMaxOutputBytes,
-		MaxCodeBytes:   DefaultMaxCodeBytes,
-		MaxArgsBytes:   DefaultMaxArgsBytes,
+		Timeout:        shared.DefaultTimeout,
+		MemoryMB:       shared.DefaultMemoryMB,
+		MaxOutputBytes: shared.DefaultMaxOutputBytes,
+		MaxCodeBytes:   shared.DefaultMaxCodeBytes,
+		MaxArgsBytes:   shared.DefaultMaxArgsBytes,
 		MaxConcurrency: DefaultMaxConcurrency(),
 		MaxQueue:       DefaultMaxQueue,
 
-		MaxTimeout:       DefaultTimeout,
-		MaxMemoryMB:      DefaultMemoryMB,
-		MaxOutputCeiling: DefaultMaxOutputBytes,
+		MaxTimeout:       shared.DefaultTimeout,
+		MaxMemoryMB:      shared.DefaultMemoryMB,
+		MaxOutputCeiling: shared.DefaultMaxOutputBytes,
 	}
 }
 

@@ -61,13 +61,13 @@ func TestParseGoodConfig(t *testing.T) {
 		t.Fatal("no default policy")
 	}
 	want := Policy{Name: "default", AllowedImports: []string{"re", "math"}, AllowedPackages: nil,
-		Timeout: 2 * time.Second, MemoryMB: 64, MaxOutputBytes: 4096, MaxCodeBytes: DefaultMaxCodeBytes, MaxArgsBytes: DefaultMaxArgsBytes,
+		Timeout: 2 * time.Second, MemoryMB: 64, MaxOutputBytes: 4096, MaxCodeBytes: shared.DefaultMaxCodeBytes, MaxArgsBytes: shared.DefaultMaxArgsBytes,
 		MaxTimeout: 2 * time.Second, MaxMemoryMB: 64, MaxOutputCeiling: 4096, MaxConcurrency: DefaultMaxConcurrency(), MaxQueue: DefaultMaxQueue}
 	if !equalPolicy(p, want) {
 		t.Errorf("policy = %+v, want %+v", p, want)
 	}
 	strict, _ := cfg.Policy("strict")
-	if strict.Timeout != DefaultTimeout || strict.MemoryMB != DefaultMemoryMB || len(strict.AllowedImports) != 0 {
+	if strict.Timeout != shared.DefaultTimeout || strict.MemoryMB != shared.DefaultMemoryMB || len(strict.AllowedImports) != 0 {
 		t.Errorf("strict policy defaults: %+v", strict)
 	}
 	sb, ok := cfg.SandboxConfigNamed("tier1")

@@ -142,7 +142,7 @@ func TestExecuteOnEmbeddedDefault(t *testing.T) {
 		t.Errorf("denied import: %+v %v", res, err)
 	}
 	// Size and argument checks happen in the host.
-	if _, err := sb.Execute(ctx, shared.ExecuteRequest{Code: strings.Repeat("x", DefaultMaxCodeBytes+1)}); !errors.Is(err, shared.ErrInvalidArgument) {
+	if _, err := sb.Execute(ctx, shared.ExecuteRequest{Code: strings.Repeat("x", shared.DefaultMaxCodeBytes+1)}); !errors.Is(err, shared.ErrInvalidArgument) {
 		t.Errorf("oversize code: %v", err)
 	}
 	if _, err := sb.Execute(ctx, shared.ExecuteRequest{Code: "return 1", Args: json.RawMessage(`[1]`)}); !errors.Is(err, shared.ErrInvalidArgument) {

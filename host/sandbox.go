@@ -197,11 +197,10 @@ func (s *Sandbox) execute(ctx context.Context, req shared.ExecuteRequest, obs *e
 	// slot): the reaper never closes it under the call.
 	call := s.beginSession(req.SessionID)
 	defer call.end()
-	req, err := s.applyPolicy(req)
+	req, limits, err := s.applyPolicy(req)
 	if err != nil {
 		return shared.ExecutionResult{}, err
 	}
-	limits := shared.Limits{TimeoutMS: req.Timeout.Milliseconds(), MemoryMB: req.MemoryMB, MaxOutputBytes: req.MaxOutputBytes}
 	if fs := s.host.opts.checker.CheckWith(ctx, req.Code, req.AllowedImports, validator.Features{Classes: s.policy.Classes}); len(fs) > 0 {
 		return shared.Rejected(fs, limits), nil
 	}
@@ -329,55 +328,34 @@ func (s *Sandbox) checkStateful(ctx context.Context, req shared.ExecuteRequest) 
 	return nil
 }
 
-func (s *Sandbox) applyPolicy(req shared.ExecuteRequest) (shared.ExecuteRequest, error) {
+// applyPolicy checks req against the sandbox's policy and returns the
+// request the plugin gets, its limits resolved once (shared.Prepare with
+// the policy's limits: the plugin and its runtime find nothing left to
+// default), and the record of those limits for the result.
+func (s *Sandbox) applyPolicy(req shared.ExecuteRequest) (shared.ExecuteRequest, shared.Limits, error) {
 	p := s.policy
-	if len(req.Code) > p.MaxCodeBytes {
-		return req, &shared.FieldError{Field: "code", Reason: fmt.Sprintf("code is %d bytes, policy %q allows %d (max_code_bytes)", len(req.Code), p.Name, p.MaxCodeBytes)}
+	if bytes.Equal(bytes.TrimSpace(req.Args), []byte("null")) {
+		req.Args = nil // null args are no args: {}
 	}
-	if len(req.Args) > p.MaxArgsBytes {
-		return req, &shared.FieldError{Field: "args", Reason: fmt.Sprintf("args are %d bytes, policy %q allows %d (max_args_bytes)", len(req.Args), p.Name, p.MaxArgsBytes)}
+	prep, err := shared.Prepare(req, p.limits())
+	if err != nil {
+		return req, shared.Limits{}, err
 	}
-	args := bytes.TrimSpace(req.Args)
-	if len(args) == 0 || bytes.Equal(args, []byte("null")) {
-		req.Args = json.RawMessage("{}")
-	} else {
-		if err := shared.CheckArgsObject(args); err != nil {
-			return req, err
-		}
-		req.Args = json.RawMessage(args)
-	}
-	if req.Timeout < 0 || req.MemoryMB < 0 || req.MaxOutputBytes < 0 {
-		return req, fmt.Errorf("timeout, memory and output limits must not be negative: %w", shared.ErrInvalidArgument)
-	}
-	if err := shared.CheckMemoryMB(req.MemoryMB); err != nil {
-		return req, err
-	}
-	if req.Timeout == 0 {
-		req.Timeout = p.Timeout
-	}
-	if req.MemoryMB == 0 {
-		req.MemoryMB = p.MemoryMB
-	}
-	if req.MaxOutputBytes == 0 {
-		req.MaxOutputBytes = p.MaxOutputBytes
-	}
-	if err := p.checkCeilings(req); err != nil {
-		return req, err
-	}
+	req = prep.Apply(req)
 	if err := p.checkDangerous(req.AllowedImports...); err != nil {
-		return req, err
+		return req, shared.Limits{}, err
 	}
 	if err := p.checkUnreviewed(req.AllowedImports...); err != nil {
-		return req, err
+		return req, shared.Limits{}, err
 	}
 	// Dependencies: each must be in allowed_packages, else the call is
 	// refused here, before the plugin (fail closed; the plugin and its
 	// runtime check again against the list they got at Configure).
 	if _, err := shared.CheckDependencies(req.Dependencies, p.AllowedPackages); err != nil {
-		return req, fmt.Errorf("policy %q: %w", p.Name, err)
+		return req, shared.Limits{}, fmt.Errorf("policy %q: %w", p.Name, err)
 	}
 	req.AllowedImports = s.AllowedImports(req.AllowedImports...)
-	return req, nil
+	return req, prep.Limits(), nil
 }
 
 // Open starts a session on a session tier (shared.ErrNotSupported

@@ -791,7 +791,9 @@ func (f *ToolFactory) RunPython(ctx context.Context, req RunPythonRequest) (shar
 		// Rejected under exactly the request's imports, before Execute:
 		// observed (metrics, span, log line, audit) as an execution too.
 		res, err = sb.observeExecute(ctx, ereq, func(context.Context, *execObservation) (shared.ExecutionResult, error) {
-			return shared.Rejected(fs, shared.Limits{TimeoutMS: timeout.Milliseconds(), MemoryMB: pol.MemoryMB, MaxOutputBytes: pol.MaxOutputBytes}), nil
+			// The limits it would have run with.
+			p, err := shared.Prepare(shared.ExecuteRequest{Timeout: timeout}, pol.limits())
+			return shared.Rejected(fs, p.Limits()), err
 		})
 	} else {
 		res, err = f.executeStream(ctx, ereq, req.OnOutput)

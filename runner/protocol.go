@@ -319,10 +319,12 @@ type Request struct {
 	AllowedImports []string        `json:"allowed_imports"`
 	// Rules is the rules table (validator.RulesJSON()): the in-child checker
 	// reads it and the runner builds __builtins__ from its safe_builtins.
-	Rules          json.RawMessage `json:"rules"`
-	MaxOutputBytes int             `json:"max_output_bytes,omitempty"`
-	MemoryMB       int             `json:"memory_mb,omitempty"`
-	CPUSeconds     int             `json:"cpu_seconds,omitempty"`
+	Rules json.RawMessage `json:"rules"`
+	// MaxOutputBytes, MemoryMB and CPUSeconds are the execution's
+	// resolved limits (WithLimits sets them from shared.Resolved).
+	MaxOutputBytes int `json:"max_output_bytes,omitempty"`
+	MemoryMB       int `json:"memory_mb,omitempty"`
+	CPUSeconds     int `json:"cpu_seconds,omitempty"`
 	// LimitsApplied says RLIMIT_AS and RLIMIT_CPU are already in force
 	// (a fork-server child of the C loop sets them before it reads this
 	// request): the runner does not set them again.
@@ -360,6 +362,15 @@ type Response struct {
 	Error     string           `json:"error,omitempty"`
 	ErrorKind string           `json:"error_kind,omitempty"`
 	Findings  []shared.Finding `json:"findings,omitempty"`
+}
+
+// WithLimits returns r with the limits the child enforces taken from l:
+// memory_mb, cpu_seconds (l.CPUSeconds, the contract's formula) and
+// max_output_bytes. Every backend that runs the runner hands its resolved
+// limits on through it.
+func (r Request) WithLimits(l shared.Resolved) Request {
+	r.MemoryMB, r.CPUSeconds, r.MaxOutputBytes = l.MemoryMB, l.CPUSeconds(), l.MaxOutputBytes
+	return r
 }
 
 // Encode renders the request as the single JSON document the child reads.

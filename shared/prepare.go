@@ -4,70 +4,187 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"math"
 	"time"
 )
 
-// Defaults are a backend's limits: what a request that leaves a limit at
-// zero gets, and the size caps every request must fit. A zero Timeout,
-// MemoryMB or MaxOutputBytes leaves the request's zero as it is.
+// Defaults are the limits of whoever resolves a request: the host's
+// policy, or a backend's (or runtime's) own limits for a call that reaches
+// it directly. They are what a limit the request leaves at zero becomes,
+// the most a request may ask for, and the size caps of its code and args.
+//
+// A zero default takes the contract's (DefaultTimeout, DefaultMemoryMB,
+// DefaultMaxOutputBytes, DefaultMaxCodeBytes, DefaultMaxArgsBytes), so a
+// backend names only the limits it documents differently; a zero ceiling
+// is no ceiling.
 type Defaults struct {
+	// Name is the policy the limits come from, as errors name it
+	// (`policy "default"`): a refusal then points at the policy's
+	// attribute to raise. Empty for a backend's own limits.
+	Name string
+
 	Timeout        time.Duration
 	MemoryMB       int
 	MaxOutputBytes int
 	MaxCodeBytes   int
 	MaxArgsBytes   int
+
+	// Ceiling is the most a request may ask for.
+	Ceiling Ceiling
 }
 
-// Prepared is an ExecuteRequest with its limits resolved and its args
-// checked and compacted.
-type Prepared struct {
+// Ceiling is the most a request may ask for of each limit it may set; a
+// zero field is no ceiling.
+type Ceiling struct {
 	Timeout        time.Duration
 	MemoryMB       int
 	MaxOutputBytes int
-	Args           json.RawMessage
 }
 
-// CheckCodeSize refuses code over max bytes with an error wrapping
-// ErrInvalidArgument.
-func CheckCodeSize(code string, max int) error {
-	if len(code) > max {
-		return fmt.Errorf("code is %d bytes, over the limit of %d bytes: %w", len(code), max, ErrInvalidArgument)
+// Resolved are the effective limits of one execution, as Prepare resolved
+// them from a request and Defaults: what a backend enforces, hands on to
+// the process it runs (runner.Request.WithLimits) and records in the
+// result (Limits). Every field is set.
+type Resolved struct {
+	Timeout        time.Duration // the wall clock
+	MemoryMB       int           // the child's address-space cap (RLIMIT_AS)
+	MaxOutputBytes int           // cap of the output, stdout and stderr each
+	MaxCodeBytes   int           // cap of the body's source
+	MaxArgsBytes   int           // cap of the JSON args
+}
+
+// CPUSeconds is the CPU-time limit that goes with the wall clock, the
+// soft RLIMIT_CPU of the child in seconds: the timeout rounded up to a
+// whole second, plus one. A body that computes for the whole wall clock
+// is ended by the wall clock (a timeout that says so); RLIMIT_CPU is the
+// kernel's bound for when that kill does not come in time. Every tier
+// takes it from here.
+func (r Resolved) CPUSeconds() int {
+	return int(math.Ceil(r.Timeout.Seconds())) + 1
+}
+
+// Limits is the record of r that an ExecutionResult carries: every
+// backend fills ExecutionResult.Limits with it.
+func (r Resolved) Limits() Limits {
+	return Limits{TimeoutMS: r.Timeout.Milliseconds(), MemoryMB: r.MemoryMB, MaxOutputBytes: r.MaxOutputBytes}
+}
+
+// Prepared is an ExecuteRequest's resolved limits and its args, checked
+// and compacted.
+type Prepared struct {
+	Resolved
+	Args json.RawMessage
+}
+
+// Apply returns req with p's limits and args in place of its own: the
+// request to hand onward, so that the next stage (a plugin, a session's
+// runtime) receives the resolved values and has nothing left to default.
+func (p Prepared) Apply(req ExecuteRequest) ExecuteRequest {
+	req.Timeout, req.MemoryMB, req.MaxOutputBytes, req.Args = p.Timeout, p.MemoryMB, p.MaxOutputBytes, p.Args
+	return req
+}
+
+// Prepare resolves the limits of req under d: the one place a request's
+// limits are checked and defaulted, by the host with its policy and by
+// every backend with its own limits. It refuses a negative limit, a memory
+// limit below MinMemoryMB, code or args over their caps, args that are not
+// a JSON object and a limit above its ceiling; a zero limit takes d's
+// value. Every error is a *FieldError (it wraps ErrInvalidArgument) on
+// the request field at fault.
+func Prepare(req ExecuteRequest, d Defaults) (Prepared, error) {
+	switch {
+	case req.Timeout < 0:
+		return Prepared{}, &FieldError{Field: "timeout", Reason: fmt.Sprintf("timeout must not be negative (got %s)", req.Timeout)}
+	case req.MemoryMB < 0:
+		return Prepared{}, &FieldError{Field: "memory_mb", Reason: fmt.Sprintf("memory_mb must not be negative (got %d)", req.MemoryMB)}
+	case req.MaxOutputBytes < 0:
+		return Prepared{}, &FieldError{Field: "max_output_bytes", Reason: fmt.Sprintf("max_output_bytes must not be negative (got %d)", req.MaxOutputBytes)}
+	}
+	d = d.contract()
+	r := Resolved{
+		Timeout:        orDefault(req.Timeout, d.Timeout),
+		MemoryMB:       orDefault(req.MemoryMB, d.MemoryMB),
+		MaxOutputBytes: orDefault(req.MaxOutputBytes, d.MaxOutputBytes),
+		MaxCodeBytes:   d.MaxCodeBytes,
+		MaxArgsBytes:   d.MaxArgsBytes,
+	}
+	if err := CheckMemoryMB(r.MemoryMB); err != nil {
+		return Prepared{}, err
+	}
+	if err := checkSize("code", "code is", len(req.Code), r.MaxCodeBytes, d.Name); err != nil {
+		return Prepared{}, err
+	}
+	if err := checkSize("args", "args are", len(req.Args), r.MaxArgsBytes, d.Name); err != nil {
+		return Prepared{}, err
+	}
+	args, err := NormalizeArgs(req.Args)
+	if err != nil {
+		return Prepared{}, err
+	}
+	if err := d.checkCeiling(r); err != nil {
+		return Prepared{}, err
+	}
+	return Prepared{Resolved: r, Args: args}, nil
+}
+
+// orDefault returns v, or def when v is zero.
+func orDefault[T int | time.Duration](v, def T) T {
+	if v == 0 {
+		return def
+	}
+	return v
+}
+
+// contract returns d with its zero defaults replaced by the contract's.
+func (d Defaults) contract() Defaults {
+	d.Timeout = orDefault(d.Timeout, DefaultTimeout)
+	d.MemoryMB = orDefault(d.MemoryMB, DefaultMemoryMB)
+	d.MaxOutputBytes = orDefault(d.MaxOutputBytes, DefaultMaxOutputBytes)
+	d.MaxCodeBytes = orDefault(d.MaxCodeBytes, DefaultMaxCodeBytes)
+	d.MaxArgsBytes = orDefault(d.MaxArgsBytes, DefaultMaxArgsBytes)
+	return d
+}
+
+// checkCeiling refuses a resolved limit above d's ceiling for it.
+func (d Defaults) checkCeiling(r Resolved) error {
+	whose, raise := "the", func(string) string { return "" }
+	if d.Name != "" {
+		whose = d.Name + "'s"
+		raise = func(attr string) string { return ", or raise ceiling { " + attr + " } in the policy" }
+	}
+	c := d.Ceiling
+	switch {
+	case c.Timeout > 0 && r.Timeout > c.Timeout:
+		return &FieldError{Field: "timeout", Reason: fmt.Sprintf(
+			"timeout %s is above %s ceiling of %s; ask for at most that%s", r.Timeout, whose, c.Timeout, raise("timeout"))}
+	case c.MemoryMB > 0 && r.MemoryMB > c.MemoryMB:
+		return &FieldError{Field: "memory_mb", Reason: fmt.Sprintf(
+			"memory of %d MB is above %s ceiling of %d MB; ask for at most that%s", r.MemoryMB, whose, c.MemoryMB, raise("memory_mb"))}
+	case c.MaxOutputBytes > 0 && r.MaxOutputBytes > c.MaxOutputBytes:
+		return &FieldError{Field: "max_output_bytes", Reason: fmt.Sprintf(
+			"an output cap of %d bytes is above %s ceiling of %d; ask for at most that%s", r.MaxOutputBytes, whose, c.MaxOutputBytes, raise("max_output_bytes"))}
 	}
 	return nil
 }
 
-// Prepare checks what every backend checks before it runs a request —
-// no negative limit, code and args within their caps, args a JSON object —
-// and fills zero limits from d. Every error wraps ErrInvalidArgument.
-func Prepare(req ExecuteRequest, d Defaults) (Prepared, error) {
-	p := Prepared{Timeout: req.Timeout, MemoryMB: req.MemoryMB, MaxOutputBytes: req.MaxOutputBytes}
-	if p.Timeout < 0 || p.MemoryMB < 0 || p.MaxOutputBytes < 0 {
-		return p, fmt.Errorf("negative limit (timeout %v, memory_mb %d, max_output_bytes %d): %w", p.Timeout, p.MemoryMB, p.MaxOutputBytes, ErrInvalidArgument)
+// checkSize refuses n bytes of field over max; policy, when set, names
+// the policy whose max_<field>_bytes it is.
+func checkSize(field, subject string, n, max int, policy string) error {
+	switch {
+	case n <= max:
+		return nil
+	case policy != "":
+		return &FieldError{Field: field, Reason: fmt.Sprintf("%s %d bytes, %s allows %d (max_%s_bytes)", subject, n, policy, max, field)}
+	default:
+		return &FieldError{Field: field, Reason: fmt.Sprintf("%s %d bytes, over the limit of %d bytes", subject, n, max)}
 	}
-	if err := CheckMemoryMB(p.MemoryMB); err != nil {
-		return p, err
-	}
-	if p.Timeout == 0 {
-		p.Timeout = d.Timeout
-	}
-	if p.MemoryMB == 0 {
-		p.MemoryMB = d.MemoryMB
-	}
-	if p.MaxOutputBytes == 0 {
-		p.MaxOutputBytes = d.MaxOutputBytes
-	}
-	if err := CheckCodeSize(req.Code, d.MaxCodeBytes); err != nil {
-		return p, err
-	}
-	if len(req.Args) > d.MaxArgsBytes {
-		return p, fmt.Errorf("args are %d bytes, over the limit of %d bytes: %w", len(req.Args), d.MaxArgsBytes, ErrInvalidArgument)
-	}
-	args, err := NormalizeArgs(req.Args)
-	if err != nil {
-		return p, err
-	}
-	p.Args = args
-	return p, nil
+}
+
+// CheckCodeSize refuses code over max bytes (0 means DefaultMaxCodeBytes)
+// with a *FieldError on "code": what Validate checks before the static
+// checks, as Prepare does for Execute.
+func CheckCodeSize(code string, max int) error {
+	return checkSize("code", "code is", len(code), orDefault(max, DefaultMaxCodeBytes), "")
 }
 
 // NormalizeArgs checks that raw is a JSON object (empty means {}) and returns

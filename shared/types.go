@@ -225,13 +225,17 @@ type ExecuteRequest struct {
 	Code           string
 	Args           json.RawMessage // a JSON object; empty means {}
 	AllowedImports []string
-	Timeout        time.Duration // wall clock; 0 means the backend default
-	MemoryMB       int           // address-space cap; 0 means the backend default
-	MaxOutputBytes int           // cap for output, stdout and stderr each; 0 means default
-	SessionID      string        // session from Open; empty for sessionless backends
-	UserID         string        // the framework-issued user, for session tiers
-	AgentID        string        // per-agent environment inside a session
-	ToolName       string        // names the invocation for a tool library
+	// Timeout, MemoryMB and MaxOutputBytes are the call's limits: the wall
+	// clock, the address-space cap and the cap of output, stdout and
+	// stderr each. Prepare resolves them; 0 means the default. The host
+	// sends them resolved, so 0 reaches a backend only from a direct call.
+	Timeout        time.Duration
+	MemoryMB       int
+	MaxOutputBytes int
+	SessionID      string // session from Open; empty for sessionless backends
+	UserID         string // the framework-issued user, for session tiers
+	AgentID        string // per-agent environment inside a session
+	ToolName       string // names the invocation for a tool library
 	// Dependencies are packages (PEP 503 names, optionally "name==version")
 	// to install into the agent's environment before the code runs. Each
 	// must be in the policy's allowed_packages (ConfigureRequest.
@@ -477,15 +481,21 @@ const (
 
 // The default limits of one execution: what the host's built-in policy
 // and every backend apply when neither the policy nor the request sets a
-// limit (a five-second wall clock, 128 MB, 1 MiB of output, 1 MiB of args).
+// limit (a five-second wall clock, 128 MB, 1 MiB of output, 64 KiB of
+// code, 1 MiB of args). Prepare is where they are applied.
+// DefaultMaxCodeBytes is also the rules table's limits.max_code_bytes,
+// which the in-child checker enforces (validator's tests keep the two
+// equal).
 const (
 	DefaultTimeout        = 5 * time.Second
 	DefaultMemoryMB       = 128
 	DefaultMaxOutputBytes = 1 << 20
+	DefaultMaxCodeBytes   = 64 << 10
 	DefaultMaxArgsBytes   = 1 << 20
 )
 
-// Limits records the limits that applied to an execution.
+// Limits records the limits that applied to an execution (see
+// Resolved.Limits).
 type Limits struct {
 	TimeoutMS      int64 `json:"timeout_ms"`
 	MemoryMB       int   `json:"memory_mb"`

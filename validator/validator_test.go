@@ -134,6 +134,15 @@ func TestCodeTooLarge(t *testing.T) {
 	}
 }
 
+// The rules table's max_code_bytes (what the in-child checker enforces)
+// is the contract's default code cap: a body the host and the plugins
+// accept by default is one the child accepts.
+func TestMaxCodeBytesIsTheContracts(t *testing.T) {
+	if MaxCodeBytes() != shared.DefaultMaxCodeBytes {
+		t.Fatalf("rules.json limits.max_code_bytes = %d, shared.DefaultMaxCodeBytes = %d: keep them equal", MaxCodeBytes(), shared.DefaultMaxCodeBytes)
+	}
+}
+
 func TestValidationTimeout(t *testing.T) {
 	code := strings.Repeat("x = [a.b(c, d[e]) for a in range(10) if a]\n", 1500)
 	v := New(WithTimeout(time.Microsecond))

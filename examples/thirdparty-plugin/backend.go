@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -30,15 +29,11 @@ const (
 	Version = "0.1.0"
 )
 
-// Defaults for limits a request leaves at zero, and for the config block.
+// Defaults of the config block. A request's limits are resolved by
+// shared.Prepare: what it leaves at zero gets the contract's defaults.
 const (
-	DefaultPython         = "/usr/bin/python3"
-	DefaultTimeout        = shared.DefaultTimeout
-	DefaultMemoryMB       = shared.DefaultMemoryMB
-	DefaultMaxOutputBytes = shared.DefaultMaxOutputBytes
-	DefaultMaxParallel    = 8
-	// MaxCodeBytes caps the code of one request.
-	MaxCodeBytes = 64 << 10
+	DefaultPython      = "/usr/bin/python3"
+	DefaultMaxParallel = 8
 )
 
 // Config is the backend's `config {}` block, advertised in Info's
@@ -138,8 +133,8 @@ func (b *Backend) Configure(_ context.Context, req shared.ConfigureRequest) (sha
 
 // Validate runs the project's static checks (package validator); nothing runs.
 func (b *Backend) Validate(ctx context.Context, req shared.ValidateRequest) (shared.ValidateResponse, error) {
-	if len(req.Code) > MaxCodeBytes {
-		return shared.ValidateResponse{}, fmt.Errorf("code is %d bytes, over the limit of %d: %w", len(req.Code), MaxCodeBytes, shared.ErrInvalidArgument)
+	if err := shared.CheckCodeSize(req.Code, shared.DefaultMaxCodeBytes); err != nil {
+		return shared.ValidateResponse{}, err
 	}
 	return shared.ValidateResponse{Findings: b.validator.Check(ctx, req.Code, req.AllowedImports)}, nil
 }
@@ -152,26 +147,18 @@ func (b *Backend) Execute(ctx context.Context, req shared.ExecuteRequest) (share
 	if req.SessionID != "" {
 		return shared.ExecuteResponse{}, fmt.Errorf("session %q: pyexec has no sessions: %w", req.SessionID, shared.ErrNotSupported)
 	}
-	if len(req.Code) > MaxCodeBytes {
-		return shared.ExecuteResponse{}, fmt.Errorf("code is %d bytes, over the limit of %d: %w", len(req.Code), MaxCodeBytes, shared.ErrInvalidArgument)
-	}
-	if req.Timeout < 0 || req.MemoryMB < 0 || req.MaxOutputBytes < 0 {
-		return shared.ExecuteResponse{}, fmt.Errorf("negative limit: %w", shared.ErrInvalidArgument)
-	}
-	args, err := shared.NormalizeArgs(req.Args)
+	// The request's limits, resolved once: the contract's defaults for
+	// what it leaves at zero (the host sends every one set), the code and
+	// args caps, and args checked to be a JSON object.
+	p, err := shared.Prepare(req, shared.Defaults{})
 	if err != nil {
 		return shared.ExecuteResponse{}, err
-	}
-	limits := shared.Limits{
-		TimeoutMS:      orDefault(req.Timeout, DefaultTimeout).Milliseconds(),
-		MemoryMB:       orDefault(req.MemoryMB, DefaultMemoryMB),
-		MaxOutputBytes: orDefault(req.MaxOutputBytes, DefaultMaxOutputBytes),
 	}
 
 	// Stage 1: static validation in Go. The child validates again with
 	// CPython's own ast, from the same rules table.
 	if findings := b.validator.Check(ctx, req.Code, req.AllowedImports); len(findings) > 0 {
-		res := shared.Rejected(findings, limits)
+		res := shared.Rejected(findings, p.Limits())
 		res.DurationMS = msSince(start)
 		return shared.ExecuteResponse{Result: res}, nil
 	}
@@ -189,17 +176,14 @@ func (b *Backend) Execute(ctx context.Context, req shared.ExecuteRequest) (share
 	// Stage 2: run.
 	res, err := b.run(ctx, cfg.Python, runner.Request{
 		Code:           req.Code,
-		Args:           args,
+		Args:           p.Args,
 		AllowedImports: req.AllowedImports,
 		Rules:          validator.RulesJSON(),
-		MaxOutputBytes: limits.MaxOutputBytes,
-		MemoryMB:       limits.MemoryMB,
-		CPUSeconds:     int(math.Ceil(float64(limits.TimeoutMS)/1000)) + 1,
-	}, time.Duration(limits.TimeoutMS)*time.Millisecond)
+	}.WithLimits(p.Resolved), p.Timeout)
 	if err != nil {
 		return shared.ExecuteResponse{}, err
 	}
-	res.Limits = limits
+	res.Limits = p.Limits()
 	res.DurationMS = msSince(start)
 	return shared.ExecuteResponse{Result: res}, nil
 }
@@ -325,13 +309,6 @@ func (b *Backend) run(ctx context.Context, python string, req runner.Request, ti
 func fail(res shared.ExecutionResult, kind shared.ErrorKind, msg string) shared.ExecutionResult {
 	res.Success, res.Output, res.ErrorKind, res.Error = false, nil, kind, msg
 	return res
-}
-
-func orDefault[T int | time.Duration](v, def T) T {
-	if v == 0 {
-		return def
-	}
-	return v
 }
 
 func msSince(t time.Time) float64 {

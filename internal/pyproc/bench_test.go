@@ -10,6 +10,7 @@ import (
 
 	"github.com/orqest/sandbox/internal/pyproc"
 	"github.com/orqest/sandbox/runner"
+	"github.com/orqest/sandbox/shared"
 	"github.com/orqest/sandbox/validator"
 )
 
@@ -31,8 +32,8 @@ func BenchmarkForkServerRun(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer fs.Close()
-	job := pyproc.Job{Request: runner.Request{Code: "return sum(x * x for x in args['xs'])", Args: json.RawMessage(`{"xs":[1,2,3]}`), Rules: rules, MemoryMB: 128},
-		Timeout: 5 * time.Second, MaxOutput: 1 << 20}
+	job := pyproc.Job{Request: runner.Request{Code: "return sum(x * x for x in args['xs'])", Args: json.RawMessage(`{"xs":[1,2,3]}`), Rules: rules},
+		Limits: shared.Resolved{Timeout: 5 * time.Second, MemoryMB: 128, MaxOutputBytes: 1 << 20}}
 	var lat []time.Duration
 	for b.Loop() {
 		t0 := time.Now()

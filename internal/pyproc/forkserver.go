@@ -704,10 +704,10 @@ func (p *callPipes) start(job *Job, payload []byte, o *outcome) (respDone, pipes
 		defer close(pipesDone)
 		stdoutC := make(chan captured, 1)
 		stderrC := make(chan captured, 1)
-		go capture(stdoutR, job.MaxOutput, stdoutC, job.stream(shared.StreamStdout))
-		go capture(stderrR, job.MaxOutput, stderrC, job.stream(shared.StreamStderr))
+		go capture(stdoutR, job.Limits.MaxOutputBytes, stdoutC, job.stream(shared.StreamStdout))
+		go capture(stderrR, job.Limits.MaxOutputBytes, stderrC, job.stream(shared.StreamStderr))
 		respC := make(chan captured, 1)
-		capture(respR, job.MaxOutput+MaxResponseSlack, respC, nil)
+		capture(respR, job.Limits.MaxOutputBytes+MaxResponseSlack, respC, nil)
 		o.resp = <-respC
 		close(respDone)
 		o.out, o.errOut = <-stdoutC, <-stderrC
@@ -740,10 +740,8 @@ func (fs *ForkServer) Run(ctx context.Context, job Job) (shared.ExecutionResult,
 // run is Run once acquire counted it.
 func (fs *ForkServer) run(ctx context.Context, job Job) (shared.ExecutionResult, error) {
 	var res shared.ExecutionResult
-	req := job.Request
+	req := job.request()
 	req.Rules = runner.RulesFromServer
-	req.MaxOutputBytes = job.MaxOutput
-	req.CPUSeconds = job.cpuSeconds()
 	if err := ctx.Err(); err != nil {
 		return res, fmt.Errorf("execute: %w", err)
 	}
@@ -784,7 +782,7 @@ func (fs *ForkServer) run(ctx context.Context, job Job) (shared.ExecutionResult,
 	pipes.sent()
 	defer c.closeFDs()
 	kill := func() { _ = unix.PidfdSendSignal(c.pidfd, unix.SIGKILL, nil, 0) }
-	timer := time.NewTimer(job.Timeout)
+	timer := time.NewTimer(job.Limits.Timeout)
 	defer timer.Stop()
 
 	var o outcome

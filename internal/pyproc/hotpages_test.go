@@ -16,6 +16,7 @@ import (
 	"github.com/orqest/sandbox/internal/runnertest"
 	"github.com/orqest/sandbox/rules"
 	"github.com/orqest/sandbox/runner"
+	"github.com/orqest/sandbox/shared"
 	"github.com/orqest/sandbox/validator"
 )
 
@@ -56,8 +57,8 @@ func TestHotPagesCutAnExecutionsFaults(t *testing.T) {
 		var n []int
 		for range 9 {
 			res, err := fs.Run(context.Background(), pyproc.Job{
-				Request: runner.Request{Code: body, Args: json.RawMessage(`{"xs":[1,2,3,4,5]}`), AllowedImports: []string{"resource", "sys"}, Rules: rules, MemoryMB: 256},
-				Timeout: 10 * time.Second, MaxOutput: 1 << 16,
+				Request: runner.Request{Code: body, Args: json.RawMessage(`{"xs":[1,2,3,4,5]}`), AllowedImports: []string{"resource", "sys"}, Rules: rules},
+				Limits:  shared.Resolved{Timeout: 10 * time.Second, MemoryMB: 256, MaxOutputBytes: 1 << 16},
 			})
 			if err != nil {
 				t.Fatal(err)
@@ -109,8 +110,8 @@ func TestHotTrainingBodyRuns(t *testing.T) {
 		t.Fatalf("the validator refuses the training body: %+v", f)
 	}
 	res, err := pyproc.Spawn(context.Background(), runner.Argv(python), pyproc.Job{
-		Request: runner.Request{Code: body, Args: json.RawMessage(`{"xs":[1,2,3,4,5,6,7,8,9,10]}`), Rules: rules.JSON(), MemoryMB: 256},
-		Timeout: 10 * time.Second, MaxOutput: 1 << 16,
+		Request: runner.Request{Code: body, Args: json.RawMessage(`{"xs":[1,2,3,4,5,6,7,8,9,10]}`), Rules: rules.JSON()},
+		Limits:  shared.Resolved{Timeout: 10 * time.Second, MemoryMB: 256, MaxOutputBytes: 1 << 16},
 	}, nil)
 	if err != nil || !res.Success {
 		t.Fatalf("the training body does not run: %v %s %s", err, res.ErrorKind, res.Error)
@@ -143,8 +144,8 @@ func TestHotPagesForNewBodiesFollowTheMix(t *testing.T) {
 		t.Helper()
 		res, err := fs.Run(context.Background(), pyproc.Job{
 			Request: runner.Request{Code: code, Args: json.RawMessage(`{"xs":[3,1,2]}`), AllowedImports: []string{"resource", "sys"},
-				Rules: runner.RulesFromServer, MemoryMB: 256},
-			Timeout: 10 * time.Second, MaxOutput: 1 << 16,
+				Rules: runner.RulesFromServer},
+			Limits: shared.Resolved{Timeout: 10 * time.Second, MemoryMB: 256, MaxOutputBytes: 1 << 16},
 		})
 		if err != nil || !res.Success {
 			t.Fatalf("%v %s %s", err, res.ErrorKind, res.Error)

@@ -239,10 +239,8 @@ func (n *Notebook) Run(ctx context.Context, job Job) (res shared.ExecutionResult
 		n.stop()
 		return res, false, fmt.Errorf("execute: %w: %w", ErrNotebookGone, shared.ErrNotRun)
 	}
-	req := job.Request
+	req := job.request()
 	req.Rules = runner.RulesFromServer // the session's table, parsed once
-	req.MaxOutputBytes = job.MaxOutput
-	req.CPUSeconds = job.cpuSeconds()
 	req.Seal = nil
 	payload, err := req.Encode()
 	if err != nil {
@@ -270,7 +268,7 @@ func (n *Notebook) Run(ctx context.Context, job Job) (res shared.ExecutionResult
 	o.pid = n.pid
 	respDone, pipesDone := pipes.start(&job, payload, &o)
 
-	timer := time.NewTimer(job.Timeout)
+	timer := time.NewTimer(job.Limits.Timeout)
 	defer timer.Stop()
 	select {
 	case <-respDone:

@@ -36,8 +36,8 @@ func startNotebook(t *testing.T, classes bool) *pyproc.Notebook {
 
 func cell(code string, imports ...string) pyproc.Job {
 	return pyproc.Job{
-		Request: runner.Request{Code: code, AllowedImports: imports, MemoryMB: 256},
-		Timeout: 5 * time.Second, MaxOutput: 1 << 16,
+		Request: runner.Request{Code: code, AllowedImports: imports},
+		Limits:  shared.Resolved{Timeout: 5 * time.Second, MemoryMB: 256, MaxOutputBytes: 1 << 16},
 	}
 }
 
@@ -77,7 +77,7 @@ func TestNotebookState(t *testing.T) {
 		t.Fatalf("functions, classes and loops across calls: %+v", res)
 	}
 	// args stays the call's own.
-	res = runCell(t, nb, pyproc.Job{Request: runner.Request{Code: "return args['v'] + counter", Args: json.RawMessage(`{"v": 1}`), MemoryMB: 256}, Timeout: 5 * time.Second, MaxOutput: 1 << 16})
+	res = runCell(t, nb, pyproc.Job{Request: runner.Request{Code: "return args['v'] + counter", Args: json.RawMessage(`{"v": 1}`)}, Limits: shared.Resolved{Timeout: 5 * time.Second, MemoryMB: 256, MaxOutputBytes: 1 << 16}})
 	if string(res.Output) != "43" {
 		t.Fatalf("args: %+v", res)
 	}
@@ -107,7 +107,7 @@ func TestNotebookTimeoutLosesState(t *testing.T) {
 	nb := startNotebook(t, false)
 	runCell(t, nb, cell("counter = 41"))
 	j := cell("counter += 1\nwhile True:\n    pass")
-	j.Timeout = 500 * time.Millisecond
+	j.Limits.Timeout = 500 * time.Millisecond
 	res, lost, err := nb.Run(context.Background(), j)
 	if err != nil || !lost || res.ErrorKind != shared.KindTimeout {
 		t.Fatalf("timeout: lost=%v err=%v %+v", lost, err, res)

@@ -85,7 +85,7 @@ func TestPoolEvictionDrains(t *testing.T) {
 	p := &pyproc.Pool{Max: 1}
 	defer p.Close()
 	job := func(code string) pyproc.Job {
-		return pyproc.Job{Request: runner.Request{Code: code, AllowedImports: []string{"time"}, MemoryMB: 256}, Timeout: 20 * time.Second, MaxOutput: 1 << 20}
+		return pyproc.Job{Request: runner.Request{Code: code, AllowedImports: []string{"time"}}, Limits: shared.Resolved{Timeout: 20 * time.Second, MemoryMB: 256, MaxOutputBytes: 1 << 20}}
 	}
 	a, err := p.Get("a", "k", start)
 	if err != nil {
@@ -99,7 +99,7 @@ func TestPoolEvictionDrains(t *testing.T) {
 	defer release()
 	var first sync.Once
 	slowJob := job("print('running', flush=True)\nprint('x' * (1 << 20))\nreturn 'slow'")
-	slowJob.MaxOutput = 4 << 20
+	slowJob.Limits.MaxOutputBytes = 4 << 20
 	slowJob.OnOutput = func(stream string, _ []byte) {
 		if stream == shared.StreamStdout {
 			first.Do(func() { close(running); <-gate })

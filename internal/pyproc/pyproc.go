@@ -22,7 +22,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"math"
 	"os"
 	"slices"
 	"strconv"
@@ -69,14 +68,15 @@ func orNop(l Logger) Logger {
 
 // Job is one execution.
 type Job struct {
-	// Request is the runner request. MaxOutputBytes and CPUSeconds are set
-	// from MaxOutput and Timeout; a fork-server run uses its zygote's rules
-	// table (Request.Rules is replaced by runner.RulesFromServer).
+	// Request is the runner request. Its limits are set from Limits
+	// (runner.Request.WithLimits); a fork-server run uses its zygote's
+	// rules table (Request.Rules is replaced by runner.RulesFromServer).
 	Request runner.Request
-	// Timeout is the wall clock (> 0); RLIMIT_CPU is ceil(Timeout)+1 s.
-	Timeout time.Duration
-	// MaxOutput caps stdout and stderr each (> 0).
-	MaxOutput int
+	// Limits are the execution's resolved limits (shared.Prepare): the
+	// wall clock (Timeout, > 0), RLIMIT_AS (MemoryMB), RLIMIT_CPU
+	// (CPUSeconds) and the cap of stdout and stderr each (MaxOutputBytes,
+	// > 0).
+	Limits shared.Resolved
 	// Dir is the working directory of a spawned interpreter; "" means a
 	// fresh temporary directory, removed afterwards. (Fork-server children
 	// run in their zygote's directory.)
@@ -86,9 +86,10 @@ type Job struct {
 	OnStart func(pid int, dir string)
 	// OnOutput, when set, is given each piece of stdout and stderr
 	// (shared.StreamStdout, shared.StreamStderr) as it is read, up to
-	// MaxOutput per stream: the same bytes the result holds. It is called
-	// from the readers' goroutines (one per stream), each stream in order;
-	// it must not block for long, or the child blocks on a full pipe.
+	// Limits.MaxOutputBytes per stream: the same bytes the result holds.
+	// It is called from the readers' goroutines (one per stream), each
+	// stream in order; it must not block for long, or the child blocks on
+	// a full pipe.
 	OnOutput func(stream string, data []byte)
 }
 
@@ -101,7 +102,8 @@ func (j *Job) stream(name string) func([]byte) {
 	return func(p []byte) { on(name, p) }
 }
 
-func (j *Job) cpuSeconds() int { return int(math.Ceil(j.Timeout.Seconds())) + 1 }
+// request is the runner request of j with its limits.
+func (j *Job) request() runner.Request { return j.Request.WithLimits(j.Limits) }
 
 // captured is what a capped pipe reader collected.
 type captured struct {
@@ -165,8 +167,8 @@ type outcome struct {
 // response when it wrote a usable one, else the classified death.
 func conclude(ctx context.Context, log Logger, job *Job, o outcome) (shared.ExecutionResult, error) {
 	var res shared.ExecutionResult
-	res.Stdout = runner.TruncateUTF8(string(o.out.data), job.MaxOutput)
-	res.Stderr = runner.TruncateUTF8(string(o.errOut.data), job.MaxOutput)
+	res.Stdout = runner.TruncateUTF8(string(o.out.data), job.Limits.MaxOutputBytes)
+	res.Stderr = runner.TruncateUTF8(string(o.errOut.data), job.Limits.MaxOutputBytes)
 	res.StdoutTruncated = o.out.truncated
 	res.StderrTruncated = o.errOut.truncated
 	if o.cancelled {
@@ -174,7 +176,7 @@ func conclude(ctx context.Context, log Logger, job *Job, o outcome) (shared.Exec
 	}
 	if o.timedOut {
 		res.ErrorKind = shared.KindTimeout
-		res.Error = fmt.Sprintf("sandbox execution timed out after %.2fs", job.Timeout.Seconds())
+		res.Error = fmt.Sprintf("sandbox execution timed out after %.2fs", job.Limits.Timeout.Seconds())
 		return res, nil
 	}
 	if !o.resp.truncated && len(bytes.TrimSpace(o.resp.data)) > 0 { // a truncated response is unusable
@@ -192,7 +194,7 @@ func conclude(ctx context.Context, log Logger, job *Job, o outcome) (shared.Exec
 		return res, nil
 	}
 	// No (usable) response: the child was killed or crashed.
-	res.ErrorKind, res.Error = ClassifyDeath(o.status, o.cpu, job.Request.MemoryMB, job.cpuSeconds(), res.Stderr)
+	res.ErrorKind, res.Error = ClassifyDeath(o.status, o.cpu, job.Limits.MemoryMB, job.Limits.CPUSeconds(), res.Stderr)
 	return res, nil
 }
 

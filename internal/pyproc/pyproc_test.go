@@ -12,6 +12,7 @@ import (
 
 	"github.com/orqest/sandbox/internal/pyproc"
 	"github.com/orqest/sandbox/runner"
+	"github.com/orqest/sandbox/shared"
 	"github.com/orqest/sandbox/validator"
 )
 
@@ -63,8 +64,8 @@ func TestDescendantsKilled(t *testing.T) {
 	code := "import os, time\nif os.fork() == 0:\n    time.sleep(60)\n    os._exit(0)\nreturn os.getpid()"
 	job := func() pyproc.Job {
 		return pyproc.Job{
-			Request: runner.Request{Code: code, AllowedImports: []string{"os", "time"}, Rules: rules, MemoryMB: 256},
-			Timeout: 10 * time.Second, MaxOutput: 1 << 16,
+			Request: runner.Request{Code: code, AllowedImports: []string{"os", "time"}, Rules: rules},
+			Limits:  shared.Resolved{Timeout: 10 * time.Second, MemoryMB: 256, MaxOutputBytes: 1 << 16},
 		}
 	}
 	check := func(mode string, out json.RawMessage) {
@@ -142,7 +143,7 @@ func TestSpawnAndForkServer(t *testing.T) {
 		{"while True:\n    pass", "", "timeout", 500 * time.Millisecond},
 		{"return 1/0", "", "runtime", 20 * time.Second},
 	} {
-		job := pyproc.Job{Request: runner.Request{Code: c.code, Rules: rules, MemoryMB: 128, Seal: s.Seal(nil)}, Timeout: c.timeout, MaxOutput: 1 << 16}
+		job := pyproc.Job{Request: runner.Request{Code: c.code, Rules: rules, Seal: s.Seal(nil)}, Limits: shared.Resolved{Timeout: c.timeout, MemoryMB: 128, MaxOutputBytes: 1 << 16}}
 		sres, serr := pyproc.Spawn(ctx, runner.Argv(python), job, nil)
 		job.Request.Seal = nil
 		fres, ferr := fs.Run(ctx, job)

@@ -86,10 +86,9 @@ func Probe(ctx context.Context, argv []string, disable []string, dir string, log
 		seal.SubIDs = sub
 	}
 	res, err := Spawn(ctx, argv, Job{
-		Request:   runner.Request{Op: runner.OpProbe, MemoryMB: 128, Seal: seal},
-		Timeout:   10 * time.Second,
-		MaxOutput: 1 << 20,
-		Dir:       dir,
+		Request: runner.Request{Op: runner.OpProbe, Seal: seal},
+		Limits:  shared.Resolved{Timeout: 10 * time.Second, MemoryMB: 128, MaxOutputBytes: 1 << 20},
+		Dir:     dir,
 	}, log)
 	if err != nil {
 		return nil, fmt.Errorf("probing the sealing layers with %s: %w", python, err)

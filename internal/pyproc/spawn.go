@@ -57,10 +57,7 @@ type SpawnOptions struct {
 func SpawnWith(ctx context.Context, argv []string, job Job, opts SpawnOptions, log Logger) (shared.ExecutionResult, error) {
 	log = orNop(log)
 	var res shared.ExecutionResult
-	cpuSeconds := job.cpuSeconds()
-	req := job.Request
-	req.MaxOutputBytes = job.MaxOutput
-	req.CPUSeconds = cpuSeconds
+	req := job.request()
 	payload, err := req.Encode()
 	if err != nil {
 		return res, err
@@ -180,7 +177,7 @@ func SpawnWith(ctx context.Context, argv []string, job Job, opts SpawnOptions, l
 	if !opts.LimitsInside {
 		limErr = errors.Join(
 			unix.Prlimit(pid, unix.RLIMIT_AS, &unix.Rlimit{Cur: memBytes, Max: memBytes}, nil),
-			unix.Prlimit(pid, unix.RLIMIT_CPU, &unix.Rlimit{Cur: uint64(cpuSeconds), Max: uint64(cpuSeconds) + 1}, nil))
+			unix.Prlimit(pid, unix.RLIMIT_CPU, &unix.Rlimit{Cur: uint64(req.CPUSeconds), Max: uint64(req.CPUSeconds) + 1}, nil))
 	}
 	if err := errors.Join(
 		limErr,
@@ -199,15 +196,15 @@ func SpawnWith(ctx context.Context, argv []string, job Job, opts SpawnOptions, l
 	stdoutC := make(chan captured, 1)
 	stderrC := make(chan captured, 1)
 	respC := make(chan captured, 1)
-	go capture(stdoutR, job.MaxOutput, stdoutC, job.stream(shared.StreamStdout))
-	go capture(stderrR, job.MaxOutput, stderrC, job.stream(shared.StreamStderr))
-	go capture(respR, job.MaxOutput+MaxResponseSlack, respC, nil)
+	go capture(stdoutR, job.Limits.MaxOutputBytes, stdoutC, job.stream(shared.StreamStdout))
+	go capture(stderrR, job.Limits.MaxOutputBytes, stderrC, job.stream(shared.StreamStderr))
+	go capture(respR, job.Limits.MaxOutputBytes+MaxResponseSlack, respC, nil)
 	go func() {
 		_, _ = stdinW.Write(payload) // EPIPE if the child died: classified below
 		stdinW.Close()
 	}()
 
-	timer := time.NewTimer(job.Timeout)
+	timer := time.NewTimer(job.Limits.Timeout)
 	defer timer.Stop()
 	var o outcome
 	o.pid = pid

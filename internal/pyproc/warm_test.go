@@ -12,6 +12,7 @@ import (
 	"github.com/orqest/sandbox/internal/pyproc"
 	"github.com/orqest/sandbox/internal/runnertest"
 	"github.com/orqest/sandbox/runner"
+	"github.com/orqest/sandbox/shared"
 	"github.com/orqest/sandbox/validator"
 )
 
@@ -77,8 +78,8 @@ func TestWarmedBodySkipsTheChildsCheck(t *testing.T) {
 	run := func(t *testing.T, fs *pyproc.ForkServer, code string, allowed []string) result {
 		t.Helper()
 		res, err := fs.Run(context.Background(), pyproc.Job{
-			Request: runner.Request{Code: code, AllowedImports: allowed, Rules: rules, MemoryMB: 256},
-			Timeout: 10 * time.Second, MaxOutput: 1 << 16,
+			Request: runner.Request{Code: code, AllowedImports: allowed, Rules: rules},
+			Limits:  shared.Resolved{Timeout: 10 * time.Second, MemoryMB: 256, MaxOutputBytes: 1 << 16},
 		})
 		if err != nil {
 			t.Fatal(err)
@@ -137,8 +138,8 @@ func TestWarmedRejectedBodyStaysRejected(t *testing.T) {
 			fs.Warm(code, nil) // seen again: sent
 			for n := 0; n < 8; n++ {
 				res, err := fs.Run(context.Background(), pyproc.Job{
-					Request: runner.Request{Code: code, Rules: rules, MemoryMB: 256},
-					Timeout: 10 * time.Second, MaxOutput: 1 << 16,
+					Request: runner.Request{Code: code, Rules: rules},
+					Limits:  shared.Resolved{Timeout: 10 * time.Second, MemoryMB: 256, MaxOutputBytes: 1 << 16},
 				})
 				if err != nil {
 					t.Fatal(err)
@@ -150,8 +151,8 @@ func TestWarmedRejectedBodyStaysRejected(t *testing.T) {
 		}
 		// And the zygote still serves accepted bodies.
 		res, err := fs.Run(context.Background(), pyproc.Job{
-			Request: runner.Request{Code: "return " + strconv.Quote("ok"), Rules: rules, MemoryMB: 256},
-			Timeout: 10 * time.Second, MaxOutput: 1 << 16,
+			Request: runner.Request{Code: "return " + strconv.Quote("ok"), Rules: rules},
+			Limits:  shared.Resolved{Timeout: 10 * time.Second, MemoryMB: 256, MaxOutputBytes: 1 << 16},
 		})
 		if err != nil || !res.Success {
 			t.Fatal(err, res)
@@ -176,8 +177,8 @@ func TestAllowlistEnvironmentPrepared(t *testing.T) {
 			body := "import sys\nenvs = vars(sys.modules['_' * 2 + 'main' + '_' * 2])['_orq_envs'][1]\n" +
 				"return [sorted(k[0]) for k in envs if 'statistics' in k[0]]  # " + strconv.Itoa(n)
 			res, err := fs.Run(context.Background(), pyproc.Job{
-				Request: runner.Request{Code: body, AllowedImports: allowed, Rules: rules, MemoryMB: 256},
-				Timeout: 10 * time.Second, MaxOutput: 1 << 16,
+				Request: runner.Request{Code: body, AllowedImports: allowed, Rules: rules},
+				Limits:  shared.Resolved{Timeout: 10 * time.Second, MemoryMB: 256, MaxOutputBytes: 1 << 16},
 			})
 			if err != nil || !res.Success {
 				t.Fatalf("run %d: %v %s %s", n, err, res.ErrorKind, res.Error)

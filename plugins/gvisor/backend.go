@@ -14,7 +14,6 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -316,7 +315,13 @@ func (b *Backend) Configure(ctx context.Context, req shared.ConfigureRequest) (s
 		return shared.ConfigureResponse{}, fmt.Errorf("gvisor config: required capabilities not in force inside the sandbox: %s (not enforced: %s): %w",
 			strings.Join(lacking, ", "), layers.MissingText(nil), shared.ErrFailedPrecondition)
 	}
-	res, err := b.run(ctx, runsc, cfg, state, layers, runner.Request{Code: "return 1+1", MemoryMB: shared.DefaultMemoryMB, Rules: b.rules}, 20*time.Second, shared.DefaultMaxOutputBytes, nil)
+	// The self-test runs under a default call's limits with a longer wall
+	// clock (a sandbox's first start is slow).
+	st, err := shared.Prepare(shared.ExecuteRequest{Code: "return 1+1", Timeout: 20 * time.Second}, shared.Defaults{})
+	if err != nil {
+		return shared.ConfigureResponse{}, fmt.Errorf("gvisor config: self-test: %w", err)
+	}
+	res, err := b.run(ctx, runsc, cfg, state, layers, runner.Request{Code: "return 1+1", Rules: b.rules}, st.Resolved, nil)
 	if err != nil {
 		return shared.ConfigureResponse{}, fmt.Errorf("gvisor config: runsc %s failed its self-test: %w", runsc, err)
 	}
@@ -510,14 +515,10 @@ func (b *Backend) execute(ctx context.Context, req shared.ExecuteRequest, send f
 		return shared.ExecuteResponse{}, &shared.FieldError{Field: "stateful", Reason: "a stateful call runs in a session's long-lived interpreter: open a session (Open) and pass its id"}
 	}
 	start := time.Now()
-	p, err := shared.Prepare(req, shared.Defaults{
-		Timeout: shared.DefaultTimeout, MemoryMB: shared.DefaultMemoryMB, MaxOutputBytes: shared.DefaultMaxOutputBytes,
-		MaxCodeBytes: b.maxCodeBytes, MaxArgsBytes: shared.DefaultMaxArgsBytes,
-	})
+	p, err := shared.Prepare(req, shared.Defaults{MaxCodeBytes: b.maxCodeBytes})
 	if err != nil {
 		return shared.ExecuteResponse{}, err
 	}
-	limits := shared.Limits{TimeoutMS: p.Timeout.Milliseconds(), MemoryMB: p.MemoryMB, MaxOutputBytes: p.MaxOutputBytes}
 	b.mu.RLock()
 	cfg, runsc, state, layers, classes := b.cfg, b.runsc, b.state, b.layers, b.classes
 	b.mu.RUnlock()
@@ -528,18 +529,18 @@ func (b *Backend) execute(ctx context.Context, req shared.ExecuteRequest, send f
 	if b.test.skipValidation {
 		rules = b.test.rules
 	} else if findings := b.validator.CheckWith(ctx, req.Code, req.AllowedImports, validator.Features{Classes: classes}); len(findings) > 0 {
-		res := shared.Rejected(findings, limits)
+		res := shared.Rejected(findings, p.Limits())
 		res.DurationMS = msSince(start)
 		return shared.ExecuteResponse{Result: res}, nil
 	}
 	res, err := b.run(ctx, runsc, cfg, state, layers, runner.Request{
 		Code: req.Code, Args: p.Args, AllowedImports: req.AllowedImports,
-		MemoryMB: p.MemoryMB, Classes: classes, Rules: rules,
-	}, p.Timeout, p.MaxOutputBytes, send)
+		Classes: classes, Rules: rules,
+	}, p.Resolved, send)
 	if err != nil {
 		return shared.ExecuteResponse{}, err
 	}
-	res.Limits = limits
+	res.Limits = p.Limits()
 	res.DurationMS = msSince(start)
 	return shared.ExecuteResponse{Result: res}, nil
 }
@@ -589,7 +590,8 @@ func msSince(t time.Time) float64 { return float64(time.Since(t).Microseconds())
 // probe runs the runner's probe inside a sandbox: it seals itself as far
 // as the Sentry allows and reports the layers in force there.
 func (b *Backend) probe(ctx context.Context, runsc string, cfg Config, state string) (*pyproc.SealInfo, error) {
-	res, err := b.run(ctx, runsc, cfg, state, nil, runner.Request{Op: runner.OpProbe, MemoryMB: 256, Seal: &runner.Seal{}, Rules: b.rules}, 20*time.Second, 1<<20, nil)
+	res, err := b.run(ctx, runsc, cfg, state, nil, runner.Request{Op: runner.OpProbe, Seal: &runner.Seal{}, Rules: b.rules},
+		shared.Resolved{Timeout: 20 * time.Second, MemoryMB: 256, MaxOutputBytes: 1 << 20}, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -612,8 +614,9 @@ func (b *Backend) probe(ctx context.Context, runsc string, cfg Config, state str
 // pyproc.SpawnWith (wall clock on runsc's process group, capped capture),
 // `runsc delete --force` when runsc was killed, and the directory removed.
 // layers (nil for the probe) are required of the runner's seal, so a child
-// that cannot establish one fails closed.
-func (b *Backend) run(ctx context.Context, runsc string, cfg Config, state string, layers *pyproc.SealInfo, req runner.Request, timeout time.Duration, maxOut int, send func(shared.OutputChunk)) (shared.ExecutionResult, error) {
+// that cannot establish one fails closed. l are the call's limits: the
+// bundle's rlimits and the wall clock.
+func (b *Backend) run(ctx context.Context, runsc string, cfg Config, state string, layers *pyproc.SealInfo, req runner.Request, l shared.Resolved, send func(shared.OutputChunk)) (shared.ExecutionResult, error) {
 	var res shared.ExecutionResult
 	if layers != nil {
 		var require []string
@@ -643,8 +646,7 @@ func (b *Backend) run(ctx context.Context, runsc string, cfg Config, state strin
 	}
 	args := append([]string{cfg.Python}, runner.PythonFlags...)
 	args = append(args, "-c", respBootstrap+runner.Bootstrap, prog)
-	cpuSeconds := int(math.Ceil(timeout.Seconds())) + 1
-	sp, err := spec(filepath.Join(state, "rootfs"), io, args, req.MemoryMB, cpuSeconds)
+	sp, err := spec(filepath.Join(state, "rootfs"), io, args, l.MemoryMB, l.CPUSeconds())
 	if err == nil {
 		err = os.Mkdir(io, 0o755)
 	}
@@ -668,7 +670,7 @@ func (b *Backend) run(ctx context.Context, runsc string, cfg Config, state strin
 	argv := b.globals(runsc, cfg, state)
 	globals := argv[1:]
 	argv = append(argv, "run", "--bundle", bundle, id)
-	job := pyproc.Job{Request: req, Timeout: timeout, MaxOutput: maxOut, Dir: call}
+	job := pyproc.Job{Request: req, Limits: l, Dir: call}
 	if send != nil {
 		job.OnOutput = func(stream string, data []byte) { send(shared.OutputChunk{Stream: stream, Data: data}) }
 	}

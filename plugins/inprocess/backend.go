@@ -20,17 +20,15 @@ import (
 // Version is the backend's version, reported by Info.
 const Version = "0.1.0"
 
-// Defaults.
+// Timing of the watchdog, and the config's floor. A request that leaves a
+// limit at zero gets the contract's default (shared.Prepare; see
+// Backend.limits for memory).
 const (
-	DefaultTimeout        = shared.DefaultTimeout
-	DefaultMaxOutputBytes = shared.DefaultMaxOutputBytes
 	// DefaultGrace is how long after the deadline the watchdog keeps
 	// interrupting a call before it declares the interpreter wedged in
 	// code that cannot be interrupted (a C-level loop) and ends the
 	// plugin process so the host relaunches it.
 	DefaultGrace = time.Second
-	// MaxArgsBytes caps the JSON args of one execution.
-	MaxArgsBytes = shared.DefaultMaxArgsBytes
 	// refireEvery is how often the watchdog repeats its interrupt after
 	// the deadline (user code may catch the first one).
 	refireEvery = 20 * time.Millisecond
@@ -183,8 +181,13 @@ func (b *Backend) Configure(ctx context.Context, req shared.ConfigureRequest) (s
 		}
 	}
 
-	// Self-test: the embedded runner must run a body end to end.
-	res, err := b.run(ctx, ip, cfg, runner.Request{Code: "return 1+1"}, 10*time.Second, DefaultMaxOutputBytes)
+	// Self-test: the embedded runner must run a body end to end (under a
+	// default call's limits with a longer wall clock).
+	st, err := b.limits(shared.ExecuteRequest{Code: "return 1+1", Timeout: 10 * time.Second}, cfg)
+	if err != nil {
+		return shared.ConfigureResponse{}, fmt.Errorf("inprocess: self-test: %w", err)
+	}
+	res, err := b.run(ctx, ip, cfg, runner.Request{Code: "return 1+1"}, st.Resolved)
 	if err != nil {
 		return shared.ConfigureResponse{}, fmt.Errorf("inprocess: self-test failed: %v: %w", err, shared.ErrUnavailable)
 	}
@@ -263,22 +266,14 @@ func (b *Backend) Execute(ctx context.Context, req shared.ExecuteRequest) (share
 	if !ok {
 		return shared.ExecuteResponse{}, errNotOptedIn
 	}
-	p, err := shared.Prepare(req, shared.Defaults{
-		Timeout: DefaultTimeout, MaxOutputBytes: DefaultMaxOutputBytes,
-		MaxCodeBytes: b.maxCodeBytes, MaxArgsBytes: MaxArgsBytes,
-	})
+	p, err := b.limits(req, cfg)
 	if err != nil {
 		return shared.ExecuteResponse{}, err
 	}
-	timeout, maxOut, args := p.Timeout, p.MaxOutputBytes, p.Args
-	// The memory limit that applies is the process-wide cap from
-	// memory_limit_mb, if any; a per-call memory_mb cannot be enforced
-	// inside one process.
-	limits := shared.Limits{TimeoutMS: timeout.Milliseconds(), MemoryMB: cfg.MemoryLimitMB, MaxOutputBytes: maxOut}
 
 	features := b.features()
 	if findings := b.validator.CheckWith(ctx, req.Code, req.AllowedImports, features); len(findings) > 0 {
-		res := shared.Rejected(findings, limits)
+		res := shared.Rejected(findings, p.Limits())
 		res.DurationMS = msSince(start)
 		return shared.ExecuteResponse{Result: res}, nil
 	}
@@ -289,17 +284,30 @@ func (b *Backend) Execute(ctx context.Context, req shared.ExecuteRequest) (share
 	}
 	res, err := b.run(ctx, ip, cfg, runner.Request{
 		Code:           req.Code,
-		Args:           args,
+		Args:           p.Args,
 		AllowedImports: req.AllowedImports,
-		MemoryMB:       limits.MemoryMB, // only named in a MemoryError message
 		Classes:        features.Classes,
-	}, timeout, maxOut)
+	}, p.Resolved)
 	if err != nil {
 		return shared.ExecuteResponse{}, err
 	}
-	res.Limits = limits
+	res.Limits = p.Limits()
 	res.DurationMS = msSince(start)
 	return shared.ExecuteResponse{Result: res}, nil
+}
+
+// limits resolves the limits of req (shared.Prepare, the contract's
+// defaults) with one exception: memory. A per-call memory_mb cannot be
+// enforced inside one process, so the memory limit that applies, and that
+// the result records, is the process-wide memory_limit_mb of cfg (0:
+// none); the runner only names it in a MemoryError message.
+func (b *Backend) limits(req shared.ExecuteRequest, cfg Config) (shared.Prepared, error) {
+	p, err := shared.Prepare(req, shared.Defaults{MaxCodeBytes: b.maxCodeBytes})
+	if err != nil {
+		return p, err
+	}
+	p.MemoryMB = cfg.MemoryLimitMB
+	return p, nil
 }
 
 func msSince(t time.Time) float64 {
@@ -310,10 +318,12 @@ func msSince(t time.Time) float64 {
 // deadline (or when ctx ends) it interrupts the call, repeating every
 // refireEvery; if the call is still running after the grace period, the
 // interpreter is wedged in code that cannot be interrupted and the process
-// must be replaced (onWedged).
-func (b *Backend) run(ctx context.Context, ip *interp, cfg Config, req runner.Request, timeout time.Duration, maxOut int) (shared.ExecutionResult, error) {
+// must be replaced (onWedged). l are the call's limits: the wall clock and
+// the output cap.
+func (b *Backend) run(ctx context.Context, ip *interp, cfg Config, req runner.Request, l shared.Resolved) (shared.ExecutionResult, error) {
 	var res shared.ExecutionResult
-	req.MaxOutputBytes = maxOut
+	timeout, maxOut := l.Timeout, l.MaxOutputBytes
+	req = req.WithLimits(l)
 	req.Rules = json.RawMessage("null") // the driver holds the parsed table
 	payload, err := req.Encode()
 	if err != nil {

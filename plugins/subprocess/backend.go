@@ -25,16 +25,9 @@ import (
 // Version is the backend's version, reported by Info.
 const Version = "0.1.0"
 
-// Defaults applied when a request leaves a limit at zero (the contract's,
-// shared.DefaultTimeout and the rest).
-const (
-	DefaultPython         = "/usr/bin/python3"
-	DefaultTimeout        = shared.DefaultTimeout
-	DefaultMemoryMB       = shared.DefaultMemoryMB
-	DefaultMaxOutputBytes = shared.DefaultMaxOutputBytes
-	// MaxArgsBytes caps the JSON args of one execution.
-	MaxArgsBytes = shared.DefaultMaxArgsBytes
-)
+// DefaultPython is the interpreter when the config names none. A request
+// that leaves a limit at zero gets the contract's default (shared.Prepare).
+const DefaultPython = "/usr/bin/python3"
 
 // ModeSpawn runs one fresh interpreter per execution.
 const ModeSpawn = "spawn"
@@ -333,11 +326,17 @@ func (b *Backend) Configure(ctx context.Context, req shared.ConfigureRequest) (s
 
 	// Self-test: the interpreter must run the runner end to end, sealed, in
 	// the configured mode (this starts the fork-server).
+	// It runs under a default call's limits with a longer wall clock (the
+	// first call starts the zygote).
+	st, err := shared.Prepare(shared.ExecuteRequest{Code: "return 1+1", Timeout: 10 * time.Second}, shared.Defaults{})
+	if err != nil {
+		return shared.ConfigureResponse{}, fmt.Errorf("subprocess config: self-test: %w", err)
+	}
 	var res shared.ExecutionResult
 	if cfg.Mode == ModeForkServer {
-		res, err = b.runFork(ctx, cfg, seal, "", runner.Request{Code: "return 1+1", MemoryMB: DefaultMemoryMB}, 10*time.Second, DefaultMaxOutputBytes, b.rules, nil)
+		res, err = b.runFork(ctx, cfg, seal, "", runner.Request{Code: "return 1+1"}, st.Resolved, b.rules, nil)
 	} else {
-		res, err = b.runSpawn(ctx, cfg, runner.Request{Code: "return 1+1", MemoryMB: DefaultMemoryMB, Seal: seal.seal(b.test.disable, b.test.readPaths...)}, 10*time.Second, DefaultMaxOutputBytes, nil)
+		res, err = b.runSpawn(ctx, cfg, runner.Request{Code: "return 1+1", Seal: seal.seal(b.test.disable, b.test.readPaths...)}, st.Resolved, nil)
 	}
 	if err != nil {
 		return shared.ConfigureResponse{}, fmt.Errorf("subprocess config: python %q failed its self-test: %v: %w", python, err, shared.ErrUnavailable)
@@ -440,21 +439,16 @@ func (b *Backend) ExecuteStream(ctx context.Context, req shared.ExecuteRequest, 
 // execute runs req; onOutput, when set, gets the output as it is read.
 func (b *Backend) execute(ctx context.Context, req shared.ExecuteRequest, onOutput func(stream string, data []byte)) (shared.ExecuteResponse, error) {
 	start := time.Now()
-	p, err := shared.Prepare(req, shared.Defaults{
-		Timeout: DefaultTimeout, MemoryMB: DefaultMemoryMB, MaxOutputBytes: DefaultMaxOutputBytes,
-		MaxCodeBytes: b.maxCodeBytes, MaxArgsBytes: MaxArgsBytes,
-	})
+	p, err := shared.Prepare(req, shared.Defaults{MaxCodeBytes: b.maxCodeBytes})
 	if err != nil {
 		return shared.ExecuteResponse{}, err
 	}
-	timeout, memMB, maxOut, args := p.Timeout, p.MemoryMB, p.MaxOutputBytes, p.Args
-	limits := shared.Limits{TimeoutMS: timeout.Milliseconds(), MemoryMB: memMB, MaxOutputBytes: maxOut}
 
 	rules := b.rules
 	if b.test.skipValidation {
 		rules = b.test.rules
 	} else if findings := b.validator.CheckWith(ctx, req.Code, req.AllowedImports, b.features()); len(findings) > 0 {
-		res := shared.Rejected(findings, limits)
+		res := shared.Rejected(findings, p.Limits())
 		res.DurationMS = msSince(start)
 		return shared.ExecuteResponse{Result: res}, nil
 	}
@@ -466,23 +460,22 @@ func (b *Backend) execute(ctx context.Context, req shared.ExecuteRequest, onOutp
 	}
 	preq := runner.Request{
 		Code:           req.Code,
-		Args:           args,
+		Args:           p.Args,
 		AllowedImports: req.AllowedImports,
-		MemoryMB:       memMB,
 		Classes:        b.features().Classes,
 	}
 	var res shared.ExecutionResult
 	if cfg.Mode == ModeForkServer {
-		res, err = b.runFork(ctx, cfg, seal, req.UserID, preq, timeout, maxOut, rules, onOutput)
+		res, err = b.runFork(ctx, cfg, seal, req.UserID, preq, p.Resolved, rules, onOutput)
 	} else {
 		preq.Rules = rules
 		preq.Seal = seal.seal(b.test.disable, b.test.readPaths...)
-		res, err = b.runSpawn(ctx, cfg, preq, timeout, maxOut, onOutput)
+		res, err = b.runSpawn(ctx, cfg, preq, p.Resolved, onOutput)
 	}
 	if err != nil {
 		return shared.ExecuteResponse{}, err
 	}
-	res.Limits = limits
+	res.Limits = p.Limits()
 	res.DurationMS = msSince(start)
 	return shared.ExecuteResponse{Result: res}, nil
 }
@@ -491,12 +484,13 @@ func msSince(t time.Time) float64 {
 	return float64(time.Since(t).Microseconds()) / 1000
 }
 
-// runSpawn spawns one interpreter for req and classifies its outcome. A Go
-// error means infrastructure failure (or ctx cancellation); everything the
-// user's code did is in the result. req.Rules defaults to the rules table.
-func (b *Backend) runSpawn(ctx context.Context, cfg Config, req runner.Request, timeout time.Duration, maxOut int, onOutput func(string, []byte)) (shared.ExecutionResult, error) {
+// runSpawn spawns one interpreter for req under the limits l and
+// classifies its outcome. A Go error means infrastructure failure (or ctx
+// cancellation); everything the user's code did is in the result.
+// req.Rules defaults to the rules table.
+func (b *Backend) runSpawn(ctx context.Context, cfg Config, req runner.Request, l shared.Resolved, onOutput func(string, []byte)) (shared.ExecutionResult, error) {
 	if req.Rules == nil {
 		req.Rules = b.rules
 	}
-	return pyproc.Spawn(ctx, b.argv(cfg.Python), pyproc.Job{Request: req, Timeout: timeout, MaxOutput: maxOut, OnStart: b.onSpawn, OnOutput: onOutput}, b.logger)
+	return pyproc.Spawn(ctx, b.argv(cfg.Python), pyproc.Job{Request: req, Limits: l, OnStart: b.onSpawn, OnOutput: onOutput}, b.logger)
 }

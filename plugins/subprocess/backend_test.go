@@ -203,7 +203,7 @@ func TestReturn(t *testing.T) {
 	b := newTestBackend(t)
 	res := execute(t, b, shared.ExecuteRequest{Code: "return 1+1"})
 	wantSuccess(t, res, "2")
-	if res.Limits.TimeoutMS != DefaultTimeout.Milliseconds() || res.Limits.MemoryMB != DefaultMemoryMB || res.Limits.MaxOutputBytes != DefaultMaxOutputBytes {
+	if res.Limits.TimeoutMS != shared.DefaultTimeout.Milliseconds() || res.Limits.MemoryMB != shared.DefaultMemoryMB || res.Limits.MaxOutputBytes != shared.DefaultMaxOutputBytes {
 		t.Errorf("limits: %+v", res.Limits)
 	}
 	if res.DurationMS <= 0 {
@@ -424,7 +424,7 @@ func TestSizeLimits(t *testing.T) {
 	if _, err := b.Validate(ctx, shared.ValidateRequest{Code: big}); !errors.Is(err, shared.ErrInvalidArgument) {
 		t.Errorf("oversize code (validate): %v", err)
 	}
-	bigArgs := json.RawMessage(`{"s":"` + strings.Repeat("a", MaxArgsBytes) + `"}`)
+	bigArgs := json.RawMessage(`{"s":"` + strings.Repeat("a", shared.DefaultMaxArgsBytes) + `"}`)
 	if _, err := b.Execute(ctx, shared.ExecuteRequest{Code: "return 1", Args: bigArgs}); !errors.Is(err, shared.ErrInvalidArgument) {
 		t.Errorf("oversize args: %v", err)
 	}
@@ -434,8 +434,8 @@ func TestSizeLimits(t *testing.T) {
 		}
 	}
 	// Args just under the cap are fine.
-	okArgs := json.RawMessage(`{"s":"` + strings.Repeat("a", MaxArgsBytes-20) + `"}`)
-	wantSuccess(t, execute(t, b, shared.ExecuteRequest{Code: "return len(args['s'])", Args: okArgs}), fmt.Sprint(MaxArgsBytes-20))
+	okArgs := json.RawMessage(`{"s":"` + strings.Repeat("a", shared.DefaultMaxArgsBytes-20) + `"}`)
+	wantSuccess(t, execute(t, b, shared.ExecuteRequest{Code: "return len(args['s'])", Args: okArgs}), fmt.Sprint(shared.DefaultMaxArgsBytes-20))
 }
 
 func TestConcurrentExecutions(t *testing.T) {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"time"
 	"unsafe"
 
 	"github.com/hashicorp/go-hclog"
@@ -25,15 +24,15 @@ const ModeForkServer = "forkserver"
 // zygote refills behind them.
 const forkServerPool = 4
 
-// runFork runs req in a child forked by tenant's zygote and classifies the
-// outcome, like runSpawn. rules is the rules table for the in-child
-// checker and the builtins.
-func (b *Backend) runFork(ctx context.Context, cfg Config, seal *sealInfo, tenant string, req runner.Request, timeout time.Duration, maxOut int, rules json.RawMessage, onOutput func(string, []byte)) (shared.ExecutionResult, error) {
+// runFork runs req under the limits l in a child forked by tenant's
+// zygote and classifies the outcome, like runSpawn. rules is the rules
+// table for the in-child checker and the builtins.
+func (b *Backend) runFork(ctx context.Context, cfg Config, seal *sealInfo, tenant string, req runner.Request, l shared.Resolved, rules json.RawMessage, onOutput func(string, []byte)) (shared.ExecutionResult, error) {
 	if err := ctx.Err(); err != nil {
 		return shared.ExecutionResult{}, fmt.Errorf("execute: %w", err)
 	}
 	key, start := b.forkServer(cfg, seal, rules)
-	return b.zygotes.Run(ctx, tenant, key, start, pyproc.Job{Request: req, Timeout: timeout, MaxOutput: maxOut, OnStart: b.onSpawn, OnOutput: onOutput})
+	return b.zygotes.Run(ctx, tenant, key, start, pyproc.Job{Request: req, Limits: l, OnStart: b.onSpawn, OnOutput: onOutput})
 }
 
 // forkServer returns the key of the zygote configuration cfg asks for and
