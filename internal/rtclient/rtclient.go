@@ -94,9 +94,10 @@ func Bind(ctx context.Context, client *mcp.Client, hello rtproto.Hello, stdin io
 }
 
 // Execute runs execute_python in t with a fresh agent-scope token and
-// returns the result and the tool library's events. A runtime that died
-// during the call is shared.ErrUnavailable (an infrastructure error, not a
-// result).
+// returns the result and the tool library's events; timeout is the call's
+// resolved timeout (shared.Prepare), which bounds the token and the wait.
+// A runtime that died during the call is shared.ErrUnavailable (an
+// infrastructure error, not a result).
 func (t Target) Execute(ctx context.Context, args rtproto.ExecuteArgs, timeout time.Duration) (shared.ExecutionResult, []shared.Event, error) {
 	return t.ExecuteStream(ctx, args, timeout, nil)
 }
@@ -110,9 +111,6 @@ func (t Target) ExecuteStream(ctx context.Context, args rtproto.ExecuteArgs, tim
 	var res shared.ExecutionResult
 	call, stop := t.startStream(send)
 	defer stop()
-	if timeout <= 0 {
-		timeout = shared.DefaultTimeout
-	}
 	ttl := min(timeout+TokenSlack, rtproto.MaxTokenTTL)
 	tok, err := rtproto.Mint(t.Secret, t.User, t.Session, rtproto.ScopeAgent, ttl)
 	if err != nil {

@@ -31,11 +31,14 @@ func (m *Manager) ExecuteStream(ctx context.Context, req shared.ExecuteRequest, 
 
 func (m *Manager) execute(ctx context.Context, req shared.ExecuteRequest, send func(shared.OutputChunk)) (shared.ExecuteResponse, error) {
 	start := time.Now()
-	// Zero limits stay zero: the agent applies its defaults.
+	// The limits are resolved once, here (the host sent them resolved;
+	// a plugin called directly gets the contract's defaults), and the
+	// agent receives them as they are.
 	p, err := shared.Prepare(req, shared.Defaults{MaxCodeBytes: m.cfg.MaxCodeBytes, MaxArgsBytes: m.cfg.MaxArgsBytes})
 	if err != nil {
 		return shared.ExecuteResponse{}, err
 	}
+	req = p.Apply(req)
 	if err := checkNames(req); err != nil {
 		return shared.ExecuteResponse{}, err
 	}
@@ -46,7 +49,9 @@ func (m *Manager) execute(ctx context.Context, req shared.ExecuteRequest, send f
 	}
 	if m.cfg.Validate != nil {
 		if findings := m.cfg.Validate(ctx, req.Code, req.AllowedImports); len(findings) > 0 {
-			return rejected(findings, req, start), nil
+			res := shared.Rejected(findings, p.Limits())
+			res.DurationMS = float64(time.Since(start).Microseconds()) / 1000
+			return shared.ExecuteResponse{Result: res}, nil
 		}
 	}
 	if req.SessionID == "" {
@@ -76,7 +81,7 @@ func (m *Manager) execute(ctx context.Context, req shared.ExecuteRequest, send f
 		return shared.ExecuteResponse{}, fmt.Errorf("execute: %w", err)
 	}
 	// The tool library's events come back with the result.
-	res, events, err := s.target(c).ExecuteStream(ctx, executeArgs(req, p.Args), req.Timeout, send)
+	res, events, err := s.target(c).ExecuteStream(ctx, executeArgs(req, p.Args), p.Timeout, send)
 	if err != nil {
 		if c.dead() {
 			m.remove(c, s)
@@ -109,27 +114,8 @@ func checkNames(req shared.ExecuteRequest) error {
 	return nil
 }
 
-// rejected is the response to a body that static validation rejected:
-// shared.Rejected with the limits the call would have run with (the
-// defaults for those req leaves zero) and the time since start.
-func rejected(findings []shared.Finding, req shared.ExecuteRequest, start time.Time) shared.ExecuteResponse {
-	l := shared.Limits{TimeoutMS: req.Timeout.Milliseconds(), MemoryMB: req.MemoryMB, MaxOutputBytes: req.MaxOutputBytes}
-	if req.Timeout == 0 {
-		l.TimeoutMS = shared.DefaultTimeout.Milliseconds()
-	}
-	if l.MemoryMB == 0 {
-		l.MemoryMB = shared.DefaultMemoryMB
-	}
-	if l.MaxOutputBytes == 0 {
-		l.MaxOutputBytes = shared.DefaultMaxOutputBytes
-	}
-	res := shared.Rejected(findings, l)
-	res.DurationMS = float64(time.Since(start).Microseconds()) / 1000
-	return shared.ExecuteResponse{Result: res}
-}
-
-// executeArgs are execute_python's arguments for req; args are req.Args
-// as shared.Prepare checked them.
+// executeArgs are execute_python's arguments for req, whose limits
+// shared.Prepare resolved; args are req.Args as it checked them.
 func executeArgs(req shared.ExecuteRequest, args json.RawMessage) rtproto.ExecuteArgs {
 	return rtproto.ExecuteArgs{
 		Code:           req.Code,
