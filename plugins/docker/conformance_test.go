@@ -51,7 +51,9 @@ func TestConformance(t *testing.T) {
 				t.Fatalf("docker kill %s: %v", ids[0], err)
 			}
 		}),
-		conformance.WithReopenWithin(2*time.Second/3), // scaled by 3: 2 s
+		// A bound on a hang, not a speed check (about 0.4 s here when the
+		// machine is quiet; make bench reports open times).
+		conformance.WithReopenWithin(10*time.Second/3),
 		conformance.WithPersistentLibrary(),
 	)
 }
