@@ -137,6 +137,9 @@ func StartNotebook(ctx context.Context, argv []string, req runner.Request, opts 
 	go func() {
 		buf := make([]byte, 64<<10)
 		k, _, _, _, err := unix.Recvmsg(n.ctl, buf, nil, 0)
+		for err == unix.EINTR { // the Go runtime's signals (preemption) interrupt a raw recvmsg
+			k, _, _, _, err = unix.Recvmsg(n.ctl, buf, nil, 0)
+		}
 		if k < 0 {
 			k = 0
 		}
