@@ -543,6 +543,10 @@ func (p *PolicyConfig) resolve() (Policy, hcl.Diagnostics) {
 				fmt.Sprintf("memory_mb = %d: a Python child needs at least %d MB to start, and a limit below what it already maps would not hold.", *l.v, shared.MinMemoryMB)))
 			continue
 		}
+		if l.name == "memory_mb" && *l.v > shared.MaxMemoryMB {
+			diags = append(diags, errDiag(l.rng, "Memory limit too large", memoryTooLarge(*l.v)))
+			continue
+		}
 		*l.dst = *l.v
 	}
 	for _, l := range []struct {
@@ -597,10 +601,19 @@ func (p *PolicyConfig) resolve() (Policy, hcl.Diagnostics) {
 					fmt.Sprintf("ceiling %s %d is below the policy's %s %d.", l.name, *l.v, l.name, l.policy)))
 				continue
 			}
+			if l.name == "memory_mb" && *l.v > shared.MaxMemoryMB {
+				diags = append(diags, errDiag(l.rng, "Memory limit too large", "ceiling "+memoryTooLarge(*l.v)))
+				continue
+			}
 			*l.dst = *l.v
 		}
 	}
 	return pol, diags
+}
+
+// memoryTooLarge is the detail of a memory_mb above shared.MaxMemoryMB.
+func memoryTooLarge(mb int) string {
+	return fmt.Sprintf("memory_mb = %d is above the largest limit, %d MB (2 PiB): a tier would hold it wrapped around, as another limit.", mb, shared.MaxMemoryMB)
 }
 
 // Policy returns the resolved policy called name.

@@ -118,6 +118,7 @@ func TestPrepareRefuses(t *testing.T) {
 		{"negative output", "max_output_bytes", ExecuteRequest{Code: "x", MaxOutputBytes: -1}, d},
 		{"memory below the floor", "memory_mb", ExecuteRequest{Code: "x", MemoryMB: MinMemoryMB - 1}, d},
 		{"default memory below the floor", "memory_mb", ExecuteRequest{Code: "x"}, Defaults{MemoryMB: 16}},
+		{"memory above the largest limit", "memory_mb", ExecuteRequest{Code: "x", MemoryMB: MaxMemoryMB + 1}, d},
 		{"code", "code", ExecuteRequest{Code: strings.Repeat("x", 11)}, d},
 		{"default code cap", "code", ExecuteRequest{Code: strings.Repeat("x", DefaultMaxCodeBytes+1)}, Defaults{}},
 		{"args", "args", ExecuteRequest{Code: "x", Args: json.RawMessage(`{"a":"` + strings.Repeat("b", 20) + `"}`)}, d},
@@ -132,6 +133,9 @@ func TestPrepareRefuses(t *testing.T) {
 	}
 	if _, err := Prepare(ExecuteRequest{Code: "x", MemoryMB: MinMemoryMB}, d); err != nil {
 		t.Errorf("memory at the floor: %v", err)
+	}
+	if _, err := Prepare(ExecuteRequest{Code: "x", MemoryMB: MaxMemoryMB}, d); err != nil {
+		t.Errorf("memory at the top: %v", err)
 	}
 	_, err := Prepare(ExecuteRequest{Code: strings.Repeat("x", 11)}, Defaults{Name: `policy "small"`, MaxCodeBytes: 10})
 	if err == nil || err.Error() != `code is 11 bytes, policy "small" allows 10 (max_code_bytes)` {
