@@ -515,6 +515,8 @@ func (p *PolicyConfig) resolve() (Policy, hcl.Diagnostics) {
 		case d <= 0:
 			diags = append(diags, errDiag(p.TimeoutRange, "Invalid timeout",
 				fmt.Sprintf("timeout must be positive, not %q.", *p.Timeout)))
+		case d > shared.MaxTimeout:
+			diags = append(diags, errDiag(p.TimeoutRange, "Timeout too long", timeoutTooLong("timeout", d)))
 		default:
 			pol.Timeout = d
 		}
@@ -579,6 +581,8 @@ func (p *PolicyConfig) resolve() (Policy, hcl.Diagnostics) {
 			case d < pol.Timeout:
 				diags = append(diags, errDiag(c.TimeoutRange, "Ceiling below the policy",
 					fmt.Sprintf("ceiling timeout %s is below the policy's timeout %s.", d, pol.Timeout)))
+			case d > shared.MaxTimeout:
+				diags = append(diags, errDiag(c.TimeoutRange, "Timeout too long", timeoutTooLong("ceiling timeout", d)))
 			default:
 				pol.MaxTimeout = d
 			}
@@ -614,6 +618,11 @@ func (p *PolicyConfig) resolve() (Policy, hcl.Diagnostics) {
 // memoryTooLarge is the detail of a memory_mb above shared.MaxMemoryMB.
 func memoryTooLarge(mb int) string {
 	return fmt.Sprintf("memory_mb = %d is above the largest limit, %d MB (2 PiB): a tier would hold it wrapped around, as another limit.", mb, shared.MaxMemoryMB)
+}
+
+// timeoutTooLong is the detail of a timeout above shared.MaxTimeout.
+func timeoutTooLong(what string, d time.Duration) string {
+	return fmt.Sprintf("%s %s is above the longest, %s (about 68 years): its CPU limit in seconds would not fit the fork-server's, which would hold it wrapped around, as another limit.", what, d, shared.MaxTimeout)
 }
 
 // Policy returns the resolved policy called name.

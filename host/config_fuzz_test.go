@@ -3,6 +3,7 @@ package host
 import (
 	"bytes"
 	"fmt"
+	"math"
 	"os"
 	"strings"
 	"testing"
@@ -138,7 +139,7 @@ func checkResolved(t *testing.T, cfg *Config) {
 		}
 		p := cfg.SandboxPolicy(sb)
 		switch {
-		case p.Timeout <= 0 || p.MaxTimeout < p.Timeout:
+		case p.Timeout <= 0 || p.MaxTimeout < p.Timeout || p.MaxTimeout > shared.MaxTimeout:
 			t.Fatalf("sandbox %q: timeout %v, ceiling %v", sb.Name, p.Timeout, p.MaxTimeout)
 		case p.MemoryMB < shared.MinMemoryMB || p.MaxMemoryMB < p.MemoryMB || p.MaxMemoryMB > shared.MaxMemoryMB:
 			t.Fatalf("sandbox %q: memory_mb %d, ceiling %d", sb.Name, p.MemoryMB, p.MaxMemoryMB)
@@ -152,7 +153,7 @@ func checkResolved(t *testing.T, cfg *Config) {
 		if err != nil {
 			t.Fatalf("sandbox %q: Prepare refuses the policy's defaults: %v", sb.Name, err)
 		}
-		if pr.Timeout != p.Timeout || pr.MemoryMB != p.MemoryMB || pr.MaxOutputBytes != p.MaxOutputBytes || pr.CPUSeconds() < 1 {
+		if pr.Timeout != p.Timeout || pr.MemoryMB != p.MemoryMB || pr.MaxOutputBytes != p.MaxOutputBytes || pr.CPUSeconds() < 1 || pr.CPUSeconds() > math.MaxInt32 {
 			t.Fatalf("sandbox %q: resolved %+v from %+v", sb.Name, pr.Resolved, p)
 		}
 		// At its ceilings too.

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"time"
 )
 
 // MinMemoryMB is the smallest memory limit an execution may ask for. Below
@@ -19,6 +20,11 @@ const MinMemoryMB = 32
 // C int of MB) and in bytes (MB << 20, RLIMIT_AS) alike. A larger one
 // would wrap around to another limit.
 const MaxMemoryMB = math.MaxInt32
+
+// MaxTimeout is the longest wall clock an execution may ask for (about 68
+// years): the most whose CPU limit (Resolved.CPUSeconds) the fork-server's
+// C loop holds as it is, in a C int of seconds.
+const MaxTimeout = (math.MaxInt32 - 1) * time.Second
 
 // CheckMemoryMB refuses a memory limit the sandbox cannot enforce (0 means
 // the default and passes). The error is a *FieldError on "memory_mb".
