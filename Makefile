@@ -2,7 +2,8 @@
 #
 #   make demo   build everything and run the demo on the embedded default policy
 #   make test   every test (unit, conformance, end-to-end through the CLI),
-#               again under the race detector, vet and staticcheck
+#               again under the race detector, each fuzz target briefly,
+#               vet and staticcheck
 #   make bench  Go benchmarks plus the whole-system load table
 #
 # Python: the tiers run Debian's /usr/bin/python3 (never a pyenv shim).
@@ -23,7 +24,7 @@ CC       ?= gcc
 # the subprocess plugin, which refuses any other bytes.
 FORKCORE := $(BIN)/orqest-forkcore.so
 
-.PHONY: k8s-up k8s-down test-k8s bench-k8s release image-datascience setup setup-image all build forkcore example demo test test-go test-example vet bench bench-go bench-system proto fuzz clean runtime image lint test-race
+.PHONY: k8s-up k8s-down test-k8s bench-k8s release image-datascience setup setup-image all build forkcore example demo test test-go test-example vet bench bench-go bench-system proto fuzz fuzz-short clean runtime image lint test-race
 
 all: build
 
@@ -91,7 +92,7 @@ lint:
 	@if [ -d $(EXAMPLE) ]; then cd $(EXAMPLE) && GOFLAGS=-mod=mod $(STATICCHECK) ./...; fi
 
 # lint runs last: a finding fails `make test` without hiding what the tests say.
-test: build image image-datascience vet test-go test-race test-example lint
+test: build image image-datascience vet test-go test-race test-example fuzz-short lint
 
 # ORQEST_FORKCORE: the tier-1 tests run the zygote with the C loop (and, where
 # a test says so, without it).
@@ -140,8 +141,34 @@ bench-k8s: build image
 	ORQEST_REQUIRE_K8S=1 $(GO) test -run '^$$' -bench 'OpenClose|OpenFromPool|ExecuteWarm' -benchtime 20x -count=1 ./plugins/docker/ ./plugins/kubernetes/
 	$(BIN)/orqest-sandbox bench --config bench.hcl --sandbox docker,kubernetes -n 300 --concurrency 1
 
+# The fuzz targets, package:target (docs/testing.md says what each checks).
+# Go fuzzes one target per invocation. `make fuzz` runs each for FUZZTIME;
+# one alone, longer: make fuzz FUZZ_TARGETS=./host:FuzzParseConfig FUZZTIME=30m
+# A failing input is written to the package's testdata/fuzz/<target>/.
+FUZZ_TARGETS ?= \
+	./host:FuzzParseConfig \
+	./cmd/orqest-sandbox:FuzzMCPHTTP \
+	./cmd/orqest-sandbox:FuzzMCPToolArgs \
+	./runner:FuzzParseResponse \
+	./internal/pyproc:FuzzControlMessages \
+	./agent:FuzzReadHello \
+	./internal/rtproto:FuzzVerify \
+	./internal/rtproto:FuzzCheckID \
+	./validator:FuzzCheck
+FUZZTIME       ?= 60s
+FUZZMINIMIZE   ?= 60s
+FUZZTIME_SHORT ?= 8s
 fuzz:
-	$(GO) test -run '^$$' -fuzz FuzzCheck -fuzztime 60s ./validator/
+	@for t in $(FUZZ_TARGETS); do \
+		pkg=$${t%:*}; name=$${t#*:}; \
+		echo "$(GO) test -run '^$$' -fuzz '^$$name\$$' -fuzztime $(FUZZTIME) -fuzzminimizetime $(FUZZMINIMIZE) $$pkg"; \
+		$(GO) test -run '^$$' -fuzz "^$$name\$$" -fuzztime $(FUZZTIME) -fuzzminimizetime $(FUZZMINIMIZE) $$pkg || exit 1; \
+	done
+
+# Every fuzz target for FUZZTIME_SHORT (about 1.5 minutes in all on two
+# cores with a warm build cache): what `make test` runs after the tests.
+fuzz-short:
+	@$(MAKE) --no-print-directory fuzz FUZZTIME=$(FUZZTIME_SHORT) FUZZMINIMIZE=2s
 
 # Cut a release: checks CHANGELOG.md and a clean tree, builds
 # dist/orqest-sandbox-$(VERSION)-linux-ARCH.tar.gz (binaries, SHA256SUMS, the

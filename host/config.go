@@ -515,6 +515,8 @@ func (p *PolicyConfig) resolve() (Policy, hcl.Diagnostics) {
 		case d <= 0:
 			diags = append(diags, errDiag(p.TimeoutRange, "Invalid timeout",
 				fmt.Sprintf("timeout must be positive, not %q.", *p.Timeout)))
+		case d > shared.MaxTimeout:
+			diags = append(diags, errDiag(p.TimeoutRange, "Timeout too long", timeoutTooLong("timeout", d)))
 		default:
 			pol.Timeout = d
 		}
@@ -541,6 +543,10 @@ func (p *PolicyConfig) resolve() (Policy, hcl.Diagnostics) {
 		if l.name == "memory_mb" && *l.v < shared.MinMemoryMB {
 			diags = append(diags, errDiag(l.rng, "Memory limit below the floor",
 				fmt.Sprintf("memory_mb = %d: a Python child needs at least %d MB to start, and a limit below what it already maps would not hold.", *l.v, shared.MinMemoryMB)))
+			continue
+		}
+		if l.name == "memory_mb" && *l.v > shared.MaxMemoryMB {
+			diags = append(diags, errDiag(l.rng, "Memory limit too large", memoryTooLarge(*l.v)))
 			continue
 		}
 		*l.dst = *l.v
@@ -575,6 +581,8 @@ func (p *PolicyConfig) resolve() (Policy, hcl.Diagnostics) {
 			case d < pol.Timeout:
 				diags = append(diags, errDiag(c.TimeoutRange, "Ceiling below the policy",
 					fmt.Sprintf("ceiling timeout %s is below the policy's timeout %s.", d, pol.Timeout)))
+			case d > shared.MaxTimeout:
+				diags = append(diags, errDiag(c.TimeoutRange, "Timeout too long", timeoutTooLong("ceiling timeout", d)))
 			default:
 				pol.MaxTimeout = d
 			}
@@ -597,10 +605,24 @@ func (p *PolicyConfig) resolve() (Policy, hcl.Diagnostics) {
 					fmt.Sprintf("ceiling %s %d is below the policy's %s %d.", l.name, *l.v, l.name, l.policy)))
 				continue
 			}
+			if l.name == "memory_mb" && *l.v > shared.MaxMemoryMB {
+				diags = append(diags, errDiag(l.rng, "Memory limit too large", "ceiling "+memoryTooLarge(*l.v)))
+				continue
+			}
 			*l.dst = *l.v
 		}
 	}
 	return pol, diags
+}
+
+// memoryTooLarge is the detail of a memory_mb above shared.MaxMemoryMB.
+func memoryTooLarge(mb int) string {
+	return fmt.Sprintf("memory_mb = %d is above the largest limit, %d MB (2 PiB): a tier would hold it wrapped around, as another limit.", mb, shared.MaxMemoryMB)
+}
+
+// timeoutTooLong is the detail of a timeout above shared.MaxTimeout.
+func timeoutTooLong(what string, d time.Duration) string {
+	return fmt.Sprintf("%s %s is above the longest, %s (about 68 years): its CPU limit in seconds would not fit the fork-server's, which would hold it wrapped around, as another limit.", what, d, shared.MaxTimeout)
 }
 
 // Policy returns the resolved policy called name.

@@ -194,6 +194,10 @@ func TestConfigDiagnostics(t *testing.T) {
 		{"plugin_dir missing", "plugin_dir = \"nope\"\nsandbox \"a\" { plugin = \"subprocess\" }\n", ":1:14:", "Plugin directory not found"},
 		{"ceiling below policy", "policy \"default\" {\n  timeout = \"5s\"\n  ceiling {\n    timeout = \"1s\"\n  }\n}\nsandbox \"a\" { plugin = \"subprocess\" }\n", ":4:15:", "Ceiling below the policy"},
 		{"ceiling memory below policy", "policy \"default\" {\n  memory_mb = 256\n  ceiling {\n    memory_mb = 64\n  }\n}\nsandbox \"a\" { plugin = \"subprocess\" }\n", ":4:17:", "Ceiling below the policy"},
+		{"memory above the largest limit", "policy \"default\" {\n  memory_mb = 9223372036854775807\n}\nsandbox \"a\" { plugin = \"subprocess\" }\n", ":2:15:", "Memory limit too large"},
+		{"ceiling memory above the largest limit", "policy \"default\" {\n  ceiling {\n    memory_mb = 2147483648\n  }\n}\nsandbox \"a\" { plugin = \"subprocess\" }\n", ":3:17:", "Memory limit too large"},
+		{"timeout above the longest", "policy \"default\" {\n  timeout = \"2562047h\"\n}\nsandbox \"a\" { plugin = \"subprocess\" }\n", ":2:13:", "Timeout too long"},
+		{"ceiling timeout above the longest", "policy \"default\" {\n  ceiling {\n    timeout = \"596524h\"\n  }\n}\nsandbox \"a\" { plugin = \"subprocess\" }\n", ":3:15:", "Timeout too long"},
 		{"zero max_concurrency", "policy \"default\" {\n  max_concurrency = 0\n}\nsandbox \"a\" { plugin = \"subprocess\" }\n", ":2:21:", "Invalid limit"},
 	}
 	for _, c := range cases {

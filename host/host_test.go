@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"flag"
 	"fmt"
 	"os"
 	"os/exec"
@@ -32,6 +33,9 @@ var (
 )
 
 func TestMain(m *testing.M) {
+	if onlyFuzzing() {
+		os.Exit(m.Run()) // the fuzz targets launch no plugin
+	}
 	dir, err := os.MkdirTemp("", "orqest-host-test-")
 	if err != nil {
 		panic(err)
@@ -59,6 +63,19 @@ func TestMain(m *testing.M) {
 	CleanupClients()
 	os.RemoveAll(dir)
 	os.Exit(code)
+}
+
+// onlyFuzzing reports whether this run executes a fuzz target and no
+// test: a fuzzing worker, or -fuzz with -run '^$'.
+func onlyFuzzing() bool {
+	flag.Parse()
+	get := func(name string) string {
+		if f := flag.Lookup(name); f != nil {
+			return f.Value.String()
+		}
+		return ""
+	}
+	return get("test.fuzzworker") == "true" || (get("test.fuzz") != "" && get("test.run") == "^$")
 }
 
 func needPlugin(t *testing.T) {

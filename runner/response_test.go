@@ -1,6 +1,8 @@
 package runner
 
 import (
+	"bytes"
+	"encoding/json"
 	"errors"
 	"strings"
 	"testing"
@@ -83,8 +85,35 @@ func TestParseResponseUnservableOutput(t *testing.T) {
 	}
 }
 
+// FuzzParseResponse: whatever a child writes to fd 3, ParseResponse
+// returns an error wrapping ErrProtocol or a response the runner could
+// have written: a successful one with valid, servable JSON output and no
+// error, or a failed one with a kind a child reports, findings only for a
+// validation error; encoded again, it parses to the same response, and
+// Apply turns it into a result (or, for an internal error, an error
+// wrapping shared.ErrInternal).
 func FuzzParseResponse(f *testing.F) {
-	for _, s := range []string{`{"success": true, "output": [1, {"a": 2}]}`, `{"success": false, "error_kind": "validation", "findings": []}`, `{"success": true, "output": 1e999}`} {
+	for _, s := range []string{
+		`{"success": true, "output": [1, {"a": 2}]}`,
+		`{"success": false, "error_kind": "validation", "findings": []}`,
+		`{"success": true, "output": 1e999}`,
+		`{"success": true, "output": {"a": [1, 2.5, "x", null, true]}}`,
+		`{"success": true}`,
+		`{"success": true, "output": "\ud800 lone"}`,
+		`{"success": false, "error": "ZeroDivisionError", "error_kind": "runtime"}`,
+		`{"success": false, "error": "x", "error_kind": "validation", "findings": [{"rule": "forbidden-builtin", "message": "m", "line": 1, "column": 2, "snippet": "eval"}]}`,
+		`{"success": false, "error": "runner failed", "error_kind": "internal"}`,
+		`{"success": false, "error": "m", "error_kind": "memory"}`,
+		`{"success": false, "error": "", "error_kind": "invalid_args", "output": null}`,
+		`{"success": true, "output": {"a": 1, "a": 2}}`,
+		`{"success": true, "success": false}`,
+		`{"success": false, "error_kind": "timeout", "error": "forged"}`,
+		`{"success": true, "output": 1, "extra": 2}`,
+		`{"success": true, "output": 1} {"success": true}`,
+		"{\"success\": true, \"output\": \"\xff\"}",
+		` {"output": -0.0e-0, "success": true} `,
+		`{"success": true, "output": ` + strings.Repeat("[", MaxOutputDepth) + strings.Repeat("]", MaxOutputDepth) + `}`,
+	} {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {
@@ -95,16 +124,45 @@ func FuzzParseResponse(f *testing.F) {
 			}
 			return
 		}
-		if r.Success && r.ErrorKind != "" {
-			t.Fatalf("success with kind %q", r.ErrorKind)
+		if r.Success && (r.ErrorKind != "" || r.Error != "" || r.Findings != nil) {
+			t.Fatalf("success with kind %q error %q findings %v", r.ErrorKind, r.Error, r.Findings)
 		}
 		if !r.Success && !childKinds[shared.ErrorKind(r.ErrorKind)] {
 			t.Fatalf("kind %q accepted", r.ErrorKind)
 		}
+		if !r.Success && (r.Output != nil || (r.Findings != nil && r.ErrorKind != string(shared.KindValidation))) {
+			t.Fatalf("failure with output %s findings %v", r.Output, r.Findings)
+		}
 		if r.Success {
+			if !json.Valid(r.Output) {
+				t.Fatalf("accepted output is not JSON: %q", r.Output)
+			}
 			if why := checkOutput(r.Output); why != "" {
 				t.Fatalf("accepted output fails its own check: %s", why)
 			}
+		}
+		enc, err := json.Marshal(r)
+		if err != nil {
+			t.Fatalf("re-encoding %+v: %v", r, err)
+		}
+		r2, err := ParseResponse(enc)
+		if err != nil {
+			t.Fatalf("re-encoded %s: %v", enc, err)
+		}
+		if enc2, _ := json.Marshal(r2); !bytes.Equal(enc, enc2) {
+			t.Fatalf("re-encoded and parsed again: %s, want %s", enc2, enc)
+		}
+		var res shared.ExecutionResult
+		err = r.Apply(&res)
+		switch {
+		case r.ErrorKind == KindInternal:
+			if !errors.Is(err, shared.ErrInternal) {
+				t.Fatalf("an internal error applied: %v", err)
+			}
+		case err != nil:
+			t.Fatalf("Apply: %v", err)
+		case res.Success != r.Success || (!res.Success && res.ErrorKind == shared.KindNone) || len(res.Error) > MaxErrorBytes:
+			t.Fatalf("applied %+v from %+v", res, r)
 		}
 	})
 }

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"math"
+	"time"
 )
 
 // MinMemoryMB is the smallest memory limit an execution may ask for. Below
@@ -13,11 +15,25 @@ import (
 // promise the sandbox cannot keep.
 const MinMemoryMB = 32
 
+// MaxMemoryMB is the largest memory limit an execution may ask for (2
+// PiB): the most every tier holds as it is, in the fork-server's C loop (a
+// C int of MB) and in bytes (MB << 20, RLIMIT_AS) alike. A larger one
+// would wrap around to another limit.
+const MaxMemoryMB = math.MaxInt32
+
+// MaxTimeout is the longest wall clock an execution may ask for (about 68
+// years): the most whose CPU limit (Resolved.CPUSeconds) the fork-server's
+// C loop holds as it is, in a C int of seconds.
+const MaxTimeout = (math.MaxInt32 - 1) * time.Second
+
 // CheckMemoryMB refuses a memory limit the sandbox cannot enforce (0 means
 // the default and passes). The error is a *FieldError on "memory_mb".
 func CheckMemoryMB(mb int) error {
-	if mb != 0 && mb < MinMemoryMB {
+	switch {
+	case mb != 0 && mb < MinMemoryMB:
 		return &FieldError{Field: "memory_mb", Reason: fmt.Sprintf("memory_mb of %d MB is below the floor of %d MB that a Python child needs to start; ask for at least %d", mb, MinMemoryMB, MinMemoryMB)}
+	case mb > MaxMemoryMB:
+		return &FieldError{Field: "memory_mb", Reason: fmt.Sprintf("memory_mb of %d MB is above the largest limit of %d MB", mb, MaxMemoryMB)}
 	}
 	return nil
 }

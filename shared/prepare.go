@@ -86,8 +86,8 @@ func (p Prepared) Apply(req ExecuteRequest) ExecuteRequest {
 
 // Prepare resolves the limits of req under d: the one place a request's
 // limits are checked and defaulted, by the host with its policy and by
-// every backend with its own limits. It refuses a negative limit, a memory
-// limit below MinMemoryMB, code or args over their caps, args that are not
+// every backend with its own limits. It refuses a negative limit, a
+// timeout above MaxTimeout, a memory limit outside MinMemoryMB..MaxMemoryMB, code or args over their caps, args that are not
 // a JSON object and a limit above its ceiling; a zero limit takes d's
 // value. Every error is a *FieldError (it wraps ErrInvalidArgument) on
 // the request field at fault.
@@ -107,6 +107,9 @@ func Prepare(req ExecuteRequest, d Defaults) (Prepared, error) {
 		MaxOutputBytes: orDefault(req.MaxOutputBytes, d.MaxOutputBytes),
 		MaxCodeBytes:   d.MaxCodeBytes,
 		MaxArgsBytes:   d.MaxArgsBytes,
+	}
+	if r.Timeout > MaxTimeout {
+		return Prepared{}, &FieldError{Field: "timeout", Reason: fmt.Sprintf("timeout %s is above the longest of %s", r.Timeout, MaxTimeout)}
 	}
 	if err := CheckMemoryMB(r.MemoryMB); err != nil {
 		return Prepared{}, err

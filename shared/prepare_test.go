@@ -3,6 +3,7 @@ package shared
 import (
 	"encoding/json"
 	"errors"
+	"math"
 	"strings"
 	"testing"
 	"time"
@@ -118,6 +119,9 @@ func TestPrepareRefuses(t *testing.T) {
 		{"negative output", "max_output_bytes", ExecuteRequest{Code: "x", MaxOutputBytes: -1}, d},
 		{"memory below the floor", "memory_mb", ExecuteRequest{Code: "x", MemoryMB: MinMemoryMB - 1}, d},
 		{"default memory below the floor", "memory_mb", ExecuteRequest{Code: "x"}, Defaults{MemoryMB: 16}},
+		{"memory above the largest limit", "memory_mb", ExecuteRequest{Code: "x", MemoryMB: MaxMemoryMB + 1}, d},
+		{"timeout above the longest", "timeout", ExecuteRequest{Code: "x", Timeout: MaxTimeout + time.Second}, d},
+		{"default timeout above the longest", "timeout", ExecuteRequest{Code: "x"}, Defaults{Timeout: 1 << 62}},
 		{"code", "code", ExecuteRequest{Code: strings.Repeat("x", 11)}, d},
 		{"default code cap", "code", ExecuteRequest{Code: strings.Repeat("x", DefaultMaxCodeBytes+1)}, Defaults{}},
 		{"args", "args", ExecuteRequest{Code: "x", Args: json.RawMessage(`{"a":"` + strings.Repeat("b", 20) + `"}`)}, d},
@@ -132,6 +136,12 @@ func TestPrepareRefuses(t *testing.T) {
 	}
 	if _, err := Prepare(ExecuteRequest{Code: "x", MemoryMB: MinMemoryMB}, d); err != nil {
 		t.Errorf("memory at the floor: %v", err)
+	}
+	if _, err := Prepare(ExecuteRequest{Code: "x", MemoryMB: MaxMemoryMB}, d); err != nil {
+		t.Errorf("memory at the top: %v", err)
+	}
+	if p, err := Prepare(ExecuteRequest{Code: "x", Timeout: MaxTimeout}, d); err != nil || p.CPUSeconds() != math.MaxInt32 {
+		t.Errorf("timeout at the top: %v, CPU seconds %d", err, p.CPUSeconds())
 	}
 	_, err := Prepare(ExecuteRequest{Code: strings.Repeat("x", 11)}, Defaults{Name: `policy "small"`, MaxCodeBytes: 10})
 	if err == nil || err.Error() != `code is 11 bytes, policy "small" allows 10 (max_code_bytes)` {

@@ -43,6 +43,21 @@ func TestMain(m *testing.M) {
 		}
 		return nil
 	}
+	// The fuzz targets' session plugin, in a directory of its own; fuzzing
+	// workers inherit its place from the process that built it.
+	if os.Getenv(fuzzPluginEnv) == "" {
+		fdir := filepath.Join(dir, "fuzz")
+		if err := build(filepath.Join(fdir, plugin.PluginPrefix+"sessions"), "./host/testdata/sessionplugin"); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		os.Setenv(fuzzPluginEnv, fdir)
+	}
+	if onlyFuzzing() {
+		code := m.Run()
+		os.RemoveAll(dir)
+		os.Exit(code)
+	}
 	if err := build(cli, "./cmd/orqest-sandbox"); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)

@@ -173,7 +173,9 @@ func (v *Verifier) Verify(_ context.Context, token string, _ *http.Request) (*au
 	if v.jwt == nil || strings.Count(token, ".") != 2 {
 		return nil, auth.ErrInvalidToken
 	}
-	opts := []jwt.ParserOption{jwt.WithValidMethods(v.jwt.Methods), jwt.WithExpirationRequired(), jwt.WithLeeway(30 * time.Second)}
+	// Strict decoding: a token is accepted only as its issuer encoded it,
+	// not as another string with the same bytes.
+	opts := []jwt.ParserOption{jwt.WithStrictDecoding(), jwt.WithValidMethods(v.jwt.Methods), jwt.WithExpirationRequired(), jwt.WithLeeway(30 * time.Second)}
 	if v.jwt.Audience != "" {
 		opts = append(opts, jwt.WithAudience(v.jwt.Audience))
 	}

@@ -87,7 +87,13 @@ func TestVerifyJWT(t *testing.T) {
 	if err != nil || info.UserID != ClientID("auth0|42") || !strings.HasPrefix(info.UserID, "sub-") {
 		t.Fatalf("good token: %+v %v", info, err)
 	}
+	// The good token with its signature's unused bits changed: the same
+	// bytes, another string.
+	good := sign(jwt.SigningMethodES256, ecKey, claims("a", "orqest", "idp", hour))
+	const alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_"
+	reencoded := good[:len(good)-1] + string(alphabet[strings.IndexByte(alphabet, good[len(good)-1])^1])
 	for name, tok := range map[string]string{
+		"re-encoded":     reencoded,
 		"expired":        sign(jwt.SigningMethodES256, ecKey, claims("a", "orqest", "idp", time.Now().Add(-time.Hour))),
 		"no exp":         sign(jwt.SigningMethodES256, ecKey, jwt.RegisteredClaims{Subject: "a", Audience: jwt.ClaimStrings{"orqest"}, Issuer: "idp"}),
 		"audience":       sign(jwt.SigningMethodES256, ecKey, claims("a", "other", "idp", hour)),

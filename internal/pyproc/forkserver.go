@@ -210,20 +210,14 @@ func StartForkServer(argv []string, cfg runner.ForkServerConfig, opts ForkServer
 	buf := make([]byte, 64<<10)
 	n, _, _, _, err := conn.ReadMsgUnix(buf, nil)
 	_ = conn.SetReadDeadline(time.Time{})
-	var m fsMsg
-	switch {
-	case err != nil || n == 0:
+	if err != nil || n == 0 {
 		fs.Kill()
 		return nil, fmt.Errorf("fork-server: no ready message from %s (%v): %w", python, err, shared.ErrUnavailable)
-	case json.Unmarshal(buf[:n], &m) != nil:
+	}
+	m, err := readyMessage(buf[:n], python)
+	if err != nil {
 		fs.Kill()
-		return nil, fmt.Errorf("fork-server: malformed ready message %q: %w", buf[:n], shared.ErrInternal)
-	case m.T == runner.MsgFatal:
-		fs.Kill()
-		return nil, fmt.Errorf("fork-server: %s failed to start: %s: %w", python, m.Error, shared.ErrUnavailable)
-	case m.T != runner.MsgReady:
-		fs.Kill()
-		return nil, fmt.Errorf("fork-server: unexpected first message %q: %w", buf[:n], shared.ErrInternal)
+		return nil, err
 	}
 	fs.layers, fs.miss = m.Layers, m.Missing
 	fs.core, fs.coreEr, fs.hot, fs.hotNew = m.Core, m.CoreErr, m.HotPages, m.HotPagesNew
@@ -231,6 +225,21 @@ func StartForkServer(argv []string, cfg runner.ForkServerConfig, opts ForkServer
 	go fs.read()
 	logger.Debug("fork-server ready", "pid", fs.pid, "layers", m.Layers, "c_loop", m.Core, "hot_pages", m.HotPages, "hot_pages_new", m.HotPagesNew)
 	return fs, nil
+}
+
+// readyMessage parses the zygote's first control message, b: "ready", or
+// "fatal" with why python could not start serving.
+func readyMessage(b []byte, python string) (fsMsg, error) {
+	var m fsMsg
+	switch {
+	case json.Unmarshal(b, &m) != nil:
+		return m, fmt.Errorf("fork-server: malformed ready message %q: %w", b, shared.ErrInternal)
+	case m.T == runner.MsgFatal:
+		return m, fmt.Errorf("fork-server: %s failed to start: %s: %w", python, m.Error, shared.ErrUnavailable)
+	case m.T != runner.MsgReady:
+		return m, fmt.Errorf("fork-server: unexpected first message %q: %w", b, shared.ErrInternal)
+	}
+	return m, nil
 }
 
 // PID is the zygote's process id.
@@ -319,41 +328,48 @@ func (fs *ForkServer) read() {
 			fs.fail(fmt.Errorf("fork-server (pid %d) is gone: %v", fs.pid, err))
 			return
 		}
-		var m fsMsg
-		if err := json.Unmarshal(buf[:n], &m); err != nil {
+		fs.handle(buf[:n], fds)
+	}
+}
+
+// handle dispatches the control message b, which came with the
+// descriptors fds: an idle child's go to it (its socket and pidfd), any
+// other message's are closed.
+func (fs *ForkServer) handle(b []byte, fds []int) {
+	var m fsMsg
+	if err := json.Unmarshal(b, &m); err != nil {
+		closeFDs(fds)
+		fs.logger.Warn("fork-server: malformed control message", "error", err)
+		return
+	}
+	switch m.T {
+	case runner.MsgIdle:
+		if len(fds) != 2 {
 			closeFDs(fds)
-			fs.logger.Warn("fork-server: malformed control message", "error", err)
-			continue
+			fs.logger.Warn("fork-server: idle child without its socket and pidfd", "pid", m.PID)
+			return
 		}
-		switch m.T {
-		case runner.MsgIdle:
-			if len(fds) != 2 {
-				closeFDs(fds)
-				fs.logger.Warn("fork-server: idle child without its socket and pidfd", "pid", m.PID)
-				continue
-			}
-			c := &fsChild{pid: m.PID, sock: fds[0], pidfd: fds[1], exited: make(chan fsExit, 1)}
-			fs.mu.Lock()
-			fs.kids[c.pid] = c
-			fs.mu.Unlock()
-			select {
-			case fs.idle <- c:
-			default: // more than the pool can hold: let it go
-				c.closeFDs()
-			}
-		case runner.MsgExit:
-			closeFDs(fds)
-			fs.mu.Lock()
-			c := fs.kids[m.PID]
-			delete(fs.kids, m.PID)
-			fs.mu.Unlock()
-			if c != nil {
-				cpu := time.Duration((m.UTime + m.STime) * float64(time.Second))
-				c.exited <- fsExit{status: syscall.WaitStatus(m.Status), cpu: cpu}
-			}
-		default:
-			closeFDs(fds)
+		c := &fsChild{pid: m.PID, sock: fds[0], pidfd: fds[1], exited: make(chan fsExit, 1)}
+		fs.mu.Lock()
+		fs.kids[c.pid] = c
+		fs.mu.Unlock()
+		select {
+		case fs.idle <- c:
+		default: // more than the pool can hold: let it go
+			c.closeFDs()
 		}
+	case runner.MsgExit:
+		closeFDs(fds)
+		fs.mu.Lock()
+		c := fs.kids[m.PID]
+		delete(fs.kids, m.PID)
+		fs.mu.Unlock()
+		if c != nil {
+			cpu := time.Duration((m.UTime + m.STime) * float64(time.Second))
+			c.exited <- fsExit{status: syscall.WaitStatus(m.Status), cpu: cpu}
+		}
+	default:
+		closeFDs(fds)
 	}
 }
 

@@ -188,10 +188,17 @@ var ErrUnauthorized = errors.New("unauthorized")
 // Verify checks tok against secret: HS256 only (alg none and every other
 // algorithm are refused), signature, issuer, audience, exp required and not
 // past, lifetime at most MaxTokenTTL, and the token naming this user and
-// session. It returns the claims.
+// session. It returns the claims. The token must be exactly what Mint
+// writes: three segments of canonical base64url, so that no other string
+// (a line break, different unused bits in the signature's last character)
+// passes as the same token.
 func Verify(secret []byte, tok, user, session string) (*Claims, error) {
+	if !tokenChars(tok) {
+		return nil, fmt.Errorf("%w: not three base64url segments", ErrUnauthorized)
+	}
 	var c Claims
 	_, err := jwt.ParseWithClaims(tok, &c, func(*jwt.Token) (any, error) { return secret, nil },
+		jwt.WithStrictDecoding(),
 		jwt.WithValidMethods([]string{jwt.SigningMethodHS256.Alg()}),
 		jwt.WithIssuer(Issuer),
 		jwt.WithAudience(Audience),
@@ -214,6 +221,22 @@ func Verify(secret []byte, tok, user, session string) (*Claims, error) {
 		return nil, fmt.Errorf("%w: unknown scope %q", ErrUnauthorized, c.Scope)
 	}
 	return &c, nil
+}
+
+// tokenChars reports whether tok is three dot-separated segments of the
+// base64url alphabet, without padding.
+func tokenChars(tok string) bool {
+	dots := 0
+	for i := 0; i < len(tok); i++ {
+		switch c := tok[i]; {
+		case c == '.':
+			dots++
+		case c >= 'A' && c <= 'Z', c >= 'a' && c <= 'z', c >= '0' && c <= '9', c == '-', c == '_':
+		default:
+			return false
+		}
+	}
+	return dots == 2
 }
 
 // Tools of a session's workspace (agent scope): the directory FilesDir,

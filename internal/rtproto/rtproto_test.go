@@ -158,6 +158,34 @@ func TestVerifyRefusesWrongSecretAndTampering(t *testing.T) {
 	refused(t, "empty", "")
 }
 
+// A token is accepted only as Mint wrote it: the same bytes encoded
+// another way (a line break, the signature's unused bits) are refused.
+func TestVerifyRefusesMalleatedTokens(t *testing.T) {
+	tok := mint(t, ScopeAgent, time.Minute)
+	for _, m := range malleated(tok) {
+		refused(t, "malleated", m)
+	}
+	if _, err := Verify(secret, tok, user, session); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// malleated returns tok written differently with the same bytes: a line
+// break in the signature (base64 decoders skip them), other unused bits in
+// its last character, padding.
+func malleated(tok string) []string {
+	const alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_"
+	out := []string{tok + "\n", tok[:len(tok)-4] + "\r\n" + tok[len(tok)-4:], tok + "="}
+	if i := strings.IndexByte(alphabet, tok[len(tok)-1]); i >= 0 {
+		for j := i &^ 3; j < i&^3+4; j++ {
+			if j != i {
+				out = append(out, tok[:len(tok)-1]+alphabet[j:j+1])
+			}
+		}
+	}
+	return out
+}
+
 func TestVerifyRefusesForgedAlgorithms(t *testing.T) {
 	c := claims()
 	refused(t, "alg none", sign(t, jwt.SigningMethodNone, jwt.UnsafeAllowNoneSignatureType, c))
