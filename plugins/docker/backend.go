@@ -268,6 +268,9 @@ func (b *Backend) Configure(ctx context.Context, req shared.ConfigureRequest) (s
 	if cfg.MemoryMB < 0 || cfg.CPUs < 0 || cfg.PidsLimit < 0 || cfg.WorkspaceMB < 0 {
 		return shared.ConfigureResponse{}, fmt.Errorf("docker config: negative limit: %w", shared.ErrInvalidArgument)
 	}
+	if cfg.MemoryMB > shared.MaxMemoryMB {
+		return shared.ConfigureResponse{}, fmt.Errorf("docker config: %w", &shared.FieldError{Field: "memory_mb", Reason: fmt.Sprintf("%d MB is over the largest limit, %d MB", cfg.MemoryMB, shared.MaxMemoryMB)})
+	}
 	if cfg.MemoryMB == 0 {
 		cfg.MemoryMB = def.MemoryMB
 	}
