@@ -365,7 +365,9 @@ func (c *mcpClients) log(format string, args ...any) {
 // bearer authentication (a 401 carries RFC 6750's challenge) and
 // cross-origin protection; the SDK's DNS-rebinding protection (localhost
 // requests must carry a localhost Host) stays on, and so does its check
-// that a session's requests all come from the client that opened it.
+// that a session's requests all come from the client that opened it. A
+// request other than initialize without an Mcp-Session-Id is a 400
+// (requireMCPSession).
 // Besides MCP it serves
 //
 //   - /metrics: the host's Prometheus metrics (metrics), behind the same
@@ -384,7 +386,7 @@ func (c *mcpClients) httpHandler(v *httpauth.Verifier, metrics http.Handler) htt
 		return httpauth.Challenge(mcpRealm, auth.RequireBearerToken(v.Verify, nil)(next))
 	}
 	mux := http.NewServeMux()
-	mux.Handle("/", requireToken(h))
+	mux.Handle("/", requireToken(requireMCPSession(h)))
 	mux.Handle("GET /metrics", requireToken(metrics))
 	mux.HandleFunc("GET /healthz", c.healthz)
 	return http.NewCrossOriginProtection().Handler(mux)
