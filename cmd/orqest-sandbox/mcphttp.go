@@ -10,7 +10,10 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"os"
 	"strings"
+	"sync"
+	"time"
 )
 
 // The HTTP face of `mcp serve --http`, around the SDK's Streamable handler.
@@ -155,4 +158,236 @@ func writeJSONRPCError(w http.ResponseWriter, status int, id json.RawMessage, co
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
 	w.Write(append(b, '\n'))
+}
+
+// mcpHTTPLimits bounds what one connection of `mcp serve --http` may hold,
+// and for how long, so that clients that stop sending or stop reading,
+// authenticated or not, cannot pile up connections (and file descriptors)
+// until the server answers no one, /healthz included.
+type mcpHTTPLimits struct {
+	// header bounds the request line and headers
+	// (http.Server.ReadHeaderTimeout).
+	header time.Duration
+	// body bounds a request's whole body, from the end of its headers. It
+	// is a read deadline set per request (http.ResponseController) and
+	// lifted once the body is in, not http.Server.ReadTimeout: that one
+	// stays armed while the response streams, and when it fires the
+	// connection's background read fails and cancels the request's
+	// context, ending a long execution's stream.
+	body time.Duration
+	// write bounds writing a response. http.Server.WriteTimeout gives the
+	// whole response this long from the end of its request's headers:
+	// right for /healthz, /metrics, a 401, the SDK's refusals. The MCP
+	// endpoint's responses are streams (SSE) that last as long as the
+	// execution they report on, and its standalone GET stream as long as
+	// the session, so there each write gets this long to complete instead,
+	// and no deadline runs between writes (mcpStreamDeadlines): a stream
+	// may idle as long as it needs, a client that stops reading is cut
+	// off once the socket's buffers are full and a write stalls.
+	write time.Duration
+	// idle bounds a keep-alive connection waiting for its next request.
+	idle time.Duration
+	// perAddr is how many connections one client address may hold at
+	// once, counted as they are accepted, before any authentication
+	// (limitPerAddr); 0 is no limit.
+	perAddr int
+}
+
+// defaultMCPHTTPLimits are the limits of `mcp serve --http`. The body's
+// allows a request of mcpMaxRequestBytes (a put_file of the largest file)
+// at about 200 KB/s.
+var defaultMCPHTTPLimits = mcpHTTPLimits{
+	header:  10 * time.Second,
+	body:    60 * time.Second,
+	write:   30 * time.Second,
+	idle:    2 * time.Minute,
+	perAddr: 64,
+}
+
+// newMCPHTTPServer is the http.Server of `mcp serve --http` around h (the
+// handler of mcpClients.httpHandler, built with the same limits). Its
+// listener should come through limitPerAddr.
+func newMCPHTTPServer(h http.Handler, lim mcpHTTPLimits) *http.Server {
+	return &http.Server{
+		Handler:           h,
+		ReadHeaderTimeout: lim.header,
+		WriteTimeout:      lim.write,
+		IdleTimeout:       lim.idle,
+		MaxHeaderBytes:    64 << 10,
+	}
+}
+
+// bodyDeadline gives a request's body d to arrive: a read deadline from
+// now, which a handler that reads the whole body lifts (readMCPBody). A
+// handler that leaves the body unread answers under it, and the server's
+// discarding of the rest gives up at it and closes the connection.
+func bodyDeadline(d time.Duration, next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if d > 0 && r.Body != nil && r.Body != http.NoBody {
+			_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(d))
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// readMCPBody reads the request's whole body (at most
+// mcpMaxRequestBytes) under bodyDeadline's deadline, lifts the deadline,
+// and hands next the body from memory: the SDK reads it whole anyway, and
+// a response that streams for minutes must not run under a read deadline.
+// The response's write deadline then starts afresh (lim.write): a body
+// that took longer to arrive than the server's WriteTimeout still gets its
+// answer. A body that does not arrive in time is a 408, one too large a
+// 413; both close the connection.
+func readMCPBody(lim mcpHTTPLimits, next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Body == nil || r.Body == http.NoBody {
+			next.ServeHTTP(w, r)
+			return
+		}
+		rc := http.NewResponseController(w)
+		body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, mcpMaxRequestBytes))
+		if lim.write > 0 {
+			_ = rc.SetWriteDeadline(time.Now().Add(lim.write))
+		}
+		if err != nil {
+			w.Header().Set("Connection", "close")
+			var mbe *http.MaxBytesError
+			switch {
+			case errors.As(err, &mbe):
+				http.Error(w, fmt.Sprintf("request body exceeds %d bytes", mbe.Limit), http.StatusRequestEntityTooLarge)
+			case errors.Is(err, os.ErrDeadlineExceeded):
+				http.Error(w, fmt.Sprintf("request body not received within %s", lim.body), http.StatusRequestTimeout)
+			default:
+				http.Error(w, "reading the request body: "+err.Error(), http.StatusBadRequest)
+			}
+			return
+		}
+		_ = rc.SetReadDeadline(time.Time{})
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		next.ServeHTTP(w, r)
+	})
+}
+
+// mcpStreamDeadlines replaces the server's WriteTimeout, a deadline on the
+// whole response, with one on each write: the write, or flush, must
+// complete within d, and between writes none runs (mcpHTTPLimits.write).
+// After next returns, what the server still flushes gets d.
+func mcpStreamDeadlines(d time.Duration, next http.Handler) http.Handler {
+	if d <= 0 {
+		return next
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		rc := http.NewResponseController(w)
+		_ = rc.SetWriteDeadline(time.Time{})
+		next.ServeHTTP(&deadlineWriter{ResponseWriter: w, rc: rc, d: d}, r)
+		_ = rc.SetWriteDeadline(time.Now().Add(d))
+	})
+}
+
+// deadlineWriter arms a write deadline around each Write and Flush.
+type deadlineWriter struct {
+	http.ResponseWriter
+	rc *http.ResponseController
+	d  time.Duration
+	mu sync.Mutex // a ResponseWriter takes one write at a time; so do the deadlines
+}
+
+func (w *deadlineWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	_ = w.rc.SetWriteDeadline(time.Now().Add(w.d))
+	defer w.rc.SetWriteDeadline(time.Time{})
+	return w.ResponseWriter.Write(p)
+}
+
+// FlushError flushes under a deadline (http.ResponseController.Flush
+// calls it).
+func (w *deadlineWriter) FlushError() error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	_ = w.rc.SetWriteDeadline(time.Now().Add(w.d))
+	defer w.rc.SetWriteDeadline(time.Time{})
+	return w.rc.Flush()
+}
+
+// Flush is FlushError for callers of http.Flusher.
+func (w *deadlineWriter) Flush() { _ = w.FlushError() }
+
+// Unwrap lets http.ResponseController reach the underlying writer.
+func (w *deadlineWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// limitPerAddr returns ln with at most max connections open at once from
+// one client address (the remote IP): a connection beyond it is closed as
+// it is accepted, before a byte is read, so clients that hold connections
+// open use up their own share and not the process's file descriptors.
+// Behind a reverse proxy every client has the proxy's address: raise max
+// or set 0 (ln itself).
+func limitPerAddr(ln net.Listener, max int) net.Listener {
+	if max <= 0 {
+		return ln
+	}
+	return &perAddrListener{Listener: ln, max: max, open: map[string]int{}}
+}
+
+type perAddrListener struct {
+	net.Listener
+	max int
+
+	mu   sync.Mutex
+	open map[string]int
+}
+
+// Accept returns the next connection whose address holds fewer than max.
+func (l *perAddrListener) Accept() (net.Conn, error) {
+	for {
+		c, err := l.Listener.Accept()
+		if err != nil {
+			return nil, err
+		}
+		addr := c.RemoteAddr().String()
+		if host, _, err := net.SplitHostPort(addr); err == nil {
+			addr = host
+		}
+		l.mu.Lock()
+		if l.open[addr] >= l.max {
+			l.mu.Unlock()
+			c.Close()
+			continue
+		}
+		l.open[addr]++
+		l.mu.Unlock()
+		return &addrConn{Conn: c, l: l, addr: addr}, nil
+	}
+}
+
+func (l *perAddrListener) release(addr string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.open[addr]--; l.open[addr] <= 0 {
+		delete(l.open, addr)
+	}
+}
+
+// addrConn gives its address's place back when it is closed.
+type addrConn struct {
+	net.Conn
+	l    *perAddrListener
+	addr string
+	once sync.Once
+}
+
+func (c *addrConn) Close() error {
+	err := c.Conn.Close()
+	c.once.Do(func() { c.l.release(c.addr) })
+	return err
+}
+
+// CloseWrite half-closes a TCP connection: net/http sends its last
+// response, half-closes and waits a moment before closing when the request
+// body was left unread, so the client reads the response before a reset.
+func (c *addrConn) CloseWrite() error {
+	if cw, ok := c.Conn.(interface{ CloseWrite() error }); ok {
+		return cw.CloseWrite()
+	}
+	return nil
 }
