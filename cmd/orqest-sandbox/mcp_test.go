@@ -234,6 +234,7 @@ func TestMCPBadInputs(t *testing.T) {
 		{"run_python", map[string]any{"code": "return 1 / 0"}, "ZeroDivisionError"},
 		{"run_python", map[string]any{"code": "return 1", "args": []int{1}}, "args must be a JSON object"},
 		{"run_python", map[string]any{}, `argument "code": missing`},
+		{"run_python", map[string]any{"code": " \n\t"}, `argument "code": empty`},
 	} {
 		r := call(t, cs, c.tool, c.args)
 		if !r.IsError || !strings.Contains(text(r), c.want) {
