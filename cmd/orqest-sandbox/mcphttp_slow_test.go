@@ -9,6 +9,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -367,3 +368,79 @@ func TestMCPHTTPConnsPerAddr(t *testing.T) {
 		time.Sleep(50 * time.Millisecond)
 	}
 }
+
+// Over HTTP/2 (TLS), where http.Server.WriteTimeout resets a stream when it
+// expires whether or not a write is pending, a tools/call stream silent for
+// longer than the write timeout still returns, and the standalone stream
+// still carries list_changed.
+func TestMCPHTTP2LongStream(t *testing.T) {
+	needPlugin(t)
+	lim := mcpHTTPLimits{header: time.Second, body: time.Second, write: time.Second, idle: 2 * time.Second}
+	cfg, diags := host.ParseConfig(filepath.Join(t.TempDir(), "config.hcl"), []byte(mcpPolicy))
+	if diags.HasErrors() {
+		t.Fatal(diags)
+	}
+	ctx := context.Background()
+	h, err := host.Load(ctx, cfg, host.WithPluginDirs(binDir))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { h.Close() })
+	sb, err := h.Sandbox(ctx, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	clients, err := newMCPClients(ctx, sb, h.Bus())
+	if err != nil {
+		t.Fatal(err)
+	}
+	clients.limits = lim
+	handler := clients.httpHandler(httpauth.NewVerifier(map[string]string{httpTestToken: "alice"}, nil), http.NotFoundHandler())
+	ts := httptest.NewUnstartedServer(handler)
+	ts.Config = newMCPHTTPServer(handler, lim)
+	ts.EnableHTTP2 = true
+	ts.StartTLS()
+	t.Cleanup(ts.Close)
+
+	base := ts.Client().Transport.(*http.Transport)
+	var proto sync.Map
+	listChanged := make(chan struct{}, 4)
+	client := mcp.NewClient(&mcp.Implementation{Name: "h2-agent", Version: "1"}, &mcp.ClientOptions{
+		ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) { listChanged <- struct{}{} },
+	})
+	cs, err := client.Connect(ctx, &mcp.StreamableClientTransport{
+		Endpoint: ts.URL + "/mcp",
+		HTTPClient: &http.Client{Transport: roundTripFunc(func(r *http.Request) (*http.Response, error) {
+			r = r.Clone(r.Context())
+			r.Header.Set("Authorization", "Bearer "+httpTestToken)
+			resp, err := base.RoundTrip(r)
+			if err == nil {
+				proto.Store(resp.Proto, true)
+			}
+			return resp, err
+		})},
+	}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	r := call(t, cs, "run_python", map[string]any{"code": "import time\ntime.sleep(2.5)\nreturn 42", "allowed_imports": []string{"time"}})
+	if r.IsError || text(r) != "42" {
+		t.Fatalf("run_python over an HTTP/2 stream silent for 2.5 s: %q", text(r))
+	}
+	if _, ok := proto.Load("HTTP/2.0"); !ok {
+		t.Error("the client did not speak HTTP/2")
+	}
+	if r := call(t, cs, "spawn_tool", map[string]any{"name": "late", "implementation": "return 1"}); r.IsError {
+		t.Fatal(text(r))
+	}
+	select {
+	case <-listChanged:
+	case <-time.After(5 * time.Second):
+		t.Error("no list_changed on the HTTP/2 standalone stream after it idled")
+	}
+}
+
+type roundTripFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
