@@ -493,6 +493,14 @@ func TestMCPServeRefusesHTTPWithoutToken(t *testing.T) {
 	if r = runCLI(t, "", "", "mcp"); r.code != exitError || !strings.Contains(r.stderr, "mcp serve") {
 		t.Fatalf("exit %d stderr %q", r.code, r.stderr)
 	}
+	if r = runCLI(t, "", "", "mcp", "serve", "--max-conns-per-ip", "8"); r.code != exitError || !strings.Contains(r.stderr, "only apply with --http") {
+		t.Fatalf("--max-conns-per-ip without --http: exit %d stderr %q", r.code, r.stderr)
+	}
+	good := filepath.Join(t.TempDir(), "tokens")
+	os.WriteFile(good, []byte("alice 0123456789abcdef0123456789abcdef\n"), 0o600)
+	if r = runCLI(t, "", "", "mcp", "serve", "--http", "127.0.0.1:0", "--token-file", good, "--max-conns-per-ip", "-1"); r.code != exitError || !strings.Contains(r.stderr, "--max-conns-per-ip") {
+		t.Fatalf("--max-conns-per-ip -1: exit %d stderr %q", r.code, r.stderr)
+	}
 }
 
 // The real binary over stdio, as an MCP client configuration runs it: the
