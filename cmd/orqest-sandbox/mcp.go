@@ -243,8 +243,9 @@ type mcpClients struct {
 	// maxPerUser is the host's max_sessions_per_user: the most sessions
 	// one client keeps open (list_sessions reports it).
 	maxPerUser int
-	// limits are the HTTP timeouts httpHandler applies
-	// (defaultMCPHTTPLimits unless a test sets others).
+	// limits bound the HTTP connections: the timeouts httpHandler applies,
+	// the per-address cap of the listener (defaultMCPHTTPLimits, with
+	// --max-conns-per-ip; a test sets others).
 	limits mcpHTTPLimits
 
 	mu   sync.Mutex
