@@ -24,7 +24,7 @@ CC       ?= gcc
 # the subprocess plugin, which refuses any other bytes.
 FORKCORE := $(BIN)/orqest-forkcore.so
 
-.PHONY: k8s-up k8s-down test-k8s bench-k8s release image-datascience setup setup-image all build forkcore example demo test test-go test-example vet bench bench-go bench-system proto fuzz fuzz-short clean runtime image lint test-race
+.PHONY: k8s-up k8s-down test-k8s bench-k8s release image-datascience setup setup-image all build forkcore example demo test test-go test-example vet bench bench-go bench-system proto fuzz fuzz-short clean runtime image lint test-race test-summary-reset
 
 all: build
 
@@ -92,23 +92,39 @@ lint:
 	@if [ -d $(EXAMPLE) ]; then cd $(EXAMPLE) && GOFLAGS=-mod=mod $(STATICCHECK) ./...; fi
 
 # lint runs last: a finding fails `make test` without hiding what the tests say.
-test: build image image-datascience vet test-go test-race test-example fuzz-short lint
+# Its last line counts the tests of every go test run it made (test-go,
+# test-race, test-example), "N passed, N failed, N skipped", after the
+# skipped ones grouped by the reason they gave.
+test: test-summary-reset build image image-datascience vet test-go test-race test-example fuzz-short lint
+	@$(TESTSUM) -report $(TEST_RECORD)
+
+# testsum (internal/testsum) runs go test with -json, prints what plain go
+# test prints, then the skips by reason and the counts, and exits with go
+# test's code; each run's counts go to TEST_RECORD for `make test`'s total.
+# (-json runs test binaries as -v does: testing.Verbose() is true.)
+TESTSUM     := $(BIN)/orqest-testsum
+TEST_RECORD := $(BIN)/test-summary.jsonl
+$(TESTSUM): internal/testsum/main.go
+	@mkdir -p $(BIN)
+	$(GO) build -o $@ ./internal/testsum
+test-summary-reset:
+	@rm -f $(TEST_RECORD)
 
 # ORQEST_FORKCORE: the tier-1 tests run the zygote with the C loop (and, where
 # a test says so, without it).
-test-go:
-	ORQEST_FORKCORE=$(FORKCORE) $(GO) test $(GOFLAGS_TEST) ./...
+test-go: $(TESTSUM)
+	ORQEST_FORKCORE=$(FORKCORE) $(TESTSUM) -record $(TEST_RECORD) -label test-go -- $(GO) test -json $(GOFLAGS_TEST) ./...
 
 # The race detector over the host side: the host, the CLI and MCP server, the
 # shared wire code and the internal packages (the plugins' own tests run in
 # test-go). On this 2-core machine it adds under 2 minutes to `make test` with
 # a warm build cache, about 7.5 on a cold one (the race build of every
 # dependency), so it runs whole, with no tests left out.
-test-race:
-	ORQEST_FORKCORE=$(FORKCORE) $(GO) test -race $(GOFLAGS_TEST) ./host/... ./internal/... ./shared/... ./cmd/...
+test-race: $(TESTSUM)
+	ORQEST_FORKCORE=$(FORKCORE) $(TESTSUM) -record $(TEST_RECORD) -label test-race -- $(GO) test -json -race $(GOFLAGS_TEST) ./host/... ./internal/... ./shared/... ./cmd/...
 
-test-example:
-	@if [ -d $(EXAMPLE) ]; then cd $(EXAMPLE) && $(GO) vet -mod=mod ./... && $(GO) test -mod=mod $(GOFLAGS_TEST) ./...; fi
+test-example: $(TESTSUM)
+	@if [ -d $(EXAMPLE) ]; then cd $(EXAMPLE) && $(GO) vet -mod=mod ./... && $(TESTSUM) -record $(TEST_RECORD) -label test-example -- $(GO) test -json -mod=mod $(GOFLAGS_TEST) ./...; fi
 
 # The single-node Kubernetes cluster the kubernetes backend's tests run
 # against (scripts/k8s/up.sh: built from k8s.io/kubernetes the first time,

@@ -75,7 +75,11 @@ func runBatch(ctx context.Context, e *env, f execFlags, src string, concurrency 
 	if err != nil {
 		return reportErr(e, err)
 	}
-	if info.Has(shared.CapSessions) {
+	if !info.Has(shared.CapSessions) {
+		if err := refuseSessionless(sb, session, ""); err != nil {
+			return reportErr(e, err)
+		}
+	} else {
 		if user == "" {
 			user = "anonymous"
 		}
@@ -167,6 +171,9 @@ func batchRequest(f execFlags, line []byte, n int, readErr error) (shared.Execut
 	}
 	if dec.More() {
 		return req, l.ID, &shared.FieldError{Field: "line", Reason: fmt.Sprintf("line %d holds more than one JSON value", n)}
+	}
+	if missingCode(l.Code) {
+		return req, l.ID, &shared.FieldError{Field: "code", Reason: fmt.Sprintf("code missing on line %d (required: code, the function body to run)", n)}
 	}
 	base, err := f.request(l.Code)
 	if err != nil {

@@ -120,3 +120,37 @@ func TestRunBatchStreams(t *testing.T) {
 		t.Errorf("exit: %v\n%s", err, stderr.String())
 	}
 }
+
+// A batch line without code (absent, empty or white space) is refused as
+// run_python refuses it, in its own result line (invalid_argument), and
+// the lines after it run; the exit code says a line could not run.
+func TestRunBatchRefusesMissingCode(t *testing.T) {
+	needPlugin(t)
+	in := strings.Join([]string{
+		`{"id":"a","code":"return 1"}`,
+		`{"id":"absent"}`,
+		`{"id":"empty","code":""}`,
+		`{"id":"blank","code":"  \n"}`,
+		`{"id":"b","code":"return 2"}`,
+	}, "\n") + "\n"
+	r := runCLI(t, "", in, "run", "--batch", "-", "--concurrency", "1")
+	if r.code != exitError {
+		t.Errorf("exit %d, want %d (three lines could not run)\n%s", r.code, exitError, r.stderr)
+	}
+	got := map[string]batchResult{}
+	for _, l := range strings.Split(strings.TrimSpace(r.stdout), "\n") {
+		var b batchResult
+		if err := json.Unmarshal([]byte(l), &b); err != nil {
+			t.Fatalf("output line %q: %v", l, err)
+		}
+		got[b.ID] = b
+	}
+	if len(got) != 5 || !got["a"].Success || string(got["a"].Output) != "1" || !got["b"].Success || string(got["b"].Output) != "2" {
+		t.Fatalf("results: %+v", got)
+	}
+	for _, id := range []string{"absent", "empty", "blank"} {
+		if b := got[id]; b.Success || !strings.Contains(b.Error, "code missing on line") || strings.Join(b.ErrorClass, ",") != "invalid_argument" {
+			t.Errorf("%s: %+v, want a refusal naming the missing code", id, b)
+		}
+	}
+}

@@ -236,6 +236,35 @@ func TestRunFailures(t *testing.T) {
 	}
 }
 
+// What MCP refuses the CLI refuses too, with exit 3 and before anything
+// runs: a session or a tool name on a sandbox without sessions (the
+// embedded default, tier 1), in `run` and in `run --batch`, and a body
+// that is empty or only white space.
+func TestRunRefusesWhatTheSandboxLacks(t *testing.T) {
+	needPlugin(t)
+	for _, c := range []struct {
+		args  []string
+		stdin string
+		want  []string
+	}{
+		{[]string{"run", "--session", "s1", "-e", "print('ran')\nreturn 1"}, "", []string{`--session "s1"`, "has no sessions", "drop --session", "not supported"}},
+		{[]string{"run", "--tool", "t", "-e", "print('ran')\nreturn 1"}, "", []string{`--tool "t"`, "keeps no tool library", "drop --tool"}},
+		{[]string{"run", "--batch", "-", "--session", "s1"}, `{"code":"print('ran')\nreturn 1"}` + "\n", []string{`--session "s1"`, "has no sessions"}},
+		{[]string{"run", "-e", ""}, "", []string{"no code: the body is empty"}},
+		{[]string{"run", "-"}, " \n\t\n", []string{"no code: the body is empty"}},
+	} {
+		r := runCLI(t, "", c.stdin, c.args...)
+		if r.code != exitError || r.stdout != "" {
+			t.Errorf("%q: exit %d stdout %q, want exit %d and nothing run", c.args, r.code, r.stdout, exitError)
+		}
+		for _, w := range c.want {
+			if !strings.Contains(r.stderr, w) {
+				t.Errorf("%q: stderr %q lacks %q", c.args, r.stderr, w)
+			}
+		}
+	}
+}
+
 func validatorLanded() bool {
 	return len(validator.New().Check(context.Background(), "import os", nil)) > 0
 }

@@ -61,11 +61,12 @@ func cmdMCP(ctx context.Context, e *env, args []string) int {
 	return cmdMCPServe(ctx, e, args[1:])
 }
 
-const mcpServeSynopsis = "mcp serve [--config F] [--sandbox NAME] [--http ADDR] [--token-file F] [--jwt-key F [--jwt-audience A] [--jwt-issuer I]] [--tls-cert F --tls-key F]"
+const mcpServeSynopsis = "mcp serve [--config F] [--sandbox NAME] [--http ADDR] [--token-file F] [--jwt-key F [--jwt-audience A] [--jwt-issuer I]] [--tls-cert F --tls-key F] [--max-conns-per-ip N]"
 
 // mcpHTTPFlags are the flags of `mcp serve --http`.
 type mcpHTTPFlags struct {
 	addr, tokenFile, jwtKey, jwtAudience, jwtIssuer, tlsCert, tlsKey string
+	maxConnsPerIP                                                    int
 }
 
 func cmdMCPServe(ctx context.Context, e *env, args []string) int {
@@ -87,6 +88,7 @@ func cmdMCPServe(ctx context.Context, e *env, args []string) int {
 	fs.StringVar(&hf.jwtIssuer, "jwt-issuer", "", "with --jwt-key: the iss a token must carry")
 	fs.StringVar(&hf.tlsCert, "tls-cert", "", "serve HTTPS with this certificate `file` (PEM; with --tls-key)")
 	fs.StringVar(&hf.tlsKey, "tls-key", "", "the private key `file` of --tls-cert (PEM)")
+	fs.IntVar(&hf.maxConnsPerIP, "max-conns-per-ip", defaultMCPHTTPLimits.perAddr, "with --http: connections one client IP may hold open at once, before authentication; more are closed as they arrive (0: no limit; raise it behind a reverse proxy, whose address every client has)")
 	pos, err := parseFlags(fs, args)
 	if err != nil {
 		return flagErr(err)
@@ -105,8 +107,12 @@ func cmdMCPServe(ctx context.Context, e *env, args []string) int {
 			fmt.Fprintln(e.stderr, "orqest-sandbox mcp serve: --tls-cert and --tls-key go together")
 			return exitError
 		}
-	} else if hf != (mcpHTTPFlags{}) {
-		fmt.Fprintln(e.stderr, "orqest-sandbox mcp serve: --token-file, --jwt-*, --tls-* only apply with --http")
+		if hf.maxConnsPerIP < 0 {
+			fmt.Fprintln(e.stderr, "orqest-sandbox mcp serve: --max-conns-per-ip must be 0 (no limit) or more")
+			return exitError
+		}
+	} else if hf != (mcpHTTPFlags{maxConnsPerIP: defaultMCPHTTPLimits.perAddr}) || isFlagSet(fs, "max-conns-per-ip") {
+		fmt.Fprintln(e.stderr, "orqest-sandbox mcp serve: --token-file, --jwt-*, --tls-*, --max-conns-per-ip only apply with --http")
 		return exitError
 	}
 
@@ -139,15 +145,17 @@ func cmdMCPServe(ctx context.Context, e *env, args []string) int {
 	}
 	clients.stderr = e.stderr
 	defer clients.close(e)
+	clients.limits.perAddr = hf.maxConnsPerIP
 	ln, err := net.Listen("tcp", hf.addr)
 	if err != nil {
 		fmt.Fprintf(e.stderr, "orqest-sandbox mcp serve: %v\n", err)
 		return exitError
 	}
+	ln = limitPerAddr(ln, clients.limits.perAddr)
 	// The server is this process: its Go runtime and process metrics join
 	// the host's on /metrics.
 	h.Registry().MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	hs := &http.Server{Handler: clients.httpHandler(verifier, h.MetricsHandler()), ReadHeaderTimeout: 10 * time.Second}
+	hs := newMCPHTTPServer(clients.httpHandler(verifier, h.MetricsHandler()), clients.limits)
 	scheme := "http"
 	if hf.tlsCert != "" {
 		scheme = "https"
@@ -235,6 +243,10 @@ type mcpClients struct {
 	// maxPerUser is the host's max_sessions_per_user: the most sessions
 	// one client keeps open (list_sessions reports it).
 	maxPerUser int
+	// limits bound the HTTP connections: the timeouts httpHandler applies,
+	// the per-address cap of the listener (defaultMCPHTTPLimits, with
+	// --max-conns-per-ip; a test sets others).
+	limits mcpHTTPLimits
 
 	mu   sync.Mutex
 	byID map[string]*mcpClient
@@ -256,7 +268,7 @@ func newMCPClients(ctx context.Context, sb *host.Sandbox, bus *host.Bus) (*mcpCl
 	return &mcpClients{sb: sb, bus: bus, sessions: info.Has(shared.CapSessions),
 		library:    info.Has(shared.CapSessions) && info.Has(shared.CapToolLibrary),
 		files:      info.Has(shared.CapSessions) && info.Has(shared.CapFiles),
-		maxPerUser: sb.SessionLimits().MaxSessionsPerUser, byID: map[string]*mcpClient{}}, nil
+		maxPerUser: sb.SessionLimits().MaxSessionsPerUser, limits: defaultMCPHTTPLimits, byID: map[string]*mcpClient{}}, nil
 }
 
 // get returns the server of client id, making it on first use.
@@ -365,13 +377,19 @@ func (c *mcpClients) log(format string, args ...any) {
 // bearer authentication (a 401 carries RFC 6750's challenge) and
 // cross-origin protection; the SDK's DNS-rebinding protection (localhost
 // requests must carry a localhost Host) stays on, and so does its check
-// that a session's requests all come from the client that opened it.
+// that a session's requests all come from the client that opened it. A
+// request other than initialize without an Mcp-Session-Id is a 400
+// (requireMCPSession).
 // Besides MCP it serves
 //
 //   - /metrics: the host's Prometheus metrics (metrics), behind the same
 //     bearer tokens;
 //   - /healthz: unauthenticated; 200 "ok" when the sandbox's plugin answers
 //     Info (launching it if it is down), 503 otherwise.
+//
+// A request body must arrive within c.limits.body; the MCP endpoint's
+// streamed responses get c.limits.write per write (mcpHTTPLimits), the
+// server built by newMCPHTTPServer bounds the rest.
 func (c *mcpClients) httpHandler(v *httpauth.Verifier, metrics http.Handler) http.Handler {
 	h := mcp.NewStreamableHTTPHandler(func(r *http.Request) *mcp.Server {
 		info := auth.TokenInfoFromContext(r.Context())
@@ -383,11 +401,12 @@ func (c *mcpClients) httpHandler(v *httpauth.Verifier, metrics http.Handler) htt
 	requireToken := func(next http.Handler) http.Handler {
 		return httpauth.Challenge(mcpRealm, auth.RequireBearerToken(v.Verify, nil)(next))
 	}
+	lim := c.limits
 	mux := http.NewServeMux()
-	mux.Handle("/", requireToken(h))
+	mux.Handle("/", requireToken(readMCPBody(lim, requireMCPSession(mcpStreamDeadlines(lim.write, h)))))
 	mux.Handle("GET /metrics", requireToken(metrics))
 	mux.HandleFunc("GET /healthz", c.healthz)
-	return http.NewCrossOriginProtection().Handler(mux)
+	return bodyDeadline(lim.body, http.NewCrossOriginProtection().Handler(mux))
 }
 
 // mcpRealm names the protection space of --http's 401 challenge.

@@ -234,6 +234,7 @@ func TestMCPBadInputs(t *testing.T) {
 		{"run_python", map[string]any{"code": "return 1 / 0"}, "ZeroDivisionError"},
 		{"run_python", map[string]any{"code": "return 1", "args": []int{1}}, "args must be a JSON object"},
 		{"run_python", map[string]any{}, `argument "code": missing`},
+		{"run_python", map[string]any{"code": " \n\t"}, `argument "code": empty`},
 	} {
 		r := call(t, cs, c.tool, c.args)
 		if !r.IsError || !strings.Contains(text(r), c.want) {
@@ -491,6 +492,14 @@ func TestMCPServeRefusesHTTPWithoutToken(t *testing.T) {
 	}
 	if r = runCLI(t, "", "", "mcp"); r.code != exitError || !strings.Contains(r.stderr, "mcp serve") {
 		t.Fatalf("exit %d stderr %q", r.code, r.stderr)
+	}
+	if r = runCLI(t, "", "", "mcp", "serve", "--max-conns-per-ip", "8"); r.code != exitError || !strings.Contains(r.stderr, "only apply with --http") {
+		t.Fatalf("--max-conns-per-ip without --http: exit %d stderr %q", r.code, r.stderr)
+	}
+	good := filepath.Join(t.TempDir(), "tokens")
+	os.WriteFile(good, []byte("alice 0123456789abcdef0123456789abcdef\n"), 0o600)
+	if r = runCLI(t, "", "", "mcp", "serve", "--http", "127.0.0.1:0", "--token-file", good, "--max-conns-per-ip", "-1"); r.code != exitError || !strings.Contains(r.stderr, "--max-conns-per-ip") {
+		t.Fatalf("--max-conns-per-ip -1: exit %d stderr %q", r.code, r.stderr)
 	}
 }
 

@@ -60,6 +60,12 @@ func (f *execFlags) request(code string) (shared.ExecuteRequest, error) {
 	return req, nil
 }
 
+// missingCode reports whether code is no body at all (empty or only
+// white space): `run` and a `run --batch` line refuse it, as run_python
+// does (host.ToolFactory.RunPython), rather than run an empty body that
+// returns None.
+func missingCode(code string) bool { return strings.TrimSpace(code) == "" }
+
 // loadSandbox loads the policy and returns the named sandbox.
 func loadSandbox(ctx context.Context, config, name string) (*host.Host, *host.Sandbox, error) {
 	h, err := host.LoadFile(ctx, config)
@@ -102,6 +108,9 @@ func cmdRun(ctx context.Context, e *env, args []string) int {
 			}
 		}
 		code, err := readCode(e, f.expr, isFlagSet(fs, "e"), pos, true)
+		if err == nil && missingCode(code) {
+			err = errEmptyCode
+		}
 		if err != nil {
 			fmt.Fprintf(e.stderr, "orqest-sandbox run: %v\n", err)
 			return exitError
@@ -130,6 +139,9 @@ func cmdRun(ctx context.Context, e *env, args []string) int {
 		return runBatch(ctx, e, f, batch, concurrency, user, session)
 	}
 	code, err := readCode(e, f.expr, isFlagSet(fs, "e"), pos, true)
+	if err == nil && missingCode(code) {
+		err = errEmptyCode
+	}
 	if err != nil {
 		fmt.Fprintf(e.stderr, "orqest-sandbox run: %v\n", err)
 		return exitError
@@ -169,6 +181,10 @@ func cmdRun(ctx context.Context, e *env, args []string) int {
 	}
 	return printResult(e, res, f.json)
 }
+
+// errEmptyCode is run's refusal of a body that is empty or only white
+// space.
+var errEmptyCode = errors.New("no code: the body is empty (give -e CODE, a FILE, or - for stdin, holding the function body to run)")
 
 // printResult prints an ExecutionResult and returns the exit code.
 func printResult(e *env, res shared.ExecutionResult, asJSON bool) int {

@@ -23,23 +23,16 @@ import (
 // opens one for req.UserID ("anonymous" when empty) with req.SessionID (a
 // generated one when empty), executes in it and closes it; the tool
 // library's events of the call (promotion, pending, demotion, an unavailable
-// library) are noted on stderr. Other sandboxes run req as is.
+// library) are noted on stderr. Other sandboxes run req as is, and refuse
+// a session or a tool name (refuseSessionless).
 func executeInSession(ctx context.Context, e *env, h *host.Host, sb *host.Sandbox, req shared.ExecuteRequest, onChunk func(shared.OutputChunk)) (shared.ExecutionResult, error) {
 	info, err := sb.Info(ctx)
 	if err != nil {
 		return shared.ExecutionResult{}, err
 	}
 	if !info.Has(shared.CapSessions) {
-		// Say what does nothing here rather than drop it silently. (The
-		// user does matter without sessions: tier 1 forks each user's calls
-		// from a zygote of its own.)
-		if req.SessionID != "" {
-			fmt.Fprintf(e.stderr, "orqest-sandbox: --session %q ignored: sandbox %q (plugin %q) has no sessions; every call starts clean\n", req.SessionID, sb.Name(), sb.PluginName())
-			req.SessionID = ""
-		}
-		if req.ToolName != "" {
-			fmt.Fprintf(e.stderr, "orqest-sandbox: --tool %q ignored: sandbox %q (plugin %q) keeps no tool library\n", req.ToolName, sb.Name(), sb.PluginName())
-			req.ToolName = ""
+		if err := refuseSessionless(sb, req.SessionID, req.ToolName); err != nil {
+			return shared.ExecutionResult{}, err
 		}
 		return sb.ExecuteStream(ctx, req, onChunk)
 	}
@@ -72,6 +65,23 @@ func executeInSession(ctx context.Context, e *env, h *host.Host, sb *host.Sandbo
 		break
 	}
 	return res, err
+}
+
+// refuseSessionless refuses --session and --tool on a sandbox without
+// sessions, as `mcp serve` refuses run_python's session there and the host
+// a dependency on a backend without that capability: a request that would
+// otherwise run without what it asked for (its state, its tool library) is
+// an error, not a warning. The error wraps shared.ErrNotSupported.
+func refuseSessionless(sb *host.Sandbox, session, tool string) error {
+	switch {
+	case session != "":
+		return fmt.Errorf("--session %q: sandbox %q (plugin %q) has no sessions, every run starts clean: drop --session, or run on a sandbox with sessions (plugin docker, gvisor or kubernetes; --sandbox NAME): %w",
+			session, sb.Name(), sb.PluginName(), shared.ErrNotSupported)
+	case tool != "":
+		return fmt.Errorf("--tool %q: sandbox %q (plugin %q) keeps no tool library: drop --tool, or run on a sandbox with one (plugin docker, gvisor or kubernetes; --sandbox NAME): %w",
+			tool, sb.Name(), sb.PluginName(), shared.ErrNotSupported)
+	}
+	return nil
 }
 
 func describeEvent(ev host.Event) string {

@@ -196,6 +196,9 @@ func (v *Verifier) Verify(_ context.Context, token string, _ *http.Request) (*au
 // RFC 6750 (section 3) requires, which the SDK's middleware sets only when
 // it has resource metadata or scopes to announce: `Bearer realm="..."`,
 // with error="invalid_token" when the request carried a token that failed.
+// A 401 also says Connection: close, and the connection is closed after
+// it without reading the rest of the request's body (its read deadline is
+// now): a client that has not authenticated holds no connection open.
 func Challenge(realm string, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		next.ServeHTTP(&challengeWriter{ResponseWriter: w, realm: realm, tokenSent: r.Header.Get("Authorization") != ""}, r)
@@ -210,12 +213,18 @@ type challengeWriter struct {
 }
 
 func (c *challengeWriter) WriteHeader(code int) {
-	if code == http.StatusUnauthorized && c.Header().Get("WWW-Authenticate") == "" {
-		v := fmt.Sprintf("Bearer realm=%q", c.realm)
-		if c.tokenSent {
-			v += `, error="invalid_token"`
+	if code == http.StatusUnauthorized {
+		if c.Header().Get("WWW-Authenticate") == "" {
+			v := fmt.Sprintf("Bearer realm=%q", c.realm)
+			if c.tokenSent {
+				v += `, error="invalid_token"`
+			}
+			c.Header().Set("WWW-Authenticate", v)
 		}
-		c.Header().Set("WWW-Authenticate", v)
+		c.Header().Set("Connection", "close")
+		// Without it net/http would wait for up to 256 KB of the unread
+		// body after the response, to discard it.
+		_ = http.NewResponseController(c.ResponseWriter).SetReadDeadline(time.Now())
 	}
 	c.ResponseWriter.WriteHeader(code)
 }

@@ -9,6 +9,9 @@ import (
 	"crypto/x509"
 	"encoding/pem"
 	"errors"
+	"fmt"
+	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -131,6 +134,34 @@ func TestChallenge(t *testing.T) {
 		h.ServeHTTP(rec, req)
 		if got := rec.Header().Get("WWW-Authenticate"); got != want {
 			t.Errorf("Authorization %q: %q, want %q", authz, got, want)
+		}
+		if got := rec.Header().Get("Connection"); got != "close" {
+			t.Errorf("Authorization %q: Connection %q, want close", authz, got)
+		}
+	}
+}
+
+// A client that sends a body it never finishes, without a valid token,
+// gets its 401 at once and the server closes the connection: it does not
+// wait for (or try to discard) the rest of the body.
+func TestChallengeClosesStalledBody(t *testing.T) {
+	h := Challenge("r", auth.RequireBearerToken(NewVerifier(map[string]string{"0123456789abcdef": "a"}, nil).Verify, nil)(http.NotFoundHandler()))
+	ts := httptest.NewServer(h)
+	defer ts.Close()
+	for _, authz := range []string{"", "Authorization: Bearer wrong-wrong-wrong\r\n"} {
+		c, err := net.Dial("tcp", ts.Listener.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		// Under maxPostHandlerReadBytes (256 KB): net/http would wait to
+		// discard it all before answering if the 401 did not close.
+		fmt.Fprintf(c, "POST /mcp HTTP/1.1\r\nHost: x\r\n%sContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{\"js", authz)
+		c.SetReadDeadline(time.Now().Add(5 * time.Second))
+		start := time.Now()
+		b, err := io.ReadAll(c)
+		if err != nil || !strings.HasPrefix(string(b), "HTTP/1.1 401") || !strings.Contains(string(b), "Connection: close") {
+			t.Errorf("%q: after %v: %v %q, want a 401 and the connection closed", authz, time.Since(start).Round(time.Millisecond), err, b)
 		}
 	}
 }
