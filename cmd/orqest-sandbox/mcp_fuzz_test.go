@@ -85,12 +85,12 @@ var fuzzServer = sync.OnceValues(func() (http.Handler, error) {
 	hd := clients.httpHandler(httpauth.NewVerifier(map[string]string{fuzzToken: "fuzzer"}, nil), http.NotFoundHandler())
 	// The client's spawned tool, whose arguments FuzzMCPToolArgs fuzzes
 	// too.
-	w := mcpPost(hd, "", []byte(fuzzInit))
+	w := fuzzPost(hd, "", []byte(fuzzInit))
 	sid := w.Header().Get("Mcp-Session-Id")
-	mcpPost(hd, sid, []byte(`{"jsonrpc":"2.0","method":"notifications/initialized"}`))
+	fuzzPost(hd, sid, []byte(`{"jsonrpc":"2.0","method":"notifications/initialized"}`))
 	spawn, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": map[string]any{
 		"name": mcpSpawnTool, "arguments": map[string]any{"name": fuzzSpawned, "implementation": "return args", "parameters": fuzzSpawnedParams}}})
-	if w := mcpPost(hd, sid, spawn); w.Code != http.StatusOK || strings.Contains(w.Body.String(), `"isError":true`) {
+	if w := fuzzPost(hd, sid, spawn); w.Code != http.StatusOK || strings.Contains(w.Body.String(), `"isError":true`) {
 		return nil, fmt.Errorf("spawn_tool %s: %d %s", fuzzSpawned, w.Code, w.Body)
 	}
 	end := httptest.NewRequest("DELETE", "/mcp", nil)
@@ -121,8 +121,8 @@ func fuzzHandler(t testing.TB) http.Handler {
 	return h
 }
 
-// mcpPost posts body to /mcp on h, in session sid when not "".
-func mcpPost(h http.Handler, sid string, body []byte) *httptest.ResponseRecorder {
+// fuzzPost posts body to /mcp on h, in session sid when not "".
+func fuzzPost(h http.Handler, sid string, body []byte) *httptest.ResponseRecorder {
 	req := httptest.NewRequest("POST", "/mcp", bytes.NewReader(body))
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", "application/json, text/event-stream")
@@ -142,12 +142,12 @@ const fuzzInit = `{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"proto
 // that ends it.
 func mcpSession(t *testing.T, h http.Handler) (string, func()) {
 	t.Helper()
-	w := mcpPost(h, "", []byte(fuzzInit))
+	w := fuzzPost(h, "", []byte(fuzzInit))
 	sid := w.Header().Get("Mcp-Session-Id")
 	if w.Code != http.StatusOK || sid == "" {
 		t.Fatalf("initialize: %d %q", w.Code, w.Body)
 	}
-	if w := mcpPost(h, sid, []byte(`{"jsonrpc":"2.0","method":"notifications/initialized"}`)); w.Code != http.StatusAccepted {
+	if w := fuzzPost(h, sid, []byte(`{"jsonrpc":"2.0","method":"notifications/initialized"}`)); w.Code != http.StatusAccepted {
 		t.Fatalf("notifications/initialized: %d %q", w.Code, w.Body)
 	}
 	return sid, func() {
@@ -292,7 +292,7 @@ func FuzzMCPHTTP(f *testing.F) {
 	h := fuzzHandler(f)
 	f.Fuzz(func(t *testing.T, body []byte) {
 		// As a client's first request.
-		w := mcpPost(h, "", body)
+		w := fuzzPost(h, "", body)
 		checkHTTPAnswer(t, body, w)
 		if sid := w.Header().Get("Mcp-Session-Id"); sid != "" {
 			req := httptest.NewRequest("DELETE", "/mcp", nil)
@@ -304,7 +304,7 @@ func FuzzMCPHTTP(f *testing.F) {
 		// In a session.
 		sid, end := mcpSession(t, h)
 		defer end()
-		w = mcpPost(h, sid, body)
+		w = fuzzPost(h, sid, body)
 		msgs := checkHTTPAnswer(t, body, w)
 		var req rpcRequest
 		if json.Unmarshal(body, &req) != nil || req.JSONRPC != "2.0" || req.Method == nil || req.ID == nil || w.Code != http.StatusOK {
@@ -389,7 +389,7 @@ func FuzzMCPToolArgs(f *testing.F) {
 		}
 		sid, end := mcpSession(t, h)
 		defer end()
-		w := mcpPost(h, sid, body)
+		w := fuzzPost(h, sid, body)
 		if w.Code != http.StatusOK {
 			t.Fatalf("status %d for %s: %q", w.Code, body, w.Body)
 		}
