@@ -1,0 +1,156 @@
+package host
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/orqest/sandbox/shared"
+	"github.com/orqest/sandbox/shared/plugin"
+)
+
+// The plugin lifecycle against testdata/lifeplugin, a real plugin process
+// that misbehaves on demand ($ORQEST_TEST_LIFE).
+
+var (
+	lifePluginOnce sync.Once
+	lifePluginDir  string
+	lifePluginErr  error
+)
+
+// lifeHost loads a host whose sandbox "s" runs the life plugin with the
+// sandbox block's attributes attrs; mode goes to $ORQEST_TEST_LIFE. It
+// returns the host, the sandbox and the file the plugin lists its
+// children's pids in; the test's cleanup ends those children.
+func lifeHost(t *testing.T, mode, attrs string, opts ...Option) (*Host, *Sandbox, string) {
+	t.Helper()
+	lifePluginOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "orqest-life-plugin-")
+		if err != nil {
+			lifePluginErr = err
+			return
+		}
+		cmd := exec.Command("go", "build", "-o", filepath.Join(dir, plugin.PluginPrefix+"life"), "./host/testdata/lifeplugin")
+		cmd.Dir = ".."
+		if b, err := cmd.CombinedOutput(); err != nil {
+			lifePluginErr = fmt.Errorf("build the life test plugin: %v\n%s", err, b)
+			return
+		}
+		lifePluginDir = dir
+	})
+	if lifePluginErr != nil {
+		t.Fatal(lifePluginErr)
+	}
+	pids := filepath.Join(t.TempDir(), "pids")
+	src := "sandbox \"s\" {\n  plugin = \"life\"\n" + attrs + "\n}\n"
+	cfg, diags := ParseConfig(filepath.Join(t.TempDir(), "config.hcl"), []byte(src))
+	if diags.HasErrors() {
+		t.Fatal(diags)
+	}
+	opts = append([]Option{WithPluginDirs(lifePluginDir), WithPluginEnv("ORQEST_TEST_LIFE="+mode, "ORQEST_TEST_LIFE_PIDS="+pids)}, opts...)
+	h, err := Load(context.Background(), cfg, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { h.Close() })
+	// First (cleanups run last in, first out): a child left holding the
+	// plugin's pipes must not keep Close waiting.
+	t.Cleanup(func() {
+		for _, pid := range listedPids(pids) {
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+		}
+	})
+	sb, err := h.Sandbox(context.Background(), "s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return h, sb, pids
+}
+
+// listedPids reads the pids the life plugin listed in file.
+func listedPids(file string) []int {
+	b, _ := os.ReadFile(file)
+	var out []int
+	for _, f := range strings.Fields(string(b)) {
+		if pid, err := strconv.Atoi(f); err == nil {
+			out = append(out, pid)
+		}
+	}
+	return out
+}
+
+// within runs fn and fails the test when it has not returned after d (fn
+// is left running: the test is failing anyway).
+func within(t *testing.T, d time.Duration, what string, fn func()) {
+	t.Helper()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		fn()
+	}()
+	select {
+	case <-done:
+	case <-time.After(d):
+		t.Fatalf("%s has not returned after %s", what, d)
+	}
+}
+
+// A plugin that never completes its handshake — it hangs, it hangs with a
+// child holding its pipes (in its process group or out of it), it writes
+// garbage, it answers the handshake but not Info — fails the launch within
+// the start timeout plus a little, with ErrUnavailable, and leaves no
+// process of its group behind.
+func TestLaunchBoundedWithoutHandshake(t *testing.T) {
+	const start = time.Second
+	for _, mode := range []string{"hang", "hang-setsid", "garbage", "info-hang"} {
+		t.Run(mode, func(t *testing.T) {
+			h, sb, pids := lifeHost(t, mode, "", WithStartTimeout(start))
+			var err error
+			within(t, start+5*time.Second, "Start", func() { err = sb.Start(context.Background()) })
+			if !errors.Is(err, shared.ErrUnavailable) {
+				t.Fatalf("Start: %v, want ErrUnavailable", err)
+			}
+			if mode == "hang" || mode == "garbage" {
+				kids := listedPids(pids)
+				if len(kids) == 0 {
+					t.Fatal("the plugin listed no child")
+				}
+				for _, k := range kids {
+					waitDead(t, k) // killed with the plugin's process group
+				}
+			}
+			within(t, 10*time.Second, "Close", func() { h.Close() })
+		})
+	}
+}
+
+// A launch gives up when its caller's context ends, before the start
+// timeout.
+func TestLaunchFollowsContext(t *testing.T) {
+	_, sb, pids := lifeHost(t, "hang", "", WithStartTimeout(time.Minute))
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() {
+		// Cancel once the plugin is running (it lists its child then).
+		for deadline := time.Now().Add(10 * time.Second); len(listedPids(pids)) == 0 && time.Now().Before(deadline); {
+			time.Sleep(10 * time.Millisecond)
+		}
+		cancel()
+	}()
+	var err error
+	within(t, 10*time.Second, "Start", func() { err = sb.Start(ctx) })
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("Start: %v, want context.Canceled", err)
+	}
+	for _, k := range listedPids(pids) {
+		waitDead(t, k)
+	}
+}
