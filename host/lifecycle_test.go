@@ -154,3 +154,38 @@ func TestLaunchFollowsContext(t *testing.T) {
 		waitDead(t, k)
 	}
 }
+
+// pluginPid asks the life plugin for its pid, through an execution.
+func pluginPid(t *testing.T, sb *Sandbox) int {
+	t.Helper()
+	res, err := sb.Execute(context.Background(), shared.ExecuteRequest{Code: "pid"})
+	if err != nil || !res.Success {
+		t.Fatalf("pid: %+v %v", res, err)
+	}
+	pid, err := strconv.Atoi(string(res.Output))
+	if err != nil {
+		t.Fatalf("pid %s: %v", res.Output, err)
+	}
+	return pid
+}
+
+// A call that arrives right after the plugin was killed, before its
+// process is even gone, goes to a relaunched plugin instead of failing:
+// the request never reached the dying one.
+func TestCallRightAfterKillRelaunches(t *testing.T) {
+	_, sb, _ := lifeHost(t, "", "")
+	pid := pluginPid(t, sb)
+	for i := range 20 {
+		if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+			t.Fatal(err)
+		}
+		next := pluginPid(t, sb) // at once: no waiting for the death
+		if next == pid {
+			t.Fatalf("round %d: the call ran in the killed plugin %d", i, pid)
+		}
+		pid = next
+	}
+	if n := sb.Launches(); n != 21 {
+		t.Errorf("launches = %d, want 21", n)
+	}
+}
