@@ -85,10 +85,11 @@ func WithPluginEnv(kv ...string) Option {
 func WithStartTimeout(d time.Duration) Option { return func(o *options) { o.startTimeout = d } }
 
 // WithCallTimeout bounds every plugin call that runs no code: Configure,
-// Validate, Open, Close, the file calls, tokens and session tools (default
-// 2m; a caller's earlier deadline wins). One the bound ended fails with an
-// error wrapping context.DeadlineExceeded and shared.ErrUnavailable.
-// Executions are bounded by their own timeout instead (Sandbox.Execute).
+// Validate, Open, Close, the file calls and tokens (default 2m; a caller's
+// earlier deadline wins). One the bound ended fails with an error wrapping
+// context.DeadlineExceeded and shared.ErrUnavailable. Executions and
+// session tool calls are bounded by their timeout instead
+// (Sandbox.Execute).
 func WithCallTimeout(d time.Duration) Option { return func(o *options) { o.callTimeout = d } }
 
 // WithStaticChecker replaces the host-side validator.

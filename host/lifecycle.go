@@ -316,6 +316,17 @@ func (in *instance) discard(l *launched) {
 	}
 }
 
+// discardServing is discard for the plugin process whose Sandbox is p, if
+// it is still the current one.
+func (in *instance) discardServing(p shared.Sandbox) {
+	in.mu.Lock()
+	l := in.cur
+	in.mu.Unlock()
+	if l != nil && p != nil && l.impl == p {
+		in.discard(l)
+	}
+}
+
 // do runs fn against a running goplugin. When the plugin dies during the call,
 // the error wraps shared.ErrPluginShutdown and the next call relaunches.
 func (in *instance) do(ctx context.Context, op string, fn func(shared.Sandbox) error) error {

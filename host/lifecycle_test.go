@@ -28,10 +28,11 @@ var (
 )
 
 // lifeHost loads a host whose sandbox "s" runs the life plugin with the
-// sandbox block's attributes attrs; mode goes to $ORQEST_TEST_LIFE. It
+// top-level HCL top (a policy block) and the sandbox block's attributes
+// attrs; mode goes to $ORQEST_TEST_LIFE. It
 // returns the host, the sandbox and the file the plugin lists its
 // children's pids in; the test's cleanup ends those children.
-func lifeHost(t *testing.T, mode, attrs string, opts ...Option) (*Host, *Sandbox, string) {
+func lifeHost(t *testing.T, mode, top, attrs string, opts ...Option) (*Host, *Sandbox, string) {
 	t.Helper()
 	lifePluginOnce.Do(func() {
 		dir, err := os.MkdirTemp("", "orqest-life-plugin-")
@@ -51,7 +52,7 @@ func lifeHost(t *testing.T, mode, attrs string, opts ...Option) (*Host, *Sandbox
 		t.Fatal(lifePluginErr)
 	}
 	pids := filepath.Join(t.TempDir(), "pids")
-	src := "sandbox \"s\" {\n  plugin = \"life\"\n" + attrs + "\n}\n"
+	src := top + "\nsandbox \"s\" {\n  plugin = \"life\"\n" + attrs + "\n}\n"
 	cfg, diags := ParseConfig(filepath.Join(t.TempDir(), "config.hcl"), []byte(src))
 	if diags.HasErrors() {
 		t.Fatal(diags)
@@ -113,7 +114,7 @@ func TestLaunchBoundedWithoutHandshake(t *testing.T) {
 	const start = time.Second
 	for _, mode := range []string{"hang", "hang-setsid", "garbage", "info-hang"} {
 		t.Run(mode, func(t *testing.T) {
-			h, sb, pids := lifeHost(t, mode, "", WithStartTimeout(start))
+			h, sb, pids := lifeHost(t, mode, "", "", WithStartTimeout(start))
 			var err error
 			within(t, start+5*time.Second, "Start", func() { err = sb.Start(context.Background()) })
 			if !errors.Is(err, shared.ErrUnavailable) {
@@ -136,7 +137,7 @@ func TestLaunchBoundedWithoutHandshake(t *testing.T) {
 // A launch gives up when its caller's context ends, before the start
 // timeout.
 func TestLaunchFollowsContext(t *testing.T) {
-	_, sb, pids := lifeHost(t, "hang", "", WithStartTimeout(time.Minute))
+	_, sb, pids := lifeHost(t, "hang", "", "", WithStartTimeout(time.Minute))
 	ctx, cancel := context.WithCancel(context.Background())
 	go func() {
 		// Cancel once the plugin is running (it lists its child then).
@@ -173,7 +174,7 @@ func pluginPid(t *testing.T, sb *Sandbox) int {
 // process is even gone, goes to a relaunched plugin instead of failing:
 // the request never reached the dying one.
 func TestCallRightAfterKillRelaunches(t *testing.T) {
-	_, sb, _ := lifeHost(t, "", "")
+	_, sb, _ := lifeHost(t, "", "", "")
 	pid := pluginPid(t, sb)
 	for i := range 20 {
 		if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
@@ -187,5 +188,54 @@ func TestCallRightAfterKillRelaunches(t *testing.T) {
 	}
 	if n := sb.Launches(); n != 21 {
 		t.Errorf("launches = %d, want 21", n)
+	}
+}
+
+// The host owns the wall clock of every backend: a plugin that sleeps 8 s
+// under a 1 s policy, ignoring its context and its timeout, gets a timeout
+// result after the timeout and two graces (1 s each), not a success after
+// 8 s, and is killed so that the execution surely ends; the next call runs
+// in a new plugin. One that stops when its context ends is told to at the
+// first grace and stays.
+func TestHostEndsOverrunningExecution(t *testing.T) {
+	const policy = "policy \"default\" {\n  timeout = \"1s\"\n}\n"
+	for _, c := range []struct {
+		name       string
+		honoursCtx bool
+		why        string
+	}{
+		{"ignores its context", false, "was killed"},
+		{"stops when told", true, "stopped when the host told it to"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			_, sb, _ := lifeHost(t, "", policy, "")
+			pid := pluginPid(t, sb)
+			var res shared.ExecutionResult
+			var err error
+			// timeout 1 s + grace 1 s + grace 1 s, and room for a loaded machine.
+			within(t, 6*time.Second, "Execute", func() {
+				res, err = sb.Execute(context.Background(), shared.ExecuteRequest{Code: "sleep", Args: []byte(fmt.Sprintf(`{"ms": 8000, "ctx": %v}`, c.honoursCtx))})
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res.Success || res.ErrorKind != shared.KindTimeout || !strings.Contains(res.Error, "the host's wall clock ended it") || !strings.Contains(res.Error, c.why) {
+				t.Fatalf("result %+v, want a timeout the host's wall clock ended (%s)", res, c.why)
+			}
+			if res.Limits.TimeoutMS != 1000 {
+				t.Errorf("limits %+v", res.Limits)
+			}
+			next := pluginPid(t, sb)
+			if c.honoursCtx {
+				if next != pid || sb.Launches() != 1 {
+					t.Errorf("the plugin that stopped was replaced: pid %d -> %d, %d launches", pid, next, sb.Launches())
+				}
+				return
+			}
+			waitDead(t, pid)
+			if next == pid || sb.Launches() != 2 {
+				t.Errorf("pid %d -> %d, %d launches: want the killed plugin relaunched", pid, next, sb.Launches())
+			}
+		})
 	}
 }
