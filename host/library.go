@@ -133,10 +133,10 @@ func (s *Sandbox) CallSessionToolStream(ctx context.Context, sessionID, tool str
 	case toollib.ToolListTools, toollib.ToolPromote, toollib.ToolForget: // run no code
 	default:
 		if err := p.checkDangerous(); err != nil {
-			return nil, err
+			return nil, p.refused(err)
 		}
 		if err := p.checkUnreviewed(); err != nil {
-			return nil, err
+			return nil, p.refused(err)
 		}
 	}
 	pol := &shared.ToolPolicy{AllowedImports: s.AllowedImports(), Timeout: p.Timeout, MemoryMB: p.MemoryMB, MaxOutputBytes: p.MaxOutputBytes}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"time"
 
@@ -356,20 +357,28 @@ func (s *Sandbox) applyPolicy(req shared.ExecuteRequest) (shared.ExecuteRequest,
 	}
 	prep, err := shared.Prepare(req, p.limits())
 	if err != nil {
+		if errors.Is(err, shared.ErrAboveCeiling) {
+			err = p.refused(err)
+		}
 		return req, shared.Limits{}, err
 	}
 	req = prep.Apply(req)
 	if err := p.checkDangerous(req.AllowedImports...); err != nil {
-		return req, shared.Limits{}, err
+		return req, shared.Limits{}, p.refused(err)
 	}
 	if err := p.checkUnreviewed(req.AllowedImports...); err != nil {
-		return req, shared.Limits{}, err
+		return req, shared.Limits{}, p.refused(err)
 	}
 	// Dependencies: each must be in allowed_packages, else the call is
 	// refused here, before the plugin (fail closed; the plugin and its
-	// runtime check again against the list they got at Configure).
+	// runtime check again against the list they got at Configure). A
+	// malformed name is the request's fault, not the policy's.
 	if _, err := shared.CheckDependencies(req.Dependencies, p.AllowedPackages); err != nil {
-		return req, shared.Limits{}, fmt.Errorf("policy %q: %w", p.Name, err)
+		err = fmt.Errorf("policy %q: %w", p.Name, err)
+		if errors.Is(err, shared.ErrPermissionDenied) {
+			err = p.refused(err)
+		}
+		return req, shared.Limits{}, err
 	}
 	req.AllowedImports = s.AllowedImports(req.AllowedImports...)
 	return req, prep.Limits(), nil
