@@ -66,7 +66,8 @@ type RunError struct {
 }
 
 // Error is "sandbox <stage> failed: <cause>", e.g. "sandbox execution
-// failed: sandbox execution timed out after 0.50s".
+// failed: sandbox execution timed out after 0.50s"; at the policy stage
+// "sandbox policy refused the request: <cause>".
 func (e *RunError) Error() string {
 	var ve *shared.ValidationError
 	cause := ""
@@ -78,6 +79,9 @@ func (e *RunError) Error() string {
 		}
 	case e.Err != nil:
 		cause = e.Err.Error()
+	}
+	if e.Stage == StagePolicy {
+		return "sandbox policy refused the request: " + cause
 	}
 	return fmt.Sprintf("sandbox %s failed: %s", e.Stage, cause)
 }
