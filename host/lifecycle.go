@@ -267,18 +267,7 @@ func (in *instance) get(ctx context.Context) (*launched, error) {
 	cancel()
 	if err != nil {
 		l.kill()
-		err = overdue(ctx, err, "Configure", in.host.opts.callTimeout)
-		// A refusal that names a config attribute points at it.
-		var fe *shared.FieldError
-		if errors.As(err, &fe) {
-			if r, ok := configRange(in.sb, fe.Field); ok {
-				return nil, &DiagnosticsError{Files: in.host.cfg.Files, Diagnostics: hcl.Diagnostics{errDiag(r, "Invalid plugin configuration",
-					fmt.Sprintf("Sandbox %q: plugin %q refused %s: %s.", in.sb.Name, in.entry.Name, fe.Field, fe.Reason))}}
-			}
-		}
-		r := in.sb.DefRange
-		return nil, fmt.Errorf("%s:%d:%d: sandbox %q: plugin %q refused its configuration: %w",
-			r.Filename, r.Start.Line, r.Start.Column, in.sb.Name, in.entry.Name, err)
+		return nil, in.configRefused(overdue(ctx, err, "Configure", in.host.opts.callTimeout))
 	}
 	// Capabilities may depend on the configuration (e.g. a memory cap that
 	// only a config attribute turns on): ask again now that it is applied.
@@ -299,6 +288,28 @@ func (in *instance) get(ctx context.Context) (*launched, error) {
 	in.launches++
 	l.gen = in.launches
 	return l, nil
+}
+
+// configRefused is the error of a Configure the plugin refused. A refusal
+// that names a config attribute the block writes (a *shared.FieldError,
+// "promotion.threshold" for one in a nested block) is a diagnostic at
+// that attribute's value; any other is an error that points at the config
+// block, or at the sandbox block when there is none, and wraps the
+// plugin's error.
+func (in *instance) configRefused(err error) error {
+	var fe *shared.FieldError
+	if errors.As(err, &fe) {
+		if r, ok := configRange(in.sb, fe.Field); ok {
+			return &DiagnosticsError{Files: in.host.cfg.Files, Diagnostics: hcl.Diagnostics{errDiag(r, "Invalid plugin configuration",
+				fmt.Sprintf("Sandbox %q: plugin %q refused %s: %s.", in.sb.Name, in.entry.Name, fe.Field, fe.Reason))}}
+		}
+	}
+	r := in.sb.DefRange
+	if in.sb.Config != nil {
+		r = in.sb.Config.DefRange
+	}
+	return fmt.Errorf("%s:%d:%d: sandbox %q: plugin %q refused its configuration: %w",
+		r.Filename, r.Start.Line, r.Start.Column, in.sb.Name, in.entry.Name, err)
 }
 
 // discard forgets l if it is still the current process and kills it, so the

@@ -239,3 +239,30 @@ func TestHostEndsOverrunningExecution(t *testing.T) {
 		})
 	}
 }
+
+// A backend's refusal of a config attribute is a diagnostic at the
+// attribute (file:line:col of its value inside config {}), as the policy
+// docs promise; a refusal that names no attribute points at the config
+// block, not the sandbox block. Both with the subprocess plugin (mode) and
+// the life plugin.
+func TestConfigRefusalPointsAtAttribute(t *testing.T) {
+	const block = "  config {\n    colour  = \"red\"\n    flavour = \"sour\"\n  }"
+	_, sb, _ := lifeHost(t, "", "", block)
+	err := sb.Start(context.Background())
+	out := render(t, err)
+	if !strings.Contains(out, "config.hcl:6:15: Error: Invalid plugin configuration") || !strings.Contains(out, `plugin "life" refused flavour`) {
+		t.Errorf("flavour: %s", out)
+	}
+
+	_, sb, _ = lifeHost(t, "", "", "  config {\n    colour = \"none\"\n  }")
+	err = sb.Start(context.Background())
+	if err == nil || !strings.Contains(err.Error(), "config.hcl:4:3: sandbox \"s\": plugin \"life\" refused its configuration") || !errors.Is(err, shared.ErrInvalidArgument) {
+		t.Errorf("colour: %v, want it at the config block (4:3), wrapping ErrInvalidArgument", err)
+	}
+
+	h := newHost(t, "sandbox \"t\" {\n  plugin = \"subprocess\"\n  config {\n    mode = \"bogus\"\n  }\n}\n")
+	out = render(t, h.StartAll(context.Background()))
+	if !strings.Contains(out, "config.hcl:4:12: Error: Invalid plugin configuration") || !strings.Contains(out, `plugin "subprocess" refused mode: unknown mode "bogus"`) {
+		t.Errorf("subprocess mode: %s", out)
+	}
+}
