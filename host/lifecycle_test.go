@@ -240,6 +240,29 @@ func TestHostEndsOverrunningExecution(t *testing.T) {
 	}
 }
 
+// A plugin process that ends during a call after the call's timeout has
+// passed gives the timeout the code earned, on any tier (tier 0 ends its
+// process so when a C-level loop cannot be interrupted), and the next call
+// relaunches it. One that ends before the timeout stays an infrastructure
+// error.
+func TestPluginDeathAfterTimeoutIsTimeout(t *testing.T) {
+	const policy = "policy \"default\" {\n  timeout = \"1s\"\n}\n"
+	_, sb, _ := lifeHost(t, "", policy, "")
+	ctx := context.Background()
+	res, err := sb.Execute(ctx, shared.ExecuteRequest{Code: "sleep", Args: []byte(`{"ms": 1200, "exit": true}`)})
+	if err != nil || res.Success || res.ErrorKind != shared.KindTimeout || !strings.Contains(res.Error, "the plugin process ended during the call, after the timeout") {
+		t.Fatalf("death after the timeout: %+v %v, want a timeout", res, err)
+	}
+	pluginPid(t, sb) // relaunched
+	_, err = sb.Execute(ctx, shared.ExecuteRequest{Code: "sleep", Args: []byte(`{"ms": 10, "exit": true}`)})
+	if !errors.Is(err, shared.ErrPluginShutdown) {
+		t.Fatalf("death before the timeout: %v, want ErrPluginShutdown", err)
+	}
+	if n := sb.Launches(); n != 2 {
+		t.Errorf("launches = %d, want 2", n)
+	}
+}
+
 // A backend's refusal of a config attribute is a diagnostic at the
 // attribute (file:line:col of its value inside config {}), as the policy
 // docs promise; a refusal that names no attribute points at the config

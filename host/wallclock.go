@@ -91,8 +91,6 @@ func (s *Sandbox) overrun(ctx, cctx context.Context, c wallClock, limits shared.
 		return shared.ExecutionResult{}, false // the plugin's own timeout, if late
 	case elapsed >= c.budget && err == nil:
 		why = fmt.Sprintf("the plugin's result came %.2fs after the call began, past the %.2fs the host allows; it is discarded", elapsed.Seconds(), c.budget.Seconds())
-	case elapsed >= c.budget:
-		why = fmt.Sprintf("the plugin had no result %.2fs after the call began and stopped when the host told it to", c.budget.Seconds())
 	case err != nil && errors.Is(err, shared.ErrPluginShutdown) && elapsed >= c.timeout:
 		return shared.ExecutionResult{
 			Output:     json.RawMessage("null"),
@@ -101,6 +99,8 @@ func (s *Sandbox) overrun(ctx, cctx context.Context, c wallClock, limits shared.
 			DurationMS: float64(elapsed.Microseconds()) / 1000,
 			Limits:     limits,
 		}, true
+	case elapsed >= c.budget:
+		why = fmt.Sprintf("the plugin had no result %.2fs after the call began and stopped when the host told it to", c.budget.Seconds())
 	default:
 		return shared.ExecutionResult{}, false
 	}

@@ -20,7 +20,8 @@
 //	sleep  wait for args.ms milliseconds, then succeed; with args.ctx the
 //	       wait ends early, with the context's error, when the call's
 //	       context does (without it the plugin ignores its context and
-//	       its timeout, as a broken backend would)
+//	       its timeout, as a broken backend would); with args.exit the
+//	       plugin process exits after the wait instead of answering
 //
 // Configure refuses a config whose flavour is "sour", naming the
 // attribute (a shared.FieldError), and one whose colour is "none" without
@@ -87,13 +88,17 @@ func (backend) Execute(ctx context.Context, req shared.ExecuteRequest) (shared.E
 		out = os.Getpid()
 	case "sleep":
 		var args struct {
-			MS  int  `json:"ms"`
-			Ctx bool `json:"ctx"`
+			MS   int  `json:"ms"`
+			Ctx  bool `json:"ctx"`
+			Exit bool `json:"exit"`
 		}
 		_ = json.Unmarshal(req.Args, &args)
 		d := time.Duration(args.MS) * time.Millisecond
 		if !args.Ctx {
 			time.Sleep(d)
+			if args.Exit {
+				os.Exit(3)
+			}
 			break
 		}
 		select {
