@@ -156,6 +156,19 @@ func TestLaunchFollowsContext(t *testing.T) {
 	}
 }
 
+// Close is bounded even when the plugin cannot answer go-plugin's request
+// to exit (it is stopped, SIGSTOP): after the shutdown timeout its process
+// group is killed.
+func TestCloseBoundedWhenPluginWedged(t *testing.T) {
+	h, sb, _ := lifeHost(t, "", "", "")
+	pid := pluginPid(t, sb)
+	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	within(t, shutdownTimeout+5*time.Second, "Close", func() { h.Close() })
+	waitDead(t, pid)
+}
+
 // pluginPid asks the life plugin for its pid, through an execution.
 func pluginPid(t *testing.T, sb *Sandbox) int {
 	t.Helper()
