@@ -17,7 +17,11 @@
 // Plugins are launched lazily, on a sandbox's first call (or by Start /
 // StartAll), each sandbox in its own plugin process. A plugin that crashed
 // is relaunched on the next call; the call during which it died fails with
-// an error wrapping shared.ErrPluginShutdown.
+// an error wrapping shared.ErrPluginShutdown (an execution already past its
+// timeout gets the timeout instead). Every step of a plugin's life runs
+// under a deadline: its launch (WithStartTimeout), each call
+// (WithCallTimeout, or an execution's own timeout, which the host
+// enforces whatever the backend) and its shutdown.
 package host
 
 import (
