@@ -17,7 +17,11 @@
 // Plugins are launched lazily, on a sandbox's first call (or by Start /
 // StartAll), each sandbox in its own plugin process. A plugin that crashed
 // is relaunched on the next call; the call during which it died fails with
-// an error wrapping shared.ErrPluginShutdown.
+// an error wrapping shared.ErrPluginShutdown (an execution already past its
+// timeout gets the timeout instead). Every step of a plugin's life runs
+// under a deadline: its launch (WithStartTimeout), each call
+// (WithCallTimeout, or an execution's own timeout, which the host
+// enforces whatever the backend) and its shutdown.
 package host
 
 import (
@@ -53,6 +57,7 @@ type options struct {
 	pluginDirs   []string
 	pluginEnv    []string
 	startTimeout time.Duration
+	callTimeout  time.Duration
 	checker      StaticChecker
 	// tracerProvider makes the host's spans (WithTracerProvider); otel's
 	// global provider when nil.
@@ -77,8 +82,19 @@ func WithPluginEnv(kv ...string) Option {
 	return func(o *options) { o.pluginEnv = append(o.pluginEnv, kv...) }
 }
 
-// WithStartTimeout bounds a plugin's launch and handshake (default 10s).
+// WithStartTimeout bounds a plugin's launch: its handshake, and then each
+// Info call (default 10s). A plugin that has not answered by then is
+// killed, with its process group, and the call that launched it fails with
+// an error wrapping shared.ErrUnavailable.
 func WithStartTimeout(d time.Duration) Option { return func(o *options) { o.startTimeout = d } }
+
+// WithCallTimeout bounds every plugin call that runs no code: Configure,
+// Validate, Open, Close, the file calls and tokens (default 2m; a caller's
+// earlier deadline wins). One the bound ended fails with an error wrapping
+// context.DeadlineExceeded and shared.ErrUnavailable. Executions and
+// session tool calls are bounded by their timeout instead
+// (Sandbox.Execute).
+func WithCallTimeout(d time.Duration) Option { return func(o *options) { o.callTimeout = d } }
 
 // WithStaticChecker replaces the host-side validator.
 func WithStaticChecker(c StaticChecker) Option { return func(o *options) { o.checker = c } }
@@ -119,7 +135,7 @@ func Load(ctx context.Context, cfg *Config, opts ...Option) (*Host, error) {
 	if cfg == nil {
 		return nil, fmt.Errorf("host.Load: nil config: %w", shared.ErrInvalidArgument)
 	}
-	o := options{startTimeout: 10 * time.Second}
+	o := options{startTimeout: 10 * time.Second, callTimeout: 2 * time.Minute}
 	for _, opt := range opts {
 		opt(&o)
 	}

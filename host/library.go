@@ -133,17 +133,30 @@ func (s *Sandbox) CallSessionToolStream(ctx context.Context, sessionID, tool str
 	case toollib.ToolListTools, toollib.ToolPromote, toollib.ToolForget: // run no code
 	default:
 		if err := p.checkDangerous(); err != nil {
-			return nil, err
+			return nil, p.refused(err)
 		}
 		if err := p.checkUnreviewed(); err != nil {
-			return nil, err
+			return nil, p.refused(err)
 		}
 	}
 	pol := &shared.ToolPolicy{AllowedImports: s.AllowedImports(), Timeout: p.Timeout, MemoryMB: p.MemoryMB, MaxOutputBytes: p.MaxOutputBytes}
+	// A tool's code runs under the policy's timeout: the call is bounded by
+	// the host's clock for an execution of that timeout (wallclock.go), not
+	// by the call timeout.
+	timeout := p.Timeout
+	if timeout <= 0 {
+		timeout = shared.DefaultTimeout
+	}
+	clock, err := s.clockFor(ctx, timeout)
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := clock.context(ctx)
+	defer cancel()
 	var resp shared.CallToolResponse
 	call := s.beginSession(sessionID)
 	defer call.end()
-	err := s.observeSessionTool(ctx, sessionID, tool, func(ctx context.Context) error {
+	err = s.observeSessionTool(ctx, sessionID, tool, func(ctx context.Context) error {
 		return s.sessionDo(ctx, call, "CallTool", func(p shared.Sandbox) error {
 			st, ok := p.(shared.SessionTools)
 			if !ok {

@@ -2,14 +2,12 @@ package host
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"slices"
 	"sync"
+	"time"
 
 	goplugin "github.com/hashicorp/go-plugin"
 	"github.com/hashicorp/hcl/v2"
@@ -26,6 +24,7 @@ var passEnv = []string{"ORQEST_PLUGIN_LOG_LEVEL", "TMPDIR"}
 // launched is one running plugin process.
 type launched struct {
 	client *goplugin.Client
+	run    *pluginRunner
 	impl   shared.Sandbox
 	pid    int
 	// gen is the launch generation of the process: 1 for a sandbox's
@@ -34,20 +33,66 @@ type launched struct {
 	gen int
 }
 
-// kill ends the plugin process and anything left in its process group.
+// shutdownTimeout bounds stop: how long a plugin may take to exit after the
+// host asked it to (go-plugin's Shutdown call, then its own wait of 2 s)
+// before the host kills its process group.
+const shutdownTimeout = 5 * time.Second
+
+// kill ends the plugin at once: SIGKILL to its whole process group (the
+// plugin and any child that did not leave it), then go-plugin's cleanup,
+// which no longer waits on anything the plugin's children hold.
 func (l *launched) kill() {
 	if l == nil || l.client == nil {
 		return
 	}
+	l.run.kill()
 	l.client.Kill()
-	killGroup(l.pid)
+}
+
+// stop ends the plugin in order: go-plugin asks it to exit and waits a
+// little; if that has not happened within shutdownTimeout (a wedged plugin
+// does not even answer the request), the process group is killed. Whatever
+// is left in the group is killed either way.
+func (l *launched) stop() {
+	if l == nil || l.client == nil {
+		return
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		l.client.Kill()
+	}()
+	t := time.NewTimer(shutdownTimeout)
+	defer t.Stop()
+	select {
+	case <-done:
+	case <-t.C:
+		l.run.kill()
+		<-done
+	}
+	l.run.kill()
+}
+
+// pluginEnv is the environment every plugin process starts with (go-plugin
+// adds its handshake's variables).
+func (h *Host) pluginEnv() []string {
+	var env []string
+	for _, k := range passEnv {
+		if v, ok := os.LookupEnv(k); ok {
+			env = append(env, k+"="+v)
+		}
+	}
+	return append(env, h.opts.pluginEnv...)
 }
 
 // launch starts the plugin binary of e as a managed go-plugin client and
 // dispenses its Sandbox. It verifies the declared sha256 before starting the
-// process (and lets go-plugin's SecureConfig verify it again).
-func (h *Host) launch(e PluginEntry) (*launched, error) {
-	var secure *goplugin.SecureConfig
+// process (and again right before exec, pluginRunner.Start).
+//
+// The launch is bounded: the handshake by the start timeout
+// (WithStartTimeout), the whole by ctx, which kills the process when it
+// ends first. Every way it fails kills the plugin's process group.
+func (h *Host) launch(ctx context.Context, e PluginEntry) (*launched, error) {
 	if e.ExpectedSHA256 != "" {
 		got, err := FileSHA256(e.Path)
 		if err != nil {
@@ -56,36 +101,43 @@ func (h *Host) launch(e PluginEntry) (*launched, error) {
 		if got != e.ExpectedSHA256 {
 			return nil, fmt.Errorf("plugin %q at %s has sha256 %s, policy requires %s: %w", e.Name, e.Path, got, e.ExpectedSHA256, ErrChecksumMismatch)
 		}
-		want, _ := hex.DecodeString(e.ExpectedSHA256)
-		secure = &goplugin.SecureConfig{Checksum: want, Hash: sha256.New()}
 	}
-
-	cmd := exec.Command(e.Path)
-	for _, k := range passEnv {
-		if v, ok := os.LookupEnv(k); ok {
-			cmd.Env = append(cmd.Env, k+"="+v)
-		}
+	if err := ctx.Err(); err != nil {
+		return nil, err
 	}
-	cmd.Env = append(cmd.Env, h.opts.pluginEnv...)
-	setProcAttrs(cmd)
-
+	logger := h.opts.logger.Named(e.Name)
+	run := newPluginRunner(e, h.pluginEnv(), logger)
 	client := goplugin.NewClient(&goplugin.ClientConfig{
 		HandshakeConfig:  plugin.Handshake,
 		VersionedPlugins: plugin.VersionedPlugins(nil),
-		Cmd:              cmd,
+		RunnerFunc:       run.runnerFunc,
 		AllowedProtocols: []goplugin.Protocol{goplugin.ProtocolGRPC},
 		Managed:          true,
 		AutoMTLS:         true,
 		SkipHostEnv:      true,
 		StartTimeout:     h.opts.startTimeout,
-		SecureConfig:     secure,
-		Logger:           h.opts.logger.Named(e.Name),
+		Logger:           logger,
 		GRPCDialOptions:  plugin.DialOptions(plugin.WithDialTracerProvider(h.opts.tracerProvider)),
 	})
+	// ctx ending during the handshake kills the process: go-plugin then
+	// sees it exit and gives up at once.
+	launching := make(chan struct{})
+	defer close(launching)
+	go func() {
+		select {
+		case <-ctx.Done():
+			run.kill()
+		case <-launching:
+		}
+	}()
 	fail := func(err error) (*launched, error) {
+		run.kill()
 		client.Kill()
-		if errors.Is(err, goplugin.ErrChecksumsDoNotMatch) {
-			return nil, fmt.Errorf("launch plugin %q (%s): %w: %w", e.Name, e.Path, err, ErrChecksumMismatch)
+		switch {
+		case errors.Is(err, ErrChecksumMismatch):
+			return nil, fmt.Errorf("launch plugin %q (%s): %w", e.Name, e.Path, err)
+		case ctx.Err() != nil:
+			return nil, fmt.Errorf("launch plugin %q (%s): %w (%w)", e.Name, e.Path, ctx.Err(), err)
 		}
 		return nil, fmt.Errorf("launch plugin %q (%s): %w: %w", e.Name, e.Path, err, shared.ErrUnavailable)
 	}
@@ -104,11 +156,10 @@ func (h *Host) launch(e PluginEntry) (*launched, error) {
 	if v := client.NegotiatedVersion(); v != shared.APIVersion {
 		return fail(fmt.Errorf("negotiated protocol version %d, host speaks %d", v, shared.APIVersion))
 	}
-	l := &launched{client: client, impl: impl}
-	if rc := client.ReattachConfig(); rc != nil {
-		l.pid = rc.Pid
+	if err := ctx.Err(); err != nil {
+		return fail(err)
 	}
-	return l, nil
+	return &launched{client: client, run: run, impl: impl, pid: run.pid}, nil
 }
 
 // ProbePlugin launches a fresh process of the plugin called name, calls Info
@@ -119,12 +170,12 @@ func (h *Host) ProbePlugin(ctx context.Context, name string) (shared.InfoRespons
 	if !ok {
 		return shared.InfoResponse{}, fmt.Errorf("plugin %q: %w", name, shared.ErrNotFound)
 	}
-	l, err := h.launch(e)
+	l, err := h.launch(ctx, e)
 	if err != nil {
 		return shared.InfoResponse{}, err
 	}
-	defer l.kill()
-	info, err := l.impl.Info(ctx, shared.InfoRequest{})
+	defer l.stop()
+	info, err := h.boundedInfo(ctx, l)
 	if err != nil {
 		return info, fmt.Errorf("plugin %q: info: %w", name, err)
 	}
@@ -132,6 +183,26 @@ func (h *Host) ProbePlugin(ctx context.Context, name string) (shared.InfoRespons
 		return info, fmt.Errorf("plugin %q speaks API versions %v, the host needs %d: %w", name, info.APIVersions, shared.APIVersion, shared.ErrFailedPrecondition)
 	}
 	return info, nil
+}
+
+// boundedInfo calls Info on l, waiting at most the start timeout: a plugin
+// that answered the handshake but not Info is as unusable as one that
+// never started.
+func (h *Host) boundedInfo(ctx context.Context, l *launched) (shared.InfoResponse, error) {
+	ictx, cancel := context.WithTimeout(ctx, h.opts.startTimeout)
+	defer cancel()
+	info, err := l.impl.Info(ictx, shared.InfoRequest{})
+	return info, overdue(ctx, err, "Info", h.opts.startTimeout)
+}
+
+// overdue is the error of a plugin call the host bounded by d under the
+// caller's ctx: when the bound, not the caller, ended it, it says so and
+// also wraps shared.ErrUnavailable.
+func overdue(ctx context.Context, err error, op string, d time.Duration) error {
+	if err != nil && ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded) {
+		return fmt.Errorf("the plugin did not answer %s within %s: %w: %w", op, d, err, shared.ErrUnavailable)
+	}
+	return err
 }
 
 // instance owns the plugin process of one sandbox. It launches lazily, and
@@ -169,11 +240,11 @@ func (in *instance) get(ctx context.Context) (*launched, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	l, err := in.host.launch(in.entry)
+	l, err := in.host.launch(ctx, in.entry)
 	if err != nil {
 		return nil, fmt.Errorf("sandbox %q: %w", in.sb.Name, err)
 	}
-	info, err := l.impl.Info(ctx, shared.InfoRequest{})
+	info, err := in.host.boundedInfo(ctx, l)
 	if err != nil {
 		l.kill()
 		return nil, fmt.Errorf("sandbox %q: plugin %q: info: %w", in.sb.Name, in.entry.Name, err)
@@ -191,23 +262,16 @@ func (in *instance) get(ctx context.Context) (*launched, error) {
 	// The policy's allowed_packages go to the plugin once, at Configure (not
 	// per call): a backend installs only those, whatever a request says.
 	pol := in.host.cfg.SandboxPolicy(in.sb)
-	if _, err := l.impl.Configure(ctx, shared.ConfigureRequest{Config: cfgJSON, Unsafe: in.sb.Unsafe, AllowedPackages: pol.AllowedPackages, Classes: pol.Classes}); err != nil {
+	cctx, cancel := context.WithTimeout(ctx, in.host.opts.callTimeout)
+	_, err = l.impl.Configure(cctx, shared.ConfigureRequest{Config: cfgJSON, Unsafe: in.sb.Unsafe, AllowedPackages: pol.AllowedPackages, Classes: pol.Classes})
+	cancel()
+	if err != nil {
 		l.kill()
-		// A refusal that names a config attribute points at it.
-		var fe *shared.FieldError
-		if errors.As(err, &fe) {
-			if r, ok := configRange(in.sb, fe.Field); ok {
-				return nil, &DiagnosticsError{Files: in.host.cfg.Files, Diagnostics: hcl.Diagnostics{errDiag(r, "Invalid plugin configuration",
-					fmt.Sprintf("Sandbox %q: plugin %q refused %s: %s.", in.sb.Name, in.entry.Name, fe.Field, fe.Reason))}}
-			}
-		}
-		r := in.sb.DefRange
-		return nil, fmt.Errorf("%s:%d:%d: sandbox %q: plugin %q refused its configuration: %w",
-			r.Filename, r.Start.Line, r.Start.Column, in.sb.Name, in.entry.Name, err)
+		return nil, in.configRefused(overdue(ctx, err, "Configure", in.host.opts.callTimeout))
 	}
 	// Capabilities may depend on the configuration (e.g. a memory cap that
 	// only a config attribute turns on): ask again now that it is applied.
-	if after, err := l.impl.Info(ctx, shared.InfoRequest{}); err == nil {
+	if after, err := in.host.boundedInfo(ctx, l); err == nil {
 		info = after
 	}
 	if in.sb.Stateful && !info.Has(shared.CapStatefulSessions) {
@@ -226,6 +290,28 @@ func (in *instance) get(ctx context.Context) (*launched, error) {
 	return l, nil
 }
 
+// configRefused is the error of a Configure the plugin refused. A refusal
+// that names a config attribute the block writes (a *shared.FieldError,
+// "promotion.threshold" for one in a nested block) is a diagnostic at
+// that attribute's value; any other is an error that points at the config
+// block, or at the sandbox block when there is none, and wraps the
+// plugin's error.
+func (in *instance) configRefused(err error) error {
+	var fe *shared.FieldError
+	if errors.As(err, &fe) {
+		if r, ok := configRange(in.sb, fe.Field); ok {
+			return &DiagnosticsError{Files: in.host.cfg.Files, Diagnostics: hcl.Diagnostics{errDiag(r, "Invalid plugin configuration",
+				fmt.Sprintf("Sandbox %q: plugin %q refused %s: %s.", in.sb.Name, in.entry.Name, fe.Field, fe.Reason))}}
+		}
+	}
+	r := in.sb.DefRange
+	if in.sb.Config != nil {
+		r = in.sb.Config.DefRange
+	}
+	return fmt.Errorf("%s:%d:%d: sandbox %q: plugin %q refused its configuration: %w",
+		r.Filename, r.Start.Line, r.Start.Column, in.sb.Name, in.entry.Name, err)
+}
+
 // discard forgets l if it is still the current process and kills it, so the
 // next call launches a new one.
 func (in *instance) discard(l *launched) {
@@ -241,6 +327,17 @@ func (in *instance) discard(l *launched) {
 	}
 }
 
+// discardServing is discard for the plugin process whose Sandbox is p, if
+// it is still the current one.
+func (in *instance) discardServing(p shared.Sandbox) {
+	in.mu.Lock()
+	l := in.cur
+	in.mu.Unlock()
+	if l != nil && p != nil && l.impl == p {
+		in.discard(l)
+	}
+}
+
 // do runs fn against a running goplugin. When the plugin dies during the call,
 // the error wraps shared.ErrPluginShutdown and the next call relaunches.
 func (in *instance) do(ctx context.Context, op string, fn func(shared.Sandbox) error) error {
@@ -250,7 +347,35 @@ func (in *instance) do(ctx context.Context, op string, fn func(shared.Sandbox) e
 // doOn is do for a call that needs to know which process it went to (its
 // launch generation): fn may be called twice, the second time on a new
 // process, when the first never reached the plugin.
+//
+// The call is bounded by the host's call timeout (WithCallTimeout) unless
+// ctx carries its own wall clock (withOwnClock: an execution's).
 func (in *instance) doOn(ctx context.Context, op string, fn func(*launched) error) error {
+	if ownClock(ctx) {
+		return in.doOnce(ctx, op, fn)
+	}
+	bctx, cancel := context.WithTimeout(ctx, in.host.opts.callTimeout)
+	defer cancel()
+	return overdue(ctx, in.doOnce(bctx, op, fn), op, in.host.opts.callTimeout)
+}
+
+// ownClockKey marks the context of a call that carries its own deadline.
+type ownClockKey struct{}
+
+// withOwnClock marks ctx as the context of a call whose deadline its
+// caller set (an execution: its timeout and the host's grace, sandbox.go),
+// which the call timeout must not cut short.
+func withOwnClock(ctx context.Context) context.Context {
+	return context.WithValue(ctx, ownClockKey{}, true)
+}
+
+func ownClock(ctx context.Context) bool {
+	own, _ := ctx.Value(ownClockKey{}).(bool)
+	return own
+}
+
+// doOnce is doOn without the call timeout.
+func (in *instance) doOnce(ctx context.Context, op string, fn func(*launched) error) error {
 	l, err := in.get(ctx)
 	if err != nil {
 		return err
@@ -313,7 +438,7 @@ func (in *instance) close() {
 	in.cur = nil
 	in.closed = true
 	in.mu.Unlock()
-	l.kill()
+	l.stop()
 }
 
 // cachedInfo returns the Info of the current process (launching if needed).

@@ -60,6 +60,9 @@ func (p Policy) UnacknowledgedDangerous(extra ...string) []string {
 	return bad
 }
 
+// refused is err as the policy's refusal of a request (*PolicyError).
+func (p Policy) refused(err error) error { return &PolicyError{Policy: p.Name, Err: err} }
+
 // checkDangerous is the run-time half of the lint: an error wrapping
 // shared.ErrFailedPrecondition when the call would allow a dangerous
 // module the policy did not acknowledge.

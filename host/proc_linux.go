@@ -28,8 +28,13 @@ func killGroup(pid int) {
 	}
 }
 
-// processGone reports whether pid has exited (or is a zombie not yet reaped
-// by go-plugin), so a dead plugin is noticed before a call is sent to it.
+// processGone reports whether pid has ended or is ending: it exited (a
+// zombie not reaped by go-plugin yet, or gone), the kernel is tearing it
+// down, or a SIGKILL is pending for it. A process in any of these states
+// runs no code of its own again, so a request sent to it now could never be
+// served: the host relaunches the plugin first. Right after kill(2) only
+// the pending signal shows (the process is still running in the kernel,
+// its socket may still accept bytes), which is why it is checked too.
 func processGone(pid int) bool {
 	if pid <= 0 {
 		return false
@@ -38,5 +43,12 @@ func processGone(pid int) bool {
 	if err != nil {
 		return errors.Is(err, fs.ErrNotExist)
 	}
-	return st.Gone()
+	if st.Gone() || st.Exiting() {
+		return true
+	}
+	pending, err := procfs.KillPending(pid)
+	if err != nil {
+		return errors.Is(err, fs.ErrNotExist)
+	}
+	return pending
 }

@@ -14,9 +14,30 @@ import (
 // Stages of a RunError.
 const (
 	StageValidation     = "validation"     // static checks rejected the code (or the request was malformed)
+	StagePolicy         = "policy"         // the sandbox's policy refused the request before anything ran (a *PolicyError)
 	StageExecution      = "execution"      // the code ran and failed (runtime error, timeout, memory, ...)
 	StageInfrastructure = "infrastructure" // the sandbox itself failed (plugin died, launch failed)
 )
+
+// PolicyError is the error of a request the sandbox's policy refused
+// before anything ran: a limit above the policy's ceiling, a dangerous or
+// unreviewed module in the allowed imports that the policy does not
+// acknowledge, a dependency outside allowed_packages. Err is the refusal
+// itself, with its class (a *shared.FieldError and
+// shared.ErrAboveCeiling for a ceiling, shared.ErrFailedPrecondition for
+// an import, shared.ErrPermissionDenied for a dependency); errors.Is and
+// errors.As see through to it.
+type PolicyError struct {
+	// Policy is the name of the policy that refused the request.
+	Policy string
+	Err    error
+}
+
+// Error is the refusal's message.
+func (e *PolicyError) Error() string { return e.Err.Error() }
+
+// Unwrap returns the refusal.
+func (e *PolicyError) Unwrap() error { return e.Err }
 
 // RunOptions are the optional inputs of RunInSandbox.
 type RunOptions struct {
@@ -45,7 +66,8 @@ type RunError struct {
 }
 
 // Error is "sandbox <stage> failed: <cause>", e.g. "sandbox execution
-// failed: sandbox execution timed out after 0.50s".
+// failed: sandbox execution timed out after 0.50s"; at the policy stage
+// "sandbox policy refused the request: <cause>".
 func (e *RunError) Error() string {
 	var ve *shared.ValidationError
 	cause := ""
@@ -57,6 +79,9 @@ func (e *RunError) Error() string {
 		}
 	case e.Err != nil:
 		cause = e.Err.Error()
+	}
+	if e.Stage == StagePolicy {
+		return "sandbox policy refused the request: " + cause
 	}
 	return fmt.Sprintf("sandbox %s failed: %s", e.Stage, cause)
 }
@@ -108,7 +133,8 @@ func Snippet(code string) string {
 
 // RunInSandbox is the "given code, return the value" helper: it appends the return expression, runs the code in sb,
 // and unwraps the ExecutionResult into its JSON output. Any failure is a
-// *RunError whose Stage is "validation", "execution" or "infrastructure".
+// *RunError whose Stage is "validation", "policy", "execution" or
+// "infrastructure".
 func RunInSandbox(ctx context.Context, sb *Sandbox, code string, opts RunOptions) (json.RawMessage, error) {
 	full := WithReturn(code, opts.ReturnExpression)
 	fail := func(stage string, err error) (json.RawMessage, error) {
@@ -128,7 +154,10 @@ func RunInSandbox(ctx context.Context, sb *Sandbox, code string, opts RunOptions
 		Timeout:        opts.Timeout,
 		MemoryMB:       opts.MemoryMB,
 	})
+	var pe *PolicyError
 	switch {
+	case err != nil && errors.As(err, &pe):
+		return fail(StagePolicy, err)
 	case err != nil && (errors.Is(err, shared.ErrInvalidArgument) || errors.Is(err, shared.ErrValidation)):
 		return fail(StageValidation, err)
 	case err != nil:

@@ -166,6 +166,13 @@ func (s *Sandbox) Validate(ctx context.Context, code string, extra ...string) er
 // failures; a plugin that died during the call wraps shared.ErrPluginShutdown
 // (the next call relaunches it).
 //
+// The host owns the wall clock, whatever the backend: a call still running
+// at its timeout plus a grace (10%, at least 1 s; plus a minute of setup on
+// a session backend) is told to stop (its context ends in the plugin), and
+// one whose plugin has not returned a grace later is abandoned and the
+// plugin killed, so the execution surely ends; either way the result is a
+// timeout whose error says the host's wall clock ended it.
+//
 // Every call is observed once: the orqest.execute span (WithTracerProvider),
 // the host's metrics (Registry), an info-level log line, and a record in the
 // audit log when the policy sets audit_log (docs/observability.md).
@@ -230,9 +237,17 @@ func (s *Sandbox) execute(ctx context.Context, req shared.ExecuteRequest, obs *e
 		return shared.ExecutionResult{}, err
 	}
 	defer release()
+	// The host's wall clock over the call (wallclock.go): the plugin is
+	// told to stop at the timeout and a grace, and killed if it does not.
+	clock, err := s.clockFor(ctx, req.Timeout)
+	if err != nil {
+		return shared.ExecutionResult{}, err
+	}
 	var resp shared.ExecuteResponse
 	start := time.Now()
-	callCtx, span := s.host.tracer.Start(ctx, SpanPluginCall, trace.WithAttributes(
+	clockCtx, cancelClock := clock.context(ctx)
+	defer cancelClock()
+	callCtx, span := s.host.tracer.Start(clockCtx, SpanPluginCall, trace.WithAttributes(
 		attribute.String("orqest.sandbox", s.cfg.Name), attribute.String("orqest.plugin", s.cfg.Plugin)))
 	streamed := false
 	if onChunk != nil {
@@ -243,7 +258,9 @@ func (s *Sandbox) execute(ctx context.Context, req shared.ExecuteRequest, obs *e
 		}
 		streamed = info.Has(shared.CapStreaming)
 	}
+	var served shared.Sandbox
 	err = s.sessionDo(callCtx, call, "Execute", func(p shared.Sandbox) error {
+		served = p
 		var err error
 		if st, ok := p.(shared.Streamer); ok && streamed {
 			resp, err = st.ExecuteStream(callCtx, req, func(c shared.OutputChunk) error {
@@ -255,16 +272,17 @@ func (s *Sandbox) execute(ctx context.Context, req shared.ExecuteRequest, obs *e
 		resp, err = p.Execute(callCtx, req)
 		return err
 	})
-	obs.called, obs.plugin = true, time.Since(start)
+	elapsed := time.Since(start)
+	obs.called, obs.plugin = true, elapsed
 	if err != nil {
 		span.RecordError(err)
 		span.SetStatus(codes.Error, errorClassOf(err))
 	}
 	span.End()
+	if r, ok := s.overrun(ctx, clockCtx, clock, limits, resp, err, elapsed, served); ok {
+		return r, nil
+	}
 	if err != nil {
-		if r, ok := s.wedgedTimeout(err, req, limits, time.Since(start)); ok {
-			return r, nil
-		}
 		return shared.ExecutionResult{}, err
 	}
 	s.publish(resp.Events) // the backend's events (e.g. the tool library's) on the host bus; library.go
@@ -339,20 +357,28 @@ func (s *Sandbox) applyPolicy(req shared.ExecuteRequest) (shared.ExecuteRequest,
 	}
 	prep, err := shared.Prepare(req, p.limits())
 	if err != nil {
+		if errors.Is(err, shared.ErrAboveCeiling) {
+			err = p.refused(err)
+		}
 		return req, shared.Limits{}, err
 	}
 	req = prep.Apply(req)
 	if err := p.checkDangerous(req.AllowedImports...); err != nil {
-		return req, shared.Limits{}, err
+		return req, shared.Limits{}, p.refused(err)
 	}
 	if err := p.checkUnreviewed(req.AllowedImports...); err != nil {
-		return req, shared.Limits{}, err
+		return req, shared.Limits{}, p.refused(err)
 	}
 	// Dependencies: each must be in allowed_packages, else the call is
 	// refused here, before the plugin (fail closed; the plugin and its
-	// runtime check again against the list they got at Configure).
+	// runtime check again against the list they got at Configure). A
+	// malformed name is the request's fault, not the policy's.
 	if _, err := shared.CheckDependencies(req.Dependencies, p.AllowedPackages); err != nil {
-		return req, shared.Limits{}, fmt.Errorf("policy %q: %w", p.Name, err)
+		err = fmt.Errorf("policy %q: %w", p.Name, err)
+		if errors.Is(err, shared.ErrPermissionDenied) {
+			err = p.refused(err)
+		}
+		return req, shared.Limits{}, err
 	}
 	req.AllowedImports = s.AllowedImports(req.AllowedImports...)
 	return req, prep.Limits(), nil
@@ -376,29 +402,4 @@ func (s *Sandbox) Open(ctx context.Context, req shared.OpenRequest) (shared.Open
 // A session the host had reclaimed is only forgotten.
 func (s *Sandbox) CloseSession(ctx context.Context, sessionID string) error {
 	return s.closeSession(ctx, sessionID)
-}
-
-// wedgedTimeout turns the death of an in-process (tier 0) plugin during a
-// call whose deadline had already passed into the timeout the user's code
-// earned: a C-level loop cannot be interrupted inside the interpreter, so the
-// backend ends its own process and the host relaunches it on the next call.
-// Any other plugin death stays an infrastructure error.
-func (s *Sandbox) wedgedTimeout(err error, req shared.ExecuteRequest, limits shared.Limits, elapsed time.Duration) (shared.ExecutionResult, bool) {
-	if !errors.Is(err, shared.ErrPluginShutdown) || req.Timeout <= 0 || elapsed < req.Timeout {
-		return shared.ExecutionResult{}, false
-	}
-	s.inst.mu.Lock()
-	tier := s.inst.info.Tier
-	s.inst.mu.Unlock()
-	if tier != 0 {
-		return shared.ExecutionResult{}, false
-	}
-	return shared.ExecutionResult{
-		Success:    false,
-		Output:     json.RawMessage("null"),
-		Error:      fmt.Sprintf("sandbox execution timed out after %.2fs; the backend was restarted", req.Timeout.Seconds()),
-		ErrorKind:  shared.KindTimeout,
-		DurationMS: float64(elapsed.Microseconds()) / 1000,
-		Limits:     limits,
-	}, true
 }

@@ -3,6 +3,7 @@ package shared
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math"
 	"time"
@@ -148,8 +149,31 @@ func (d Defaults) contract() Defaults {
 	return d
 }
 
+// ErrAboveCeiling is matched by Prepare's refusal of a limit above its
+// ceiling, besides ErrInvalidArgument and the *FieldError on the limit:
+// the request asked for more than the policy (or the backend) allows,
+// which a caller may report apart from a malformed request. It does not
+// cross the plugin wire (there the refusal is its *FieldError).
+var ErrAboveCeiling = errors.New("above the ceiling")
+
+// ceilingError is the refusal of a limit above its ceiling: its
+// *FieldError, and ErrAboveCeiling.
+type ceilingError struct{ field *FieldError }
+
+func (e *ceilingError) Error() string   { return e.field.Error() }
+func (e *ceilingError) Unwrap() []error { return []error{e.field, ErrAboveCeiling} }
+
 // checkCeiling refuses a resolved limit above d's ceiling for it.
 func (d Defaults) checkCeiling(r Resolved) error {
+	if fe := d.ceilingField(r); fe != nil {
+		return &ceilingError{field: fe}
+	}
+	return nil
+}
+
+// ceilingField is the *FieldError of the first limit of r above d's
+// ceiling, nil when there is none.
+func (d Defaults) ceilingField(r Resolved) *FieldError {
 	whose, raise := "the", func(string) string { return "" }
 	if d.Name != "" {
 		whose = d.Name + "'s"

@@ -90,8 +90,8 @@ func TestPrepareCeilings(t *testing.T) {
 			case c.field == "" && err != nil:
 				t.Errorf("%+v under %q: refused: %v", c.req, name, err)
 			case c.field == "":
-			case !errors.As(err, &fe) || fe.Field != c.field || !errors.Is(err, ErrInvalidArgument) || !strings.Contains(err.Error(), "ceiling"):
-				t.Errorf("%+v under %q: %v, want a FieldError on %s naming the ceiling", c.req, name, err, c.field)
+			case !errors.As(err, &fe) || fe.Field != c.field || !errors.Is(err, ErrInvalidArgument) || !errors.Is(err, ErrAboveCeiling) || !strings.Contains(err.Error(), "ceiling"):
+				t.Errorf("%+v under %q: %v, want a FieldError on %s naming the ceiling, matching ErrAboveCeiling", c.req, name, err, c.field)
 			case name != "" && !strings.Contains(err.Error(), `policy "roomy"'s ceiling`) || name != "" && !strings.Contains(err.Error(), "raise ceiling { "+c.field+" }"):
 				t.Errorf("%+v under %q: %v does not name the policy and its attribute", c.req, name, err)
 			}
@@ -187,5 +187,15 @@ func TestCheckCodeSize(t *testing.T) {
 	}
 	if err := CheckCodeSize(strings.Repeat("x", DefaultMaxCodeBytes+1), 0); err == nil {
 		t.Error("a zero cap is not the default cap")
+	}
+}
+
+// Only a limit above its ceiling matches ErrAboveCeiling: a malformed
+// request does not.
+func TestOnlyCeilingsAreAboveCeiling(t *testing.T) {
+	for _, req := range []ExecuteRequest{{Code: "x", Timeout: -1}, {Code: "x", MemoryMB: 1}, {Code: "x", Args: []byte("[]")}} {
+		if _, err := Prepare(req, Defaults{}); err == nil || errors.Is(err, ErrAboveCeiling) {
+			t.Errorf("%+v: %v, want a refusal that is not ErrAboveCeiling", req, err)
+		}
 	}
 }

@@ -476,7 +476,13 @@ const (
 	KindNotSerializable ErrorKind = "not_serializable"
 	KindOutputLimit     ErrorKind = "output_limit"
 	KindInvalidArgs     ErrorKind = "invalid_args"
-	KindKilled          ErrorKind = "killed"
+	// KindKilled: the process running the code was killed by a signal that
+	// no limit of the sandbox explains (a SIGKILL without a trace of a
+	// memory or CPU limit: no OOM kill counted in its cgroup, CPU time left;
+	// any other fatal signal): it came from outside the sandbox, an
+	// operator or another process. A backend that can tell says memory or
+	// timeout instead whenever the evidence is there.
+	KindKilled ErrorKind = "killed"
 )
 
 // The default limits of one execution: what the host's built-in policy

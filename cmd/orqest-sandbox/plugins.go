@@ -242,9 +242,18 @@ func cmdPolicy(ctx context.Context, e *env, args []string) int {
 		rep.Sandboxes = h.SandboxNames()
 		// Launch every sandbox's plugin: its config block is checked
 		// against the schema the plugin advertises, and the plugin must
-		// accept it.
-		if err := h.StartAll(ctx); err != nil {
-			others = append(others, unjoin(err)...)
+		// accept it. One that did not start is not asked again below.
+		started := map[string]bool{}
+		for _, name := range rep.Sandboxes {
+			sb, err := h.Sandbox(ctx, name)
+			if err == nil {
+				err = sb.Start(ctx)
+			}
+			if err != nil {
+				others = append(others, err)
+				continue
+			}
+			started[name] = true
 		}
 		lim := cfg.SessionLimits()
 		rep.Sessions = &sessionsReport{MaxSessions: lim.MaxSessions, MaxSessionsPerUser: lim.MaxSessionsPerUser,
@@ -255,8 +264,12 @@ func cmdPolicy(ctx context.Context, e *env, args []string) int {
 				continue
 			}
 			lc := sb.Lifecycle()
-			info, err := sb.Info(ctx)
-			rep.Sessions.Sandboxes[name] = lifecycleReport{Sessions: err == nil && info.Has(shared.CapSessions),
+			sessions := false
+			if started[name] {
+				info, err := sb.Info(ctx)
+				sessions = err == nil && info.Has(shared.CapSessions)
+			}
+			rep.Sessions.Sandboxes[name] = lifecycleReport{Sessions: sessions,
 				IdleTimeout: lc.IdleTimeout.String(), MaxLifetime: lc.MaxLifetime.String()}
 		}
 	}
@@ -321,13 +334,6 @@ func countErrors(diags hcl.Diagnostics) int {
 		}
 	}
 	return n
-}
-
-func unjoin(err error) []error {
-	if j, ok := err.(interface{ Unwrap() []error }); ok {
-		return j.Unwrap()
-	}
-	return []error{err}
 }
 
 func plural(n int, one, many string) string {

@@ -304,6 +304,8 @@ func cmdCall(ctx context.Context, e *env, args []string) int {
 			return exitRejected
 		case host.StageExecution:
 			return exitFailed
+		case host.StagePolicy:
+			return exitError // the request is refused as configured, as for a bad configuration
 		}
 		return exitError
 	default:

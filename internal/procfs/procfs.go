@@ -1,7 +1,8 @@
 // Package procfs reads a process's /proc/<pid>/stat: the one parser of it
-// (state, parent, process group, start time), shared by the host's plugin
-// liveness check, the fork-server's group reaper and the docker plugin's
-// container owner records.
+// (state, parent, process group, flags, start time), shared by the host's
+// plugin liveness check, the fork-server's group reaper and the docker
+// plugin's container owner records; and the signals pending for it, from
+// /proc/<pid>/status.
 package procfs
 
 import (
@@ -18,6 +19,8 @@ type Stat struct {
 	State byte
 	PPID  int
 	PGRP  int
+	// Flags is field 9: the kernel's PF_* flags of the process.
+	Flags uint64
 	// StartTime is field 22: the start time in clock ticks since boot. With
 	// the pid it names a process for good (a reused pid starts later).
 	StartTime uint64
@@ -26,8 +29,17 @@ type Stat struct {
 // Gone reports whether the process has exited: a zombie or dead state.
 func (s Stat) Gone() bool { return s.State == 'Z' || s.State == 'X' }
 
-// ErrMalformed is returned for a stat line that does not parse.
-var ErrMalformed = errors.New("procfs: malformed stat line")
+// pfExiting is the kernel's PF_EXITING: set when the process begins to
+// exit, before it is a zombie.
+const pfExiting = 0x4
+
+// Exiting reports whether the kernel is tearing the process down (it
+// began to exit and is not a zombie yet): it runs no more code of its own.
+func (s Stat) Exiting() bool { return s.Flags&pfExiting != 0 }
+
+// ErrMalformed is returned for a stat line or a status file that does
+// not parse.
+var ErrMalformed = errors.New("procfs: malformed /proc data")
 
 // ReadStat reads /proc/<pid>/stat. A process that does not exist is an
 // error satisfying errors.Is(err, fs.ErrNotExist).
@@ -53,9 +65,10 @@ func ParseStat(b []byte) (Stat, error) {
 	}
 	ppid, err1 := strconv.Atoi(string(f[1]))
 	pgrp, err2 := strconv.Atoi(string(f[2]))
-	start, err3 := strconv.ParseUint(string(f[19]), 10, 64)
-	if err := errors.Join(err1, err2, err3); err != nil {
+	flags, err3 := strconv.ParseUint(string(f[6]), 10, 64)
+	start, err4 := strconv.ParseUint(string(f[19]), 10, 64)
+	if err := errors.Join(err1, err2, err3, err4); err != nil {
 		return Stat{}, fmt.Errorf("%w: %v", ErrMalformed, err)
 	}
-	return Stat{State: f[0][0], PPID: ppid, PGRP: pgrp, StartTime: start}, nil
+	return Stat{State: f[0][0], PPID: ppid, PGRP: pgrp, Flags: flags, StartTime: start}, nil
 }

@@ -773,6 +773,7 @@ func (fs *ForkServer) run(ctx context.Context, job Job) (shared.ExecutionResult,
 	// here: "r <memory MB> <CPU seconds>" with SCM_RIGHTS.
 	var c *fsChild
 	var payload []byte
+	oom := watchOOM()
 	for {
 		if c, err = fs.take(ctx); err != nil {
 			return res, err
@@ -803,7 +804,7 @@ func (fs *ForkServer) run(ctx context.Context, job Job) (shared.ExecutionResult,
 
 	var o outcome
 	respDone, pipesDone := pipes.start(&job, payload, &o)
-	o.pid = c.pid
+	o.pid, o.oom = c.pid, oom
 	if job.OnStart != nil {
 		job.OnStart(c.pid, "")
 	}

@@ -258,6 +258,7 @@ func (n *Notebook) Run(ctx context.Context, job Job) (res shared.ExecutionResult
 	}
 	defer pipes.close()
 	msg := fmt.Appendf(nil, runner.ExecFormat, req.MemoryMB, req.CPUSeconds)
+	oom := watchOOM()
 	if err := unix.Sendmsg(n.ctl, msg, pipes.rights(), nil, unix.MSG_NOSIGNAL); err != nil {
 		n.stop()
 		return res, false, fmt.Errorf("execute: %w (%v): %w", ErrNotebookGone, err, shared.ErrNotRun)
@@ -268,7 +269,7 @@ func (n *Notebook) Run(ctx context.Context, job Job) (res shared.ExecutionResult
 	}
 
 	var o outcome
-	o.pid = n.pid
+	o.pid, o.oom = n.pid, oom
 	respDone, pipesDone := pipes.start(&job, payload, &o)
 
 	timer := time.NewTimer(job.Limits.Timeout)

@@ -30,6 +30,8 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/orqest/sandbox/internal/procfs"
 	"github.com/orqest/sandbox/runner"
 	"github.com/orqest/sandbox/shared"
@@ -161,6 +163,8 @@ type outcome struct {
 	cpu                 time.Duration
 	timedOut, cancelled bool
 	pid                 int
+	// oom is the cgroup's OOM-kill count from before the child ran code.
+	oom oomWatch
 }
 
 // conclude turns an outcome into the execution result: the child's
@@ -194,21 +198,43 @@ func conclude(ctx context.Context, log Logger, job *Job, o outcome) (shared.Exec
 		return res, nil
 	}
 	// No (usable) response: the child was killed or crashed.
-	res.ErrorKind, res.Error = ClassifyDeath(o.status, o.cpu, job.Limits.MemoryMB, job.Limits.CPUSeconds(), res.Stderr)
+	res.ErrorKind, res.Error = ClassifyDeath(o.status, o.cpu, job.Limits.MemoryMB, job.Limits.CPUSeconds(), o.oom.fired(), res.Stderr)
 	return res, nil
 }
 
-// ClassifyDeath explains a child that exited without a response.
-func ClassifyDeath(ws syscall.WaitStatus, cpu time.Duration, memMB, cpuSeconds int, stderr string) (shared.ErrorKind, string) {
+// ClassifyDeath explains a child that exited without a response, from the
+// evidence there is: its wait status, the CPU time it used (cpu, against
+// its RLIMIT_CPU of cpuSeconds), its memory limit (memMB, RLIMIT_AS),
+// whether its cgroup counted an OOM kill while it ran (oomKilled), and its
+// stderr. Each limit leaves its own trace:
+//
+//   - RLIMIT_CPU sends SIGXCPU (and SIGKILL at the hard limit, once the CPU
+//     time is used up): a timeout;
+//   - RLIMIT_AS makes allocations fail (ENOMEM): the runner answers
+//     MemoryError itself, exits with runner.ExitMemory when it has no
+//     memory left to answer, or the interpreter dies of SIGSEGV, SIGABRT or
+//     SIGBUS where no MemoryError can be raised: memory;
+//   - a cgroup's memory limit (a container's) or the kernel's OOM killer
+//     sends SIGKILL and counts it in the cgroup (oomKilled): memory.
+//
+// Any other signal, a SIGKILL without that evidence included, came from
+// outside the sandbox (an operator, another process): shared.KindKilled.
+func ClassifyDeath(ws syscall.WaitStatus, cpu time.Duration, memMB, cpuSeconds int, oomKilled bool, stderr string) (shared.ErrorKind, string) {
 	if ws.Signaled() {
 		sig := ws.Signal()
-		switch {
-		case sig == syscall.SIGXCPU || (sig == syscall.SIGKILL && cpu >= time.Duration(cpuSeconds)*time.Second):
-			return shared.KindTimeout, fmt.Sprintf("sandbox execution exceeded its CPU time limit of %ds", cpuSeconds)
-		case memMB > 0 && (sig == syscall.SIGKILL || sig == syscall.SIGSEGV || sig == syscall.SIGABRT || sig == syscall.SIGBUS):
-			return shared.KindMemory, fmt.Sprintf("sandbox process killed by %v under a memory limit of %d MB", sig, memMB)
+		name := unix.SignalName(sig)
+		if name == "" {
+			name = sig.String()
 		}
-		return shared.KindKilled, fmt.Sprintf("sandbox process killed by %v", sig)
+		switch {
+		case sig == syscall.SIGXCPU || (sig == syscall.SIGKILL && cpuSeconds > 0 && cpu >= time.Duration(cpuSeconds)*time.Second):
+			return shared.KindTimeout, fmt.Sprintf("sandbox execution exceeded its CPU time limit of %ds", cpuSeconds)
+		case sig == syscall.SIGKILL && oomKilled:
+			return shared.KindMemory, fmt.Sprintf("sandbox process killed by SIGKILL when its cgroup ran out of memory (an OOM kill; its own limit was %d MB)", memMB)
+		case memMB > 0 && (sig == syscall.SIGSEGV || sig == syscall.SIGABRT || sig == syscall.SIGBUS):
+			return shared.KindMemory, fmt.Sprintf("sandbox process killed by %s under a memory limit of %d MB", name, memMB)
+		}
+		return shared.KindKilled, fmt.Sprintf("sandbox process killed by %s from outside the sandbox (no memory, CPU or time limit of the sandbox explains it)", name)
 	}
 	if runner.ExitCode(ws.ExitStatus()) == runner.ExitMemory {
 		return shared.KindMemory, fmt.Sprintf("sandbox process ran out of memory (limit %d MB)", memMB)

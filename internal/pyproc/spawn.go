@@ -126,6 +126,7 @@ func SpawnWith(ctx context.Context, argv []string, job Job, opts SpawnOptions, l
 			Pdeathsig: syscall.SIGKILL, // the child dies with its parent
 		},
 	}
+	oom := watchOOM()
 	if err := cmd.Start(); err != nil {
 		return res, fmt.Errorf("execute: start %s: %w: %w", argv[0], err, shared.ErrUnavailable)
 	}
@@ -207,7 +208,7 @@ func SpawnWith(ctx context.Context, argv []string, job Job, opts SpawnOptions, l
 	timer := time.NewTimer(job.Limits.Timeout)
 	defer timer.Stop()
 	var o outcome
-	o.pid = pid
+	o.pid, o.oom = pid, oom
 	select {
 	case <-exited:
 	case <-timer.C:

@@ -266,16 +266,15 @@ func (b *Backend) Configure(ctx context.Context, req shared.ConfigureRequest) (s
 	switch cfg.Platform {
 	case "ptrace", "kvm":
 	default:
-		return shared.ConfigureResponse{}, fmt.Errorf(`gvisor config: unknown platform %q (want "ptrace" or "kvm"): %w`, cfg.Platform, shared.ErrInvalidArgument)
+		return shared.ConfigureResponse{}, configError("platform", nil, `unknown platform %q (want "ptrace" or "kvm")`, cfg.Platform)
 	}
 	if !filepath.IsAbs(cfg.Python) || !strings.HasPrefix(cfg.Python, "/usr/") {
-		return shared.ConfigureResponse{}, fmt.Errorf("gvisor config: python %q: want an absolute path under /usr (the sandbox sees only the host's /usr): %w", cfg.Python, shared.ErrInvalidArgument)
+		return shared.ConfigureResponse{}, configError("python", nil, "python %q: want an absolute path under /usr (the sandbox sees only the host's /usr)", cfg.Python)
 	}
 	known := knownCaps()
 	for _, r := range cfg.Require {
 		if !slices.Contains(known, r) {
-			return shared.ConfigureResponse{}, fmt.Errorf("gvisor config: require: unknown capability %q (known: %s): %w",
-				r, strings.Join(known, ", "), shared.ErrInvalidArgument)
+			return shared.ConfigureResponse{}, configError("require", nil, "unknown capability %q (known: %s)", r, strings.Join(known, ", "))
 		}
 	}
 	runsc, err := lookRunsc(cfg.Runsc)
@@ -283,7 +282,7 @@ func (b *Backend) Configure(ctx context.Context, req shared.ConfigureRequest) (s
 		return shared.ConfigureResponse{}, err
 	}
 	if _, err := os.Stat(cfg.Python); err != nil {
-		return shared.ConfigureResponse{}, fmt.Errorf("gvisor config: python %q: %w: %w", cfg.Python, err, shared.ErrUnavailable)
+		return shared.ConfigureResponse{}, configError("python", shared.ErrUnavailable, "python %q: %v", cfg.Python, err)
 	}
 	var runtime string
 	if cfg.Sessions == nil || *cfg.Sessions {
@@ -312,8 +311,8 @@ func (b *Backend) Configure(ctx context.Context, req shared.ConfigureRequest) (s
 		}
 	}
 	if len(lacking) > 0 {
-		return shared.ConfigureResponse{}, fmt.Errorf("gvisor config: required capabilities not in force inside the sandbox: %s (not enforced: %s): %w",
-			strings.Join(lacking, ", "), layers.MissingText(nil), shared.ErrFailedPrecondition)
+		return shared.ConfigureResponse{}, configError("require", shared.ErrFailedPrecondition, "required capabilities not in force inside the sandbox: %s (not enforced: %s)",
+			strings.Join(lacking, ", "), layers.MissingText(nil))
 	}
 	// The self-test runs under a default call's limits with a longer wall
 	// clock (a sandbox's first start is slow).
@@ -545,11 +544,26 @@ func (b *Backend) execute(ctx context.Context, req shared.ExecuteRequest, send f
 	return shared.ExecuteResponse{Result: res}, nil
 }
 
+// configError is Configure's refusal of the config attribute field: a
+// *shared.FieldError (the host points at the attribute in the policy, and
+// the error wraps shared.ErrInvalidArgument), wrapping class as well when
+// it is not nil.
+func configError(field string, class error, format string, a ...any) error {
+	fe := &shared.FieldError{Field: field, Reason: fmt.Sprintf(format, a...)}
+	if class == nil {
+		return fmt.Errorf("gvisor config: %w", fe)
+	}
+	return fmt.Errorf("gvisor config: %w: %w", fe, class)
+}
+
 // normalizeSessions fills the session attributes' defaults and checks them.
 func (c *Config) normalizeSessions() error {
 	def := defaultConfig()
-	if c.SessionMB < 0 || c.WorkspaceMB < 0 {
-		return fmt.Errorf("gvisor config: negative session_memory_mb or workspace_mb: %w", shared.ErrInvalidArgument)
+	if c.SessionMB < 0 {
+		return configError("session_memory_mb", nil, "session_memory_mb must not be negative (got %d)", c.SessionMB)
+	}
+	if c.WorkspaceMB < 0 {
+		return configError("workspace_mb", nil, "workspace_mb must not be negative (got %d)", c.WorkspaceMB)
 	}
 	if c.SessionMB == 0 {
 		c.SessionMB = def.SessionMB

@@ -236,13 +236,28 @@ func TestMissingRunscFailsClosed(t *testing.T) {
 	}
 }
 
-// TestConfigRefusals: unknown platforms and capabilities are refused.
+// TestConfigRefusals: unknown platforms and capabilities, and bad
+// attributes, are refused, naming the attribute.
 func TestConfigRefusals(t *testing.T) {
 	b := NewBackend(hclog.NewNullLogger())
 	defer b.Shutdown()
-	for _, c := range []string{`{"platform": "xen"}`, `{"require": ["teleportation"]}`, `{"bogus": 1}`, `{"python": "python3"}`} {
-		if _, err := b.Configure(context.Background(), shared.ConfigureRequest{Config: []byte(c)}); !errors.Is(err, shared.ErrInvalidArgument) {
+	for c, field := range map[string]string{
+		`{"platform": "xen"}`:             "platform",
+		`{"require": ["teleportation"]}`:  "require",
+		`{"bogus": 1}`:                    "",
+		`{"python": "python3"}`:           "python",
+		`{"workspace_mb": -1}`:            "workspace_mb",
+		`{"runtime": "orqest-runtime"}`:   "runtime",
+		`{"runsc": "/nonexistent/runsc"}`: "runsc",
+	} {
+		_, err := b.Configure(context.Background(), shared.ConfigureRequest{Config: []byte(c)})
+		if !errors.Is(err, shared.ErrInvalidArgument) {
 			t.Errorf("config %s: want ErrInvalidArgument, got %v", c, err)
+		}
+		// A refused attribute is named (the host points at it in the policy).
+		var fe *shared.FieldError
+		if field != "" && (!errors.As(err, &fe) || fe.Field != field) {
+			t.Errorf("config %s: %v, want a FieldError on %s", c, err, field)
 		}
 	}
 }

@@ -39,7 +39,7 @@ func lookRunsc(path string) (string, error) {
 	if path != "" {
 		st, err := os.Stat(path)
 		if err != nil || !st.Mode().IsRegular() || st.Mode().Perm()&0o111 == 0 {
-			return "", fmt.Errorf("gvisor config: runsc %q is not an executable file (install it with `apt-get install runsc`): %w", path, shared.ErrUnavailable)
+			return "", configError("runsc", shared.ErrUnavailable, "runsc %q is not an executable file (install it with `apt-get install runsc`)", path)
 		}
 		return path, nil
 	}

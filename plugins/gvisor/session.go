@@ -99,11 +99,11 @@ func (a *agent) Connect(ctx context.Context, client *mcp.Client, hello rtproto.H
 func findRuntime(path string) (string, error) {
 	if path != "" {
 		if !filepath.IsAbs(path) {
-			return "", &shared.FieldError{Field: "runtime", Reason: fmt.Sprintf("%q: want an absolute path", path)}
+			return "", configError("runtime", nil, "%q: want an absolute path", path)
 		}
 		st, err := os.Stat(path)
 		if err != nil || !st.Mode().IsRegular() || st.Mode().Perm()&0o111 == 0 {
-			return "", fmt.Errorf("gvisor config: runtime %q is not an executable file (build it with `make runtime`): %w", path, shared.ErrUnavailable)
+			return "", configError("runtime", shared.ErrUnavailable, "runtime %q is not an executable file (build it with `make runtime`)", path)
 		}
 		return path, nil
 	}

@@ -159,8 +159,11 @@ func (b *Backend) Configure(ctx context.Context, req shared.ConfigureRequest) (s
 			return shared.ConfigureResponse{}, fmt.Errorf("inprocess config: %v: %w", err, shared.ErrInvalidArgument)
 		}
 	}
-	if cfg.MemoryLimitMB < 0 || cfg.GraceMS < 0 {
-		return shared.ConfigureResponse{}, fmt.Errorf("inprocess config: memory_limit_mb and grace_ms must not be negative: %w", shared.ErrInvalidArgument)
+	if cfg.MemoryLimitMB < 0 {
+		return shared.ConfigureResponse{}, fmt.Errorf("inprocess config: %w", &shared.FieldError{Field: "memory_limit_mb", Reason: fmt.Sprintf("memory_limit_mb must not be negative (got %d)", cfg.MemoryLimitMB)})
+	}
+	if cfg.GraceMS < 0 {
+		return shared.ConfigureResponse{}, fmt.Errorf("inprocess config: %w", &shared.FieldError{Field: "grace_ms", Reason: fmt.Sprintf("grace_ms must not be negative (got %d)", cfg.GraceMS)})
 	}
 	if !req.Unsafe {
 		b.mu.Lock()
@@ -208,10 +211,10 @@ func (b *Backend) Configure(ctx context.Context, req shared.ConfigureRequest) (s
 // did not start from it would leave the user's code nothing, or everything.
 func (b *Backend) applyMemoryLimit(mb int) error {
 	if !b.allowRlimit {
-		return fmt.Errorf("inprocess config: memory_limit_mb is applied by the plugin binary only (it caps the whole process): %w", shared.ErrFailedPrecondition)
+		return fmt.Errorf("inprocess config: %w: %w", &shared.FieldError{Field: "memory_limit_mb", Reason: "memory_limit_mb is applied by the plugin binary only (it caps the whole process)"}, shared.ErrFailedPrecondition)
 	}
 	if mb < minMemoryMB {
-		return fmt.Errorf("inprocess config: memory_limit_mb %d is below the minimum of %d: %w", mb, minMemoryMB, shared.ErrInvalidArgument)
+		return fmt.Errorf("inprocess config: %w", &shared.FieldError{Field: "memory_limit_mb", Reason: fmt.Sprintf("memory_limit_mb %d is below the minimum of %d", mb, minMemoryMB)})
 	}
 	b.memOnce.Do(func() { b.baseMB = mappedMB() })
 	if b.baseMB == 0 {

@@ -97,8 +97,16 @@ func TestConfigureRejectsBadConfig(t *testing.T) {
 	}
 	// memory_limit_mb caps the whole process: never in a test process.
 	_, err := NewBackend(nil).Configure(context.Background(), shared.ConfigureRequest{Config: json.RawMessage(`{"memory_limit_mb": 4096}`), Unsafe: true})
-	if !errors.Is(err, shared.ErrFailedPrecondition) {
-		t.Errorf("memory_limit_mb outside the plugin binary = %v, want ErrFailedPrecondition", err)
+	var fe *shared.FieldError
+	if !errors.Is(err, shared.ErrFailedPrecondition) || !errors.As(err, &fe) || fe.Field != "memory_limit_mb" {
+		t.Errorf("memory_limit_mb outside the plugin binary = %v, want ErrFailedPrecondition on memory_limit_mb", err)
+	}
+	// A refused attribute is named (the host points at it in the policy).
+	for cfg, field := range map[string]string{`{"grace_ms": -1}`: "grace_ms", `{"memory_limit_mb": -1}`: "memory_limit_mb"} {
+		_, err := NewBackend(nil).Configure(context.Background(), shared.ConfigureRequest{Config: json.RawMessage(cfg), Unsafe: true})
+		if !errors.As(err, &fe) || fe.Field != field {
+			t.Errorf("Configure(%s) = %v, want a FieldError on %s", cfg, err, field)
+		}
 	}
 }
 

@@ -272,24 +272,23 @@ func (b *Backend) Configure(ctx context.Context, req shared.ConfigureRequest) (s
 	switch cfg.Mode {
 	case ModeSpawn, ModeForkServer:
 	default:
-		return shared.ConfigureResponse{}, fmt.Errorf(`subprocess config: unknown mode %q (want "forkserver" or "spawn"): %w`, cfg.Mode, shared.ErrInvalidArgument)
+		return shared.ConfigureResponse{}, configError("mode", nil, `unknown mode %q (want "forkserver" or "spawn")`, cfg.Mode)
 	}
 	known := knownCaps()
 	for _, r := range cfg.Require {
 		if !slices.Contains(known, r) {
-			return shared.ConfigureResponse{}, fmt.Errorf("subprocess config: require: unknown capability %q (known: %s): %w",
-				r, strings.Join(known, ", "), shared.ErrInvalidArgument)
+			return shared.ConfigureResponse{}, configError("require", nil, "unknown capability %q (known: %s)", r, strings.Join(known, ", "))
 		}
 	}
 	if cfg.Tenants == 0 {
 		cfg.Tenants = DefaultTenants
 	}
 	if cfg.Tenants < 1 || cfg.Tenants > 1024 {
-		return shared.ConfigureResponse{}, fmt.Errorf("subprocess config: tenants = %d: want 1 to 1024 zygotes: %w", cfg.Tenants, shared.ErrInvalidArgument)
+		return shared.ConfigureResponse{}, configError("tenants", nil, "tenants = %d: want 1 to 1024 zygotes", cfg.Tenants)
 	}
 	for _, m := range cfg.Preload {
 		if !validModuleName(m) {
-			return shared.ConfigureResponse{}, fmt.Errorf("subprocess config: preload: %q is not a module name: %w", m, shared.ErrInvalidArgument)
+			return shared.ConfigureResponse{}, configError("preload", nil, "%q is not a module name", m)
 		}
 	}
 	python, err := checkPython(cfg.Python)
@@ -309,7 +308,7 @@ func (b *Backend) Configure(ctx context.Context, req shared.ConfigureRequest) (s
 	// there; the others are reported once, loudly.
 	seal, err := b.probeSeal(ctx, python, b.test.disable)
 	if err != nil {
-		return shared.ConfigureResponse{}, fmt.Errorf("subprocess config: python %q failed its self-test: %v: %w", python, err, shared.ErrUnavailable)
+		return shared.ConfigureResponse{}, configError("python", shared.ErrUnavailable, "python %q failed its self-test: %v", python, err)
 	}
 	caps := seal.caps()
 	var lacking []string
@@ -319,8 +318,8 @@ func (b *Backend) Configure(ctx context.Context, req shared.ConfigureRequest) (s
 		}
 	}
 	if len(lacking) > 0 {
-		return shared.ConfigureResponse{}, fmt.Errorf("subprocess config: required capabilities not available on this host: %s (not enforced: %s): %w",
-			strings.Join(lacking, ", "), seal.missingText(), shared.ErrFailedPrecondition)
+		return shared.ConfigureResponse{}, configError("require", shared.ErrFailedPrecondition, "required capabilities not available on this host: %s (not enforced: %s)",
+			strings.Join(lacking, ", "), seal.missingText())
 	}
 	b.warnMissing(seal)
 
@@ -339,7 +338,7 @@ func (b *Backend) Configure(ctx context.Context, req shared.ConfigureRequest) (s
 		res, err = b.runSpawn(ctx, cfg, runner.Request{Code: "return 1+1", Seal: seal.seal(b.test.disable, b.test.readPaths...)}, st.Resolved, nil)
 	}
 	if err != nil {
-		return shared.ConfigureResponse{}, fmt.Errorf("subprocess config: python %q failed its self-test: %v: %w", python, err, shared.ErrUnavailable)
+		return shared.ConfigureResponse{}, configError("python", shared.ErrUnavailable, "python %q failed its self-test: %v", python, err)
 	}
 	if !res.Success || string(res.Output) != "2" {
 		return shared.ConfigureResponse{}, fmt.Errorf("subprocess config: python %q failed its self-test (%s: %s; stderr: %s): %w",
@@ -377,32 +376,45 @@ func validModuleName(m string) bool {
 	return true
 }
 
+// configError is Configure's refusal of the config attribute field: a
+// *shared.FieldError (the host points at the attribute in the policy, and
+// the error wraps shared.ErrInvalidArgument), wrapping class as well when
+// it is not nil (shared.ErrUnavailable: the attribute names something this
+// machine lacks).
+func configError(field string, class error, format string, a ...any) error {
+	fe := &shared.FieldError{Field: field, Reason: fmt.Sprintf(format, a...)}
+	if class == nil {
+		return fmt.Errorf("subprocess config: %w", fe)
+	}
+	return fmt.Errorf("subprocess config: %w: %w", fe, class)
+}
+
 // checkPython resolves and checks the interpreter path.
 func checkPython(p string) (string, error) {
 	if !filepath.IsAbs(p) {
 		lp, err := exec.LookPath(p)
 		if err != nil {
-			return "", fmt.Errorf("subprocess config: python %q not found: %w: %w", p, err, shared.ErrUnavailable)
+			return "", configError("python", shared.ErrUnavailable, "python %q not found: %v", p, err)
 		}
 		p = lp
 	}
 	st, err := os.Stat(p)
 	if err != nil {
-		return "", fmt.Errorf("subprocess config: python %q not found: %w: %w", p, err, shared.ErrUnavailable)
+		return "", configError("python", shared.ErrUnavailable, "python %q not found: %v", p, err)
 	}
 	if !st.Mode().IsRegular() {
-		return "", fmt.Errorf("subprocess config: python %q is not a regular file: %w", p, shared.ErrInvalidArgument)
+		return "", configError("python", nil, "python %q is not a regular file", p)
 	}
 	if st.Mode().Perm()&0o111 == 0 {
-		return "", fmt.Errorf("subprocess config: python %q is not executable: %w", p, shared.ErrInvalidArgument)
+		return "", configError("python", nil, "python %q is not executable", p)
 	}
 	if f, err := os.Open(p); err == nil {
 		head := make([]byte, 2)
 		n, _ := io.ReadFull(f, head)
 		f.Close()
 		if n == 2 && string(head) == "#!" {
-			return "", fmt.Errorf("subprocess config: python %q is a script (a pyenv shim?), not an interpreter binary; point it at the real interpreter, e.g. %s: %w",
-				p, DefaultPython, shared.ErrInvalidArgument)
+			return "", configError("python", nil, "python %q is a script (a pyenv shim?), not an interpreter binary; point it at the real interpreter, e.g. %s",
+				p, DefaultPython)
 		}
 	}
 	return p, nil

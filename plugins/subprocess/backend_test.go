@@ -175,24 +175,33 @@ func TestConfigure(t *testing.T) {
 	if err := os.WriteFile(script, []byte("#!/bin/sh\nexec /usr/bin/python3 \"$@\"\n"), 0o755); err != nil {
 		t.Fatal(err)
 	}
+	// Each refusal of an attribute names it (a shared.FieldError: the host
+	// points at the attribute in the policy).
 	for _, c := range []struct {
 		config string
 		class  error
 		text   string
+		field  string
 	}{
-		{`{"require":["teleportation"]}`, shared.ErrInvalidArgument, "unknown capability"},
-		{`{"preload":["os; import x"]}`, shared.ErrInvalidArgument, "not a module name"},
-		{`{"mode":"turbo"}`, shared.ErrInvalidArgument, "unknown mode"},
-		{`{"pyhton":"/usr/bin/python3"}`, shared.ErrInvalidArgument, "pyhton"},
-		{`{"python":"/nonexistent/python3"}`, shared.ErrUnavailable, "not found"},
-		{`{"python":` + strconv.Quote(plain) + `}`, shared.ErrInvalidArgument, "not executable"},
-		{`{"python":"/usr/bin"}`, shared.ErrInvalidArgument, "not a regular file"},
-		{`{"python":` + strconv.Quote(script) + `}`, shared.ErrInvalidArgument, "pyenv shim"},
-		{`{"python":"/bin/true"}`, shared.ErrUnavailable, "self-test"},
+		{`{"require":["teleportation"]}`, shared.ErrInvalidArgument, "unknown capability", "require"},
+		{`{"preload":["os; import x"]}`, shared.ErrInvalidArgument, "not a module name", "preload"},
+		{`{"mode":"turbo"}`, shared.ErrInvalidArgument, "unknown mode", "mode"},
+		{`{"tenants":5000}`, shared.ErrInvalidArgument, "want 1 to 1024", "tenants"},
+		{`{"pyhton":"/usr/bin/python3"}`, shared.ErrInvalidArgument, "pyhton", ""},
+		{`{"python":"/nonexistent/python3"}`, shared.ErrUnavailable, "not found", "python"},
+		{`{"python":` + strconv.Quote(plain) + `}`, shared.ErrInvalidArgument, "not executable", "python"},
+		{`{"python":"/usr/bin"}`, shared.ErrInvalidArgument, "not a regular file", "python"},
+		{`{"python":` + strconv.Quote(script) + `}`, shared.ErrInvalidArgument, "pyenv shim", "python"},
+		{`{"python":"/bin/true"}`, shared.ErrUnavailable, "self-test", "python"},
+		{`{"forkcore":"/nonexistent/forkcore.so"}`, shared.ErrUnavailable, "forkcore", "forkcore"},
 	} {
 		_, err := b.Configure(ctx, shared.ConfigureRequest{Config: json.RawMessage(c.config)})
 		if !errors.Is(err, c.class) || !strings.Contains(err.Error(), c.text) {
 			t.Errorf("config %s: err = %v, want %v containing %q", c.config, err, c.class, c.text)
+		}
+		var fe *shared.FieldError
+		if c.field != "" && (!errors.As(err, &fe) || fe.Field != c.field) {
+			t.Errorf("config %s: err = %v, want a FieldError on %s", c.config, err, c.field)
 		}
 	}
 	// A rejected config leaves the previous one in force.

@@ -62,13 +62,13 @@ func loadForkCore(setting string) (data []byte, why string, err error) {
 		if !explicit && os.IsNotExist(err) {
 			return nil, fmt.Sprintf("%s not found (make build compiles it)", path), nil
 		}
-		return nil, "", fmt.Errorf("subprocess config: forkcore %q: %w: %w", path, err, shared.ErrUnavailable)
+		return nil, "", configError("forkcore", shared.ErrUnavailable, "forkcore %q: %v", path, err)
 	}
 	if forkCoreSHA256 != "" {
 		sum := sha256.Sum256(data)
 		if got := hex.EncodeToString(sum[:]); got != forkCoreSHA256 {
-			return nil, "", fmt.Errorf("subprocess config: forkcore %q has sha256 %s, this plugin was built with %s: %w",
-				path, got, forkCoreSHA256, shared.ErrFailedPrecondition)
+			return nil, "", configError("forkcore", shared.ErrFailedPrecondition, "forkcore %q has sha256 %s, this plugin was built with %s",
+				path, got, forkCoreSHA256)
 		}
 	}
 	return data, "", nil

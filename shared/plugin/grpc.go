@@ -45,7 +45,7 @@ func NewGRPCClient(conn grpc.ClientConnInterface, exited context.Context) *GRPCC
 // function that converts its error. A call on a plugin already gone is
 // refused before anything is sent.
 func (c *GRPCClient) begin(ctx context.Context) (context.Context, func(error) error) {
-	ctx, conv := tracked(ctx)
+	ctx, conv := tracked(outgoingCancelAfter(ctx))
 	if c.exited.Err() != nil {
 		return ctx, func(err error) error {
 			if err == nil {

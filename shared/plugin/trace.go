@@ -40,11 +40,16 @@ func clientTraceHandler(c dialConfig) stats.Handler {
 // ServerOptions returns the gRPC server options of a plugin: a server span
 // per call (otel's global tracer provider, a no-op unless the plugin's main
 // installs one) whose parent is the host's span, taken from the call's
-// metadata. A backend's Execute receives that context, so spans it starts
-// belong to the host's trace. Serve uses them; a test serving a backend on
-// its own gRPC server passes them to grpc.NewServer.
+// metadata, and the host's cancel-after (WithCancelAfter) applied to the
+// call's context. A backend's Execute receives that context, so spans it
+// starts belong to the host's trace. Serve uses them; a test serving a
+// backend on its own gRPC server passes them to grpc.NewServer.
 func ServerOptions() []grpc.ServerOption {
-	return []grpc.ServerOption{grpc.StatsHandler(otelgrpc.NewServerHandler(otelgrpc.WithPropagators(Propagator())))}
+	return []grpc.ServerOption{
+		grpc.StatsHandler(otelgrpc.NewServerHandler(otelgrpc.WithPropagators(Propagator()))),
+		grpc.ChainUnaryInterceptor(cancelAfterUnary),
+		grpc.ChainStreamInterceptor(cancelAfterStream),
+	}
 }
 
 // grpcServer is go-plugin's GRPCServer factory with ServerOptions added.
