@@ -144,7 +144,7 @@ func checkExit(t *testing.T, m fsMsg, ex fsExit) {
 	if sum := m.UTime + m.STime; sum >= 0 && sum < 1e6 && math.Abs(ex.cpu.Seconds()-sum) > 1e-6 {
 		t.Fatalf("cpu %v, reported %g s", ex.cpu, sum)
 	}
-	kind, msg := ClassifyDeath(ex.status, ex.cpu, 128, 6, "Traceback\nMemoryError\n")
+	kind, msg := ClassifyDeath(ex.status, ex.cpu, 128, 6, false, "Traceback\nMemoryError\n")
 	switch kind {
 	case shared.KindTimeout, shared.KindMemory, shared.KindKilled, shared.KindRuntime:
 	default:
