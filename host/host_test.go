@@ -32,6 +32,10 @@ var (
 	inprocessSkipMsg string
 )
 
+// testTmpDir is the package's test directory (TestMain removes it): the
+// plugins the tests build go there.
+var testTmpDir string
+
 func TestMain(m *testing.M) {
 	if onlyFuzzing() {
 		os.Exit(m.Run()) // the fuzz targets launch no plugin
@@ -40,6 +44,7 @@ func TestMain(m *testing.M) {
 	if err != nil {
 		panic(err)
 	}
+	testTmpDir = dir // the test plugins built on demand go below it, removed with it
 	out := filepath.Join(dir, plugin.PluginPrefix+"subprocess")
 	cmd := exec.Command("go", "build", "-o", out, "./cmd/orqest-sandbox-plugin-subprocess")
 	cmd.Dir = ".."

@@ -35,7 +35,7 @@ var (
 func lifeHost(t *testing.T, mode, top, attrs string, opts ...Option) (*Host, *Sandbox, string) {
 	t.Helper()
 	lifePluginOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "orqest-life-plugin-")
+		dir, err := os.MkdirTemp(testTmpDir, "orqest-life-plugin-")
 		if err != nil {
 			lifePluginErr = err
 			return

@@ -39,7 +39,7 @@ var (
 func sessionHost(t *testing.T, top, attrs string, env ...string) (*Host, *Sandbox) {
 	t.Helper()
 	sessionPluginOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "orqest-session-plugin-")
+		dir, err := os.MkdirTemp(testTmpDir, "orqest-session-plugin-")
 		if err != nil {
 			sessionPluginErr = err
 			return
