@@ -47,6 +47,10 @@ type pluginRunner struct {
 	stderr  *os.File
 
 	closeOnce sync.Once
+	// socketDir is the directory go-plugin made for the plugin's socket
+	// (the RunnerFunc's third argument); it goes when the process does.
+	socketDir  string
+	removeOnce sync.Once
 }
 
 var _ runner.Runner = (*pluginRunner)(nil)
@@ -63,9 +67,20 @@ func newPluginRunner(e PluginEntry, env []string, logger hclog.Logger) *pluginRu
 // runnerFunc is the ClientConfig.RunnerFunc that hands r to go-plugin. spec
 // is go-plugin's description of the command: its environment carries the
 // handshake's variables, which are added to r's.
-func (r *pluginRunner) runnerFunc(_ hclog.Logger, spec *exec.Cmd, _ string) (runner.Runner, error) {
+func (r *pluginRunner) runnerFunc(_ hclog.Logger, spec *exec.Cmd, socketDir string) (runner.Runner, error) {
 	r.cmd.Env = append(r.cmd.Env, spec.Env...)
+	r.socketDir = socketDir
 	return r, nil
+}
+
+// removeSocketDir removes the plugin's socket directory, once: go-plugin
+// makes it for a RunnerFunc and leaves its removal to the runner.
+func (r *pluginRunner) removeSocketDir() {
+	r.removeOnce.Do(func() {
+		if r.socketDir != "" {
+			_ = os.RemoveAll(r.socketDir)
+		}
+	})
 }
 
 // Start starts the process. The plugin's sha256, when the policy declares
@@ -103,6 +118,7 @@ func (r *pluginRunner) Start(context.Context) error {
 	if err != nil {
 		outR.Close()
 		errR.Close()
+		r.removeSocketDir()
 		return err
 	}
 	r.started, r.pid, r.stdout, r.stderr = true, r.cmd.Process.Pid, outR, errR
@@ -110,8 +126,12 @@ func (r *pluginRunner) Start(context.Context) error {
 	return nil
 }
 
-// Wait reaps the process. go-plugin calls it once both pipes have ended.
-func (r *pluginRunner) Wait(context.Context) error { return r.cmd.Wait() }
+// Wait reaps the process and removes its socket directory. go-plugin calls
+// it once both pipes have ended.
+func (r *pluginRunner) Wait(context.Context) error {
+	defer r.removeSocketDir()
+	return r.cmd.Wait()
+}
 
 // Kill implements runner.Runner: kill.
 func (r *pluginRunner) Kill(context.Context) error {
@@ -129,10 +149,12 @@ func (r *pluginRunner) kill() {
 	started, pid := r.started, r.pid
 	r.mu.Unlock()
 	if !started {
+		r.removeSocketDir()
 		return
 	}
 	killGroup(pid)
 	_ = r.cmd.Process.Kill() // where there are no process groups; ErrProcessDone once reaped
+	r.removeSocketDir()      // nothing listens there any more
 	if first {
 		time.AfterFunc(pipeDrain, r.closePipes)
 	}
