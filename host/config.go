@@ -532,12 +532,7 @@ func (p *PolicyConfig) resolve() (Policy, hcl.Diagnostics) {
 		{"max_code_bytes", p.MaxCodeBytes, p.MaxCodeBytesRange, &pol.MaxCodeBytes},
 		{"max_args_bytes", p.MaxArgsBytes, p.MaxArgsBytesRange, &pol.MaxArgsBytes},
 	} {
-		if l.v == nil {
-			continue
-		}
-		if *l.v <= 0 {
-			diags = append(diags, errDiag(l.rng, "Invalid limit",
-				fmt.Sprintf("%s must be a positive number, not %d.", l.name, *l.v)))
+		if !positiveLimit(&diags, l.name, l.v, l.rng, "a positive number") {
 			continue
 		}
 		if l.name == "memory_mb" && *l.v < shared.MinMemoryMB {
@@ -785,4 +780,18 @@ func (p Policy) Allowed(extra ...string) []string {
 	}
 	sort.Strings(out)
 	return out
+}
+
+// positiveLimit reports whether the optional limit v of attribute name is
+// set and positive; a value of 0 or less adds an "Invalid limit" diagnostic
+// at rng saying it must be what (e.g. "a positive number").
+func positiveLimit(diags *hcl.Diagnostics, name string, v *int, rng hcl.Range, what string) bool {
+	if v == nil {
+		return false
+	}
+	if *v <= 0 {
+		*diags = append(*diags, errDiag(rng, "Invalid limit", fmt.Sprintf("%s must be %s, not %d.", name, what, *v)))
+		return false
+	}
+	return true
 }

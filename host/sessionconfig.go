@@ -102,15 +102,9 @@ func (sc *SessionsConfig) limits() (SessionLimits, hcl.Diagnostics) {
 		{"max_sessions", sc.MaxSessions, sc.MaxSessionsRange, &l.MaxSessions},
 		{"max_sessions_per_user", sc.MaxSessionsPerUser, sc.MaxSessionsPerUserRange, &l.MaxSessionsPerUser},
 	} {
-		if a.v == nil {
-			continue
+		if positiveLimit(&diags, a.name, a.v, a.rng, "a positive number of sessions") {
+			*a.dst = *a.v
 		}
-		if *a.v <= 0 {
-			diags = append(diags, errDiag(a.rng, "Invalid limit",
-				fmt.Sprintf("%s must be a positive number of sessions, not %d.", a.name, *a.v)))
-			continue
-		}
-		*a.dst = *a.v
 	}
 	if sc.ReclaimIdleAfter != nil {
 		d, diag := parseSessionDuration("reclaim_idle_after", *sc.ReclaimIdleAfter, sc.ReclaimIdleAfterRange, true)
