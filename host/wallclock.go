@@ -82,7 +82,10 @@ func (s *Sandbox) overrun(ctx, cctx context.Context, c wallClock, limits shared.
 	}
 	var why string
 	switch {
-	case errors.Is(cctx.Err(), context.DeadlineExceeded) && served != nil:
+	case served != nil && err != nil && (errors.Is(cctx.Err(), context.DeadlineExceeded) || elapsed >= c.hard):
+		// The hard deadline passed (elapsed is checked too: under load the
+		// context's timer may not have fired yet when the call's error
+		// arrives).
 		s.inst.discardServing(served)
 		s.host.opts.logger.Warn("plugin did not stop an execution past its timeout; killed", "sandbox", s.cfg.Name, "plugin", s.cfg.Plugin,
 			"timeout", c.timeout.String(), "waited", elapsed.Round(time.Millisecond).String())
