@@ -302,3 +302,30 @@ func TestConfigRefusalPointsAtAttribute(t *testing.T) {
 		t.Errorf("subprocess mode: %s", out)
 	}
 }
+
+// The docker plugin's refusals of its config block are diagnostics at the
+// attribute too, including a nested block's (no engine is needed: these
+// are refused before the engine is asked).
+func TestDockerConfigRefusalPointsAtAttribute(t *testing.T) {
+	dir := dockerPluginDir(t)
+	for _, c := range []struct{ block, pos, want string }{
+		{"  config {\n    network = \"host\"\n  }", "config.hcl:4:15:", `plugin "docker" refused network: "host": want "none"`},
+		{"  config {\n    memory_mb = -1\n  }", "config.hcl:4:17:", `plugin "docker" refused memory_mb: a negative limit`},
+		{"  config {\n    pool {\n      size = -2\n    }\n  }", "config.hcl:5:14:", `plugin "docker" refused pool.size`},
+	} {
+		src := "sandbox \"d\" {\n  plugin = \"docker\"\n" + c.block + "\n}\n"
+		cfg, diags := ParseConfig(filepath.Join(t.TempDir(), "config.hcl"), []byte(src))
+		if diags.HasErrors() {
+			t.Fatal(diags)
+		}
+		h, err := Load(context.Background(), cfg, WithPluginDirs(dir))
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := render(t, h.StartAll(context.Background()))
+		h.Close()
+		if !strings.Contains(out, c.pos+" Error: Invalid plugin configuration") || !strings.Contains(out, c.want) {
+			t.Errorf("%s:\n%s", c.block, out)
+		}
+	}
+}

@@ -36,6 +36,22 @@ func dockerTestImage() string {
 	return "orqest/agent-runtime:0.1.0"
 }
 
+// dockerPluginDir returns a directory holding the docker plugin: bin/,
+// else one it is built in.
+func dockerPluginDir(t *testing.T) string {
+	t.Helper()
+	dir, _ := filepath.Abs("../bin")
+	if _, err := os.Stat(filepath.Join(dir, plugin.PluginPrefix+"docker")); err != nil {
+		dir = t.TempDir()
+		cmd := exec.Command("go", "build", "-o", filepath.Join(dir, plugin.PluginPrefix+"docker"), "./cmd/orqest-sandbox-plugin-docker")
+		cmd.Dir = ".."
+		if b, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("go build ./cmd/orqest-sandbox-plugin-docker: %v\n%s", err, b)
+		}
+	}
+	return dir
+}
+
 // dockerHost loads a host with one docker sandbox "docker" (top: top-level
 // HCL; attrs: the sandbox's attributes besides plugin and config) and
 // removes users' volumes when the test ends. Without the engine or the
@@ -49,15 +65,7 @@ func dockerHost(t *testing.T, top, attrs string, users ...string) (*Host, *Sandb
 		}
 		t.Skip("SKIPPING: " + msg)
 	}
-	dir, _ := filepath.Abs("../bin")
-	if _, err := os.Stat(filepath.Join(dir, plugin.PluginPrefix+"docker")); err != nil {
-		dir = t.TempDir()
-		cmd := exec.Command("go", "build", "-o", filepath.Join(dir, plugin.PluginPrefix+"docker"), "./cmd/orqest-sandbox-plugin-docker")
-		cmd.Dir = ".."
-		if b, err := cmd.CombinedOutput(); err != nil {
-			t.Fatalf("go build ./cmd/orqest-sandbox-plugin-docker: %v\n%s", err, b)
-		}
-	}
+	dir := dockerPluginDir(t)
 	t.Cleanup(func() {
 		if len(users) > 0 {
 			args := []string{"volume", "rm", "-f"}

@@ -3,7 +3,6 @@ package main
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"os"
@@ -100,12 +99,10 @@ func (b *Backend) Info(context.Context, shared.InfoRequest) (shared.InfoResponse
 // process.
 func (b *Backend) Configure(_ context.Context, req shared.ConfigureRequest) (shared.ConfigureResponse, error) {
 	cfg := Config{Python: DefaultPython, MaxParallel: DefaultMaxParallel}
-	if raw := bytes.TrimSpace(req.Config); len(raw) > 0 && string(raw) != "null" {
-		dec := json.NewDecoder(bytes.NewReader(raw))
-		dec.DisallowUnknownFields()
-		if err := dec.Decode(&cfg); err != nil {
-			return shared.ConfigureResponse{}, fmt.Errorf("pyexec config: %v: %w", err, shared.ErrInvalidArgument)
-		}
+	// A refusal that names its attribute (shared.ConfigError, which
+	// DecodeConfig uses too) is reported at that attribute in the policy.
+	if err := shared.DecodeConfig("pyexec", req.Config, &cfg); err != nil {
+		return shared.ConfigureResponse{}, err
 	}
 	if cfg.Python == "" {
 		cfg.Python = DefaultPython
@@ -114,13 +111,13 @@ func (b *Backend) Configure(_ context.Context, req shared.ConfigureRequest) (sha
 		cfg.MaxParallel = DefaultMaxParallel
 	}
 	if !filepath.IsAbs(cfg.Python) {
-		return shared.ConfigureResponse{}, fmt.Errorf("pyexec config: python %q is not an absolute path: %w", cfg.Python, shared.ErrInvalidArgument)
+		return shared.ConfigureResponse{}, shared.ConfigError("pyexec", "python", nil, "%q is not an absolute path", cfg.Python)
 	}
 	if cfg.MaxParallel < 1 {
-		return shared.ConfigureResponse{}, fmt.Errorf("pyexec config: max_parallel %d must be at least 1: %w", cfg.MaxParallel, shared.ErrInvalidArgument)
+		return shared.ConfigureResponse{}, shared.ConfigError("pyexec", "max_parallel", nil, "%d must be at least 1", cfg.MaxParallel)
 	}
 	if st, err := os.Stat(cfg.Python); err != nil || st.IsDir() || st.Mode().Perm()&0o111 == 0 {
-		return shared.ConfigureResponse{}, fmt.Errorf("pyexec config: python %q is not an executable file: %w", cfg.Python, shared.ErrUnavailable)
+		return shared.ConfigureResponse{}, shared.ConfigError("pyexec", "python", shared.ErrUnavailable, "%q is not an executable file", cfg.Python)
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()

@@ -1,11 +1,9 @@
 package docker
 
 import (
-	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -251,12 +249,8 @@ func (b *Backend) Info(context.Context, shared.InfoRequest) (shared.InfoResponse
 // and that the image exists, and reaps containers a dead owner left behind.
 func (b *Backend) Configure(ctx context.Context, req shared.ConfigureRequest) (shared.ConfigureResponse, error) {
 	cfg := defaultConfig()
-	if raw := bytes.TrimSpace(req.Config); len(raw) > 0 && string(raw) != "null" {
-		dec := json.NewDecoder(bytes.NewReader(raw))
-		dec.DisallowUnknownFields()
-		if err := dec.Decode(&cfg); err != nil {
-			return shared.ConfigureResponse{}, fmt.Errorf("docker config: %v: %w", err, shared.ErrInvalidArgument)
-		}
+	if err := shared.DecodeConfig("docker", req.Config, &cfg); err != nil {
+		return shared.ConfigureResponse{}, err
 	}
 	def := defaultConfig()
 	if cfg.Image == "" {
@@ -265,11 +259,16 @@ func (b *Backend) Configure(ctx context.Context, req shared.ConfigureRequest) (s
 	if cfg.Network == "" {
 		cfg.Network = def.Network
 	}
-	if cfg.MemoryMB < 0 || cfg.CPUs < 0 || cfg.PidsLimit < 0 || cfg.WorkspaceMB < 0 {
-		return shared.ConfigureResponse{}, fmt.Errorf("docker config: negative limit: %w", shared.ErrInvalidArgument)
+	for _, l := range []struct {
+		field string
+		neg   bool
+	}{{"memory_mb", cfg.MemoryMB < 0}, {"cpus", cfg.CPUs < 0}, {"pids_limit", cfg.PidsLimit < 0}, {"workspace_mb", cfg.WorkspaceMB < 0}} {
+		if l.neg {
+			return shared.ConfigureResponse{}, shared.ConfigError("docker", l.field, nil, "a negative limit; leave it out for the default")
+		}
 	}
 	if cfg.MemoryMB > shared.MaxMemoryMB {
-		return shared.ConfigureResponse{}, fmt.Errorf("docker config: %w", &shared.FieldError{Field: "memory_mb", Reason: fmt.Sprintf("%d MB is over the largest limit, %d MB", cfg.MemoryMB, shared.MaxMemoryMB)})
+		return shared.ConfigureResponse{}, shared.ConfigError("docker", "memory_mb", nil, "%d MB is over the largest limit, %d MB", cfg.MemoryMB, shared.MaxMemoryMB)
 	}
 	if cfg.MemoryMB == 0 {
 		cfg.MemoryMB = def.MemoryMB
@@ -290,7 +289,7 @@ func (b *Backend) Configure(ctx context.Context, req shared.ConfigureRequest) (s
 	if cfg.OpenTimeout != "" {
 		d, err := time.ParseDuration(cfg.OpenTimeout)
 		if err != nil || d <= 0 {
-			return shared.ConfigureResponse{}, fmt.Errorf("docker config: open_timeout %q: want a positive duration like \"30s\": %w", cfg.OpenTimeout, shared.ErrInvalidArgument)
+			return shared.ConfigureResponse{}, shared.ConfigError("docker", "open_timeout", nil, "%q: want a positive duration like \"30s\"", cfg.OpenTimeout)
 		}
 		cfg.openTimeout = d
 	}
@@ -299,10 +298,10 @@ func (b *Backend) Configure(ctx context.Context, req shared.ConfigureRequest) (s
 	}
 	if cfg.WheelDir != "" {
 		if !filepath.IsAbs(cfg.WheelDir) {
-			return shared.ConfigureResponse{}, fmt.Errorf("docker config: wheel_dir %q must be an absolute path: %w", cfg.WheelDir, shared.ErrInvalidArgument)
+			return shared.ConfigureResponse{}, shared.ConfigError("docker", "wheel_dir", nil, "%q must be an absolute path", cfg.WheelDir)
 		}
 		if st, err := os.Stat(cfg.WheelDir); err != nil || !st.IsDir() {
-			return shared.ConfigureResponse{}, fmt.Errorf("docker config: wheel_dir %q is not a directory: %w: %w", cfg.WheelDir, err, shared.ErrInvalidArgument)
+			return shared.ConfigureResponse{}, shared.ConfigError("docker", "wheel_dir", nil, "%q is not a directory (%v)", cfg.WheelDir, err)
 		}
 	}
 	for _, p := range req.AllowedPackages {
@@ -315,7 +314,7 @@ func (b *Backend) Configure(ctx context.Context, req shared.ConfigureRequest) (s
 	switch cfg.Network {
 	case NetworkNone, NetworkBridge:
 	default:
-		return shared.ConfigureResponse{}, fmt.Errorf("docker config: network %q: want %q (default, MCP over stdio) or %q (MCP over HTTP published on 127.0.0.1): %w", cfg.Network, NetworkNone, NetworkBridge, shared.ErrInvalidArgument)
+		return shared.ConfigureResponse{}, shared.ConfigError("docker", "network", nil, "%q: want %q (default, MCP over stdio) or %q (MCP over HTTP published on 127.0.0.1)", cfg.Network, NetworkNone, NetworkBridge)
 	}
 	dc, err := b.clientFor(cfg.Endpoint)
 	if err != nil {
@@ -339,12 +338,12 @@ func (b *Backend) Configure(ctx context.Context, req shared.ConfigureRequest) (s
 				known = append(known, r)
 			}
 			slices.Sort(known)
-			return shared.ConfigureResponse{}, fmt.Errorf("docker config: %w", &shared.FieldError{Field: "runtime", Reason: fmt.Sprintf(
-				"the engine knows no runtime %q (it has %s); register it in the engine's daemon.json (for gVisor: \"runtimes\": {\"runsc\": {\"path\": \"/usr/bin/runsc\"}}) and restart dockerd, or use the gvisor plugin (tier 3), which runs runsc itself", cfg.Runtime, strings.Join(known, ", "))})
+			return shared.ConfigureResponse{}, shared.ConfigError("docker", "runtime", nil,
+				"the engine knows no runtime %q (it has %s); register it in the engine's daemon.json (for gVisor: \"runtimes\": {\"runsc\": {\"path\": \"/usr/bin/runsc\"}}) and restart dockerd, or use the gvisor plugin (tier 3), which runs runsc itself", cfg.Runtime, strings.Join(known, ", "))
 		}
 	}
 	if _, err := dc.ImageInspect(ctx, cfg.Image); err != nil {
-		return shared.ConfigureResponse{}, fmt.Errorf("docker config: image %q: %v (build it with `make image`): %w", cfg.Image, err, shared.ErrUnavailable)
+		return shared.ConfigureResponse{}, shared.ConfigError("docker", "image", shared.ErrUnavailable, "%q: %v (build it with `make image`)", cfg.Image, err)
 	}
 	b.mu.Lock()
 	b.cfg = cfg

@@ -247,10 +247,8 @@ func (b *Backend) Info(context.Context, shared.InfoRequest) (shared.InfoResponse
 func (b *Backend) Configure(ctx context.Context, req shared.ConfigureRequest) (shared.ConfigureResponse, error) {
 	cfg := defaultConfig()
 	if t := bytes.TrimSpace(req.Config); len(t) > 0 && string(t) != "null" {
-		dec := json.NewDecoder(bytes.NewReader(req.Config))
-		dec.DisallowUnknownFields()
-		if err := dec.Decode(&cfg); err != nil {
-			return shared.ConfigureResponse{}, fmt.Errorf("gvisor config: %v: %w", err, shared.ErrInvalidArgument)
+		if err := shared.DecodeConfig("gvisor", t, &cfg); err != nil {
+			return shared.ConfigureResponse{}, err
 		}
 		if cfg.Platform == "" {
 			cfg.Platform = DefaultPlatform
@@ -544,16 +542,10 @@ func (b *Backend) execute(ctx context.Context, req shared.ExecuteRequest, send f
 	return shared.ExecuteResponse{Result: res}, nil
 }
 
-// configError is Configure's refusal of the config attribute field: a
-// *shared.FieldError (the host points at the attribute in the policy, and
-// the error wraps shared.ErrInvalidArgument), wrapping class as well when
-// it is not nil.
+// configError is Configure's refusal of the config attribute field
+// (shared.ConfigError).
 func configError(field string, class error, format string, a ...any) error {
-	fe := &shared.FieldError{Field: field, Reason: fmt.Sprintf(format, a...)}
-	if class == nil {
-		return fmt.Errorf("gvisor config: %w", fe)
-	}
-	return fmt.Errorf("gvisor config: %w: %w", fe, class)
+	return shared.ConfigError("gvisor", field, class, format, a...)
 }
 
 // normalizeSessions fills the session attributes' defaults and checks them.
@@ -575,7 +567,7 @@ func (c *Config) normalizeSessions() error {
 	if c.OpenTimeout != "" {
 		d, err := time.ParseDuration(c.OpenTimeout)
 		if err != nil || d <= 0 {
-			return fmt.Errorf("gvisor config: %w", &shared.FieldError{Field: "open_timeout", Reason: fmt.Sprintf("%q: want a positive duration like \"30s\"", c.OpenTimeout)})
+			return configError("open_timeout", nil, "%q: want a positive duration like \"30s\"", c.OpenTimeout)
 		}
 		c.openTimeout = d
 	}
@@ -586,7 +578,7 @@ func (c *Config) normalizeSessions() error {
 		}
 		c.DataDir = d
 	} else if !filepath.IsAbs(c.DataDir) {
-		return fmt.Errorf("gvisor config: %w", &shared.FieldError{Field: "data_dir", Reason: fmt.Sprintf("%q: want an absolute path", c.DataDir)})
+		return configError("data_dir", nil, "%q: want an absolute path", c.DataDir)
 	}
 	p, err := toollib.NormalizeBlock(c.Promotion)
 	if err != nil {

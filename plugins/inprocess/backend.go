@@ -1,7 +1,6 @@
 package inprocess
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -152,18 +151,14 @@ func (b *Backend) features() validator.Features {
 // nothing.
 func (b *Backend) Configure(ctx context.Context, req shared.ConfigureRequest) (shared.ConfigureResponse, error) {
 	var cfg Config
-	if raw := bytes.TrimSpace(req.Config); len(raw) > 0 && string(raw) != "null" {
-		dec := json.NewDecoder(bytes.NewReader(raw))
-		dec.DisallowUnknownFields()
-		if err := dec.Decode(&cfg); err != nil {
-			return shared.ConfigureResponse{}, fmt.Errorf("inprocess config: %v: %w", err, shared.ErrInvalidArgument)
-		}
+	if err := shared.DecodeConfig("inprocess", req.Config, &cfg); err != nil {
+		return shared.ConfigureResponse{}, err
 	}
 	if cfg.MemoryLimitMB < 0 {
-		return shared.ConfigureResponse{}, fmt.Errorf("inprocess config: %w", &shared.FieldError{Field: "memory_limit_mb", Reason: fmt.Sprintf("memory_limit_mb must not be negative (got %d)", cfg.MemoryLimitMB)})
+		return shared.ConfigureResponse{}, shared.ConfigError("inprocess", "memory_limit_mb", nil, "memory_limit_mb must not be negative (got %d)", cfg.MemoryLimitMB)
 	}
 	if cfg.GraceMS < 0 {
-		return shared.ConfigureResponse{}, fmt.Errorf("inprocess config: %w", &shared.FieldError{Field: "grace_ms", Reason: fmt.Sprintf("grace_ms must not be negative (got %d)", cfg.GraceMS)})
+		return shared.ConfigureResponse{}, shared.ConfigError("inprocess", "grace_ms", nil, "grace_ms must not be negative (got %d)", cfg.GraceMS)
 	}
 	if !req.Unsafe {
 		b.mu.Lock()

@@ -17,11 +17,9 @@
 package kubernetes
 
 import (
-	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"encoding/json"
 	"fmt"
 	"sync"
 	"time"
@@ -241,16 +239,12 @@ func configSchema() []shared.ConfigAttribute {
 // the cluster.
 func decodeConfig(raw []byte, classes bool) (Config, error) {
 	cfg := defaultConfig()
-	if raw := bytes.TrimSpace(raw); len(raw) > 0 && string(raw) != "null" {
-		dec := json.NewDecoder(bytes.NewReader(raw))
-		dec.DisallowUnknownFields()
-		if err := dec.Decode(&cfg); err != nil {
-			return cfg, fmt.Errorf("kubernetes config: %v: %w", err, shared.ErrInvalidArgument)
-		}
+	if err := shared.DecodeConfig("kubernetes", raw, &cfg); err != nil {
+		return cfg, err
 	}
 	def := defaultConfig()
 	fe := func(field, format string, a ...any) error {
-		return fmt.Errorf("kubernetes config: %w", &shared.FieldError{Field: field, Reason: fmt.Sprintf(format, a...)})
+		return shared.ConfigError("kubernetes", field, nil, format, a...)
 	}
 	if cfg.Image == "" {
 		cfg.Image = def.Image
@@ -265,8 +259,13 @@ func decodeConfig(raw []byte, classes bool) (Config, error) {
 			return cfg, fe(n.field, "%q is not a Kubernetes name (lowercase letters, digits, '-' and '.', at most 63 characters)", n.v)
 		}
 	}
-	if cfg.MemoryMB < 0 || cfg.CPUs < 0 || cfg.CPURequest < 0 || cfg.WorkspaceMB < 0 {
-		return cfg, fmt.Errorf("kubernetes config: negative limit: %w", shared.ErrInvalidArgument)
+	for _, l := range []struct {
+		field string
+		neg   bool
+	}{{"memory_mb", cfg.MemoryMB < 0}, {"cpus", cfg.CPUs < 0}, {"cpu_request", cfg.CPURequest < 0}, {"workspace_mb", cfg.WorkspaceMB < 0}} {
+		if l.neg {
+			return cfg, fe(l.field, "a negative limit; leave it out for the default")
+		}
 	}
 	if cfg.MemoryMB == 0 {
 		cfg.MemoryMB = def.MemoryMB
@@ -325,7 +324,7 @@ func decodeConfig(raw []byte, classes bool) (Config, error) {
 // starts this process's owner Lease and reaps the pods of dead owners.
 func (b *Backend) Configure(ctx context.Context, req shared.ConfigureRequest) (shared.ConfigureResponse, error) {
 	if len(req.AllowedPackages) > 0 {
-		return shared.ConfigureResponse{}, fmt.Errorf("kubernetes config: allowed_packages: dependencies are not installed by the kubernetes backend (no wheel source in the pod): %w", shared.ErrNotSupported)
+		return shared.ConfigureResponse{}, shared.ConfigError("kubernetes", "allowed_packages", shared.ErrNotSupported, "dependencies are not installed by the kubernetes backend (no wheel source in the pod)")
 	}
 	cfg, err := decodeConfig(req.Config, req.Classes)
 	if err != nil {

@@ -38,10 +38,10 @@ func connect(cfg Config) (*kubeClient, error) {
 		rules := clientcmd.NewDefaultClientConfigLoadingRules()
 		if cfg.Kubeconfig != "" {
 			if !filepath.IsAbs(cfg.Kubeconfig) {
-				return nil, fmt.Errorf("kubernetes config: %w", &shared.FieldError{Field: "kubeconfig", Reason: fmt.Sprintf("%q: want an absolute path", cfg.Kubeconfig)})
+				return nil, shared.ConfigError("kubernetes", "kubeconfig", nil, "%q: want an absolute path", cfg.Kubeconfig)
 			}
 			if _, err := os.Stat(cfg.Kubeconfig); err != nil {
-				return nil, fmt.Errorf("kubernetes config: %w", &shared.FieldError{Field: "kubeconfig", Reason: fmt.Sprintf("%q: %v", cfg.Kubeconfig, err)})
+				return nil, shared.ConfigError("kubernetes", "kubeconfig", nil, "%q: %v", cfg.Kubeconfig, err)
 			}
 			rules.ExplicitPath = cfg.Kubeconfig
 		}
@@ -52,7 +52,7 @@ func connect(cfg Config) (*kubeClient, error) {
 			if cfg.Context != "" {
 				field = "context"
 			}
-			return nil, fmt.Errorf("kubernetes config: %w", &shared.FieldError{Field: field, Reason: fmt.Sprintf("no usable cluster configuration: %v", err)})
+			return nil, shared.ConfigError("kubernetes", field, nil, "no usable cluster configuration: %v", err)
 		}
 		rc = c
 		if ns == "" {
@@ -154,13 +154,13 @@ func checkCluster(ctx context.Context, kc *kubeClient, cfg Config) error {
 	if cfg.RuntimeClass != "" {
 		_, err := kc.cs.NodeV1().RuntimeClasses().Get(ctx, cfg.RuntimeClass, metav1.GetOptions{})
 		if apierrors.IsNotFound(err) {
-			return fmt.Errorf("kubernetes config: %w", &shared.FieldError{Field: "runtime_class", Reason: fmt.Sprintf("the cluster has no RuntimeClass %q (kubectl get runtimeclass lists those it has)", cfg.RuntimeClass)})
+			return shared.ConfigError("kubernetes", "runtime_class", nil, "the cluster has no RuntimeClass %q (kubectl get runtimeclass lists those it has)", cfg.RuntimeClass)
 		}
 	}
 	if cfg.StorageClass != "" {
 		_, err := kc.cs.StorageV1().StorageClasses().Get(ctx, cfg.StorageClass, metav1.GetOptions{})
 		if apierrors.IsNotFound(err) {
-			return fmt.Errorf("kubernetes config: %w", &shared.FieldError{Field: "storage_class", Reason: fmt.Sprintf("the cluster has no StorageClass %q (kubectl get storageclass lists those it has)", cfg.StorageClass)})
+			return shared.ConfigError("kubernetes", "storage_class", nil, "the cluster has no StorageClass %q (kubectl get storageclass lists those it has)", cfg.StorageClass)
 		}
 	}
 	return nil

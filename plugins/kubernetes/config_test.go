@@ -17,7 +17,7 @@ import (
 func TestConfigErrors(t *testing.T) {
 	cases := []struct {
 		cfg   string
-		field string // "" = ErrInvalidArgument without a field
+		field string
 	}{
 		{`{"image_pull_policy": "Sometimes"}`, "image_pull_policy"},
 		{`{"namespace": "Not_A_Name"}`, "namespace"},
@@ -32,8 +32,11 @@ func TestConfigErrors(t *testing.T) {
 		{`{"pool": {"size": -1}}`, "pool.size"},
 		{`{"pool": {"size": 1, "max_idle": "forever"}}`, "pool.max_idle"},
 		{`{"promotion": {"policy": "sometimes"}}`, "promotion.policy"},
-		{`{"memory_mb": -1}`, ""},
-		{`{"imagee": "typo"}`, ""},
+		{`{"memory_mb": -1}`, "memory_mb"},
+		{`{"cpus": -2}`, "cpus"},
+		{`{"imagee": "typo"}`, "imagee"},
+		{`{"memory_mb": "lots"}`, "memory_mb"},
+		{`{"pool": {"sise": 1}}`, "pool.sise"},
 		{`{"kubeconfig": "relative/path"}`, "kubeconfig"},
 		{`{"kubeconfig": "/nonexistent/kubeconfig"}`, "kubeconfig"},
 	}
@@ -47,7 +50,7 @@ func TestConfigErrors(t *testing.T) {
 			continue
 		}
 		var fe *shared.FieldError
-		if c.field != "" && (!errors.As(err, &fe) || fe.Field != c.field) {
+		if !errors.As(err, &fe) || fe.Field != c.field {
 			t.Errorf("%s: err = %v, want a FieldError on %q", c.cfg, err, c.field)
 		}
 	}

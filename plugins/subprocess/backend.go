@@ -257,10 +257,8 @@ func (b *Backend) Shutdown() {
 func (b *Backend) Configure(ctx context.Context, req shared.ConfigureRequest) (shared.ConfigureResponse, error) {
 	cfg := Config{Python: DefaultPython, Mode: DefaultMode}
 	if len(bytes.TrimSpace(req.Config)) > 0 && string(bytes.TrimSpace(req.Config)) != "null" {
-		dec := json.NewDecoder(bytes.NewReader(req.Config))
-		dec.DisallowUnknownFields()
-		if err := dec.Decode(&cfg); err != nil {
-			return shared.ConfigureResponse{}, fmt.Errorf("subprocess config: %v: %w", err, shared.ErrInvalidArgument)
+		if err := shared.DecodeConfig("subprocess", req.Config, &cfg); err != nil {
+			return shared.ConfigureResponse{}, err
 		}
 		if cfg.Python == "" {
 			cfg.Python = DefaultPython
@@ -376,17 +374,11 @@ func validModuleName(m string) bool {
 	return true
 }
 
-// configError is Configure's refusal of the config attribute field: a
-// *shared.FieldError (the host points at the attribute in the policy, and
-// the error wraps shared.ErrInvalidArgument), wrapping class as well when
-// it is not nil (shared.ErrUnavailable: the attribute names something this
-// machine lacks).
+// configError is Configure's refusal of the config attribute field
+// (shared.ConfigError; class shared.ErrUnavailable when the attribute
+// names something this machine lacks).
 func configError(field string, class error, format string, a ...any) error {
-	fe := &shared.FieldError{Field: field, Reason: fmt.Sprintf(format, a...)}
-	if class == nil {
-		return fmt.Errorf("subprocess config: %w", fe)
-	}
-	return fmt.Errorf("subprocess config: %w: %w", fe, class)
+	return shared.ConfigError("subprocess", field, class, format, a...)
 }
 
 // checkPython resolves and checks the interpreter path.
