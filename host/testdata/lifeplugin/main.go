@@ -17,6 +17,9 @@
 // Execute reads its code as a command:
 //
 //	pid    the plugin's process id
+//	work   append args.id to the file $ORQEST_TEST_LIFE_RUNS (one line
+//	       a run, written before the work), wait args.ms milliseconds,
+//	       then return args.id: a test counts how often each call ran
 //	sleep  wait for args.ms milliseconds, then succeed; with args.ctx the
 //	       wait ends early, with the context's error, when the call's
 //	       context does (without it the plugin ignores its context and
@@ -86,6 +89,28 @@ func (backend) Execute(ctx context.Context, req shared.ExecuteRequest) (shared.E
 	switch req.Code {
 	case "pid":
 		out = os.Getpid()
+	case "work":
+		var args struct {
+			ID string `json:"id"`
+			MS int    `json:"ms"`
+		}
+		if err := json.Unmarshal(req.Args, &args); err != nil || args.ID == "" {
+			return shared.ExecuteResponse{}, fmt.Errorf("work wants args {id, ms}: %w", shared.ErrInvalidArgument)
+		}
+		if f := os.Getenv("ORQEST_TEST_LIFE_RUNS"); f != "" {
+			fh, err := os.OpenFile(f, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
+			if err != nil {
+				return shared.ExecuteResponse{}, fmt.Errorf("work: %v: %w", err, shared.ErrInternal)
+			}
+			fmt.Fprintln(fh, args.ID) // one write of a short line: O_APPEND keeps lines whole
+			fh.Close()
+		}
+		select {
+		case <-time.After(time.Duration(args.MS) * time.Millisecond):
+		case <-ctx.Done():
+			return shared.ExecuteResponse{}, fmt.Errorf("work: %w", ctx.Err())
+		}
+		out = args.ID
 	case "sleep":
 		var args struct {
 			MS   int  `json:"ms"`
