@@ -86,9 +86,14 @@ func (r *pluginRunner) removeSocketDir() {
 // Start starts the process. The plugin's sha256, when the policy declares
 // one, is checked once more right before (it was checked before the launch
 // began; this narrows the window in which the file could change).
-func (r *pluginRunner) Start(context.Context) error {
+func (r *pluginRunner) Start(context.Context) (err error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	defer func() {
+		if err != nil {
+			r.removeSocketDir() // no process will reap it: go-plugin leaves it to the runner
+		}
+	}()
 	if r.killed {
 		return errLaunchAborted
 	}
@@ -118,7 +123,6 @@ func (r *pluginRunner) Start(context.Context) error {
 	if err != nil {
 		outR.Close()
 		errR.Close()
-		r.removeSocketDir()
 		return err
 	}
 	r.started, r.pid, r.stdout, r.stderr = true, r.cmd.Process.Pid, outR, errR
