@@ -38,7 +38,7 @@ func TestMCPSessionsFollowHostPolicy(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	h, sb := dockerPolicySandbox(t, ctx, "sessions {\n  max_sessions_per_user = 2\n  reclaim_idle_after = \"1h\"\n}",
-		`idle_timeout = "2s"
+		`idle_timeout = "8s"
   config { image = "`+runtimeImage()+`" }`, alice, bob)
 	a, b := mcpHTTPClients(t, ctx, h, sb, alice, bob)
 
@@ -69,7 +69,7 @@ func TestMCPSessionsFollowHostPolicy(t *testing.T) {
 	}
 
 	// Idle for idle_timeout: both are reclaimed (their containers go).
-	deadline := time.Now().Add(30 * time.Second)
+	deadline := time.Now().Add(45 * time.Second)
 	for {
 		l = listed(t, a)
 		if len(l.Sessions) == 2 && l.Sessions[0].State == host.SessionReclaimed && l.Sessions[1].State == host.SessionReclaimed {
