@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -151,20 +152,22 @@ func emptyDir(t *testing.T, dir string) {
 	}
 }
 
-// chaosCallers runs callers goroutines of per calls each (call gets the
-// caller's number and a call id unique in the run) while chaos runs every
-// interval, until the calls are done. It fails the test if they have not
-// all returned within bound.
-func chaosCallers(t *testing.T, callers, per int, interval, bound time.Duration, call func(caller int, id string) chaosCall, chaos func(round int)) []chaosCall {
+// chaosCallers runs callers goroutines of at least per calls each (call
+// gets the caller's number and a call id unique in the run) while chaos
+// runs every interval; the callers go on until chaos has run minRounds
+// times too, however fast the machine. It fails the test if the calls have
+// not all returned within bound.
+func chaosCallers(t *testing.T, callers, per, minRounds int, interval, bound time.Duration, call func(caller int, id string) chaosCall, chaos func(round int)) []chaosCall {
 	t.Helper()
 	var (
-		mu  sync.Mutex
-		all []chaosCall
-		wg  sync.WaitGroup
+		mu     sync.Mutex
+		all    []chaosCall
+		wg     sync.WaitGroup
+		rounds atomic.Int64
 	)
 	for c := range callers {
 		wg.Go(func() {
-			for i := range per {
+			for i := 0; i < per || rounds.Load() < int64(minRounds); i++ {
 				r := call(c, fmt.Sprintf("c%d-%d", c, i))
 				mu.Lock()
 				all = append(all, r)
@@ -185,6 +188,7 @@ func chaosCallers(t *testing.T, callers, per int, interval, bound time.Duration,
 			t.Fatalf("the calls have not all returned after %s", bound)
 		case <-tick.C:
 			chaos(round)
+			rounds.Add(1)
 		}
 	}
 }
@@ -206,7 +210,7 @@ func TestChaosPluginKilledUnderLoad(t *testing.T) {
 		res, err := sb.Execute(context.Background(), shared.ExecuteRequest{Code: "work", Args: json.RawMessage(fmt.Sprintf(`{"id": %q, "ms": %d}`, id, 5+rand.IntN(40)))})
 		return chaosCall{id: id, res: res, err: err, dur: time.Since(start)}
 	}
-	calls := chaosCallers(t, 12, 20, 400*time.Millisecond, 2*time.Minute, work, func(int) {
+	calls := chaosCallers(t, 12, 20, 8, 400*time.Millisecond, 2*time.Minute, work, func(int) {
 		if pid := sb.PluginPID(); pid > 0 {
 			pids = append(pids, pid)
 			_ = syscall.Kill(pid, syscall.SIGKILL)
@@ -285,7 +289,7 @@ func TestChaosTier1PartsKilledUnderLoad(t *testing.T) {
 	}
 	seen := map[int]bool{}
 	kills := map[string]int{}
-	calls := chaosCallers(t, 8, 15, 250*time.Millisecond, 3*time.Minute, work, func(round int) {
+	calls := chaosCallers(t, 8, 15, 16, 250*time.Millisecond, 3*time.Minute, work, func(round int) {
 		plug := sb.PluginPID()
 		if plug <= 0 {
 			return
@@ -429,7 +433,7 @@ func TestChaosDockerSessionsKilledUnderLoad(t *testing.T) {
 		return call
 	}
 	kills := map[string]int{}
-	calls := chaosCallers(t, callers, 30, 400*time.Millisecond, 5*time.Minute, work, func(round int) {
+	calls := chaosCallers(t, callers, 30, 12, 400*time.Millisecond, 5*time.Minute, work, func(round int) {
 		if round == 5 {
 			if pid := sb.PluginPID(); pid > 0 && syscall.Kill(pid, syscall.SIGKILL) == nil {
 				plugins = append(plugins, pid)
