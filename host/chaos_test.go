@@ -433,8 +433,8 @@ func TestChaosDockerSessionsKilledUnderLoad(t *testing.T) {
 		return call
 	}
 	kills := map[string]int{}
-	calls := chaosCallers(t, callers, 30, 12, 400*time.Millisecond, 5*time.Minute, work, func(round int) {
-		if round == 5 {
+	calls := chaosCallers(t, callers, 15, 8, time.Second, 5*time.Minute, work, func(round int) {
+		if round == 4 {
 			if pid := sb.PluginPID(); pid > 0 && syscall.Kill(pid, syscall.SIGKILL) == nil {
 				plugins = append(plugins, pid)
 				kills["plugin"]++
