@@ -377,11 +377,16 @@ func (fs *ForkServer) handle(b []byte, fds []int) {
 // that died while idle.
 func (fs *ForkServer) take(ctx context.Context) (*fsChild, error) {
 	for {
+		if !fs.Alive() {
+			// Checked first: an idle child of a dead zygote is dying too
+			// (PDEATHSIG), and a request sent to it may be lost midway.
+			return nil, fs.notSent()
+		}
 		var c *fsChild
 		select {
 		case c = <-fs.idle:
 		case <-fs.done:
-			return nil, fs.Err()
+			return nil, fs.notSent()
 		case <-ctx.Done():
 			return nil, fmt.Errorf("execute: %w", ctx.Err())
 		}
@@ -391,8 +396,19 @@ func (fs *ForkServer) take(ctx context.Context) (*fsChild, error) {
 			continue
 		default:
 		}
+		if !fs.Alive() {
+			c.closeFDs()
+			return nil, fs.notSent()
+		}
 		return c, nil
 	}
+}
+
+// notSent is the error of a call that found the zygote gone before its
+// request reached a child: it wraps shared.ErrNotRun as well as Err's
+// ErrUnavailable, so the pool runs it on a new zygote (nothing of it ran).
+func (fs *ForkServer) notSent() error {
+	return fmt.Errorf("%w: %w", fs.Err(), shared.ErrNotRun)
 }
 
 // took tells the zygote that c was taken, so it forks a replacement, and

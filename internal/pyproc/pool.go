@@ -2,6 +2,8 @@ package pyproc
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"sync"
 
 	"github.com/orqest/sandbox/shared"
@@ -54,8 +56,31 @@ func (p *Pool) Get(name, key string, start func() (*ForkServer, error)) (*ForkSe
 
 // Run runs job on the fork-server of name for key (started with start
 // when needed, as Get). The fork-server is not closed while the call runs,
-// even when the pool evicts it meanwhile.
+// even when the pool evicts it meanwhile. A call that found its
+// fork-server dead before the request reached a child (shared.ErrNotRun)
+// runs on a new one, up to notSentRetries times: none of it ran.
 func (p *Pool) Run(ctx context.Context, name, key string, start func() (*ForkServer, error), job Job) (shared.ExecutionResult, error) {
+	for tries := 0; ; tries++ {
+		res, err := p.runOnce(ctx, name, key, start, job)
+		if err == nil || !errors.Is(err, shared.ErrNotRun) {
+			return res, err
+		}
+		if tries == notSentRetries || ctx.Err() != nil {
+			// Not ErrNotRun any more: that class would have the host
+			// resend the call to a new plugin process, and the plugin is
+			// fine; its fork-servers are not.
+			return res, fmt.Errorf("the call found %d fork-servers dead before it reached a child; the last: %v: %w", tries+1, err, shared.ErrUnavailable)
+		}
+	}
+}
+
+// notSentRetries bounds Run's new tries of a call whose fork-server died
+// before the call reached a child (a zygote that dies as it starts must
+// not loop forever).
+const notSentRetries = 2
+
+// runOnce is one try of Run.
+func (p *Pool) runOnce(ctx context.Context, name, key string, start func() (*ForkServer, error), job Job) (shared.ExecutionResult, error) {
 	for {
 		s := p.slot(name, key)
 		s.mu.Lock()

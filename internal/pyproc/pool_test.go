@@ -6,6 +6,7 @@ import (
 	"errors"
 	"os"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -138,5 +139,67 @@ func TestPoolEvictionDrains(t *testing.T) {
 	}
 	if a.Alive() {
 		t.Error("the evicted fork-server outlived its last call")
+	}
+}
+
+// TestPoolCallRightAfterZygoteKilled: a call that arrives right after its
+// fork-server was SIGKILLed runs on a new one and succeeds (its request
+// reached no child: none is taken from a dead zygote); a zygote that never
+// stays up fails the call with ErrUnavailable, not ErrNotRun (the plugin
+// is fine: the host must not resend the call to a new plugin process).
+func TestPoolCallRightAfterZygoteKilled(t *testing.T) {
+	if _, err := os.Stat(python); err != nil {
+		t.Skip(err)
+	}
+	s, err := pyproc.Probe(context.Background(), runner.Argv(python), nil, "", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rules := json.RawMessage(validator.RulesJSON())
+	start := func() (*pyproc.ForkServer, error) {
+		return pyproc.StartForkServer(runner.ForkServerArgv(python), runner.ForkServerConfig{Seal: s.Seal(nil), Rules: rules, Pool: 2}, pyproc.ForkServerOptions{})
+	}
+	p := &pyproc.Pool{Max: 1}
+	defer p.Close()
+	job := pyproc.Job{Request: runner.Request{Code: "return 7"}, Limits: shared.Resolved{Timeout: 20 * time.Second, MemoryMB: 256, MaxOutputBytes: 1 << 20}}
+	for i := range 10 {
+		fs, err := p.Get("a", "k", start)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := p.Run(context.Background(), "a", "k", start, job); err != nil { // its idle children are ready
+			t.Fatal(err)
+		}
+		if err := syscall.Kill(fs.PID(), syscall.SIGKILL); err != nil {
+			t.Fatal(err)
+		}
+		// Its control socket has reached end-of-file (so the pool would
+		// restart it), but its idle children may still be there, dying.
+		for deadline := time.Now().Add(5 * time.Second); fs.Alive() && time.Now().Before(deadline); {
+			time.Sleep(time.Millisecond)
+		}
+		res, err := p.Run(context.Background(), "a", "k", start, job)
+		if err != nil || !res.Success || string(res.Output) != "7" {
+			t.Fatalf("round %d: the call right after the zygote's death: %+v %v", i, res, err)
+		}
+		if p.Peek("a") == fs {
+			t.Fatalf("round %d: the call ran on the killed zygote", i)
+		}
+	}
+
+	// A zygote that dies as soon as it is up, every time.
+	dying := func() (*pyproc.ForkServer, error) {
+		fs, err := start()
+		if err == nil {
+			_ = syscall.Kill(fs.PID(), syscall.SIGKILL)
+			for deadline := time.Now().Add(5 * time.Second); fs.Alive() && time.Now().Before(deadline); {
+				time.Sleep(5 * time.Millisecond)
+			}
+		}
+		return fs, err
+	}
+	_, err = p.Run(context.Background(), "b", "k", dying, job)
+	if !errors.Is(err, shared.ErrUnavailable) || errors.Is(err, shared.ErrNotRun) {
+		t.Errorf("always-dying zygote: %v, want ErrUnavailable and not ErrNotRun", err)
 	}
 }
