@@ -24,7 +24,7 @@ TIER2 = """
 plugin_dir = "%s"
 default_sandbox = "docker"
 policy "default" {
-  allowed_imports = ["time", "json"]
+  allowed_imports = ["time", "json", "math"]
   timeout         = "30s"
   memory_mb       = 256
 }
