@@ -10,7 +10,7 @@ import ssl
 import threading
 import uuid
 from dataclasses import dataclass, field
-from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Union
+from typing import TYPE_CHECKING, Any, Callable, Dict, Iterable, List, Mapping, Optional, Union
 
 from . import _mcp
 from .errors import (
@@ -23,6 +23,9 @@ from .errors import (
     _classify,
 )
 
+if TYPE_CHECKING:  # pragma: no cover
+    from .tools import PythonTool
+
 __all__ = ["Sandbox", "Session", "Files", "RunResult", "Artifact", "Finding", "FileInfo", "SessionInfo"]
 
 #: The client's version (also sent as the MCP clientInfo).
@@ -32,6 +35,9 @@ ADDR_ENV = "ORQEST_ADDR"
 TOKEN_ENV = "ORQEST_TOKEN"
 CACERT_ENV = "ORQEST_CACERT"
 STREAM_META = "orqest/stream"
+#: Seconds a run without a timeout of its own waits for the server (the
+#: policy's timeout bounds it there).
+RUN_WAIT = 600.0
 
 OutputCallback = Callable[[str], None]
 
@@ -386,11 +392,18 @@ class Sandbox:
             arguments["stateful"] = bool(stateful)
         if session:
             arguments["session"] = session
-        http_timeout = max(self.timeout, (timeout or 0) + 30.0)
         res = self.call_tool(
-            "run_python", arguments, on_stdout=on_stdout, on_stderr=on_stderr, timeout=http_timeout
+            "run_python", arguments, on_stdout=on_stdout, on_stderr=on_stderr, timeout=self._run_wait(timeout)
         )
         return self._result("run_python", res, check)
+
+    def _run_wait(self, timeout: Optional[float]) -> float:
+        """How long a run's stream may stay silent: its own timeout plus a
+        margin, else (the policy's timeout applies, unknown here) at least
+        RUN_WAIT seconds."""
+        if timeout is not None:
+            return max(self.timeout, float(timeout) + 30.0)
+        return max(self.timeout, RUN_WAIT)
 
     def _result(self, tool: str, res: Mapping[str, Any], check: bool) -> RunResult:
         st = res.get("structuredContent")
@@ -507,14 +520,23 @@ class Sandbox:
         *,
         on_stdout: Optional[OutputCallback] = None,
         on_stderr: Optional[OutputCallback] = None,
+        timeout: Optional[float] = None,
         check: bool = True,
     ) -> RunResult:
         """Calls a spawned (or library) tool with its arguments; errors as
-        :meth:`run`."""
-        res = self.call_tool(tool, dict(args or {}), on_stdout=on_stdout, on_stderr=on_stderr)
+        :meth:`run` (``timeout``: how long to wait, default as run's)."""
+        res = self.call_tool(
+            tool, dict(args or {}), on_stdout=on_stdout, on_stderr=on_stderr, timeout=self._run_wait(timeout)
+        )
         return self._result(tool, res, check)
 
-    def as_tool(self, **kw: Any) -> "Any":
+    @property
+    def files(self) -> "Files":
+        """The workspace of this client's default session (the one
+        :meth:`run` without ``session`` uses), on a session tier."""
+        return Files(self, None)
+
+    def as_tool(self, **kw: Any) -> "PythonTool":
         """``run`` as an LLM tool (see :class:`orqest_sandbox.tools.PythonTool`)."""
         from .tools import PythonTool
 
@@ -526,15 +548,20 @@ class Files:
     ``list``. Paths are relative to the workspace (``data.csv``,
     ``out/chart.png``); code reads them as ``workspace.read_text(path)``."""
 
-    def __init__(self, sandbox: Sandbox, session: str) -> None:
+    def __init__(self, sandbox: Sandbox, session: Optional[str]) -> None:
         self._sb = sandbox
         self._session = session
+
+    def _args(self, **kw: Any) -> Dict[str, Any]:
+        if self._session:
+            kw["session"] = self._session
+        return kw
 
     def write(self, path: str, data: Union[str, bytes]) -> FileInfo:
         """Writes ``data`` (text as UTF-8, or bytes) to ``path``, opening the
         session if needed. Returns the file's info."""
         self._sb._require("put_file", "its sandbox has no workspace")
-        a: Dict[str, Any] = {"path": path, "session": self._session}
+        a = self._args(path=path)
         if isinstance(data, str):
             a["text"] = data
         else:
@@ -552,7 +579,7 @@ class Files:
     def read(self, path: str) -> bytes:
         """The bytes of the workspace file ``path``."""
         self._sb._require("get_file", "its sandbox has no workspace")
-        st = self._sb._call("get_file", {"path": path, "session": self._session})
+        st = self._sb._call("get_file", self._args(path=path))
         if "base64" in st:
             return base64.b64decode(st["base64"])
         return str(st.get("text", "")).encode("utf-8")
@@ -570,7 +597,7 @@ class Files:
     def list(self, path: str = "") -> List[FileInfo]:
         """The files of the workspace (under ``path`` when given)."""
         self._sb._require("list_files", "its sandbox has no workspace")
-        a: Dict[str, Any] = {"session": self._session}
+        a = self._args()
         if path:
             a["path"] = path
         st = self._sb._call("list_files", a)

@@ -18,7 +18,7 @@ import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from _server import IMAGE, REPO, Server, need_docker, new_token, remove_docker_user  # noqa: E402
+from _server import REPO, Server, need_docker, new_token, remove_docker_user  # noqa: E402
 from test_tier1 import TIER1  # noqa: E402
 from test_tier2_docker import TIER2  # noqa: E402
 

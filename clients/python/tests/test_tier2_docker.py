@@ -107,6 +107,12 @@ class Tier2Docker(unittest.TestCase):
         with self.assertRaises(osb.NotFoundError):
             self.sb.session(name, close=False).files.list()
 
+    def test_default_session_files(self) -> None:
+        self.sb.files.write("d.txt", "default")
+        self.assertEqual(self.sb.run("return workspace.read_text('d.txt')").output, "default")
+        self.assertIn("d.txt", [f.name for f in self.sb.files.list()])
+        self.assertEqual(self.sb.files.read_text("d.txt"), "default")
+
     def test_streaming_in_a_session(self) -> None:
         got = []
         t0 = time.monotonic()
