@@ -24,6 +24,7 @@ from .errors import (
     PermissionDeniedError,
     ProtocolError,
     SandboxConnectionError,
+    SandboxError,
 )
 
 #: The protocol revision the client asks for. The server answers with the
@@ -188,7 +189,16 @@ class MCPConnection:
         msg: Dict[str, Any] = {"jsonrpc": "2.0", "id": rid, "method": method}
         if params is not None:
             msg["params"] = params
-        resp = self._post(msg, on_notification, timeout)
+        try:
+            resp = self._post(msg, on_notification, timeout)
+        except (SandboxError, _SessionGone):
+            raise
+        except BaseException:
+            # Ctrl-C, or an exception of a notification callback: tell the
+            # server to stop the request (it cancels the execution).
+            if method != "initialize":
+                self.cancel(rid, "the client gave up on the request")
+            raise
         if resp is None:
             raise SandboxConnectionError(
                 "the server at %s sent no response to %s" % (self.endpoint, method), stage="transport"
@@ -201,6 +211,17 @@ class MCPConnection:
                 data=err.get("data"),
             )
         return resp.get("result") or {}
+
+    def cancel(self, rid: int, reason: str) -> None:
+        """Sends notifications/cancelled for request rid (best effort)."""
+        try:
+            self._post(
+                {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": rid, "reason": reason}},
+                None,
+                5.0,
+            )
+        except Exception:  # noqa: BLE001 - the request is being abandoned anyway
+            pass
 
     def _headers(self, sid: Optional[str]) -> Dict[str, str]:
         h = {

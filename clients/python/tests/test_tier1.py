@@ -83,6 +83,19 @@ class Tier1(unittest.TestCase):
         # 'one' came before the sleep ended, not with the result.
         self.assertLess(got[0][0], end - 0.5, "the first chunk arrived %.2fs after the start, the result %.2fs" % (got[0][0] - t0, end - t0))
 
+    def test_callback_exception_cancels_the_run(self) -> None:
+        class Stop(Exception):
+            pass
+
+        def cb(_: str) -> None:
+            raise Stop()
+
+        t0 = time.monotonic()
+        with self.assertRaises(Stop):
+            self.sb.run("import time\nprint('go', flush=True)\ntime.sleep(8)\nreturn 1", allow=["time"], on_stdout=cb)
+        self.assertLess(time.monotonic() - t0, 6, "the exception waited for the run to end")
+        self.assertEqual(self.sb.run("return 5").output, 5)  # the client goes on
+
     def test_validation_error_is_typed(self) -> None:
         with self.assertRaises(osb.ValidationError) as cm:
             self.sb.run("import os\nreturn os.getcwd()")
