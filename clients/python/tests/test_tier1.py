@@ -181,6 +181,12 @@ class Tier1(unittest.TestCase):
             self.sb.spawn_tool("py_bad", "import os\nreturn 1")
         self.assertEqual(cm.exception.findings[0].rule, "import-not-allowed")
 
+    def test_unknown_tool_is_a_protocol_error(self) -> None:
+        with self.assertRaises(osb.ProtocolError) as cm:
+            self.sb.call("no_such_tool", {})
+        self.assertEqual(cm.exception.stage, "protocol")
+        self.assertNotEqual(cm.exception.code, 0)
+
     def test_concurrent_runs_share_a_client(self) -> None:
         out = {}
 
