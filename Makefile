@@ -6,7 +6,8 @@
 #               vet and staticcheck
 #   make bench  Go benchmarks plus the whole-system load table
 #
-# Python: the tiers run Debian's /usr/bin/python3 (never a pyenv shim).
+# Python: the tiers and the Python client's tests run Debian's /usr/bin/python3
+# (never a pyenv shim).
 
 GO       ?= go
 BIN      := $(CURDIR)/bin
@@ -24,7 +25,7 @@ CC       ?= gcc
 # the subprocess plugin, which refuses any other bytes.
 FORKCORE := $(BIN)/orqest-forkcore.so
 
-.PHONY: k8s-up k8s-down test-k8s bench-k8s release image-datascience setup setup-image all build forkcore example demo test test-go test-example vet bench bench-go bench-system proto fuzz fuzz-short clean runtime image lint test-race test-summary-reset
+.PHONY: python-client test-python k8s-up k8s-down test-k8s bench-k8s release image-datascience setup setup-image all build forkcore example demo test test-go test-example vet bench bench-go bench-system proto fuzz fuzz-short clean runtime image lint test-race test-summary-reset
 
 all: build
 
@@ -95,7 +96,7 @@ lint:
 # Its last line counts the tests of every go test run it made (test-go,
 # test-race, test-example), "N passed, N failed, N skipped", after the
 # skipped ones grouped by the reason they gave.
-test: test-summary-reset build image image-datascience vet test-go test-race test-example fuzz-short lint
+test: test-summary-reset build image image-datascience vet test-go test-race test-example test-python fuzz-short lint
 	@$(TESTSUM) -report $(TEST_RECORD)
 
 # testsum (internal/testsum) runs go test with -json, prints what plain go
@@ -125,6 +126,31 @@ test-race: $(TESTSUM)
 
 test-example: $(TESTSUM)
 	@if [ -d $(EXAMPLE) ]; then cd $(EXAMPLE) && $(GO) vet -mod=mod ./... && $(TESTSUM) -record $(TEST_RECORD) -label test-example -- $(GO) test -json -mod=mod $(GOFLAGS_TEST) ./...; fi
+
+# The Python client (clients/python): its tests with Debian's python3 against
+# a real `mcp serve --http` the tests start (tier 1; tier 2 with docker and the
+# image, else a loud skip, a failure with ORQEST_REQUIRE_DOCKER=1; the offline
+# wheel build and venv install). tests/run.py ends with the count line and
+# records it for `make test`'s total.
+PYTHON    := /usr/bin/python3
+PY_CLIENT := clients/python
+PY_DIST   ?= $(CURDIR)/dist
+test-python:
+	PYTHONDONTWRITEBYTECODE=1 ORQEST_SANDBOX_BIN=$(BIN)/orqest-sandbox $(PYTHON) $(PY_CLIENT)/tests/run.py --record $(TEST_RECORD) --label test-python
+
+# The client's wheel, PY_DIST/orqest_sandbox-$(VERSION)-py3-none-any.whl,
+# built offline with Debian's setuptools and wheel (`setup.py bdist_wheel`: no
+# pip, no build frontend, nothing from the Python index) from a copy of the
+# sources stamped with $(VERSION), so the tree stays clean.
+python-client:
+	@mkdir -p $(PY_DIST)
+	@tmp=$$(mktemp -d) && trap 'rm -rf "$$tmp"' EXIT && \
+	cp -r $(PY_CLIENT)/orqest_sandbox $(PY_CLIENT)/pyproject.toml $(PY_CLIENT)/setup.py $(PY_CLIENT)/README.md "$$tmp"/ && \
+	rm -rf "$$tmp"/orqest_sandbox/__pycache__ && \
+	sed -i 's/^version = ".*"/version = "$(VERSION)"/' "$$tmp"/pyproject.toml && \
+	sed -i 's/^__version__ = ".*"/__version__ = "$(VERSION)"/' "$$tmp"/orqest_sandbox/client.py && \
+	(cd "$$tmp" && $(PYTHON) setup.py -q bdist_wheel -d $(PY_DIST) >"$$tmp"/build.log 2>&1 || { cat "$$tmp"/build.log; exit 1; }) && \
+	echo "python-client: $(PY_DIST)/orqest_sandbox-$(VERSION)-py3-none-any.whl"
 
 # The single-node Kubernetes cluster the kubernetes backend's tests run
 # against (scripts/k8s/up.sh: built from k8s.io/kubernetes the first time,
@@ -188,7 +214,8 @@ fuzz-short:
 
 # Cut a release: checks CHANGELOG.md and a clean tree, builds
 # dist/orqest-sandbox-$(VERSION)-linux-ARCH.tar.gz (binaries, SHA256SUMS, the
-# plugin catalog lines) and tags v$(VERSION). See scripts/release.sh.
+# plugin catalog lines) and the Python client's wheel beside it
+# (python-client), and tags v$(VERSION). See scripts/release.sh.
 release:
 	bash scripts/release.sh $(VERSION)
 

@@ -5,7 +5,8 @@
 # "## [x.y.z] - YYYY-MM-DD" with its link; then builds the binaries with the
 # version stamped in (make build, make runtime), packs them with SHA256SUMS and
 # the plugin catalog lines an operator pastes into a policy
-# (dist/orqest-sandbox-x.y.z-linux-ARCH.tar.gz), and creates the annotated
+# (dist/orqest-sandbox-x.y.z-linux-ARCH.tar.gz), the Python client's wheel
+# beside it (dist/orqest_sandbox-x.y.z-py3-none-any.whl), and creates the annotated
 # tag vx.y.z. Pushing the tag and the tarball is left to the maintainer.
 #
 #   RELEASE_CHECK_ONLY=1  only the checks (no build, no tag)
@@ -58,6 +59,11 @@ cp LICENSE README.md CHANGELOG.md SECURITY.md "$out/"
 tar -C dist -czf "$out.tar.gz" "$name"
 rm -rf "$out"
 echo "release: built $out.tar.gz ($(sha256sum "$out.tar.gz" | cut -d' ' -f1))"
+# The Python client's wheel beside the tarball (built offline, Debian's setuptools).
+whl="dist/orqest_sandbox-$version-py3-none-any.whl"
+rm -f "$whl"
+make --no-print-directory python-client VERSION="$version" PY_DIST="$PWD/dist"
+echo "release: built $whl ($(sha256sum "$whl" | cut -d' ' -f1))"
 
 if [ "${RELEASE_NO_TAG:-}" = 1 ]; then
 	exit 0

@@ -10,6 +10,9 @@
 #                    children to a subordinate uid (and the test of it)
 #   runsc            gVisor: tier 3 (plugins/gvisor) runs each call in a
 #                    fresh runsc sandbox
+#   python3-setuptools, python3-wheel   build the Python client's wheel offline
+#                    (make python-client: setup.py bdist_wheel, nothing from the index)
+#   python3-venv     the Python client's install test (a venv, pip from Debian's wheels)
 #   debootstrap      the tier-2 base image is assembled from Debian packages
 #                    (no registry); only `make test`/`make bench` (SETUP_IMAGE=1)
 set -euo pipefail
@@ -20,6 +23,9 @@ command -v gcc >/dev/null || need+=(gcc)
 command -v make >/dev/null || need+=(make)
 command -v pkg-config >/dev/null || need+=(pkg-config)
 pkg-config --exists python3-embed 2>/dev/null || need+=(libpython3-dev)
+/usr/bin/python3 -c 'import setuptools' 2>/dev/null || need+=(python3-setuptools)
+/usr/bin/python3 -c 'import wheel' 2>/dev/null || need+=(python3-wheel)
+/usr/bin/python3 -c 'import ensurepip' 2>/dev/null || need+=(python3-venv)
 [ -x /usr/bin/newuidmap ] && [ -x /usr/bin/newgidmap ] || need+=(uidmap)
 command -v runsc >/dev/null || [ -x /usr/bin/runsc ] || need+=(runsc)
 if [ "${SETUP_IMAGE:-0}" = 1 ]; then
