@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -283,7 +284,7 @@ func (c *mcpClients) get(ctx context.Context, id string) *mcpServer {
 	if c.sessions {
 		session = func(ctx context.Context) (string, error) { return c.openSession(ctx, cl, id) }
 	}
-	cl.srv = newMCPServer(c.sb, c.bus, host.RunAs(id, session))
+	cl.srv = newMCPServerSpeaking(c.sb, c.bus, statefulHTTPProtocolVersions(), host.RunAs(id, session))
 	if c.sessions {
 		cl.srv.namedSession = func(ctx context.Context, name string, create bool) (string, error) {
 			return c.sessionNamed(ctx, cl, id, name, create)
@@ -409,6 +410,24 @@ func (c *mcpClients) httpHandler(v *httpauth.Verifier, metrics http.Handler) htt
 	return bodyDeadline(lim.body, http.NewCrossOriginProtection().Handler(mux))
 }
 
+// statefulHTTPProtocolVersions is the protocol versions the SDK speaks
+// that its Streamable HTTP transport can serve with sessions, as
+// httpHandler's does (StreamableHTTPOptions.Stateless false): the
+// revisions of the initialize handshake, not 2026-07-28's sessionless
+// core. The server of an HTTP client is narrowed to them, so that a
+// server/discover probe asking for a version outside them is refused with
+// UnsupportedProtocolVersion (-32022) naming the versions it does speak,
+// and the client falls back to initialize. Left at every version the SDK
+// knows, the server answers such a probe with success, a client that
+// takes success for agreement (mcp-go's) goes on without a session at
+// 2026-07-28, and its next request is refused.
+func statefulHTTPProtocolVersions() []string {
+	stateful := &mcp.StreamableServerTransport{}
+	return slices.DeleteFunc(mcp.SupportedProtocolVersions(), func(v string) bool {
+		return !stateful.SupportsProtocolVersion(v)
+	})
+}
+
 // mcpRealm names the protection space of --http's 401 challenge.
 const mcpRealm = "orqest-sandbox"
 
@@ -426,13 +445,20 @@ type mcpServer struct {
 }
 
 func newMCPServer(sb *host.Sandbox, bus *host.Bus, opts ...host.FactoryOption) *mcpServer {
+	return newMCPServerSpeaking(sb, bus, nil, opts...)
+}
+
+// newMCPServerSpeaking is newMCPServer negotiating only the protocol
+// versions in versions (all the SDK's when nil).
+func newMCPServerSpeaking(sb *host.Sandbox, bus *host.Bus, versions []string, opts ...host.FactoryOption) *mcpServer {
 	m := &mcpServer{
 		sb:      sb,
 		factory: host.NewToolFactory(sb, bus, append([]host.FactoryOption{host.WithReservedNames(mcpSpawnTool, mcpRunPython, mcpPutFile, mcpGetFile, mcpListFiles, mcpCloseSession)}, opts...)...),
 		server: mcp.NewServer(&mcp.Implementation{Name: "orqest-sandbox", Version: version}, &mcp.ServerOptions{
 			Instructions: "Runs Python function bodies in the orqest-sandbox sandbox " + fmt.Sprintf("%q", sb.Name()) +
 				". Use run_python for one-off code, or spawn_tool to turn code into a named tool you can call again; spawned tools appear in tools/list.",
-			Capabilities: &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{ListChanged: true}},
+			Capabilities:              &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{ListChanged: true}},
+			SupportedProtocolVersions: versions,
 		}),
 	}
 	pol := sb.Policy()

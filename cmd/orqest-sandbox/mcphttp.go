@@ -29,10 +29,12 @@ const jsonrpcInvalidRequest = -32600
 // keeps sessions does: HTTP 400, here with a JSON-RPC error (-32600,
 // Invalid Request) naming the header. Left to the SDK, such a request
 // would open a throwaway session and answer 200 with an error of code 0.
-// What opens a session is an initialize request, or the server/discover
-// probe of protocol revisions without sessions (the SDK answers it with
-// the revisions this server speaks, and its client then initializes). A
-// body that is no JSON-RPC goes on to the SDK, which refuses it itself.
+// What opens a session is an initialize request; the server/discover
+// probe of protocol revisions without sessions goes on to the SDK too,
+// which refuses it (UnsupportedProtocolVersion naming the revisions this
+// server speaks over HTTP, statefulHTTPProtocolVersions) so that its
+// client initializes. A body that is no JSON-RPC goes on to the SDK,
+// which refuses it itself.
 func requireMCPSession(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method != http.MethodPost || r.Header.Get(mcpSessionHeader) != "" || r.Body == nil || sdkRefusesFirst(r) {
