@@ -154,20 +154,40 @@ func RunInSandbox(ctx context.Context, sb *Sandbox, code string, opts RunOptions
 		Timeout:        opts.Timeout,
 		MemoryMB:       opts.MemoryMB,
 	})
+	switch stage := StageOf(res, err); {
+	case stage == "":
+		return res.Output, nil
+	case err != nil:
+		return fail(stage, err)
+	case stage == StageValidation:
+		return fail(stage, &shared.ValidationError{Findings: res.Findings})
+	default:
+		return fail(stage, &ExecutionError{Result: res})
+	}
+}
+
+// StageOf returns the stage at which an execution failed, from what
+// Sandbox.Execute returned: "" for a success; StagePolicy for a
+// *PolicyError; StageValidation for a malformed request
+// (shared.ErrInvalidArgument) or code the static checks rejected;
+// StageInfrastructure for any other error; StageExecution for code that
+// ran and failed. Every front end (RunInSandbox, the CLI, MCP) reports it
+// from here.
+func StageOf(res shared.ExecutionResult, err error) string {
 	var pe *PolicyError
 	switch {
 	case err != nil && errors.As(err, &pe):
-		return fail(StagePolicy, err)
+		return StagePolicy
 	case err != nil && (errors.Is(err, shared.ErrInvalidArgument) || errors.Is(err, shared.ErrValidation)):
-		return fail(StageValidation, err)
+		return StageValidation
 	case err != nil:
-		return fail(StageInfrastructure, err)
+		return StageInfrastructure
 	case res.ErrorKind == shared.KindValidation:
-		return fail(StageValidation, &shared.ValidationError{Findings: res.Findings})
+		return StageValidation
 	case !res.Success:
-		return fail(StageExecution, &ExecutionError{Result: res})
+		return StageExecution
 	}
-	return res.Output, nil
+	return ""
 }
 
 // RunInSandboxSafe is RunInSandbox that never fails: it returns ok, the

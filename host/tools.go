@@ -777,7 +777,9 @@ func (f *ToolFactory) RunPython(ctx context.Context, req RunPythonRequest) (shar
 			if len(pol.AllowedImports) > 0 {
 				allowed = strings.Join(pol.AllowedImports, ", ")
 			}
-			return bad("allowed_imports", "module %q is not allowed by policy %q of sandbox %q (its allowed_imports: %s)", m, pol.Name, name, allowed)
+			err := &ArgumentError{Tool: RunPythonToolName, Field: "allowed_imports", Message: fmt.Sprintf("module %q is not allowed by policy %q of sandbox %q (its allowed_imports: %s)", m, pol.Name, name, allowed)}
+			fail(err.Error())
+			return shared.ExecutionResult{}, &PolicyError{Policy: pol.Name, Err: err} // the policy refused it (StageOf)
 		}
 	}
 	timeout := req.Timeout
@@ -787,9 +789,10 @@ func (f *ToolFactory) RunPython(ctx context.Context, req RunPythonRequest) (shar
 	var res shared.ExecutionResult
 	var err error
 	ereq := shared.ExecuteRequest{Code: req.Code, Args: req.Args, AllowedImports: imports, Timeout: timeout, UserID: f.user, Stateful: req.Stateful, Stateless: req.Stateless, SessionID: req.SessionID}
-	if fs := CheckCode(ctx, sb.host.opts.checker, Policy{Name: pol.Name, MaxCodeBytes: pol.MaxCodeBytes, Classes: pol.Classes}, req.Code, imports...); len(fs) > 0 {
-		// Rejected under exactly the request's imports, before Execute:
-		// observed (metrics, span, log line, audit) as an execution too.
+	if fs := CheckCode(ctx, sb.host.opts.checker, Policy{Name: pol.Name, MaxCodeBytes: pol.MaxCodeBytes, Classes: pol.Classes, AllowedImports: pol.AllowedImports}, req.Code, imports...); len(fs) > 0 {
+		// Rejected under the policy's imports and the request's, as the
+		// sandbox would, before Execute: observed (metrics, span, log
+		// line, audit) as an execution too.
 		res, err = sb.observeExecute(ctx, ereq, func(context.Context, *execObservation) (shared.ExecutionResult, error) {
 			// The limits it would have run with.
 			p, err := shared.Prepare(shared.ExecuteRequest{Timeout: timeout}, pol.limits())

@@ -700,24 +700,37 @@ func mcpCaller(ctx context.Context, req *mcp.CallToolRequest) context.Context {
 // execResult turns an execution into a tool result: the output as JSON
 // text (then stdout and stderr when there are any) and the whole
 // ExecutionResult as structured content; a failure is an error result
-// saying what failed.
+// saying what failed, whose structured content names the stage
+// (host.StageOf) and, for an error, its classes.
 func execResult(res shared.ExecutionResult, err error) (*mcp.CallToolResult, error) {
+	stage := host.StageOf(res, err)
 	var ae *host.ArgumentError
 	switch {
 	case errors.As(err, &ae):
-		st := map[string]any{"error": ae.Error()}
+		st := map[string]any{"error": ae.Error(), "stage": stage, "error_classes": plugin.ErrorClasses(ae)}
 		if ae.Field != "" {
 			st["field"] = ae.Field
 		}
 		return errorResult(ae.Error(), st), nil
 	case errors.Is(err, shared.ErrInvalidArgument):
-		return errorResult(err.Error(), map[string]any{"error": err.Error(), "error_classes": plugin.ErrorClasses(err)}), nil
+		st := map[string]any{"error": err.Error(), "stage": stage, "error_classes": plugin.ErrorClasses(err)}
+		if fe := (*shared.FieldError)(nil); errors.As(err, &fe) {
+			st["field"] = fe.Field
+		}
+		return errorResult(err.Error(), st), nil
 	case err != nil:
-		// Infrastructure (the plugin died, ...): still a tool error, so
-		// the agent sees it, but nothing it can fix by changing its input.
-		return errorResult("sandbox failure: "+err.Error(), map[string]any{"error": err.Error(), "error_classes": plugin.ErrorClasses(err)}), nil
+		// Infrastructure (the plugin died, ...) or the policy's refusal:
+		// still a tool error, so the agent sees it.
+		msg := "sandbox failure: " + err.Error()
+		if stage == host.StagePolicy {
+			msg = "refused by the sandbox's policy: " + err.Error()
+		}
+		return errorResult(msg, map[string]any{"error": err.Error(), "stage": stage, "error_classes": plugin.ErrorClasses(err)}), nil
 	}
-	b, _ := json.Marshal(res)
+	b, _ := json.Marshal(struct {
+		shared.ExecutionResult
+		Stage string `json:"stage,omitempty"`
+	}{res, stage})
 	r := &mcp.CallToolResult{StructuredContent: json.RawMessage(b)}
 	if res.Success {
 		r.Content = append(r.Content, &mcp.TextContent{Text: string(res.Output)})
@@ -748,7 +761,7 @@ func errorResult(msg string, structured map[string]any) *mcp.CallToolResult {
 
 func argError(tool, field, msg string) *mcp.CallToolResult {
 	err := &host.ArgumentError{Tool: tool, Field: field, Message: msg}
-	st := map[string]any{"error": err.Error()}
+	st := map[string]any{"error": err.Error(), "stage": host.StageValidation, "error_classes": plugin.ErrorClasses(err)}
 	if field != "" {
 		st["field"] = field
 	}

@@ -115,7 +115,7 @@ var (
 		"allowed_imports": []string{"math"},
 	}
 	interopOKWant  = `{"r":2}`
-	interopBad     = map[string]any{"code": "import math\nreturn 1"} // math used, not listed
+	interopBad     = map[string]any{"code": "import json\nreturn 1"} // json is in neither the policy nor the call
 	interopBadWant = "import-not-allowed"
 )
 

@@ -217,33 +217,54 @@ func TestMCPBadInputs(t *testing.T) {
 	s, _ := newTestMCPServer(t)
 	cs, _ := connect(t, s)
 	for _, c := range []struct {
-		tool string
-		args any
-		want string
+		tool  string
+		args  any
+		want  string
+		stage string // run_python's structured stage
 	}{
-		{"spawn_tool", map[string]any{"name": "x", "implementation": "return 1", "timeout": 3}, `argument "timeout": unknown argument; spawn_tool takes allowed_imports, description, implementation, name, parameters, timeout_s`},
-		{"spawn_tool", map[string]any{"implementation": "return 1"}, `argument "name": missing`},
-		{"spawn_tool", map[string]any{"name": "x-y", "implementation": "return 1"}, `name "x-y" is not valid`},
-		{"spawn_tool", map[string]any{"name": "run_python", "implementation": "return 1"}, `reserved`},
-		{"spawn_tool", map[string]any{"name": "x", "implementation": "return 1", "timeout_s": "soon"}, `argument "timeout_s": want a number`},
-		{"spawn_tool", map[string]any{"name": "x", "implementation": "return 1", "timeout_s": -1}, `argument "timeout_s": must be a positive`},
-		{"spawn_tool", map[string]any{"name": "x", "implementation": "import os\nreturn 1", "allowed_imports": []string{"os"}}, `module "os" is not allowed by policy "default"`},
-		{"spawn_tool", map[string]any{"name": "x", "implementation": "return 1", "parameters": map[string]any{"type": "array"}}, `want "object"`},
-		{"run_python", map[string]any{"code": "import os\nreturn 1", "allowed_imports": []string{"os"}}, `argument "allowed_imports": module "os"`},
-		{"run_python", map[string]any{"code": "import math\nreturn 1"}, "import-not-allowed"},
-		{"run_python", map[string]any{"code": "return 1 / 0"}, "ZeroDivisionError"},
-		{"run_python", map[string]any{"code": "return 1", "args": []int{1}}, "args must be a JSON object"},
-		{"run_python", map[string]any{}, `argument "code": missing`},
-		{"run_python", map[string]any{"code": " \n\t"}, `argument "code": empty`},
+		{"spawn_tool", map[string]any{"name": "x", "implementation": "return 1", "timeout": 3}, `argument "timeout": unknown argument; spawn_tool takes allowed_imports, description, implementation, name, parameters, timeout_s`, ""},
+		{"spawn_tool", map[string]any{"implementation": "return 1"}, `argument "name": missing`, ""},
+		{"spawn_tool", map[string]any{"name": "x-y", "implementation": "return 1"}, `name "x-y" is not valid`, ""},
+		{"spawn_tool", map[string]any{"name": "run_python", "implementation": "return 1"}, `reserved`, ""},
+		{"spawn_tool", map[string]any{"name": "x", "implementation": "return 1", "timeout_s": "soon"}, `argument "timeout_s": want a number`, ""},
+		{"spawn_tool", map[string]any{"name": "x", "implementation": "return 1", "timeout_s": -1}, `argument "timeout_s": must be a positive`, ""},
+		{"spawn_tool", map[string]any{"name": "x", "implementation": "import os\nreturn 1", "allowed_imports": []string{"os"}}, `module "os" is not allowed by policy "default"`, ""},
+		{"spawn_tool", map[string]any{"name": "x", "implementation": "return 1", "parameters": map[string]any{"type": "array"}}, `want "object"`, ""},
+		{"run_python", map[string]any{"code": "import os\nreturn 1", "allowed_imports": []string{"os"}}, `argument "allowed_imports": module "os"`, host.StagePolicy},
+		{"run_python", map[string]any{"code": "import json\nreturn 1"}, "import-not-allowed", host.StageValidation},
+		{"run_python", map[string]any{"code": "return 1 / 0"}, "ZeroDivisionError", host.StageExecution},
+		{"run_python", map[string]any{"code": "return 1", "args": []int{1}}, "args must be a JSON object", host.StageValidation},
+		{"run_python", map[string]any{}, `argument "code": missing`, host.StageValidation},
+		{"run_python", map[string]any{"code": " \n\t"}, `argument "code": empty`, host.StageValidation},
 	} {
 		r := call(t, cs, c.tool, c.args)
 		if !r.IsError || !strings.Contains(text(r), c.want) {
 			t.Errorf("%s %v: isError=%v %q; want %q", c.tool, c.args, r.IsError, text(r), c.want)
 		}
+		if c.tool != "run_python" {
+			continue
+		}
+		// The structured content says at which stage the call failed
+		// (host.StageOf) and, for a refused request, its classes: a
+		// client decides from them, never from the text.
+		var st struct {
+			Stage   string   `json:"stage"`
+			Classes []string `json:"error_classes"`
+		}
+		if err := decodeStructured(r, &st); err != nil || st.Stage != c.stage {
+			t.Errorf("%v: stage %q (%v), want %q", c.args, st.Stage, err, c.stage)
+		}
+		if c.stage != host.StageExecution && c.stage != "" && len(st.Classes) == 0 && !strings.Contains(text(r), "import-not-allowed") {
+			t.Errorf("%v: no error classes", c.args)
+		}
 	}
 	r := call(t, cs, "run_python", map[string]any{"code": "import math\nprint('hi')\nreturn {'r': math.floor(args['x'])}", "args": map[string]any{"x": 2.7}, "allowed_imports": []string{"math"}})
 	if r.IsError || text(r) != `{"r":2}` || len(r.Content) != 2 || r.Content[1].(*mcp.TextContent).Text != "stdout:\nhi\n" {
 		t.Fatalf("run_python: isError=%v %+v", r.IsError, r.Content)
+	}
+	// A module the policy allows needs no allowed_imports in the call.
+	if r := call(t, cs, "run_python", map[string]any{"code": "import math\nreturn math.floor(2.5)"}); r.IsError || text(r) != "2" {
+		t.Errorf("a module of the policy's allowed_imports, not listed in the call: isError=%v %q", r.IsError, text(r))
 	}
 	// An unknown tool is a protocol error, as the spec says.
 	if _, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "nope"}); err == nil {

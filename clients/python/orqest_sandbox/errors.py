@@ -173,17 +173,20 @@ def _classify(
     structured: Optional[Dict[str, Any]] = None,
     tool: str = "",
 ) -> SandboxError:
-    """The exception of a tool error result that is not an execution."""
+    """The exception of a tool error result that is not an execution: the
+    server's ``stage`` (in the structured content) and error classes decide,
+    never the message's text."""
     cs = set(classes)
+    stage = str((structured or {}).get("stage") or "")
     kw: Dict[str, Any] = dict(classes=classes, field=field, structured=structured, tool=tool)
     if "permission_denied" in cs:
         return PermissionDeniedError(message, status=0, **kw)
     if "not_supported" in cs:
-        return NotSupportedError(message, stage="policy", **kw)
+        return NotSupportedError(message, stage=stage or "policy", **kw)
     if "session_not_found" in cs or "not_found" in cs:
-        return NotFoundError(message, stage="policy", **kw)
-    if not field and message.startswith("sandbox failure:"):
-        return InfrastructureError(message, stage="infrastructure", **kw)
-    if field or "invalid_argument" in cs or "validation" in cs or "failed_precondition" in cs:
-        return InvalidArgumentError(message, stage="policy", **kw)
-    return InfrastructureError(message, stage="infrastructure", **kw)
+        return NotFoundError(message, stage=stage or "policy", **kw)
+    if stage == "infrastructure":
+        return InfrastructureError(message, stage=stage, **kw)
+    if field or stage in ("policy", "validation") or cs & {"invalid_argument", "validation", "failed_precondition"}:
+        return InvalidArgumentError(message, stage=stage or "policy", **kw)
+    return InfrastructureError(message, stage=stage or "infrastructure", **kw)

@@ -57,7 +57,11 @@ class Errors(unittest.TestCase):
     def test_classes(self) -> None:
         self.assertIsInstance(_classify("x", classes=["session_not_found", "not_found"]), osb.NotFoundError)
         self.assertIsInstance(_classify("x", field="path"), osb.InvalidArgumentError)
-        self.assertIsInstance(_classify("sandbox failure: plugin died", classes=["unavailable"]), osb.InfrastructureError)
+        self.assertIsInstance(_classify("plugin died", classes=["unavailable"], structured={"stage": "infrastructure"}), osb.InfrastructureError)
+        # The stage decides, not the text.
+        self.assertIsInstance(_classify("sandbox failure: x", classes=["unavailable"], structured={"stage": "policy"}), osb.InvalidArgumentError)
+        e = _classify("x", classes=["invalid_argument"], field="timeout_s", structured={"stage": "validation"})
+        self.assertEqual((type(e), e.stage), (osb.InvalidArgumentError, "validation"))
         self.assertIsInstance(_classify("x", classes=["permission_denied"]), osb.PermissionDeniedError)
         self.assertIsInstance(_classify("x", classes=["not_supported"]), osb.NotSupportedError)
         e = _classify("x", classes=["invalid_argument"], field="session", tool="put_file")
