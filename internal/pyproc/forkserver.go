@@ -42,6 +42,9 @@ type ForkServerOptions struct {
 	Core []byte
 	// NoWarm: never ask the zygote to warm a body (Run's warm message).
 	NoWarm bool
+	// Env is the zygote's (and its children's) environment (nil: empty). -I makes Python
+	// ignore PYTHON* variables whatever it holds.
+	Env []string
 }
 
 // ForkServer is one running zygote (python3 -c <Program()> forkserver) and
@@ -180,7 +183,7 @@ func StartForkServer(argv []string, cfg runner.ForkServerConfig, opts ForkServer
 	cmd := &exec.Cmd{
 		Path:       python,
 		Args:       argv,
-		Env:        []string{}, // empty environment (and -I ignores PYTHON*)
+		Env:        envOf(opts.Env), // -I ignores PYTHON*
 		Dir:        dir,
 		Stdin:      bytes.NewReader(cfgJSON),
 		Stderr:     opts.Stderr,
