@@ -46,8 +46,8 @@ type options struct {
 	prepare      string
 	stateful     bool
 	memoryCgroup bool
-	forkCore string
-	library  string
+	forkCore     string
+	library      string
 	// libraryOwnDir says the library's directory belongs to the runtime
 	// alone wherever -library puts it, so it is created 0700 and its owner
 	// and mode repaired as for the default path: for a library in a
