@@ -660,6 +660,11 @@ def _orq_session_serve(req, out):
     # The session's modules imported before the first call (and before Go
     # reads the threads their libraries start).
     _orq_prepare(req, req.get("rules") or {}, state=state)
+    # A trusted warm-up body, as a zygote runs one before it forks (in its
+    # own globals): the checker's and the builtins' caches filled, so the
+    # first call costs what the next do.
+    _orq_execute({"code": _orq_warmup_body, "args": {}, "allowed_imports": [],
+                  "rules": req.get("rules") or {}})
     # Python threads the preparation left (thread module: not a native
     # library's pool) are no library's own: Go does not spare them.
     import _thread

@@ -166,7 +166,7 @@ def _orq_make_import(allowed_imports, rules=None, user_builtins=None):
     wrappers = {("dataclasses", "dataclass"): _orq_dataclass_guard()}
     _isinstance, _str, _sorted, _vars, _list, _setattr, _type, _tuple = (
         isinstance, str, sorted, vars, list, setattr, type, tuple)
-    _ImportError = ImportError
+    _ImportError, _RuntimeError = ImportError, RuntimeError
 
     def permitted(name):
         return name.partition(".")[0] in allowed
@@ -221,7 +221,7 @@ def _orq_make_import(allowed_imports, rules=None, user_builtins=None):
             fromlist = _tuple(f for f in fromlist if _type(f) is _str)
         try:
             mod = real_import(name, None, None, fromlist, 0)
-        except RuntimeError as e:
+        except _RuntimeError as e:
             # A submodule imported for the first time by the code runs its
             # import under the audit hook, which may refuse what it does.
             if name in allowed or not _str(e).startswith("sandbox:"):
