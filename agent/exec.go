@@ -255,6 +255,7 @@ func (e *executor) forkServer(agent, dir, python string, extraPath, readPath []s
 // default agent has no venv then, it runs the system interpreter. Errors
 // are left for that call to report.
 func (e *executor) warm(ctx context.Context) {
+	start := time.Now()
 	seal, err := e.sealing(ctx, e.python)
 	if err != nil {
 		return
@@ -270,6 +271,7 @@ func (e *executor) warm(ctx context.Context) {
 	if e.stateful {
 		_, _, _ = e.notebook(ctx, "default", dir, e.python, notebookKey(e.python, extra, read), extra, read, seal)
 	}
+	e.logger().Info("session prepared", "modules", e.prepare, "stateful", e.stateful, "ms", time.Since(start).Milliseconds())
 }
 
 // shutdown stops every zygote and its children, and every stateful

@@ -3,9 +3,12 @@ package docker
 import (
 	"context"
 	"encoding/json"
+	"io"
 	"os"
 	"slices"
+	"sort"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -21,7 +24,14 @@ var dsAllowed = []string{"pandas", "numpy", "matplotlib"}
 // would for a policy allowing allowed (ConfigureRequest.AllowedImports)
 // with the sandbox's stateful, its containers limited to memMB; it skips
 // (or fails) without Docker or the image.
-func dsBackend(t *testing.T, memMB int, allowed []string, stateful bool, extra map[string]any) *Backend {
+func dsBackend(t testing.TB, memMB int, allowed []string, stateful bool, extra map[string]any) *Backend {
+	t.Helper()
+	return dsBackendLog(t, memMB, allowed, stateful, extra, nil)
+}
+
+// dsBackendLog is dsBackend with its log (from level Info) written to
+// logOut; nil: stderr, from Warn (Debug with -v).
+func dsBackendLog(t testing.TB, memMB int, allowed []string, stateful bool, extra map[string]any, logOut io.Writer) *Backend {
 	t.Helper()
 	dc := requireDocker(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -36,7 +46,11 @@ func dsBackend(t *testing.T, memMB int, allowed []string, stateful bool, extra m
 	if testing.Verbose() {
 		level = hclog.Debug
 	}
-	b := NewBackend(hclog.New(&hclog.LoggerOptions{Name: "docker-ds", Level: level, Output: os.Stderr}))
+	var out io.Writer = os.Stderr
+	if logOut != nil {
+		level, out = hclog.Info, logOut
+	}
+	b := NewBackend(hclog.New(&hclog.LoggerOptions{Name: "docker-ds", Level: level, Output: out}))
 	cfg := map[string]any{"image": dataScienceImage(), "memory_mb": memMB}
 	for k, v := range extra {
 		cfg[k] = v
@@ -54,7 +68,7 @@ func dsBackend(t *testing.T, memMB int, allowed []string, stateful bool, extra m
 }
 
 // dsRun runs code in session sid (stateful or not) under allowed.
-func dsRun(t *testing.T, b *Backend, sid, code string, stateful bool, memMB int, allowed ...string) shared.ExecutionResult {
+func dsRun(t testing.TB, b *Backend, sid, code string, stateful bool, memMB int, allowed ...string) shared.ExecutionResult {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -150,4 +164,110 @@ func TestStatefulUserThreadStillEnds(t *testing.T) {
 	if r.Success || !strings.Contains(r.Error, "NameError") {
 		t.Fatalf("after the thread: want a NameError (a new interpreter), got %+v", r)
 	}
+}
+
+// BenchmarkDataSciencePandas: a data-science session's first pandas body
+// against a warm one, stateful and stateless. The session is bound from
+// the warm pool once its runtime logged "session prepared" (the policy's
+// pandas and numpy imported in the zygote and, stateful, the
+// interpreter); the first body then imports nothing. Reported: the medians first-ms and warm-ms (10 warm bodies per
+// session) and first/warm; stateful-unprepared is the same session
+// without the preparation (its first body imports pandas), the cost it
+// saves.
+func BenchmarkDataSciencePandas(b *testing.B) {
+	allowed := []string{"pandas", "numpy"}
+	const body = "import pandas as pd\ndf = pd.DataFrame(args['rows'])\nreturn df.groupby('k')['v'].sum().to_dict()"
+	args := json.RawMessage(`{"rows": [{"k": "a", "v": 1}, {"k": "b", "v": 2}, {"k": "a", "v": 3}]}`)
+	for _, c := range []struct {
+		name               string
+		stateful, prepared bool
+	}{{"stateful", true, true}, {"stateless", false, true}, {"stateful-unprepared", true, false}} {
+		stateful := c.stateful
+		b.Run(c.name, func(b *testing.B) {
+			user := testUser(b)
+			var prepare []string // unprepared: the host sent no allowed_imports (a plugin called directly)
+			if c.prepared {
+				prepare = allowed
+			}
+			prepared := &lineCounter{substr: "session prepared"}
+			be := dsBackendLog(b, 512, prepare, stateful, map[string]any{"pool": map[string]any{"size": 1}}, prepared)
+			ctx := context.Background()
+			cold := openSession(b, be, user)
+			for deadline := time.Now().Add(90 * time.Second); prepared.count() < 1; time.Sleep(20 * time.Millisecond) {
+				if time.Now().After(deadline) {
+					b.Fatal("the cold session was not prepared within 90s")
+				}
+			}
+			if _, err := be.Close(ctx, shared.CloseRequest{SessionID: cold}); err != nil {
+				b.Fatal(err)
+			}
+			want := 1 // the cold session's runtime said so; each warm container's adds one
+			call := func(sid string) time.Duration {
+				t0 := time.Now()
+				resp, err := be.Execute(ctx, shared.ExecuteRequest{SessionID: sid, Code: body, Args: args, AllowedImports: allowed,
+					Stateful: stateful, MemoryMB: 512, Timeout: 60 * time.Second})
+				d := time.Since(t0)
+				if err != nil || !resp.Result.Success || string(resp.Result.Output) != `{"a":4,"b":2}` {
+					b.Fatalf("pandas body: %+v %v", resp.Result, err)
+				}
+				return d
+			}
+			var firsts, warms []time.Duration
+			for i := 0; i < b.N; i++ {
+				b.StopTimer()
+				deadline := time.Now().Add(90 * time.Second)
+				want++
+				for !func() bool { be.mu.Lock(); defer be.mu.Unlock(); return be.Warm(user) }() || prepared.count() < want {
+					if time.Now().After(deadline) {
+						b.Fatal("no prepared warm container within 90s")
+					}
+					time.Sleep(20 * time.Millisecond)
+				}
+				sid := openSession(b, be, user)
+				b.StartTimer()
+				firsts = append(firsts, call(sid))
+				for range 10 {
+					warms = append(warms, call(sid))
+				}
+				b.StopTimer()
+				if _, err := be.Close(ctx, shared.CloseRequest{SessionID: sid}); err != nil {
+					b.Fatal(err)
+				}
+			}
+			first, warm := median(firsts), median(warms)
+			b.ReportMetric(float64(first.Microseconds())/1000, "first-ms")
+			b.ReportMetric(float64(warm.Microseconds())/1000, "warm-ms")
+			b.ReportMetric(float64(first)/float64(warm), "first/warm")
+		})
+	}
+}
+
+// lineCounter counts the log lines written to it that contain substr.
+type lineCounter struct {
+	substr string
+	mu     sync.Mutex
+	n      int
+}
+
+func (c *lineCounter) Write(p []byte) (int, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.n += strings.Count(string(p), c.substr)
+	return len(p), nil
+}
+
+func (c *lineCounter) count() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.n
+}
+
+// median returns the median of ds (0 for none).
+func median(ds []time.Duration) time.Duration {
+	if len(ds) == 0 {
+		return 0
+	}
+	s := slices.Clone(ds)
+	sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
+	return s[len(s)/2]
 }
