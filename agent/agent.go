@@ -128,6 +128,7 @@ func run(log *slog.Logger, o options) error {
 		ex.warm(ctx)
 	}()
 	defer func() {
+		stop() // a warm-up still running ends early
 		<-warmed
 		ex.shutdown()
 	}()
@@ -135,7 +136,6 @@ func run(log *slog.Logger, o options) error {
 	in := bufio.NewReaderSize(os.Stdin, 64<<10)
 	hello, err := readHello(in)
 	if err != nil {
-		stop() // the warm-up ends early
 		return err
 	}
 	ex.envs = newEnvManager(py, o.workdir, hello, log) // per-agent venvs (venv.go); warm does not use it
