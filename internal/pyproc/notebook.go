@@ -25,8 +25,13 @@ import (
 var ErrNotebookGone = errors.New("the session's interpreter has ended")
 
 // notebookReady bounds how long StartNotebook waits for the interpreter to
-// seal itself and say it is ready.
-const notebookReady = 30 * time.Second
+// seal itself and say it is ready; notebookPrepared when it imports
+// modules first (NotebookOptions.Prepare: pandas alone takes seconds, and
+// far longer on a loaded machine). The caller's context bounds both.
+const (
+	notebookReady    = 30 * time.Second
+	notebookPrepared = 2 * time.Minute
+)
 
 // Notebook is a stateful session's interpreter: one spawned runner (op
 // runner.OpSession), sealed once like a spawned one-shot runner, that runs
@@ -161,14 +166,18 @@ func StartNotebook(ctx context.Context, argv []string, req runner.Request, opts 
 		}
 		ready <- packet{buf[:k], err}
 	}()
-	timer := time.NewTimer(notebookReady)
+	bound := notebookReady
+	if len(opts.Prepare) > 0 {
+		bound = notebookPrepared
+	}
+	timer := time.NewTimer(bound)
 	defer timer.Stop()
 	var p packet
 	select {
 	case p = <-ready:
 	case <-timer.C:
 		n.stop()
-		return nil, fmt.Errorf("notebook: the interpreter was not ready after %v: %w", notebookReady, shared.ErrUnavailable)
+		return nil, fmt.Errorf("notebook: the interpreter was not ready after %v: %w", bound, shared.ErrUnavailable)
 	case <-ctx.Done():
 		n.stop()
 		return nil, fmt.Errorf("notebook: %w", ctx.Err())
