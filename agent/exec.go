@@ -145,23 +145,25 @@ func (e *executor) agentDir(agentID string) (string, error) {
 	return dir, nil
 }
 
-// singleThreaded are the environment variables that keep the native
+// singleThreaded returns the environment variables that keep the native
 // libraries' thread pools (OpenBLAS, OpenMP, MKL, numexpr, Accelerate) to
 // the calling thread: a stateful interpreter keeps no threads between
 // calls, and a container's CPUs are few.
-var singleThreaded = []string{
-	"OPENBLAS_NUM_THREADS=1",
-	"OMP_NUM_THREADS=1",
-	"MKL_NUM_THREADS=1",
-	"NUMEXPR_NUM_THREADS=1",
-	"VECLIB_MAXIMUM_THREADS=1",
+func singleThreaded() []string {
+	return []string{
+		"OPENBLAS_NUM_THREADS=1",
+		"OMP_NUM_THREADS=1",
+		"MKL_NUM_THREADS=1",
+		"NUMEXPR_NUM_THREADS=1",
+		"VECLIB_MAXIMUM_THREADS=1",
+	}
 }
 
 // pythonEnv is the environment of every Python process the runtime
 // starts: single-threaded native pools, and matplotlib headless with its
 // config and cache in cacheDir (outside the user's workspace).
 func (e *executor) pythonEnv() []string {
-	env := append(slices.Clone(singleThreaded), "MPLBACKEND=agg")
+	env := append(singleThreaded(), "MPLBACKEND=agg")
 	if dir, err := e.cacheDir(); err == nil {
 		env = append(env, "MPLCONFIGDIR="+filepath.Join(dir, mplConfigDir))
 	}
