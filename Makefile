@@ -167,8 +167,11 @@ test-k8s:
 
 bench: build image bench-go bench-system
 
+# BenchmarkDataSciencePandas (plugins/docker: a session's first pandas body
+# and a warm one) needs the data-science image (make image-datascience); it
+# is skipped without it.
 bench-go:
-	ORQEST_FORKCORE=$(FORKCORE) $(GO) test -run '^$$' -bench . -benchmem -count=1 ./validator/ ./plugins/... ./host/
+	ORQEST_FORKCORE=$(FORKCORE) ORQEST_DOCKER_IMAGE_DS=$(IMAGE_DS) $(GO) test -run '^$$' -bench . -benchmem -count=1 ./validator/ ./plugins/... ./host/
 
 BENCH_SANDBOXES ?= inprocess,forkserver,spawn,docker,gvisor,gvisor-fresh
 bench-system:

@@ -42,8 +42,12 @@ type options struct {
 	listen   string
 	execMode string // how the agent runs Python (exec.go)
 	classes  bool
-	forkCore string
-	library  string
+	// prepare, stateful and memoryCgroup are rtproto.RuntimeFlags.
+	prepare      string
+	stateful     bool
+	memoryCgroup bool
+	forkCore     string
+	library      string
 	// libraryOwnDir says the library's directory belongs to the runtime
 	// alone wherever -library puts it, so it is created 0700 and its owner
 	// and mode repaired as for the default path: for a library in a
@@ -69,7 +73,10 @@ func Main(args []string) int {
 	fs.StringVar(&o.workdir, "workdir", "/workspace", "writable scratch directory (tmpfs); per-agent directories live under it")
 	fs.StringVar(&o.listen, "listen", "", "serve MCP over Streamable HTTP on this address (e.g. :8000) instead of stdio; stdin still carries the hello line and its EOF still ends the runtime")
 	fs.StringVar(&o.execMode, "exec-mode", modeForkServer, `how Python runs: "forkserver" (a warm, sealed zygote per agent) or "spawn" (one interpreter per call)`)
-	fs.BoolVar(&o.classes, "classes", false, "bodies may define classes (the sandbox's policy `classes`)")
+	fs.BoolVar(&o.classes, rtproto.FlagClasses, false, "bodies may define classes (the sandbox's policy `classes`)")
+	fs.StringVar(&o.prepare, rtproto.FlagPrepare, "", "comma-separated modules (the policy's allowed_imports) the default agent's zygote, and with -stateful its stateful interpreter, import before the first call")
+	fs.BoolVar(&o.stateful, rtproto.FlagStateful, false, "session calls are stateful by default: start the default agent's stateful interpreter before the first call")
+	fs.BoolVar(&o.memoryCgroup, rtproto.FlagMemoryCgroup, false, "a memory cgroup (the container's, pod's or sandbox's) bounds this runtime: a call's memory is resident memory, no RLIMIT_AS")
 	fs.StringVar(&o.forkCore, "forkcore", defaultForkCore, `the fork-server's C loop (a shared object built for this image's Python); "" or a missing file keeps the zygotes' loop in Python`)
 	fs.StringVar(&o.library, "library", rtproto.LibraryPath, "the per-user tool library (SQLite); \"\" disables it")
 	fs.BoolVar(&o.libraryOwnDir, "library-own-dir", false, "the library's directory belongs to the runtime alone (created 0700 and repaired) also when -library is not the default path")
@@ -108,16 +115,34 @@ func run(log *slog.Logger, o options) error {
 	}
 	table := rules.JSON()
 
+	ex := &executor{python: py, rules: table, workdir: o.workdir, log: log, mode: o.execMode, classes: o.classes, system: systemPackages(), core: loadForkCore(log, o.forkCore),
+		prepare: splitModules(o.prepare), stateful: o.stateful, memoryCgroup: o.memoryCgroup}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+	// Probe the sealing layers (logged) and start the default agent's warm
+	// fork-server (and stateful interpreter), prepared, before the hello
+	// line: an agent of the warm pool is ready when a session binds it.
+	warmed := make(chan struct{})
+	go func() {
+		defer close(warmed)
+		ex.warm(ctx)
+	}()
+	defer func() {
+		stop() // a warm-up still running ends early
+		<-warmed
+		ex.shutdown()
+	}()
+
 	in := bufio.NewReaderSize(os.Stdin, 64<<10)
 	hello, err := readHello(in)
 	if err != nil {
 		return err
 	}
-	core := loadForkCore(log, o.forkCore)
+	ex.envs = newEnvManager(py, o.workdir, hello, log) // per-agent venvs (venv.go); warm does not use it
 	rt := &runtime{
 		hello:   hello,
 		started: time.Now(),
-		exec:    &executor{python: py, rules: table, workdir: o.workdir, envs: newEnvManager(py, o.workdir, hello, log), log: log, mode: o.execMode, classes: o.classes, system: systemPackages(), core: core}, // envs: per-agent venvs (venv.go)
+		exec:    ex,
 		rulesSum: func() string {
 			s := sha256.Sum256(table)
 			return hex.EncodeToString(s[:])
@@ -127,12 +152,6 @@ func run(log *slog.Logger, o options) error {
 	if err := rt.attachLibrary(o.library, o.libraryOwnDir); err != nil { // the per-user tool library (library.go)
 		return err
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
-	defer stop()
-	// Probe the sealing layers (logged) and start the default agent's warm
-	// fork-server while the session opens.
-	go rt.exec.warm(ctx)
-	defer rt.exec.shutdown()
 	log.Info("runtime ready", "version", version, "python", py, "user", hello.User, "session", hello.Session)
 	if o.listen != "" {
 		// HTTP mode: stdin's EOF (the plugin detached or died) ends us.
@@ -188,6 +207,17 @@ func findPython(p string) (string, error) {
 		}
 	}
 	return "", fmt.Errorf("no python interpreter found (tried %v)", cands)
+}
+
+// splitModules splits -prepare's comma-separated module names.
+func splitModules(s string) []string {
+	var mods []string
+	for _, m := range strings.Split(s, ",") {
+		if m = strings.TrimSpace(m); m != "" {
+			mods = append(mods, m)
+		}
+	}
+	return mods
 }
 
 // readHello reads the first stdin line: the per-session secret.

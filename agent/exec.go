@@ -79,6 +79,16 @@ type executor struct {
 	// disable lists sealing layers not to attempt: a seam for tests only
 	// (no flag or hello field reaches it).
 	disable []string
+	// prepare is the policy's allowed_imports (-prepare): every zygote,
+	// and the default agent's stateful interpreter, imports them before
+	// its first call. stateful (-stateful) starts that interpreter while
+	// the session opens.
+	prepare  []string
+	stateful bool
+	// memoryCgroup (-memory-cgroup): a cgroup bounds the runtime's
+	// memory, so calls run without RLIMIT_AS (their memory is resident
+	// memory, the kernel's to enforce) and an OOM kill is a memory error.
+	memoryCgroup bool
 	// system holds the image's system site-packages (Debian's
 	// dist-packages: numpy, pandas, matplotlib in the data-science image)
 	// and what Landlock must let a child read to load them; nil when the
@@ -133,6 +143,31 @@ func (e *executor) agentDir(agentID string) (string, error) {
 		return "", fmt.Errorf("agent directory: %w", err)
 	}
 	return dir, nil
+}
+
+// singleThreaded returns the environment variables that keep the native
+// libraries' thread pools (OpenBLAS, OpenMP, MKL, numexpr, Accelerate) to
+// the calling thread: a stateful interpreter keeps no threads between
+// calls, and a container's CPUs are few.
+func singleThreaded() []string {
+	return []string{
+		"OPENBLAS_NUM_THREADS=1",
+		"OMP_NUM_THREADS=1",
+		"MKL_NUM_THREADS=1",
+		"NUMEXPR_NUM_THREADS=1",
+		"VECLIB_MAXIMUM_THREADS=1",
+	}
+}
+
+// pythonEnv is the environment of every Python process the runtime
+// starts: single-threaded native pools, and matplotlib headless with its
+// config and cache in cacheDir (outside the user's workspace).
+func (e *executor) pythonEnv() []string {
+	env := append(singleThreaded(), "MPLBACKEND=agg")
+	if dir, err := e.cacheDir(); err == nil {
+		env = append(env, "MPLCONFIGDIR="+filepath.Join(dir, mplConfigDir))
+	}
+	return env
 }
 
 // sealing returns the sealing layers in force here, probing once (a
@@ -194,10 +229,14 @@ func (e *executor) forkServer(agent, dir, python string, extraPath, readPath []s
 	})
 	return e.zygotes.Get(agent, key, func() (*pyproc.ForkServer, error) {
 		fs, err := pyproc.StartForkServer(runner.ForkServerArgv(python), runner.ForkServerConfig{
-			Seal:  seal.SealWriting(e.disable, e.writePaths(), readPath...),
-			Rules: e.rules,
-			Pool:  zygotePool,
-		}, pyproc.ForkServerOptions{Logger: e.logger(), Stderr: logWriter{e.logger()}, Dir: dir, Core: e.core})
+			Seal:           seal.SealWriting(e.disable, e.writePaths(), readPath...),
+			Rules:          e.rules,
+			Pool:           zygotePool,
+			Prepare:        e.prepare,
+			Classes:        e.classes,
+			ExtraSysPath:   extraPath,
+			ExtraReadPaths: e.system.dataDirs(),
+		}, pyproc.ForkServerOptions{Logger: e.logger(), Stderr: logWriter{e.logger()}, Dir: dir, Core: e.core, Env: e.pythonEnv()})
 		if err != nil {
 			return nil, err
 		}
@@ -211,25 +250,30 @@ func (e *executor) forkServer(agent, dir, python string, extraPath, readPath []s
 	})
 }
 
-// warm probes the sealing layers and starts the default agent's zygote,
-// so that a session's first call finds them ready. Errors are left for
-// that call to report.
+// warm probes the sealing layers and starts the default agent's zygote
+// (and, in a session stateful by default, its stateful interpreter), the
+// policy's modules imported in each, so that a session's first call finds
+// them ready. It runs before the hello line (e.envs is not set yet): the
+// default agent has no venv then, it runs the system interpreter. Errors
+// are left for that call to report.
 func (e *executor) warm(ctx context.Context) {
+	start := time.Now()
 	seal, err := e.sealing(ctx, e.python)
-	if err != nil || e.mode == modeSpawn {
+	if err != nil {
 		return
 	}
 	dir, err := e.agentDir("default")
 	if err != nil {
 		return
 	}
-	if python, extra, err := e.envs.prepare(ctx, "default", nil); err == nil {
-		if python == "" {
-			python = e.python
-		}
-		extra, read := e.system.paths(extra)
-		_, _ = e.forkServer("default", dir, python, extra, read, seal)
+	extra, read := e.system.paths(nil)
+	if e.mode != modeSpawn {
+		_, _ = e.forkServer("default", dir, e.python, extra, read, seal)
 	}
+	if e.stateful {
+		_, _, _ = e.notebook(ctx, "default", dir, e.python, notebookKey(e.python, extra, read), extra, read, seal)
+	}
+	e.logger().Info("session prepared", "modules", e.prepare, "stateful", e.stateful, "ms", time.Since(start).Milliseconds())
 }
 
 // shutdown stops every zygote and its children, and every stateful
@@ -297,6 +341,11 @@ func (e *executor) run(ctx context.Context, a rtproto.ExecuteArgs, onOutput func
 		Dir:      dir,
 		OnOutput: onOutput,
 	}
+	if e.memoryCgroup {
+		// The cgroup bounds resident memory; an address-space cap would
+		// refuse what numpy and pandas map but never touch.
+		job.Limits.MemoryMB = 0
+	}
 	if a.Stateful {
 		res, err = e.runStateful(ctx, agent, dir, python, extraPath, readPath, seal, job)
 		if err != nil {
@@ -322,7 +371,7 @@ func (e *executor) run(ctx context.Context, a rtproto.ExecuteArgs, onOutput func
 		res, err = fs.Run(ctx, job)
 	} else {
 		job.Request.Seal = seal.SealWriting(e.disable, e.writePaths(), readPath...)
-		res, err = pyproc.Spawn(ctx, runner.Argv(python), job, e.logger())
+		res, err = pyproc.SpawnWith(ctx, runner.Argv(python), job, pyproc.SpawnOptions{Env: e.pythonEnv()}, e.logger())
 	}
 	if err != nil {
 		return res, err
@@ -332,13 +381,17 @@ func (e *executor) run(ctx context.Context, a rtproto.ExecuteArgs, onOutput func
 	return res, nil
 }
 
-// writePaths are the directories the children may write: the workspace.
+// writePaths are the directories the children may write: the workspace
+// and the libraries' cache.
 func (e *executor) writePaths() []string {
-	dir, err := e.filesDir()
-	if err != nil {
-		return nil
+	var paths []string
+	if dir, err := e.filesDir(); err == nil {
+		paths = append(paths, dir)
 	}
-	return []string{dir}
+	if dir, err := e.cacheDir(); err == nil {
+		paths = append(paths, filepath.Join(dir, mplConfigDir))
+	}
+	return paths
 }
 
 // logWriter turns a zygote's stderr into log records.

@@ -64,21 +64,43 @@ func (e *executor) filesDir() (string, error) {
 	if st, err := os.Lstat(dir); err != nil || !st.IsDir() {
 		return "", fmt.Errorf("workspace %s is not a directory: %w", dir, shared.ErrInternal)
 	}
-	if made {
-		// matplotlib's config and cache directory (the runner points
-		// MPLCONFIGDIR at it), made before any code runs.
-		mpl := filepath.Join(dir, mplConfigDir)
-		if err := os.Mkdir(mpl, 0o700); err != nil && !errors.Is(err, fs.ErrExist) {
+	if made && os.Geteuid() == 0 {
+		if err := shareDir(dir); err != nil {
 			return "", fmt.Errorf("workspace: %v: %w", err, shared.ErrInternal)
 		}
+	}
+	return dir, nil
+}
+
+// cacheDir returns the libraries' cache directory, creating it the first
+// time: matplotlib's config and font cache (MPLCONFIGDIR, pythonEnv),
+// seeded from the image's, beside the workspace and not in it, so a
+// listing of the workspace shows the user's files only. The children may
+// write it (writePaths) as they write the workspace: owned by the runtime,
+// the children's group, 02770.
+func (e *executor) cacheDir() (string, error) {
+	dir := filepath.Join(e.workdir, cacheDirName)
+	mpl := filepath.Join(dir, mplConfigDir)
+	e.mkdirMu.Lock()
+	defer e.mkdirMu.Unlock()
+	if st, err := os.Lstat(mpl); err == nil && st.IsDir() {
+		return dir, nil
+	}
+	for _, d := range []string{dir, mpl} {
+		if err := os.Mkdir(d, 0o700); err != nil && !errors.Is(err, fs.ErrExist) {
+			return "", fmt.Errorf("cache directory: %v: %w", err, shared.ErrInternal)
+		}
+		if st, err := os.Lstat(d); err != nil || !st.IsDir() {
+			return "", fmt.Errorf("cache directory %s is not a directory: %w", d, shared.ErrInternal)
+		}
 		if os.Geteuid() == 0 {
-			if err := errors.Join(shareDir(dir), shareDir(mpl)); err != nil {
-				return "", fmt.Errorf("workspace: %v: %w", err, shared.ErrInternal)
+			if err := shareDir(d); err != nil {
+				return "", fmt.Errorf("cache directory: %v: %w", err, shared.ErrInternal)
 			}
 		}
-		if err := seedMatplotlib(mpl); err != nil {
-			return "", fmt.Errorf("workspace: matplotlib's font cache: %v: %w", err, shared.ErrInternal)
-		}
+	}
+	if err := seedMatplotlib(mpl); err != nil {
+		return "", fmt.Errorf("cache directory: matplotlib's font cache: %v: %w", err, shared.ErrInternal)
 	}
 	return dir, nil
 }
@@ -120,9 +142,12 @@ func seedMatplotlib(dir string) error {
 	return nil
 }
 
-// mplConfigDir is the workspace entry the runner names in MPLCONFIGDIR
-// (hidden: never an artifact).
-const mplConfigDir = ".matplotlib"
+// cacheDirName is the libraries' cache directory under the runtime's
+// working directory (cacheDir); mplConfigDir is matplotlib's in it.
+const (
+	cacheDirName = "cache"
+	mplConfigDir = "matplotlib"
+)
 
 // shareDir gives a directory of the workspace to the children's group.
 func shareDir(dir string) error {

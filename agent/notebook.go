@@ -30,8 +30,8 @@ type notebook struct {
 // or it found its interpreter ended, or replaced for a new environment,
 // and ran in a new one.
 func (e *executor) runStateful(ctx context.Context, agent, dir, python string, extraPath, readPath []string, seal *pyproc.SealInfo, job pyproc.Job) (shared.ExecutionResult, error) {
-	key := python + "\x00" + strings.Join(extraPath, "\x00") + "\x00\x00" + strings.Join(readPath, "\x00")
-	nb, replaced, err := e.notebook(ctx, agent, dir, python, key, readPath, seal)
+	key := notebookKey(python, extraPath, readPath)
+	nb, replaced, err := e.notebook(ctx, agent, dir, python, key, extraPath, readPath, seal)
 	if err != nil {
 		return shared.ExecutionResult{}, err
 	}
@@ -40,7 +40,7 @@ func (e *executor) runStateful(ctx context.Context, agent, dir, python string, e
 		// It ended between calls (killed from outside, crashed): a new one
 		// runs this call, and the caller learns its state went.
 		e.dropNotebook(agent, nb)
-		if nb, _, err = e.notebook(ctx, agent, dir, python, key, readPath, seal); err != nil {
+		if nb, _, err = e.notebook(ctx, agent, dir, python, key, extraPath, readPath, seal); err != nil {
 			return shared.ExecutionResult{}, err
 		}
 		replaced = true
@@ -60,9 +60,17 @@ func (e *executor) runStateful(ctx context.Context, agent, dir, python string, e
 	return res, nil
 }
 
+// notebookKey is what an agent's stateful interpreter was started for: its
+// interpreter and sys.path (extraPath) and what it may read.
+func notebookKey(python string, extraPath, readPath []string) string {
+	return python + "\x00" + strings.Join(extraPath, "\x00") + "\x00\x00" + strings.Join(readPath, "\x00")
+}
+
 // notebook returns agent's live stateful interpreter for key, starting
-// one (replaced: a previous one had ended or served another key).
-func (e *executor) notebook(ctx context.Context, agent, dir, python, key string, readPath []string, seal *pyproc.SealInfo) (*pyproc.Notebook, bool, error) {
+// one (replaced: a previous one had ended or served another key) that
+// imports the policy's modules (e.prepare, from extraPath) before it is
+// ready.
+func (e *executor) notebook(ctx context.Context, agent, dir, python, key string, extraPath, readPath []string, seal *pyproc.SealInfo) (*pyproc.Notebook, bool, error) {
 	e.nbMu.Lock()
 	defer e.nbMu.Unlock()
 	cur := e.notebooks[agent]
@@ -78,10 +86,12 @@ func (e *executor) notebook(ctx context.Context, agent, dir, python, key string,
 		return nil, false, fmt.Errorf("stateful call: this session already has %d agents with a stateful interpreter (the most it keeps): %w", maxNotebooks, shared.ErrUnavailable)
 	}
 	nb, err := pyproc.StartNotebook(ctx, runner.Argv(python), runner.Request{
-		Seal:    seal.SealWriting(e.disable, e.writePaths(), readPath...),
-		Rules:   e.rules,
-		Classes: e.classes,
-	}, pyproc.NotebookOptions{Dir: dir, Stderr: logWriter{e.logger()}, Logger: e.logger()})
+		Seal:           seal.SealWriting(e.disable, e.writePaths(), readPath...),
+		Rules:          e.rules,
+		Classes:        e.classes,
+		ExtraSysPath:   extraPath,
+		ExtraReadPaths: e.system.dataDirs(),
+	}, pyproc.NotebookOptions{Dir: dir, Stderr: logWriter{e.logger()}, Logger: e.logger(), Env: e.pythonEnv(), Prepare: e.prepare})
 	if err != nil {
 		return nil, false, fmt.Errorf("stateful call: %w", err)
 	}

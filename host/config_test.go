@@ -301,3 +301,34 @@ func TestLintPolicy(t *testing.T) {
 		t.Errorf("lint output:\n%s", out)
 	}
 }
+
+// TestLintHeavyImports: a policy allowing pandas or matplotlib with less
+// memory or a shorter timeout than their import needs is warned, at the
+// attribute; enough of both, or only light modules, is not.
+func TestLintHeavyImports(t *testing.T) {
+	lint := func(body string) hcl.Diagnostics {
+		t.Helper()
+		src := "policy \"p\" {\n" + body + "\n  allow_unreviewed_imports = [\"pandas\", \"matplotlib\", \"matplotlib.pyplot\"]\n}\nsandbox \"a\" {\n  plugin = \"docker\"\n  policy = \"p\"\n}\n"
+		cfg, diags := ParseConfig("/x/config.hcl", []byte(src))
+		if diags.HasErrors() {
+			t.Fatal(diags)
+		}
+		return LintPolicy(cfg)
+	}
+	ws := lint("  allowed_imports = [\"pandas\", \"matplotlib\"]\n  memory_mb = 64\n  timeout = \"2s\"")
+	var buf bytes.Buffer
+	WriteDiagnostics(&buf, nil, ws)
+	out := buf.String()
+	if len(ws) != 2 || ws[0].Severity != hcl.DiagWarning || ws[1].Severity != hcl.DiagWarning ||
+		!strings.Contains(out, "memory_mb too small") || !strings.Contains(out, "about 75 MB") ||
+		!strings.Contains(out, "timeout too short") || ws[0].Subject.Start.Line != 3 || ws[1].Subject.Start.Line != 4 {
+		t.Fatalf("pandas at 64 MB and 2 s: %d diagnostics:\n%s", len(ws), out)
+	}
+	// The defaults (128 MB, 5 s) are enough for pandas; a submodule counts as its package.
+	if ws := lint("  allowed_imports = [\"matplotlib.pyplot\"]\n  allow_dangerous_imports = []"); len(ws) != 0 {
+		t.Fatalf("matplotlib.pyplot with the defaults: %v", ws)
+	}
+	if ws := lint("  allowed_imports = [\"json\"]\n  memory_mb = 32\n  timeout = \"100ms\""); len(ws) != 0 {
+		t.Fatalf("light modules only: %v", ws)
+	}
+}

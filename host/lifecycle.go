@@ -263,7 +263,7 @@ func (in *instance) get(ctx context.Context) (*launched, error) {
 	// per call): a backend installs only those, whatever a request says.
 	pol := in.host.cfg.SandboxPolicy(in.sb)
 	cctx, cancel := context.WithTimeout(ctx, in.host.opts.callTimeout)
-	_, err = l.impl.Configure(cctx, shared.ConfigureRequest{Config: cfgJSON, Unsafe: in.sb.Unsafe, AllowedPackages: pol.AllowedPackages, Classes: pol.Classes})
+	_, err = l.impl.Configure(cctx, shared.ConfigureRequest{Config: cfgJSON, Unsafe: in.sb.Unsafe, AllowedPackages: pol.AllowedPackages, Classes: pol.Classes, AllowedImports: pol.AllowedImports, Stateful: in.sb.Stateful})
 	cancel()
 	if err != nil {
 		l.kill()

@@ -139,13 +139,85 @@ func (p Policy) checkUnreviewed(extra ...string) error {
 		p.Name, strings.Join(bad, ", "), strings.Join(ReviewedModules(), ", "), shared.ErrFailedPrecondition)
 }
 
+// importNeed is what importing a heavy module costs: resident memory of
+// the interpreter once it is imported (MB) and the time of a cold import.
+type importNeed struct {
+	MB      int
+	Seconds float64
+}
+
+// heavyImport returns what importing the data-science image's heavy
+// module pkg needs, measured there on a 2-core machine (VmHWM and wall
+// time of `import pkg` in a fresh interpreter, single-threaded native
+// pools); false for any other module. A policy allowing one with less
+// memory or a shorter timeout fails at the import.
+func heavyImport(pkg string) (importNeed, bool) {
+	switch pkg {
+	case "numpy":
+		return importNeed{MB: 32, Seconds: 1}, true
+	case "pandas":
+		return importNeed{MB: 75, Seconds: 3.5}, true
+	case "matplotlib": // with pyplot, its reviewed submodule
+		return importNeed{MB: 75, Seconds: 3}, true
+	}
+	return importNeed{}, false
+}
+
+// lintHeavyImports warns when policy p allows a heavy module with less
+// memory or a shorter timeout than its import needs.
+func lintHeavyImports(p *PolicyConfig, pol Policy) hcl.Diagnostics {
+	var diags hcl.Diagnostics
+	mb, secs, heavy := 0, 0.0, []string(nil)
+	for _, m := range p.AllowedImports {
+		need, ok := heavyImport(strings.SplitN(m, ".", 2)[0])
+		if !ok {
+			continue
+		}
+		heavy = append(heavy, m)
+		mb, secs = max(mb, need.MB), max(secs, need.Seconds)
+	}
+	if len(heavy) == 0 {
+		return nil
+	}
+	mods := strings.Join(heavy, ", ")
+	if pol.MemoryMB > 0 && pol.MemoryMB < mb {
+		r := p.MemoryMBRange
+		if p.MemoryMB == nil {
+			r = p.DefRange
+		}
+		diags = append(diags, &hcl.Diagnostic{
+			Severity: hcl.DiagWarning,
+			Summary:  "memory_mb too small for the allowed imports",
+			Detail: fmt.Sprintf("Policy %q allows %s, whose import needs about %d MB resident (measured on the data-science image), more than memory_mb = %d: the import fails. On a tier without a memory cgroup (tier 1: memory_mb is an address-space limit) it needs two to four times that.",
+				p.Name, mods, mb, pol.MemoryMB),
+			Subject: &r,
+		})
+	}
+	if t := pol.Timeout.Seconds(); t > 0 && t < secs {
+		r := p.TimeoutRange
+		if p.Timeout == nil {
+			r = p.DefRange
+		}
+		diags = append(diags, &hcl.Diagnostic{
+			Severity: hcl.DiagWarning,
+			Summary:  "timeout too short for the allowed imports",
+			Detail: fmt.Sprintf("Policy %q allows %s, whose cold import takes about %.1f s (measured on a 2-core machine), longer than timeout = %s: a call that imports it first can time out. Session backends import the policy's modules before the first call; other tiers import them within the call.",
+				p.Name, mods, secs, pol.Timeout),
+			Subject: &r,
+		})
+	}
+	return diags
+}
+
 // LintPolicy lints a policy and returns diagnostics with source ranges.
 // Errors: dangerous modules in allowed_imports that allow_dangerous_imports
 // does not acknowledge, and modules without a reviewed surface that
 // allow_unreviewed_imports does not list — every run under such a policy is
 // refused, so the policy is unusable as written. Warnings: dangerous
 // modules allowed deliberately, allow_dangerous_imports entries that have
-// no effect, and sandboxes that opt out of isolation with unsafe = true.
+// no effect, heavy modules (numpy, pandas, matplotlib) allowed with less
+// memory or a shorter timeout than their import needs, and sandboxes that
+// opt out of isolation with unsafe = true.
 func LintPolicy(cfg *Config) hcl.Diagnostics {
 	var diags hcl.Diagnostics
 	for _, p := range cfg.Policies {
@@ -182,6 +254,9 @@ func LintPolicy(cfg *Config) hcl.Diagnostics {
 					p.Name, strings.Join(acked, ", ")),
 				Subject: &r,
 			})
+		}
+		if resolved, ok := cfg.Policy(p.Name); ok {
+			diags = append(diags, lintHeavyImports(p, resolved)...)
 		}
 		pol.AllowUnreviewedImports = p.AllowUnreviewedImports
 		if un := pol.Unreviewed(); len(un) > 0 {

@@ -14,6 +14,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"strings"
 	"sync"
 )
 
@@ -169,6 +170,13 @@ type Table struct {
 	// without an entry gets every public name (the policy must allow it
 	// deliberately: allow_unreviewed_imports).
 	ModuleSurfaces map[string][]string `json:"module_surfaces"`
+	// PackageSubmodules maps a package to its reviewed submodules: those
+	// listing the package in allowed_imports allows too ("matplotlib" ->
+	// "matplotlib.pyplot"). The runner imports them with the package,
+	// before the code runs (a submodule's first import under the audit
+	// hook may do what the hook refuses). Any other submodule that its
+	// package did not import itself must be listed on its own.
+	PackageSubmodules map[string][]string `json:"package_submodules"`
 }
 
 // Reviewed reports whether module (dotted, as imported) has a reviewed
@@ -193,6 +201,16 @@ func Decode(b []byte) (*Table, error) {
 	}
 	if len(t.DangerousImports) == 0 {
 		return nil, fmt.Errorf("rules.json: no dangerous_imports list: %w", ErrInvalidTable)
+	}
+	for pkg, subs := range t.PackageSubmodules {
+		for _, s := range subs {
+			if !strings.HasPrefix(s, pkg+".") {
+				return nil, fmt.Errorf("rules.json: package_submodules: %q is not a submodule of %q: %w", s, pkg, ErrInvalidTable)
+			}
+		}
+		if _, bad := t.DangerousImports[pkg]; bad {
+			return nil, fmt.Errorf("rules.json: package_submodules: %q is on the dangerous list: %w", pkg, ErrInvalidTable)
+		}
 	}
 	for m := range t.ModuleSurfaces {
 		if _, bad := t.DangerousImports[m]; bad {

@@ -71,6 +71,15 @@ func TestDecodeRefusesBrokenTables(t *testing.T) {
 			delete(m["rules"].(map[string]any), RuleParseError)
 		}),
 		"empty class rule": mutate(t, func(m map[string]any) { m["class_rule"] = "" }),
+		"submodule outside its package": mutate(t, func(m map[string]any) {
+			m["package_submodules"] = map[string]any{"matplotlib": []any{"os"}}
+		}),
+		"submodule of a prefix-named package": mutate(t, func(m map[string]any) {
+			m["package_submodules"] = map[string]any{"json": []any{"jsonx.tool"}}
+		}),
+		"dangerous package with submodules": mutate(t, func(m map[string]any) {
+			m["package_submodules"] = map[string]any{"os": []any{"os.path"}}
+		}),
 	}
 	for name, b := range cases {
 		if _, err := Decode(b); !errors.Is(err, ErrInvalidTable) {

@@ -300,6 +300,16 @@ type ForkServerConfig struct {
 	// during its execution. Costs each idle child that many private pages
 	// (its ready message says how many: ~1-2 MB).
 	NoHotPages bool `json:"no_hot_pages,omitempty"`
+	// Prepare lists modules whose environment (runner.Request.
+	// AllowedImports = Prepare, with Classes) the zygote prepares, after it
+	// sealed itself and before it forks its first child: they are
+	// imported then, so a first execution importing them finds them
+	// loaded. ExtraSysPath and ExtraReadPaths are those of the requests
+	// to come (where the modules are).
+	Prepare        []string `json:"prepare,omitempty"`
+	Classes        bool     `json:"classes,omitempty"`
+	ExtraSysPath   []string `json:"extra_sys_path,omitempty"`
+	ExtraReadPaths []string `json:"extra_read_paths,omitempty"`
 }
 
 // RulesFromServer, as Request.Rules, tells a fork-server child to use the

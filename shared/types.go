@@ -176,6 +176,15 @@ type ConfigureRequest struct {
 	// `unsafe` (tier-0) sandbox unless its block says classes = true. A
 	// backend that honours it declares CapClasses while it is on.
 	Classes bool
+	// AllowedImports is the policy's allowed_imports. A session backend's
+	// interpreters (a stateful session's and the per-call zygote) import
+	// them before the session's first call, so a body that imports them
+	// finds them loaded; every call still names its own allowlist.
+	AllowedImports []string
+	// Stateful is the sandbox's `stateful`: its session calls are stateful
+	// by default, so a session backend may start the stateful interpreter
+	// before the first call.
+	Stateful bool
 }
 
 // ConfigureResponse is returned by Configure.

@@ -26,6 +26,11 @@ import (
 // itself and say "ready".
 const forkServerStartTimeout = 15 * time.Second
 
+// forkServerPreparedTimeout replaces it for a zygote that imports modules
+// first (runner.ForkServerConfig.Prepare: seconds for pandas, far more on
+// a loaded machine).
+const forkServerPreparedTimeout = 2 * time.Minute
+
 // ForkServerOptions configures StartForkServer.
 type ForkServerOptions struct {
 	// Logger receives debug and warning messages (nil: none).
@@ -42,6 +47,9 @@ type ForkServerOptions struct {
 	Core []byte
 	// NoWarm: never ask the zygote to warm a body (Run's warm message).
 	NoWarm bool
+	// Env is the zygote's (and its children's) environment (nil: empty). -I makes Python
+	// ignore PYTHON* variables whatever it holds.
+	Env []string
 }
 
 // ForkServer is one running zygote (python3 -c <Program()> forkserver) and
@@ -180,7 +188,7 @@ func StartForkServer(argv []string, cfg runner.ForkServerConfig, opts ForkServer
 	cmd := &exec.Cmd{
 		Path:       python,
 		Args:       argv,
-		Env:        []string{}, // empty environment (and -I ignores PYTHON*)
+		Env:        envOf(opts.Env), // -I ignores PYTHON*
 		Dir:        dir,
 		Stdin:      bytes.NewReader(cfgJSON),
 		Stderr:     opts.Stderr,
@@ -206,7 +214,11 @@ func StartForkServer(argv []string, cfg runner.ForkServerConfig, opts ForkServer
 	}()
 
 	// The first message is "ready" (or "fatal").
-	_ = conn.SetReadDeadline(time.Now().Add(forkServerStartTimeout))
+	start := forkServerStartTimeout
+	if len(cfg.Prepare) > 0 {
+		start = forkServerPreparedTimeout
+	}
+	_ = conn.SetReadDeadline(time.Now().Add(start))
 	buf := make([]byte, 64<<10)
 	n, _, _, _, err := conn.ReadMsgUnix(buf, nil)
 	_ = conn.SetReadDeadline(time.Time{})

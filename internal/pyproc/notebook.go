@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"strconv"
 	"sync"
 	"syscall"
 	"time"
@@ -24,8 +25,13 @@ import (
 var ErrNotebookGone = errors.New("the session's interpreter has ended")
 
 // notebookReady bounds how long StartNotebook waits for the interpreter to
-// seal itself and say it is ready.
-const notebookReady = 30 * time.Second
+// seal itself and say it is ready; notebookPrepared when it imports
+// modules first (NotebookOptions.Prepare: pandas alone takes seconds, and
+// far longer on a loaded machine). The caller's context bounds both.
+const (
+	notebookReady    = 30 * time.Second
+	notebookPrepared = 2 * time.Minute
+)
 
 // Notebook is a stateful session's interpreter: one spawned runner (op
 // runner.OpSession), sealed once like a spawned one-shot runner, that runs
@@ -49,6 +55,11 @@ type Notebook struct {
 
 	stopOnce sync.Once
 	state    *os.ProcessState // after stop
+
+	// libThreads are the interpreter's threads once it was ready (its main
+	// thread and those the prepared modules' native libraries started
+	// while they were imported, before any call): no call's.
+	libThreads map[string]bool
 }
 
 // NotebookOptions configure StartNotebook.
@@ -60,6 +71,15 @@ type NotebookOptions struct {
 	// (a sealing warning, a crash at start); nil discards it.
 	Stderr io.Writer
 	Logger Logger
+	// Env is the interpreter's environment (nil: empty). -I makes Python
+	// ignore PYTHON* variables whatever it holds.
+	Env []string
+	// Prepare are modules the interpreter imports (under the session's
+	// rules, as a call's allowlist would) before it says it is ready: the
+	// first call that uses them finds them loaded. A thread one of them
+	// starts while it is imported (a native library's pool) is the
+	// library's, not a call's: it does not end the interpreter.
+	Prepare []string
 }
 
 // StartNotebook spawns the interpreter argv (runner.Argv) with req (its
@@ -71,6 +91,7 @@ func StartNotebook(ctx context.Context, argv []string, req runner.Request, opts 
 	}
 	req.Op = runner.OpSession
 	req.Code = ""
+	req.AllowedImports = opts.Prepare
 	payload, err := req.Encode()
 	if err != nil {
 		return nil, err
@@ -93,7 +114,7 @@ func StartNotebook(ctx context.Context, argv []string, req runner.Request, opts 
 	cmd := &exec.Cmd{
 		Path:       argv[0],
 		Args:       argv,
-		Env:        []string{},
+		Env:        envOf(opts.Env),
 		Dir:        opts.Dir,
 		Stdin:      stdinR,
 		Stderr:     stderr,
@@ -145,19 +166,28 @@ func StartNotebook(ctx context.Context, argv []string, req runner.Request, opts 
 		}
 		ready <- packet{buf[:k], err}
 	}()
-	timer := time.NewTimer(notebookReady)
+	bound := notebookReady
+	if len(opts.Prepare) > 0 {
+		bound = notebookPrepared
+	}
+	timer := time.NewTimer(bound)
 	defer timer.Stop()
 	var p packet
 	select {
 	case p = <-ready:
 	case <-timer.C:
 		n.stop()
-		return nil, fmt.Errorf("notebook: the interpreter was not ready after %v: %w", notebookReady, shared.ErrUnavailable)
+		return nil, fmt.Errorf("notebook: the interpreter was not ready after %v: %w", bound, shared.ErrUnavailable)
 	case <-ctx.Done():
 		n.stop()
 		return nil, fmt.Errorf("notebook: %w", ctx.Err())
 	}
-	var r runner.Response
+	var r struct {
+		runner.Response
+		// PythonThreads counts the Python threads (thread module) the
+		// prepared modules left running: not a native library's own.
+		PythonThreads int `json:"python_threads"`
+	}
 	if p.err != nil || len(p.data) == 0 || json.Unmarshal(p.data, &r) != nil || !r.Success {
 		n.stop()
 		why := r.Error
@@ -166,7 +196,13 @@ func StartNotebook(ctx context.Context, argv []string, req runner.Request, opts 
 		}
 		return nil, fmt.Errorf("notebook: the interpreter could not start: %s: %w", why, shared.ErrUnavailable)
 	}
-	n.log.Debug("notebook started", "pid", n.pid)
+	if n.libThreads = n.tasks(); n.libThreads == nil || r.PythonThreads > 0 {
+		// Only the main thread: a Python thread a prepared module started
+		// runs Python between calls, and ends the interpreter after the
+		// first call as a call's would.
+		n.libThreads = map[string]bool{strconv.Itoa(n.pid): true}
+	}
+	n.log.Debug("notebook started", "pid", n.pid, "library_threads", len(n.libThreads)-1)
 	return n, nil
 }
 
@@ -211,20 +247,37 @@ func (n *Notebook) Close() {
 	n.stop()
 }
 
-// threadsLeft returns how many threads the interpreter has once a call
-// returned (1: only its main thread). A thread the call joined may take a
-// moment to leave the kernel's list, so a count above 1 is read again for
-// up to 100 ms. 0: the count could not be read.
+// tasks returns the interpreter's threads (their ids), nil when they
+// could not be read.
+func (n *Notebook) tasks() map[string]bool {
+	ents, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", n.pid))
+	if err != nil {
+		return nil
+	}
+	ids := make(map[string]bool, len(ents))
+	for _, e := range ents {
+		ids[e.Name()] = true
+	}
+	return ids
+}
+
+// threadsLeft returns how many threads a call left running: the
+// interpreter's threads that were not there when it became ready (its
+// main thread and the prepared libraries' own, libThreads). A thread the
+// call joined may take a moment to leave the kernel's list, so a count
+// above 0 is read again for up to 100 ms. 0 too when the list could not be
+// read.
 func (n *Notebook) threadsLeft() int {
-	dir := fmt.Sprintf("/proc/%d/task", n.pid)
 	deadline := time.Now().Add(100 * time.Millisecond)
 	for {
-		ents, err := os.ReadDir(dir)
-		if err != nil {
-			return 0
+		k := 0
+		for id := range n.tasks() {
+			if !n.libThreads[id] {
+				k++
+			}
 		}
-		if len(ents) <= 1 || time.Now().After(deadline) {
-			return len(ents)
+		if k == 0 || time.Now().After(deadline) {
+			return k
 		}
 		time.Sleep(2 * time.Millisecond)
 	}
@@ -280,12 +333,12 @@ func (n *Notebook) Run(ctx context.Context, job Job) (res shared.ExecutionResult
 			// The call is over and the interpreter waits for the next one.
 			drain(pipesDone, pipes.mine)
 			res, err := conclude(ctx, n.log, &job, o)
-			if k := n.threadsLeft(); k > 1 {
+			if k := n.threadsLeft(); k > 0 {
 				// A thread the call started would run between calls,
 				// outside any call's wall clock and with the runner's
 				// audit hook disarmed: the interpreter ends with it.
 				n.stop()
-				res.Stderr += fmt.Sprintf("orqest: this call returned with %d threads still running; a stateful interpreter keeps no threads between calls, so it was ended and its state is lost (join your threads before the code returns)\n", k-1)
+				res.Stderr += fmt.Sprintf("orqest: this call returned with %d threads still running; a stateful interpreter keeps no threads between calls, so it was ended and its state is lost (join your threads before the code returns)\n", k)
 				return res, true, err
 			}
 			return res, false, err

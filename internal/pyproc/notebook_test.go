@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"os"
+	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -159,4 +161,88 @@ func TestNotebookThreadsLeftEndTheState(t *testing.T) {
 	if nb.Alive() {
 		t.Fatal("the interpreter still runs after a call left a thread")
 	}
+}
+
+// startPrepared starts a sealed notebook that imports module, whose source
+// is src, before it is ready (NotebookOptions.Prepare).
+func startPrepared(t *testing.T, module, src string) *pyproc.Notebook {
+	t.Helper()
+	ctx := context.Background()
+	s, err := pyproc.Probe(ctx, runner.Argv(python), nil, "", nil)
+	if err != nil {
+		t.Skip(err)
+	}
+	lib := t.TempDir()
+	for _, d := range []string{filepath.Dir(lib), lib} { // the sealed interpreter may run on another uid
+		if err := os.Chmod(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.WriteFile(lib+"/"+module+".py", []byte(src), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	nb, err := pyproc.StartNotebook(ctx, runner.Argv(python), runner.Request{
+		Rules: json.RawMessage(validator.RulesJSON()), Seal: s.SealWriting(nil, nil, lib), ExtraSysPath: []string{lib},
+	}, pyproc.NotebookOptions{Dir: t.TempDir(), Stderr: os.Stderr, Prepare: []string{module}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nb.Close)
+	return nb
+}
+
+// TestNotebookPreparedNativeThreadsKept: a thread a prepared module's
+// native code starts while it is imported (as OpenBLAS starts its pool) is
+// the library's: calls keep the state with it running; a thread a call
+// starts and leaves running still ends the interpreter.
+func TestNotebookPreparedNativeThreadsKept(t *testing.T) {
+	// pthread_create(&tid, NULL, sleep, 1000): a native thread, no Python.
+	nb := startPrepared(t, "nativepool", `import ctypes
+_libc = ctypes.CDLL(None)
+_tid = ctypes.c_ulong()
+_start = ctypes.cast(_libc.sleep, ctypes.c_void_p)
+if _libc.pthread_create(ctypes.byref(_tid), None, _start, ctypes.c_void_p(1000)) != 0:
+    raise OSError("pthread_create failed")
+`)
+	if n := len(tasksOf(t, nb.PID())); n != 2 {
+		t.Fatalf("the interpreter has %d threads after the preparation; want 2 (its own and the library's)", n)
+	}
+	runCell(t, nb, cell("kept = 41"))
+	for range 3 {
+		runCell(t, nb, cell("kept += 1"))
+	}
+	if res := runCell(t, nb, cell("return kept")); string(res.Output) != "44" {
+		t.Fatalf("state with the library's thread running: %+v", res)
+	}
+	res, lost, err := nb.Run(context.Background(), cell("import threading, time\nthreading.Thread(target=time.sleep, args=(30,), daemon=True).start()\nreturn 7", "threading", "time"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !lost || !strings.Contains(res.Stderr, "1 threads still running") {
+		t.Fatalf("a call's own thread left running: lost=%v stderr=%q", lost, res.Stderr)
+	}
+}
+
+// TestNotebookPreparedPythonThreadNotSpared: a Python thread a prepared
+// module starts at import runs Python between calls: it is not spared,
+// and the first call ends the interpreter as one that left it would.
+func TestNotebookPreparedPythonThreadNotSpared(t *testing.T) {
+	nb := startPrepared(t, "pypool", "import threading, time\nthreading.Thread(target=time.sleep, args=(30,), daemon=True).start()\n")
+	res, lost, err := nb.Run(context.Background(), cell("return 1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !lost || !strings.Contains(res.Stderr, "join your threads") {
+		t.Fatalf("a prepared module's Python thread: lost=%v stderr=%q", lost, res.Stderr)
+	}
+}
+
+// tasksOf lists /proc/<pid>/task.
+func tasksOf(t *testing.T, pid int) []os.DirEntry {
+	t.Helper()
+	ents, err := os.ReadDir("/proc/" + strconv.Itoa(pid) + "/task")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ents
 }

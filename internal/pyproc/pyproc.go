@@ -95,6 +95,14 @@ type Job struct {
 	OnOutput func(stream string, data []byte)
 }
 
+// envOf is the environment of a Python process given env (nil: empty).
+func envOf(env []string) []string {
+	if env == nil {
+		return []string{}
+	}
+	return env
+}
+
 // stream returns the OnOutput callback of one stream (nil: none).
 func (j *Job) stream(name string) func([]byte) {
 	if j.OnOutput == nil {
@@ -229,6 +237,8 @@ func ClassifyDeath(ws syscall.WaitStatus, cpu time.Duration, memMB, cpuSeconds i
 		switch {
 		case sig == syscall.SIGXCPU || (sig == syscall.SIGKILL && cpuSeconds > 0 && cpu >= time.Duration(cpuSeconds)*time.Second):
 			return shared.KindTimeout, fmt.Sprintf("sandbox execution exceeded its CPU time limit of %ds", cpuSeconds)
+		case sig == syscall.SIGKILL && oomKilled && memMB == 0:
+			return shared.KindMemory, "sandbox process killed by SIGKILL when its cgroup ran out of memory (an OOM kill: the session's resident memory limit)"
 		case sig == syscall.SIGKILL && oomKilled:
 			return shared.KindMemory, fmt.Sprintf("sandbox process killed by SIGKILL when its cgroup ran out of memory (an OOM kill; its own limit was %d MB)", memMB)
 		case memMB > 0 && (sig == syscall.SIGSEGV || sig == syscall.SIGABRT || sig == syscall.SIGBUS):

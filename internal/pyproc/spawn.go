@@ -51,6 +51,9 @@ type SpawnOptions struct {
 	// signal n: a launcher that reports how the interpreter died that way
 	// (runsc does) gets the same classification as a direct child.
 	SignalExits bool
+	// Env is the interpreter's environment (nil: empty). -I makes Python
+	// ignore PYTHON* variables whatever it holds.
+	Env []string
 }
 
 // SpawnWith is Spawn with the launcher adaptations of opts.
@@ -115,7 +118,7 @@ func SpawnWith(ctx context.Context, argv []string, job Job, opts SpawnOptions, l
 	cmd := &exec.Cmd{
 		Path:       argv[0],
 		Args:       argv,
-		Env:        []string{}, // empty environment (and -I ignores PYTHON* anyway)
+		Env:        envOf(opts.Env), // -I ignores PYTHON* anyway
 		Dir:        dir,
 		Stdin:      stdinR,
 		Stdout:     stdoutW,
@@ -176,9 +179,10 @@ func SpawnWith(ctx context.Context, argv []string, job Job, opts SpawnOptions, l
 	memBytes := uint64(req.MemoryMB) << 20
 	var limErr error
 	if !opts.LimitsInside {
-		limErr = errors.Join(
-			unix.Prlimit(pid, unix.RLIMIT_AS, &unix.Rlimit{Cur: memBytes, Max: memBytes}, nil),
-			unix.Prlimit(pid, unix.RLIMIT_CPU, &unix.Rlimit{Cur: uint64(req.CPUSeconds), Max: uint64(req.CPUSeconds) + 1}, nil))
+		limErr = unix.Prlimit(pid, unix.RLIMIT_CPU, &unix.Rlimit{Cur: uint64(req.CPUSeconds), Max: uint64(req.CPUSeconds) + 1}, nil)
+		if memBytes > 0 { // 0: no address-space limit (a cgroup bounds the memory)
+			limErr = errors.Join(limErr, unix.Prlimit(pid, unix.RLIMIT_AS, &unix.Rlimit{Cur: memBytes, Max: memBytes}, nil))
+		}
 	}
 	if err := errors.Join(
 		limErr,

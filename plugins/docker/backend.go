@@ -95,6 +95,16 @@ type Config struct {
 	// classes is ConfigureRequest.Classes: bodies may define classes (the
 	// runtime is started with -classes).
 	classes bool
+	// prepare and stateful are ConfigureRequest.AllowedImports and
+	// Stateful, for the runtime's flags (rtproto.RuntimeFlags).
+	prepare  []string
+	stateful bool
+}
+
+// runtimeFlags are the runtime's command-line flags of cfg: the container's
+// memory limit is a cgroup's.
+func (cfg Config) runtimeFlags() rtproto.RuntimeFlags {
+	return rtproto.RuntimeFlags{Classes: cfg.classes, Prepare: cfg.prepare, Stateful: cfg.stateful, MemoryCgroup: true}
 }
 
 // PoolConfig is the config's `pool {}` block (size, max_idle): after a
@@ -311,6 +321,10 @@ func (b *Backend) Configure(ctx context.Context, req shared.ConfigureRequest) (s
 	}
 	cfg.allowedPackages = append([]string(nil), req.AllowedPackages...)
 	cfg.classes = req.Classes
+	cfg.prepare, cfg.stateful = append([]string(nil), req.AllowedImports...), req.Stateful
+	if err := cfg.runtimeFlags().Check(); err != nil {
+		return shared.ConfigureResponse{}, fmt.Errorf("docker config: %w: %w", err, shared.ErrInvalidArgument)
+	}
 	switch cfg.Network {
 	case NetworkNone, NetworkBridge:
 	default:

@@ -121,11 +121,9 @@ func hardenedConfig(cfg Config, owner ownerInfo, user, sessionID string) (*conta
 		Labels:       labels,
 		WorkingDir:   "/workspace",
 	}
-	if cfg.classes {
-		cc.Cmd = append(cc.Cmd, "-classes")
-	}
+	cc.Cmd = cfg.runtimeFlags().Args()
 	if cfg.Network == NetworkBridge {
-		cc.Cmd = []string{"--listen", ":" + runtimePort}
+		cc.Cmd = append(cc.Cmd, "--listen", ":"+runtimePort)
 		cc.ExposedPorts = network.PortSet{network.MustParsePort(runtimePort + "/tcp"): {}}
 		if cfg.AllowedOrigins != nil {
 			cc.Env = append(cc.Env, "ORQEST_ALLOWED_ORIGINS="+*cfg.AllowedOrigins)

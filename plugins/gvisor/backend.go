@@ -88,6 +88,16 @@ type Config struct {
 
 	openTimeout time.Duration
 	classes     bool
+	// prepare and stateful are ConfigureRequest.AllowedImports and
+	// Stateful, for the runtime's flags (rtproto.RuntimeFlags).
+	prepare  []string
+	stateful bool
+}
+
+// runtimeFlags are the runtime's command-line flags of cfg: the sandbox's
+// memory limit is a cgroup's.
+func (cfg Config) runtimeFlags() rtproto.RuntimeFlags {
+	return rtproto.RuntimeFlags{Classes: cfg.classes, Prepare: cfg.prepare, Stateful: cfg.stateful, MemoryCgroup: true}
 }
 
 // testHooks are seams for this package's tests only (unexported: no
@@ -261,6 +271,10 @@ func (b *Backend) Configure(ctx context.Context, req shared.ConfigureRequest) (s
 		return shared.ConfigureResponse{}, err
 	}
 	cfg.classes = req.Classes
+	cfg.prepare, cfg.stateful = append([]string(nil), req.AllowedImports...), req.Stateful
+	if err := cfg.runtimeFlags().Check(); err != nil {
+		return shared.ConfigureResponse{}, fmt.Errorf("gvisor config: %w: %w", err, shared.ErrInvalidArgument)
+	}
 	switch cfg.Platform {
 	case "ptrace", "kvm":
 	default:

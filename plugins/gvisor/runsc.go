@@ -189,10 +189,7 @@ func sessionSpec(root, runtime, data string, cfg Config) ([]byte, error) {
 	// spawn: one interpreter per call. The runtime's fork-server keeps its
 	// children by pidfd (pidfd_open, pidfd_send_signal), which the Sentry
 	// of runsc 20221219 does not implement (ENOSYS): its pre-fork fails.
-	args := []string{RuntimePath, "-python", cfg.Python, "-workdir", "/workspace", "-exec-mode", "spawn"}
-	if cfg.classes {
-		args = append(args, "-classes")
-	}
+	args := append([]string{RuntimePath, "-python", cfg.Python, "-workdir", "/workspace", "-exec-mode", "spawn"}, cfg.runtimeFlags().Args()...)
 	caps := slices.Clone(runtimeCaps)
 	s.Process = &specs.Process{
 		User:            specs.User{UID: 0, GID: 0},

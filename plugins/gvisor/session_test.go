@@ -525,3 +525,43 @@ func TestSessionFiles(t *testing.T) {
 		t.Errorf("ListFiles of no session: %v, want ErrNotFound", err)
 	}
 }
+
+// TestSessionPreparedAndResidentMemory: the runtime flags reach a gVisor
+// session as they reach a container (the policy's modules and a stateful
+// sandbox sent at Configure). Its Python processes run with
+// single-threaded native pools and matplotlib's cache outside the
+// workspace; a call's memory_mb is not an address-space limit (the
+// sandbox's cgroup is the session's): a stateful call allowed 64 MB
+// touches 150 MB in a 512 MB session and succeeds, its state kept.
+func TestSessionPreparedAndResidentMemory(t *testing.T) {
+	needRunsc(t)
+	raw := sessionConfig(t, map[string]any{"session_memory_mb": 512})
+	b := NewBackend(testLogger(t))
+	t.Cleanup(func() {
+		b.Shutdown()
+		assertNoSandboxes(t)
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	if _, err := b.Configure(ctx, shared.ConfigureRequest{Config: raw, Classes: true, AllowedImports: []string{"json", "os"}, Stateful: true}); err != nil {
+		t.Fatalf("Configure: %v", err)
+	}
+	id := openSession(t, b, "erin")
+	run := func(code string, mem int, allowed ...string) shared.ExecutionResult {
+		t.Helper()
+		resp, err := b.Execute(ctx, shared.ExecuteRequest{SessionID: id, UserID: "erin", Code: code, Stateful: true, MemoryMB: mem, AllowedImports: allowed, Timeout: 30 * time.Second})
+		if err != nil {
+			t.Fatalf("%q: %v", code, err)
+		}
+		return resp.Result
+	}
+	if r := run("import os\nreturn [os.environ.get('OPENBLAS_NUM_THREADS'), os.environ.get('OMP_NUM_THREADS'), os.environ.get('MPLCONFIGDIR')]", 128, "os"); !r.Success || string(r.Output) != `["1","1","/workspace/cache/matplotlib"]` {
+		t.Fatalf("the interpreter's environment: %+v", r)
+	}
+	if r := run("x = bytearray(150 * 1024 * 1024)\nfor i in range(0, len(x), 4096):\n    x[i] = 1\nkept = len(x)", 64); !r.Success || r.StateLost {
+		t.Fatalf("150 MB touched under memory_mb = 64 in a 512 MB session: want success (no RLIMIT_AS), got %+v", r)
+	}
+	if r := run("return kept", 64); !r.Success || string(r.Output) != "157286400" || r.StateLost {
+		t.Fatalf("state after the allocation: %+v", r)
+	}
+}

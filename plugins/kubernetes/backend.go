@@ -109,6 +109,16 @@ type Config struct {
 	librarySize resource.Quantity
 	// classes is ConfigureRequest.Classes (the runtime gets -classes).
 	classes bool
+	// prepare and stateful are ConfigureRequest.AllowedImports and
+	// Stateful, for the runtime's flags (rtproto.RuntimeFlags).
+	prepare  []string
+	stateful bool
+}
+
+// runtimeFlags are the runtime's command-line flags of cfg: the pod's
+// memory limit is a cgroup's.
+func (cfg Config) runtimeFlags() rtproto.RuntimeFlags {
+	return rtproto.RuntimeFlags{Classes: cfg.classes, Prepare: cfg.prepare, Stateful: cfg.stateful, MemoryCgroup: true}
 }
 
 func defaultConfig() Config {
@@ -329,6 +339,10 @@ func (b *Backend) Configure(ctx context.Context, req shared.ConfigureRequest) (s
 	cfg, err := decodeConfig(req.Config, req.Classes)
 	if err != nil {
 		return shared.ConfigureResponse{}, err
+	}
+	cfg.prepare, cfg.stateful = append([]string(nil), req.AllowedImports...), req.Stateful
+	if err := cfg.runtimeFlags().Check(); err != nil {
+		return shared.ConfigureResponse{}, fmt.Errorf("kubernetes config: %w: %w", err, shared.ErrInvalidArgument)
 	}
 	kc, err := connect(cfg)
 	if err != nil {

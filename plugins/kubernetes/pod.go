@@ -117,10 +117,7 @@ func hardenedPod(cfg Config, o owner, user, label string) *corev1.Pod {
 	mem := resource.MustParse(strconv.Itoa(cfg.MemoryMB) + "Mi")
 	workspace := resource.MustParse(strconv.Itoa(cfg.WorkspaceMB) + "Mi")
 	fsGroupPolicy := corev1.FSGroupChangeOnRootMismatch
-	args := []string{"-library", LibraryPath, "-library-own-dir"}
-	if cfg.classes {
-		args = append(args, "-classes")
-	}
+	args := append([]string{"-library", LibraryPath, "-library-own-dir"}, cfg.runtimeFlags().Args()...)
 	data := corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}
 	if cfg.StorageClass != "" {
 		data = corev1.VolumeSource{PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: ClaimName(user)}}

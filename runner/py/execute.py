@@ -286,6 +286,22 @@ def _orq_env(allowed_imports, rules, keep=False, classes=False, state=None):
     return env
 
 
+def _orq_prepare(req, rules, keep=False, state=None):
+    """Prepare the environment of req's allowed_imports (imported) before
+    any call, with req's extra_sys_path and extra_read_paths in place:
+    a session's interpreter (with its `state`) and a zygote (keep)."""
+    import sys
+    for p in req.get("extra_sys_path") or ():
+        if isinstance(p, str) and p and p not in sys.path:
+            sys.path.append(p)
+    _orq_audit_extra_read[:] = [p for p in req.get("extra_read_paths") or ()
+                                if isinstance(p, str) and p.startswith("/")]
+    allowed = req.get("allowed_imports") or req.get("prepare")
+    if isinstance(allowed, list) and allowed:
+        _orq_env(allowed, rules, keep=keep, classes=req.get("classes") is True,
+                 state=state)
+
+
 def _orq_syntax_error(e):
     return ("validation", "syntax error: %s" % e, [{
         "rule": "syntax-error", "message": str(e.msg),
@@ -641,7 +657,18 @@ def _orq_session_serve(req, out):
     out.close()
     b = {}
     state = {"builtins": b, "made": {}, "globals": {"__builtins__": b, "__name__": "__sandbox__"}}
-    os.write(ctl.fileno(), b'{"success": true}')  # seccomp: write, not send
+    # The session's modules imported before the first call (and before Go
+    # reads the threads their libraries start).
+    _orq_prepare(req, req.get("rules") or {}, state=state)
+    # A trusted warm-up body, as a zygote runs one before it forks (in its
+    # own globals): the checker's and the builtins' caches filled, so the
+    # first call costs what the next do.
+    _orq_execute({"code": _orq_warmup_body, "args": {}, "allowed_imports": [],
+                  "rules": req.get("rules") or {}})
+    # Python threads the preparation left (thread module: not a native
+    # library's pool) are no library's own: Go does not spare them.
+    import _thread
+    os.write(ctl.fileno(), b'{"success": true, "python_threads": %d}' % _thread._count())  # seccomp: write, not send
     size = array.array("i").itemsize
     inf = resource.RLIM_INFINITY
     while True:

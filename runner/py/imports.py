@@ -150,6 +150,12 @@ def _orq_make_import(allowed_imports, rules=None, user_builtins=None):
     ModuleType = types.ModuleType
     allowed = frozenset(m for m in allowed_imports if isinstance(m, str) and m)
     rules = rules or {}
+    # A listed package allows its reviewed submodules (package_submodules),
+    # imported with it before the code runs (_orq_env).
+    subs = rules.get("package_submodules") or {}
+    allowed = allowed | frozenset(
+        s for m in allowed if isinstance(subs.get(m), list)
+        for s in subs[m] if isinstance(s, str) and s.startswith(m + "."))
     hidden_attrs = frozenset((rules.get("forbidden_attributes") or {}).keys())
     surfaces = {m: frozenset(ns) for m, ns in (rules.get("module_surfaces") or {}).items()
                 if isinstance(m, str) and isinstance(ns, list)}
@@ -160,7 +166,7 @@ def _orq_make_import(allowed_imports, rules=None, user_builtins=None):
     wrappers = {("dataclasses", "dataclass"): _orq_dataclass_guard()}
     _isinstance, _str, _sorted, _vars, _list, _setattr, _type, _tuple = (
         isinstance, str, sorted, vars, list, setattr, type, tuple)
-    _ImportError = ImportError
+    _ImportError, _RuntimeError = ImportError, RuntimeError
 
     def permitted(name):
         return name.partition(".")[0] in allowed
@@ -213,7 +219,17 @@ def _orq_make_import(allowed_imports, rules=None, user_builtins=None):
                 "(import %s and use what it offers)" % (name, name.partition(".")[0], name.partition(".")[0]))
         if fromlist is not None:
             fromlist = _tuple(f for f in fromlist if _type(f) is _str)
-        mod = real_import(name, None, None, fromlist, 0)
+        try:
+            mod = real_import(name, None, None, fromlist, 0)
+        except _RuntimeError as e:
+            # A submodule imported for the first time by the code runs its
+            # import under the audit hook, which may refuse what it does.
+            if name in allowed or not _str(e).startswith("sandbox:"):
+                raise
+            raise _ImportError(
+                "import of %r failed: importing it does what the sandbox refuses (%s); "
+                "list %r in allowed_imports, so it is imported before the code runs"
+                % (name, e, name)) from None
         return view(mod, {})
 
     view = _orq_isolate(view)

@@ -329,6 +329,7 @@ def _orq_forkserver_main():
         _orq_execute({"code": _orq_warmup_body,
                       "args": {}, "allowed_imports": [], "rules": rules})
         _orq_env([], rules, keep=True)  # what most executions use
+        _orq_prepare(cfg, rules, keep=True)  # the session's modules (Prepare)
         _orq_ballast_ready()
         sys.stdout.reconfigure(line_buffering=True)
         sys.stderr.reconfigure(line_buffering=True)

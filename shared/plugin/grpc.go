@@ -84,7 +84,7 @@ func (c *GRPCClient) Info(ctx context.Context, _ shared.InfoRequest) (shared.Inf
 // Configure implements shared.Sandbox.
 func (c *GRPCClient) Configure(ctx context.Context, req shared.ConfigureRequest) (shared.ConfigureResponse, error) {
 	ctx, done := c.begin(ctx)
-	_, err := c.client.Configure(ctx, &proto.ConfigureRequest{ConfigJson: req.Config, Unsafe: req.Unsafe, AllowedPackages: req.AllowedPackages, Classes: req.Classes})
+	_, err := c.client.Configure(ctx, &proto.ConfigureRequest{ConfigJson: req.Config, Unsafe: req.Unsafe, AllowedPackages: req.AllowedPackages, Classes: req.Classes, AllowedImports: req.AllowedImports, Stateful: req.Stateful})
 	return shared.ConfigureResponse{}, done(err)
 }
 
@@ -153,7 +153,7 @@ func (s *GRPCServer) Info(ctx context.Context, _ *proto.InfoRequest) (*proto.Inf
 
 // Configure implements proto.SandboxServer.
 func (s *GRPCServer) Configure(ctx context.Context, req *proto.ConfigureRequest) (*proto.ConfigureResponse, error) {
-	_, err := s.Impl.Configure(ctx, shared.ConfigureRequest{Config: json.RawMessage(req.GetConfigJson()), Unsafe: req.GetUnsafe(), AllowedPackages: req.GetAllowedPackages(), Classes: req.GetClasses()})
+	_, err := s.Impl.Configure(ctx, shared.ConfigureRequest{Config: json.RawMessage(req.GetConfigJson()), Unsafe: req.GetUnsafe(), AllowedPackages: req.GetAllowedPackages(), Classes: req.GetClasses(), AllowedImports: req.GetAllowedImports(), Stateful: req.GetStateful()})
 	if err != nil {
 		return nil, ToGRPC(err)
 	}

@@ -62,7 +62,8 @@ func TestRequestsRoundTripGRPC(t *testing.T) {
 	rec := &recorder{}
 	sb := dispense(t, rec)
 	ctx := context.Background()
-	cfg := shared.ConfigureRequest{Config: json.RawMessage(`{"a":1}`), Unsafe: true, AllowedPackages: []string{"orqdemo", "six"}, Classes: true}
+	cfg := shared.ConfigureRequest{Config: json.RawMessage(`{"a":1}`), Unsafe: true, AllowedPackages: []string{"orqdemo", "six"}, Classes: true,
+		AllowedImports: []string{"pandas", "json"}, Stateful: true}
 	if _, err := sb.Configure(ctx, cfg); err != nil {
 		t.Fatal(err)
 	}

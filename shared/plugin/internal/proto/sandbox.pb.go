@@ -455,7 +455,12 @@ type ConfigureRequest struct {
 	// dependencies.
 	AllowedPackages []string `protobuf:"bytes,3,rep,name=allowed_packages,json=allowedPackages,proto3" json:"allowed_packages,omitempty"`
 	// The body may define classes (policy `classes`).
-	Classes       bool `protobuf:"varint,4,opt,name=classes,proto3" json:"classes,omitempty"`
+	Classes bool `protobuf:"varint,4,opt,name=classes,proto3" json:"classes,omitempty"`
+	// Policy allowed_imports: the modules a session backend's interpreters
+	// import before the first call.
+	AllowedImports []string `protobuf:"bytes,5,rep,name=allowed_imports,json=allowedImports,proto3" json:"allowed_imports,omitempty"`
+	// The sandbox's session calls are stateful by default (sandbox `stateful`).
+	Stateful      bool `protobuf:"varint,6,opt,name=stateful,proto3" json:"stateful,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -514,6 +519,20 @@ func (x *ConfigureRequest) GetAllowedPackages() []string {
 func (x *ConfigureRequest) GetClasses() bool {
 	if x != nil {
 		return x.Classes
+	}
+	return false
+}
+
+func (x *ConfigureRequest) GetAllowedImports() []string {
+	if x != nil {
+		return x.AllowedImports
+	}
+	return nil
+}
+
+func (x *ConfigureRequest) GetStateful() bool {
+	if x != nil {
+		return x.Stateful
 	}
 	return false
 }
@@ -2217,13 +2236,15 @@ const file_sandbox_proto_rawDesc = "" +
 	"\fapi_versions\x18\x04 \x03(\x05R\vapiVersions\x12\"\n" +
 	"\fcapabilities\x18\x05 \x03(\tR\fcapabilities\x12G\n" +
 	"\rconfig_schema\x18\x06 \x03(\v2\".orqest.sandbox.v1.ConfigAttributeR\fconfigSchema\x12 \n" +
-	"\vdescription\x18\a \x01(\tR\vdescription\"\x90\x01\n" +
+	"\vdescription\x18\a \x01(\tR\vdescription\"\xd5\x01\n" +
 	"\x10ConfigureRequest\x12\x1f\n" +
 	"\vconfig_json\x18\x01 \x01(\fR\n" +
 	"configJson\x12\x16\n" +
 	"\x06unsafe\x18\x02 \x01(\bR\x06unsafe\x12)\n" +
 	"\x10allowed_packages\x18\x03 \x03(\tR\x0fallowedPackages\x12\x18\n" +
-	"\aclasses\x18\x04 \x01(\bR\aclasses\"\x13\n" +
+	"\aclasses\x18\x04 \x01(\bR\aclasses\x12'\n" +
+	"\x0fallowed_imports\x18\x05 \x03(\tR\x0eallowedImports\x12\x1a\n" +
+	"\bstateful\x18\x06 \x01(\bR\bstateful\"\x13\n" +
 	"\x11ConfigureResponse\"}\n" +
 	"\aFinding\x12\x12\n" +
 	"\x04rule\x18\x01 \x01(\tR\x04rule\x12\x18\n" +
