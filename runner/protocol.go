@@ -68,16 +68,33 @@ func ProgramWithComments() string {
 }
 
 // stripCommentLines drops the lines whose first non-blank character is
-// '#'. A line of a multi-line string literal that starts so would change
-// the literal: the test compares the two programs' syntax trees.
+// '#' and the blank lines, and indents each level by one space instead of
+// four, outside triple-quoted strings (whose lines it keeps as they are).
+// A mistake would change the program: the test compares the two
+// programs' syntax trees.
 func stripCommentLines(src string) string {
 	var b strings.Builder
 	b.Grow(len(src))
+	inString := false
 	for line := range strings.Lines(src) {
-		if t := strings.TrimLeft(line, " \t"); strings.HasPrefix(t, "#") {
+		quotes := strings.Count(line, `"""`)
+		if inString {
+			b.WriteString(line)
+			if quotes%2 == 1 {
+				inString = false
+			}
 			continue
 		}
-		b.WriteString(line)
+		t := strings.TrimLeft(line, " ")
+		if strings.HasPrefix(t, "#") || strings.TrimSpace(t) == "" {
+			continue
+		}
+		n := len(line) - len(t)
+		b.WriteString(strings.Repeat(" ", n/4+n%4))
+		b.WriteString(t)
+		if quotes%2 == 1 {
+			inString = true
+		}
 	}
 	return b.String()
 }
@@ -353,6 +370,11 @@ type Request struct {
 	// write_text, mkdir, remove, rmdir, rename, list, path); and matplotlib figures the body leaves open
 	// are saved there as figure-N.png when it returns. Empty: none of this.
 	Workspace string `json:"workspace,omitempty"`
+	// CoreFD is, in a process of one execution (spawn mode), the
+	// descriptor of forkcore.c built as a shared object (0: none): the
+	// runner's audit hook then runs in C (runner/forkcore/audit.h), its
+	// armed state out of Python's reach; without it the Python hook runs.
+	CoreFD int `json:"core_fd,omitempty"`
 }
 
 // Response is what the child writes to fd 3.

@@ -26,6 +26,9 @@ def _orq_t0_setup(rules_json, signum):
     import traceback  # noqa: F401
     import types  # noqa: F401
     signal.signal(signum, _orq_t0_on_signal)  # noqa: F821 - set by embed.c
+    # The C audit hook (embed.c put it in _orq_core): armed for each call,
+    # disarmed by embed.c once the call has returned to C.
+    _orq_core_arms[0] = bool(_orq_core)
     global _orq_check, _orq_t0_call
     _orq_check = _orq_t0_memo_check(_orq_check, 512)
     _orq_t0_call = _orq_t0_make_call(rules_json)

@@ -530,24 +530,21 @@ def _orq_execute_body(req, hold, state=None):
             return respond("memory", "MemoryError: the code exceeded the "
                            "memory limit of %s MB" % (req.get("memory_mb") or "?"))
         except BaseException as e:  # noqa: BLE001 - user code, incl. SystemExit
-            # A user exception class may define __str__: its texts are
-            # taken while armed, the traceback is formatted without it.
-            texts = _orq_exc_texts(e) if made else None
-            _orq_audit_disarm()
-            return respond("runtime", _orq_user_traceback(e, code, texts))
+            # Still armed, and within the call's limits: the exception's
+            # texts (a user class may define __str__), then the report,
+            # built without calling any method of the exceptions.
+            return respond("runtime", _orq_user_traceback(e, code, _orq_exc_texts(e)))
 
-        # 5. Encode the result (still armed).
+        # 5. Encode the result (still armed): copied to exact JSON types
+        #    with the builtin types' own methods (a dict subclass's items()
+        #    never runs), then written by the runner's own encoder.
         try:
-            if made:
-                # Objects of user classes may run user code when touched
-                # (a dict subclass's items()): copy the result to exact
-                # JSON types with the builtin types' own methods first.
-                result = _orq_plain(result)
+            result = _orq_plain(result)
+            encode = _orq_encoder()
             try:
-                out = json.dumps(result, allow_nan=False,
-                                 ensure_ascii=False).encode("utf-8")
+                out = encode(result).encode("utf-8")
             except UnicodeEncodeError:  # lone surrogates: escape them
-                out = json.dumps(result, allow_nan=False).encode("ascii")
+                out = encode(result, True).encode("ascii")
         except MemoryError:
             hold.clear()
             return respond("memory", "MemoryError while encoding the result")
@@ -602,6 +599,14 @@ def _orq_main():
         resp = json.dumps({"success": False, "error_kind": "internal",
                            "error": "bad request: %s" % e}).encode("ascii")
     else:
+        if op == "execute":
+            # One execution in this process: the audit hook is never
+            # disarmed; in C when the request passes it (core_fd, the fork
+            # server's C loop built as a shared object), loaded before the
+            # seal forbids opening it.
+            _orq_one_shot[0] = True
+            _orq_core_arms[0] = True
+            _orq_core_load(req.get("core_fd"))
         # Sealing (see _orq_seal_prepare) happens before any user code;
         # failure of a required layer fails closed.
         resp = _orq_spawn_seal(req)
@@ -626,6 +631,31 @@ def _orq_main():
     # Skip interpreter finalisation (and any user objects' finalisers).
     os._exit(0)
 
+
+
+def _orq_core_load(fd):
+    """Load the runner's C hook (runner/forkcore/audit.h) from descriptor
+    fd (a shared object of forkcore.c) into _orq_core and close fd; without
+    one, or built for another Python, the Python hook stays."""
+    if type(fd) is not int or fd < 3:
+        return
+    import os
+    import sys
+    try:
+        import ctypes
+        lib = ctypes.PyDLL("/proc/self/fd/%d" % fd)
+        built = ctypes.c_ulong.in_dll(lib, "orq_python_hexversion").value
+        if built >> 16 == sys.hexversion >> 16:
+            lib.orq_core_module.restype = ctypes.py_object
+            _orq_core.append(lib.orq_core_module())
+    except Exception as e:  # noqa: BLE001
+        sys.stderr.write("orqest runner: the C audit hook was not loaded: %s: %s\n"
+                         % (type(e).__name__, e))
+    finally:
+        try:
+            os.close(fd)
+        except OSError:
+            pass
 
 
 def _orq_session_serve(req, out):
