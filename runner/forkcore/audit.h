@@ -23,7 +23,11 @@
  * memory: no Python object refers to them.
  *
  * While armed the hook refuses the events of the configuration (as the
- * runner's Python hook did), and type.__new__ (every class creation goes
+ * runner's Python hook did), setting an attribute of a class built before
+ * it was armed (a library's: type.__setattr__ is audited), a function's
+ * __code__, __defaults__ or __kwdefaults__ and an object's __class__
+ * (whatever C code does the setting: copy's reconstruction, setattr),
+ * and type.__new__ (every class creation goes
  * through PyType_Type.tp_new, replaced here) refuses, for a class built
  * while the running Python frame is the user's code ("<sandbox>"): a
  * metaclass (a base that is a subclass of type) and namespace keys that a
@@ -35,6 +39,7 @@
 
 #include <Python.h>
 #include <frameobject.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -52,6 +57,43 @@ static struct {
 } orq_audit;
 
 static newfunc orq_type_new_real;
+
+/* The classes built since the hook was armed (an open-addressing set of
+ * pointers; a class is never freed while the execution can still name
+ * it, and an address freed and reused is that of a class built since
+ * then, or of no class): only their attributes may be set while armed. */
+#define ORQ_MADE_CAP 8192
+static PyObject *orq_made[ORQ_MADE_CAP];
+static size_t orq_made_n;
+
+static size_t orq_made_slot(PyObject *t)
+{
+    return (((uintptr_t)t) >> 4) * 11400714819323198485ull % ORQ_MADE_CAP;
+}
+
+static void orq_made_add(PyObject *t)
+{
+    if (orq_made_n >= ORQ_MADE_CAP / 2)
+        return; /* full: later classes' attributes stay unsettable */
+    size_t i = orq_made_slot(t);
+    while (orq_made[i] != NULL && orq_made[i] != t)
+        i = (i + 1) % ORQ_MADE_CAP;
+    if (orq_made[i] == NULL) {
+        orq_made[i] = t;
+        orq_made_n++;
+    }
+}
+
+static int orq_made_has(PyObject *t)
+{
+    size_t i = orq_made_slot(t);
+    while (orq_made[i] != NULL) {
+        if (orq_made[i] == t)
+            return 1;
+        i = (i + 1) % ORQ_MADE_CAP;
+    }
+    return 0;
+}
 
 static void orq_strs_free(struct orq_strs *s)
 {
@@ -233,6 +275,21 @@ static int orq_audit_hook(const char *event, PyObject *args, void *data)
         && orq_path_under(a0, NULL, orq_audit.ws, 1)
         && (strcmp(event, "os.rename") != 0 || (a1 != NULL && orq_path_under(a1, NULL, orq_audit.ws, 1))))
         return 0;
+    if (strcmp(event, "object.__setattr__") == 0) {
+        /* type.__setattr__, a function's __code__/__defaults__/
+         * __kwdefaults__, an object's __class__ */
+        if (a0 != NULL && PyType_Check(a0) && orq_made_has(a0))
+            return 0;
+        const char *name = a1 != NULL && PyUnicode_Check(a1) ? PyUnicode_AsUTF8(a1) : NULL;
+        if (name == NULL) {
+            PyErr_Clear();
+            name = "?";
+        }
+        PyErr_Format(PyExc_RuntimeError,
+                     "sandbox: setting %s of a %s the code did not create is not allowed",
+                     name, a0 != NULL && PyType_Check(a0) ? "class" : "function or object");
+        return -1;
+    }
     if (strcmp(event, "object.__getattr__") == 0) {
         const char *name = a1 != NULL && PyUnicode_Check(a1) ? PyUnicode_AsUTF8(a1) : NULL;
         if (name == NULL) {
@@ -339,7 +396,10 @@ static PyObject *orq_type_new(PyTypeObject *meta, PyObject *args, PyObject *kwds
             }
         }
     }
-    return orq_type_new_real(meta, args, kwds);
+    PyObject *t = orq_type_new_real(meta, args, kwds);
+    if (t != NULL && orq_audit.armed)
+        orq_made_add(t);
+    return t;
 }
 
 /* Arm with config: {"exact": [event], "prefixes": [event prefix],
@@ -380,6 +440,8 @@ static PyObject *orq_core_arm(PyObject *self, PyObject *cfg)
             return NULL;
         orq_audit.installed = 1;
     }
+    memset(orq_made, 0, sizeof(orq_made));
+    orq_made_n = 0;
     orq_audit.armed = 1;
     Py_RETURN_NONE;
 }

@@ -104,6 +104,11 @@ def _orq_accept(code, allowed_imports, rules, classes=False, stateful=False):
     # walk over the whole tree.
     loc = {"lineno": 1, "col_offset": 0, "end_lineno": 1, "end_col_offset": 0}
     _orq_guard_writes(body, (rules.get("private") or {}).get("allow") or ())
+    bad = _orq_guard_patterns(body, rules)
+    if bad is not None:
+        return None, ("validation", "validation failed: %s:%s: class-pattern-attribute: %s"
+                      % bad, [{"rule": "class-pattern-attribute", "message": bad[2],
+                               "line": bad[0], "column": bad[1], "snippet": ""}])
     fn_def = ast.FunctionDef(
         name="__orq_user",
         args=ast.arguments(posonlyargs=[], args=[ast.arg(arg="args", **loc)],
@@ -208,6 +213,67 @@ def _orq_guard_writes(tree, private_allow=()):
                     r = fr(val, kinds)
                     if r is not None:
                         setattr(parent, field, r)
+
+def _orq_guard_patterns(tree, rules):
+    """Route class patterns through the run-time guard: in every match
+    statement, a class pattern with positional sub-patterns (case C(a))
+    matches against `_orq_cpN`, bound just before the statement to
+    _orq_cpat(C) (see _orq_class_pattern_guard), which checks at match time
+    the attribute names C.__match_args__ gives, wherever they came from.
+    Keyword sub-patterns (case C(name=a)) read the attribute the source
+    names: each must be one the attribute rules let code read. Returns
+    None, or (line, column, message) of a refused keyword."""
+    import ast
+
+    ok = _orq_attr_name_ok(rules)
+    n = [0]
+
+    def classes_in(p, out):
+        if isinstance(p, ast.MatchClass):
+            out.append(p)
+        for child in ast.iter_child_nodes(p):
+            if isinstance(child, ast.pattern):
+                classes_in(child, out)
+
+    stack = [tree]
+    while stack:
+        node = stack.pop()
+        for field, val in ast.iter_fields(node):
+            if type(val) is not list:
+                if isinstance(val, ast.AST):
+                    stack.append(val)
+                continue
+            new = []
+            for item in val:
+                if isinstance(item, ast.AST):
+                    stack.append(item)
+                if isinstance(item, ast.Match):
+                    found = []
+                    for case in item.cases:
+                        classes_in(case.pattern, found)
+                    for mc in found:
+                        for k in mc.kwd_attrs:
+                            if not ok(k):
+                                return (mc.lineno, mc.col_offset + 1,
+                                        "case %s(%s=...) reads the attribute %r, which the "
+                                        "sandbox does not let code read; match on public "
+                                        "attributes" % (ast.unparse(mc.cls), k, k))
+                        if not mc.patterns:
+                            continue
+                        n[0] += 1
+                        name = "_orq_cp%d" % n[0]
+                        loc = {"lineno": mc.lineno, "col_offset": mc.col_offset,
+                               "end_lineno": mc.end_lineno, "end_col_offset": mc.end_col_offset}
+                        new.append(ast.Assign(
+                            targets=[ast.Name(id=name, ctx=ast.Store(), **loc)],
+                            value=ast.Call(func=ast.Name(id="_orq_cpat", ctx=ast.Load(), **loc),
+                                           args=[mc.cls], keywords=[], **loc), **loc))
+                        mc.cls = ast.Name(id=name, ctx=ast.Load(), **loc)
+                new.append(item)
+            if len(new) != len(val):
+                setattr(node, field, new)
+    return None
+
 
 def _orq_format_read(node, kinds):
     """_orq_fmt(o, 'format') for a node `o.format` / `o.format_map` (o not

@@ -897,6 +897,84 @@ def _orq_format_guard():
     return fmt
 
 
+# The class-pattern guard of each rules table: [(rules, _orq_cpat)].
+_orq_cpat_guards = []
+
+
+def _orq_class_pattern_guard(rules):
+    """Return _orq_cpat(C), what a class pattern with positional
+    sub-patterns matches against (see _orq_guard_patterns): C itself when
+    it is one of the builtin types that match the subject itself (they
+    have no __match_args__ and none can be set on them), else a stand-in
+    class: isinstance() against it is isinstance() against C, and its
+    __match_args__, read by the match statement when it tries the pattern,
+    is C's, provided every name in it is one the attribute rules let code
+    read (else the match raises TypeError). A stand-in of a subclass of a
+    builtin type that matches itself derives from that type, so it keeps
+    that behaviour."""
+    for r, g in _orq_cpat_guards:
+        if r is rules:
+            return g
+    import builtins
+
+    ok = _orq_attr_name_ok(rules)
+    selfish = tuple(getattr(builtins, n) for n in rules.get("match_self_types") or ()
+                    if isinstance(getattr(builtins, n, None), type))
+    real_of = {}
+    made = {}
+    _type, _tuple, _str, _isinstance, _id, _TypeError, _AttributeError = (
+        type, tuple, str, isinstance, id, TypeError, AttributeError)
+    _getattr, _issubclass, _len = getattr, issubclass, len
+    tgetattr = type.__getattribute__
+    missing = object()
+
+    class _OrqPattern(type):
+        @property
+        def __match_args__(cls):
+            real = real_of[_id(cls)]
+            ma = _getattr(real, "__match_args__", missing)
+            if ma is missing:
+                raise _AttributeError("__match_args__")
+            if _type(ma) is not _tuple:
+                raise _TypeError("%s.__match_args__ must be a tuple" % tgetattr(real, "__name__"))
+            for a in ma:
+                if not ok(a):
+                    raise _TypeError("case %s(...): __match_args__ names %r, an attribute the "
+                                     "sandbox does not let code read; match on public "
+                                     "attributes" % (tgetattr(real, "__name__"), a))
+            return ma
+
+        def __instancecheck__(cls, x):
+            return _isinstance(x, real_of[_id(cls)])
+
+        def __subclasscheck__(cls, c):
+            return _issubclass(c, real_of[_id(cls)])
+
+    def cpat(c):
+        if not _isinstance(c, _type):
+            raise _TypeError("called match pattern must be a class")
+        for s in selfish:
+            if c is s:
+                return c
+        got = made.get(_id(c))
+        if got is not None and got[0] is c:
+            return got[1]
+        base = ()
+        for s in selfish:
+            if _issubclass(c, s):
+                base = (s,)
+                break
+        stand = _OrqPattern(tgetattr(c, "__name__"), base, {"__slots__": ()} if not base else {})
+        real_of[_id(stand)] = c
+        if _len(made) < 4096:
+            made[_id(c)] = (c, stand)
+        return stand
+
+    cpat = _orq_isolate(cpat)
+    _orq_cpat_guards[:] = [(rules, cpat)]
+    return cpat
+
+
 def _orq_env_builtins(rules, ub, classes, made=None):
     """The builtins an execution adds to its curated builtins dict `ub`:
     always _orq_w, the run-time guard of attribute writes, _orq_own, that of
@@ -968,7 +1046,8 @@ def _orq_env_builtins(rules, ub, classes, made=None):
         real_setattr(w(obj), name, value)
 
     w = _orq_isolate(w)  # setattr calls it through its closure
-    out = {"_orq_w": w, "_orq_own": _orq_isolate(own), "_orq_fmt": _orq_format_guard()}
+    out = {"_orq_w": w, "_orq_own": _orq_isolate(own), "_orq_fmt": _orq_format_guard(),
+           "_orq_cpat": _orq_class_pattern_guard(rules)}
     if "setattr" in (rules.get("guarded_builtins") or ()):
         out["setattr"] = _orq_isolate(setattr)
     if not classes:
