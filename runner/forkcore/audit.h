@@ -24,8 +24,9 @@
  *
  * While armed the hook refuses the events of the configuration (as the
  * runner's Python hook did), setting an attribute of a class built before
- * it was armed (a library's: type.__setattr__ is audited), a function's
- * __code__, __defaults__ or __kwdefaults__ and an object's __class__
+ * it was armed (a library's: type.__setattr__ is audited), the __code__,
+ * __defaults__ or __kwdefaults__ of a module's function and an object's
+ * __class__
  * (whatever C code does the setting: copy's reconstruction, setattr),
  * and type.__new__ (every class creation goes
  * through PyType_Type.tp_new, replaced here) refuses, for a class built
@@ -257,6 +258,27 @@ static int orq_path_under(PyObject *p, const struct orq_strs *roots, const char 
     return ok;
 }
 
+/* Whether function f belongs to a module: its globals are the dict of the
+ * module sys.modules names by their __name__, or have no __name__ at all
+ * (the runner's guards run in empty globals). */
+static int orq_module_function(PyObject *f)
+{
+    PyObject *g = PyFunction_GetGlobals(f); /* borrowed */
+    if (g == NULL || !PyDict_Check(g))
+        return 1;
+    PyObject *name = PyDict_GetItemString(g, "__name__"); /* borrowed */
+    if (name == NULL || !PyUnicode_Check(name))
+        return 1;
+    PyObject *m = PyImport_GetModule(name);
+    if (m == NULL) {
+        PyErr_Clear();
+        return 0;
+    }
+    int mine = PyModule_Check(m) && PyModule_GetDict(m) == g;
+    Py_DECREF(m);
+    return mine;
+}
+
 static int orq_refuse(const char *fmt, const char *what)
 {
     PyErr_Format(PyExc_RuntimeError, fmt, what);
@@ -280,6 +302,8 @@ static int orq_audit_hook(const char *event, PyObject *args, void *data)
          * __kwdefaults__, an object's __class__ */
         if (a0 != NULL && PyType_Check(a0) && orq_made_has(a0))
             return 0;
+        if (a0 != NULL && PyFunction_Check(a0) && !orq_module_function(a0))
+            return 0; /* made at run time (namedtuple's __new__), not a module's */
         const char *name = a1 != NULL && PyUnicode_Check(a1) ? PyUnicode_AsUTF8(a1) : NULL;
         if (name == NULL) {
             PyErr_Clear();
