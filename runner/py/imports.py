@@ -988,8 +988,11 @@ def _orq_env_builtins(rules, ub, classes, made=None):
 
     if made is None:
         made = {}
+    import sys
+
     FunctionType = types.FunctionType
     _type, _id, _TypeError = type, id, TypeError
+    modules = sys.modules
 
     def w(obj):
         t = _type(obj)
@@ -998,6 +1001,13 @@ def _orq_env_builtins(rules, ub, classes, made=None):
                 return obj
         elif made.get(_id(obj)) is obj or made.get(_id(t)) is t:
             return obj
+        else:
+            # decimal's contexts (getcontext().prec = 28): their
+            # attributes are numbers and flags, checked by decimal itself;
+            # tier 0 puts the thread's context back after every call
+            d = modules.get("decimal")
+            if d is not None and t is d.Context:
+                return obj
         raise _TypeError("cannot set or delete attributes of %s objects in the sandbox: only "
                          "of functions and classes the code defines and their instances; keep "
                          "the value in a dict or a local variable" % t.__name__)
