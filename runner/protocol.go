@@ -226,8 +226,11 @@ const (
 	// LayerSeparateUID: the kernel uid user code runs as is not the
 	// plugin's: 65534 when the plugin is root, a subordinate uid mapped
 	// through newuidmap otherwise (Seal.SubIDs).
-	LayerSeparateUID   = "separate_uid"
-	LayerNetNamespace  = "network_namespace"
+	LayerSeparateUID  = "separate_uid"
+	LayerNetNamespace = "network_namespace"
+	// LayerProcHidden: a mount namespace of the sandbox's own with an
+	// empty read-only tmpfs on /proc, so no host pid is visible.
+	LayerProcHidden    = "proc_hidden"
 	LayerLandlockFS    = "landlock_fs"
 	LayerLandlockNet   = "landlock_net"
 	LayerLandlockScope = "landlock_scope"
@@ -236,7 +239,7 @@ const (
 
 // Layers lists every sealing layer, in the order the runner applies them.
 var Layers = []string{LayerNoNewPrivs, LayerUnprivilegedUID, LayerUserNamespace, LayerSeparateUID, LayerNetNamespace,
-	LayerLandlockFS, LayerLandlockNet, LayerLandlockScope, LayerSeccomp}
+	LayerProcHidden, LayerLandlockFS, LayerLandlockNet, LayerLandlockScope, LayerSeccomp}
 
 // LayerCapability is the capability a backend declares when layer is in
 // force ("" for a layer the runner does not know).
