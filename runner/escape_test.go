@@ -13,6 +13,7 @@ import (
 	"testing"
 
 	"github.com/orqest/sandbox/runner"
+	"github.com/orqest/sandbox/validator"
 )
 
 // hooks runs f once per audit hook: "c" (skipped without ORQEST_FORKCORE)
@@ -239,4 +240,44 @@ func TestHookStaysArmedAfterTheBody(t *testing.T) {
 			t.Fatalf("want the ValueError, got success=%v %s: %s", resp.Success, resp.ErrorKind, resp.Error)
 		}
 	})
+}
+
+// TestAllowedModulesCannotChangeLibraryClasses: helpers of allowed
+// modules that set attributes on the class they are given
+// (dataclasses.dataclass, functools.total_ordering) refuse a library class
+// under the C hook, and work on the code's own classes.
+func TestAllowedModulesCannotChangeLibraryClasses(t *testing.T) {
+	hooks(t, func(t *testing.T, hook string) {
+		if hook == "python" {
+			t.Skip("SKIP: the Python hook does not know which classes the code built; the C hook does")
+		}
+		for _, code := range []string{
+			"import dataclasses, json\ndataclasses.dataclass(json.JSONEncoder)\nreturn 'ESCAPED'",
+		} {
+			resp, out, _ := run(t, runner.Request{Code: code, Classes: true, AllowedImports: []string{"functools", "json", "dataclasses"}})
+			wantNoEscape(t, resp, out)
+			if resp.Success || !strings.Contains(resp.Error, "the code did not create") {
+				t.Fatalf("%q: want the C hook's refusal, got success=%v %s: %s", code, resp.Success, resp.ErrorKind, resp.Error)
+			}
+		}
+	})
+	hooks(t, func(t *testing.T, hook string) {
+		code := "import functools\n@functools.total_ordering\nclass V:\n    def __init__(self, n):\n        self.n = n\n    def __eq__(self, o):\n        return self.n == o.n\n    def __lt__(self, o):\n        return self.n < o.n\nreturn [V(1) <= V(2), V(3) >= V(4)]"
+		resp, _, _ := run(t, runner.Request{Code: code, Classes: true, AllowedImports: []string{"functools"}})
+		wantOutput(t, resp, `[true, false]`)
+	})
+}
+
+// TestClassPatternKeywordDunder: a keyword sub-pattern naming a dunder
+// (__self__ of a builtin function: the builtins module) is refused when
+// the body is compiled, with the in-child checker replaced by one that
+// accepts everything: the static rules are not what stops it.
+func TestClassPatternKeywordDunder(t *testing.T) {
+	out := pyUnit(t, "import json\nrules = json.loads("+strconvQuote(string(validator.RulesJSON()))+")\n"+
+		"ns['_orq_check'] = lambda *a: []\n"+
+		"code, failed = ns['_orq_accept']('match len:\\n    case object(__self__=m):\\n        return m\\n', [], rules)\n"+
+		"print(code is None, failed[0] if failed else None, '__self__' in (failed or ('', ''))[1])\n")
+	if strings.TrimSpace(out) != "True validation True" {
+		t.Fatalf("want the keyword pattern refused at compile time, got %q", out)
+	}
 }

@@ -24,7 +24,8 @@
  *
  * While armed the hook refuses the events of the configuration (as the
  * runner's Python hook did), setting an attribute of a class built before
- * it was armed (a library's: type.__setattr__ is audited), the __code__,
+ * it was armed (a library's: type's setattr slot, the __setattr__ wrapper
+ * and every metaclass's inherited slot are replaced here), the __code__,
  * __defaults__ or __kwdefaults__ of a module's function and an object's
  * __class__
  * (whatever C code does the setting: copy's reconstruction, setattr),
@@ -58,6 +59,8 @@ static struct {
 } orq_audit;
 
 static newfunc orq_type_new_real;
+static setattrofunc orq_type_setattro_real;
+static allocfunc orq_type_alloc_real;
 
 /* The classes built since the hook was armed (an open-addressing set of
  * pointers; a class is never freed while the execution can still name
@@ -298,7 +301,8 @@ static int orq_audit_hook(const char *event, PyObject *args, void *data)
         && (strcmp(event, "os.rename") != 0 || (a1 != NULL && orq_path_under(a1, NULL, orq_audit.ws, 1))))
         return 0;
     if (strcmp(event, "object.__setattr__") == 0) {
-        /* type.__setattr__, a function's __code__/__defaults__/
+        /* a class's __module__ (type's own setattr is guarded in
+         * orq_type_setattro), a function's __code__/__defaults__/
          * __kwdefaults__, an object's __class__ */
         if (a0 != NULL && PyType_Check(a0) && orq_made_has(a0))
             return 0;
@@ -385,6 +389,17 @@ static int orq_in_user_frame(void)
     return user;
 }
 
+/* A class's memory while armed: the class is recorded as built since (before
+ * its creation runs __set_name__ and __init_subclass__, which may set its
+ * attributes). Every metaclass allocates through here. */
+static PyObject *orq_type_alloc(PyTypeObject *meta, Py_ssize_t n)
+{
+    PyObject *t = orq_type_alloc_real(meta, n);
+    if (t != NULL && orq_audit.armed)
+        orq_made_add(t);
+    return t;
+}
+
 static PyObject *orq_type_new(PyTypeObject *meta, PyObject *args, PyObject *kwds)
 {
     if (orq_audit.armed && PyTuple_Check(args) && PyTuple_GET_SIZE(args) == 3 && orq_in_user_frame()) {
@@ -421,9 +436,49 @@ static PyObject *orq_type_new(PyTypeObject *meta, PyObject *args, PyObject *kwds
         }
     }
     PyObject *t = orq_type_new_real(meta, args, kwds);
-    if (t != NULL && orq_audit.armed)
-        orq_made_add(t);
+    if (t != NULL && PyType_IsSubtype((PyTypeObject *)t, &PyType_Type)
+        && ((PyTypeObject *)t)->tp_alloc == orq_type_alloc_real)
+        ((PyTypeObject *)t)->tp_alloc = orq_type_alloc; /* a new metaclass */
     return t;
+}
+
+/* type.__setattr__ while armed: only on classes built since (the code's,
+ * or a library's made for it: a namedtuple, an Enum); a library's class
+ * keeps its attributes (copy's reconstruction, dataclass(), setattr). */
+static int orq_type_setattro(PyObject *t, PyObject *name, PyObject *v)
+{
+    if (orq_audit.armed && !orq_made_has(t)) {
+        PyErr_Format(PyExc_RuntimeError,
+                     "sandbox: setting %R of the class %s, which the code did not create, is not allowed",
+                     name, ((PyTypeObject *)t)->tp_name);
+        return -1;
+    }
+    return orq_type_setattro_real(t, name, v);
+}
+
+/* Point type's setattr slot, its __setattr__ wrapper and the slot of every
+ * metaclass that inherited it (abc.ABCMeta, ...) at orq_type_setattro, and
+ * their allocators at orq_type_alloc. */
+static int orq_patch_setattro(PyTypeObject *meta, int depth)
+{
+    if (meta->tp_setattro == orq_type_setattro_real)
+        meta->tp_setattro = orq_type_setattro;
+    if (meta->tp_alloc == orq_type_alloc_real)
+        meta->tp_alloc = orq_type_alloc;
+    if (depth > 64)
+        return 0;
+    PyObject *subs = PyObject_CallMethod((PyObject *)&PyType_Type, "__subclasses__", "O", (PyObject *)meta);
+    if (subs == NULL)
+        return -1;
+    for (Py_ssize_t i = 0; PyList_Check(subs) && i < PyList_GET_SIZE(subs); i++) {
+        PyObject *sub = PyList_GET_ITEM(subs, i);
+        if (PyType_Check(sub) && orq_patch_setattro((PyTypeObject *)sub, depth + 1) < 0) {
+            Py_DECREF(subs);
+            return -1;
+        }
+    }
+    Py_DECREF(subs);
+    return 0;
 }
 
 /* Arm with config: {"exact": [event], "prefixes": [event prefix],
@@ -547,6 +602,17 @@ static PyObject *orq_core_module_make(void)
         if (orq_type_new_real == NULL) {
             orq_type_new_real = PyType_Type.tp_new;
             PyType_Type.tp_new = orq_type_new;
+            orq_type_setattro_real = PyType_Type.tp_setattro;
+            orq_type_alloc_real = PyType_Type.tp_alloc;
+            if (orq_patch_setattro(&PyType_Type, 0) < 0)
+                Py_FatalError("orq_core: cannot guard the classes' setattr");
+            const char *names[] = {"__setattr__", "__delattr__"};
+            for (int i = 0; i < 2; i++) {
+                PyObject *d = PyDict_GetItemString(PyType_Type.tp_dict, names[i]); /* borrowed */
+                if (d != NULL && Py_IS_TYPE(d, &PyWrapperDescr_Type)
+                    && ((PyWrapperDescrObject *)d)->d_wrapped == (void *)orq_type_setattro_real)
+                    ((PyWrapperDescrObject *)d)->d_wrapped = (void *)orq_type_setattro;
+            }
         }
     }
     Py_INCREF(mod);

@@ -897,10 +897,6 @@ def _orq_format_guard():
     return fmt
 
 
-# The class-pattern guard of each rules table: [(rules, _orq_cpat)].
-_orq_cpat_guards = []
-
-
 def _orq_class_pattern_guard(rules):
     """Return _orq_cpat(C), what a class pattern with positional
     sub-patterns matches against (see _orq_guard_patterns): C itself when
@@ -911,10 +907,8 @@ def _orq_class_pattern_guard(rules):
     is C's, provided every name in it is one the attribute rules let code
     read (else the match raises TypeError). A stand-in of a subclass of a
     builtin type that matches itself derives from that type, so it keeps
-    that behaviour."""
-    for r, g in _orq_cpat_guards:
-        if r is rules:
-            return g
+    that behaviour. One per execution environment: its stand-ins (and
+    the classes they stand for) go with it."""
     import builtins
 
     ok = _orq_attr_name_ok(rules)
@@ -951,7 +945,7 @@ def _orq_class_pattern_guard(rules):
             return _issubclass(c, real_of[_id(cls)])
 
     def cpat(c):
-        if not _isinstance(c, _type):
+        if not _issubclass(_type(c), _type):
             raise _TypeError("called match pattern must be a class")
         for s in selfish:
             if c is s:
@@ -970,9 +964,7 @@ def _orq_class_pattern_guard(rules):
             made[_id(c)] = (c, stand)
         return stand
 
-    cpat = _orq_isolate(cpat)
-    _orq_cpat_guards[:] = [(rules, cpat)]
-    return cpat
+    return _orq_isolate(cpat)
 
 
 def _orq_env_builtins(rules, ub, classes, made=None):
