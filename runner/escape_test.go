@@ -281,3 +281,10 @@ func TestClassPatternKeywordDunder(t *testing.T) {
 		t.Fatalf("want the keyword pattern refused at compile time, got %q", out)
 	}
 }
+
+// TestOSErrorClasses: the OS exception classes library code raises are
+// builtins, so except clauses can name them.
+func TestOSErrorClasses(t *testing.T) {
+	resp, _, _ := run(t, runner.Request{Code: "out = []\nfor e in (OSError, FileNotFoundError, PermissionError, TimeoutError):\n    try:\n        raise e('x')\n    except OSError as x:\n        out.append(type(x).__name__)\nreturn out"})
+	wantOutput(t, resp, `["OSError", "FileNotFoundError", "PermissionError", "TimeoutError"]`)
+}
