@@ -288,3 +288,21 @@ func TestOSErrorClasses(t *testing.T) {
 	resp, _, _ := run(t, runner.Request{Code: "out = []\nfor e in (OSError, FileNotFoundError, PermissionError, TimeoutError):\n    try:\n        raise e('x')\n    except OSError as x:\n        out.append(type(x).__name__)\nreturn out"})
 	wantOutput(t, resp, `["OSError", "FileNotFoundError", "PermissionError", "TimeoutError"]`)
 }
+
+// TestOwnAttributeNamesLikeInternalOnes: names that are only scalars on a
+// code object, frame or generator (co_name, f_lineno, gi_running) are the
+// code's own attribute names; the ones that lead to frames, globals or code
+// stay refused, statically and by name at run time.
+func TestOwnAttributeNamesLikeInternalOnes(t *testing.T) {
+	resp, _, _ := run(t, runner.Request{Code: "class Job:\n    def __init__(self, name):\n        self.co_name = name\n        self.f_lineno = 3\n        self.gi_running = False\nj = Job('etl')\nreturn [j.co_name, j.f_lineno, j.gi_running, getattr(j, 'co_name')]", Classes: true})
+	wantOutput(t, resp, `["etl", 3, false, "etl"]`)
+	for _, code := range []string{
+		"def g():\n    yield 1\nreturn str(g().gi_frame)",
+		"def g():\n    yield 1\nreturn str(getattr(g(), 'gi_' + 'frame'))",
+	} {
+		resp, _, _ := run(t, runner.Request{Code: code})
+		if resp.Success {
+			t.Fatalf("%q: want a refusal, got %s", code, resp.Output)
+		}
+	}
+}
