@@ -519,8 +519,10 @@ static PyObject *orq_core_arm(PyObject *self, PyObject *cfg)
             return NULL;
         orq_audit.installed = 1;
     }
-    memset(orq_made, 0, sizeof(orq_made));
-    orq_made_n = 0;
+    if (orq_made_n > 0) { /* a fork-server child starts clean: no page touched */
+        memset(orq_made, 0, sizeof(orq_made));
+        orq_made_n = 0;
+    }
     orq_audit.armed = 1;
     Py_RETURN_NONE;
 }
