@@ -423,6 +423,7 @@ def _orq_audit_make():
     def arm(rules, allowed, workspace=None):
         if core and not arms[0]:
             return st  # a zygote's own warm-up: trusted, and C's arming is for good
+        st["report"].clear()  # an earlier call's tracebacks (a session's)
         return _orq_audit_arm_in(st, rules, allowed, workspace, core[0] if core else None)
 
     def disarm():
