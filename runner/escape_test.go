@@ -306,3 +306,14 @@ func TestOwnAttributeNamesLikeInternalOnes(t *testing.T) {
 		}
 	}
 }
+
+// TestTypeAsAnnotation: `type` in an annotation names the class, in both
+// checkers; called there with three arguments it is still refused.
+func TestTypeAsAnnotation(t *testing.T) {
+	resp, _, _ := run(t, runner.Request{Code: "def reg(m: dict[str, type], k: str) -> type | None:\n    return m.get(k)\nkinds: list[type] = [int, str]\nreturn [reg({'i': int}, 'i') is kinds[0], reg({}, 'x') is None]"})
+	wantOutput(t, resp, `[true, true]`)
+	resp, _, _ = run(t, runner.Request{Code: "def f(x: type('X', (), {})):\n    return x\nreturn 1"})
+	if resp.Success || !strings.Contains(resp.Error, "reflection-builtin") {
+		t.Fatalf("want the in-child checker to refuse, got success=%v %s: %s", resp.Success, resp.ErrorKind, resp.Error)
+	}
+}
