@@ -317,3 +317,25 @@ func TestTypeAsAnnotation(t *testing.T) {
 		t.Fatalf("want the in-child checker to refuse, got success=%v %s: %s", resp.Success, resp.ErrorKind, resp.Error)
 	}
 }
+
+// TestObjectSetattrGuarded: object.__setattr__(self, ...) in a frozen
+// dataclass's __post_init__ works; on an object the code did not make
+// (uuid's shared namespace constants, immutable by their own
+// __setattr__) or with a name the rules forbid it is refused.
+func TestObjectSetattrGuarded(t *testing.T) {
+	hooks(t, func(t *testing.T, hook string) {
+		code := "import dataclasses\n@dataclasses.dataclass(frozen=True)\nclass P:\n    x: int\n    y: int = 0\n    def __post_init__(self):\n        object.__setattr__(self, 'y', self.x * 2)\nclass Q:\n    def __setattr__(self, name, value):\n        super().__setattr__(name, value * 10)\nq = Q()\nq.v = 1\np = P(2)\nreturn [dataclasses.asdict(p), [f.name for f in dataclasses.fields(p)], q.v]"
+		resp, _, _ := run(t, runner.Request{Code: code, Classes: true, AllowedImports: []string{"dataclasses"}})
+		wantOutput(t, resp, `[{"x": 2, "y": 4}, ["x", "y"], 10]`)
+		for _, c := range []struct{ code, want string }{
+			{"import uuid\nobject.__setattr__(uuid.NAMESPACE_DNS, 'int', 5)\nreturn 'ESCAPED'", "cannot set or delete attributes"},
+			{"class A:\n    pass\na = A()\nobject.__setattr__(a, '__class__', int)\nreturn 'ESCAPED'", "not an attribute the sandbox lets code set"},
+		} {
+			resp, out, _ := run(t, runner.Request{Code: c.code, Classes: true, AllowedImports: []string{"uuid"}})
+			wantNoEscape(t, resp, out)
+			if resp.Success || !strings.Contains(resp.Error, c.want) {
+				t.Fatalf("%q: want %q, got success=%v %s: %s", c.code, c.want, resp.Success, resp.ErrorKind, resp.Error)
+			}
+		}
+	})
+}

@@ -162,7 +162,7 @@ def _orq_guard_writes(tree, private_allow=()):
         ast.AST, ast.Attribute, ast.Load, ast.Store, ast.Del, ast.Name, ast.Call, ast.Constant)
     kinds = (Attribute, Load, Constant, Name, Call)
     fr = _orq_format_read
-    fmt = ("format", "format_map")
+    fmt = ("format", "format_map", "__setattr__")
     private_allow = frozenset(private_allow)
     # One walk: each node's own children are queued before the node is
     # rewritten (a rewrite wraps an original child in a new call, which is
@@ -279,15 +279,19 @@ def _orq_format_read(node, kinds):
     """_orq_fmt(o, 'format') for a node `o.format` / `o.format_map` (o not
     a str literal; o itself rewritten when it is such a read), else None."""
     Attribute, Load, Constant, Name, Call = kinds
-    if (type(node) is not Attribute or node.attr not in ("format", "format_map")
+    if (type(node) is not Attribute or node.attr not in ("format", "format_map", "__setattr__")
             or type(node.ctx) is not Load):
         return None
     v = node.value
-    if type(v) is Constant and type(v.value) is str:
+    if type(v) is Constant and type(v.value) is str and node.attr != "__setattr__":
         return None
     v = _orq_format_read(v, kinds) or v
     loc = {"lineno": node.lineno, "col_offset": node.col_offset,
            "end_lineno": node.end_lineno, "end_col_offset": node.end_col_offset}
+    if node.attr == "__setattr__":
+        # object.__setattr__(self, name, value) (a frozen dataclass's
+        # __post_init__), super().__setattr__(name, value): _orq_sa
+        return Call(func=Name(id="_orq_sa", ctx=Load(), **loc), args=[v], keywords=[], **loc)
     return Call(func=Name(id="_orq_fmt", ctx=Load(), **loc),
                 args=[v, Constant(value=node.attr, **loc)], keywords=[], **loc)
 

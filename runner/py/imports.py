@@ -1048,9 +1048,38 @@ def _orq_env_builtins(rules, ub, classes, made=None):
                              % (name,))
         real_setattr(w(obj), name, value)
 
+    WrapperDescriptor, MethodWrapper = types.WrapperDescriptorType, types.MethodWrapperType
+    object_setattr = object.__setattr__
+
+    def sa(obj):
+        # obj.__setattr__ read in the body: a slot of the builtin types
+        # (object.__setattr__, super().__setattr__) comes back as a
+        # version that sets only what the guarded setattr may (a name the
+        # rules allow, on what the body made); a method the body wrote is
+        # its own.
+        r = obj.__setattr__
+        t = _type(r)
+        if t is WrapperDescriptor:
+            def unbound(target, name, value):
+                if not name_ok(name):
+                    raise _TypeError("__setattr__: %r is not an attribute the sandbox lets code "
+                                     "set by name" % (name,))
+                return object_setattr(w(target), name, value)
+            return unbound
+        if t is MethodWrapper:
+            target = r.__self__
+
+            def bound(name, value):
+                if not name_ok(name):
+                    raise _TypeError("__setattr__: %r is not an attribute the sandbox lets code "
+                                     "set by name" % (name,))
+                return object_setattr(w(target), name, value)
+            return bound
+        return r
+
     w = _orq_isolate(w)  # setattr calls it through its closure
     out = {"_orq_w": w, "_orq_own": _orq_isolate(own), "_orq_fmt": _orq_format_guard(),
-           "_orq_cpat": _orq_class_pattern_guard(rules)}
+           "_orq_cpat": _orq_class_pattern_guard(rules), "_orq_sa": _orq_isolate(sa)}
     if "setattr" in (rules.get("guarded_builtins") or ()):
         out["setattr"] = _orq_isolate(setattr)
     if not classes:
