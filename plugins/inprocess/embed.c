@@ -2,7 +2,7 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
-#include "../../runner/forkcore/audit.h"
+#include "audit.h" /* runner/forkcore/audit.h (a symbolic link, so go rebuilds when it changes) */
 
 #include <signal.h>
 #include <stdlib.h>
