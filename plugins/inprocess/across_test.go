@@ -1,9 +1,12 @@
 package inprocess
 
 import (
+	"context"
 	"encoding/json"
 	"strings"
 	"testing"
+
+	"github.com/hashicorp/go-hclog"
 
 	"github.com/orqest/sandbox/shared"
 )
@@ -122,5 +125,30 @@ func TestFinalisersRunInTheirOwnCall(t *testing.T) {
 	next := execute(t, b, shared.ExecuteRequest{Code: "print('second')\nreturn 2"})
 	if strings.Contains(next.Stdout, "FINALLY") {
 		t.Fatalf("the earlier call's finaliser ran in the next call: %q", next.Stdout)
+	}
+}
+
+// TestCallCannotSetLibraryClassAttributes: with classes on, a call's
+// dataclass() of a library class every call shares (json.JSONEncoder) is
+// refused by the C hook; the next call finds the class unchanged.
+func TestCallCannotSetLibraryClassAttributes(t *testing.T) {
+	b := NewBackend(hclog.NewNullLogger())
+	if _, err := b.Configure(context.Background(), shared.ConfigureRequest{Unsafe: true, Classes: true}); err != nil {
+		t.Fatalf("Configure: %v", err)
+	}
+	res := execute(t, b, shared.ExecuteRequest{Code: "import dataclasses, json\ndataclasses.dataclass(json.JSONEncoder)\nreturn 1", AllowedImports: []string{"json", "dataclasses"}})
+	if res.Success || !strings.Contains(res.Error, "did not create") {
+		t.Fatalf("want the C hook's refusal, got success=%v %s: %s", res.Success, res.ErrorKind, res.Error)
+	}
+	ip, err := sharedInterp()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := ip.execRaw(`
+import json
+if "__dataclass_fields__" in vars(json.JSONEncoder):
+    raise AssertionError("dataclass() changed json.JSONEncoder")
+`); err != nil {
+		t.Fatalf("a library class was changed: %v", err)
 	}
 }
