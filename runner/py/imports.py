@@ -910,40 +910,10 @@ def _orq_class_pattern_guard(rules):
     builtin type that matches itself derives from that type, so it keeps
     that behaviour. One per execution environment: its stand-ins (and
     the classes they stand for) go with it."""
-    import builtins
-
-    ok = _orq_attr_name_ok(rules)
-    selfish = tuple(getattr(builtins, n) for n in rules.get("match_self_types") or ()
-                    if isinstance(getattr(builtins, n, None), type))
-    real_of = {}
+    ok, selfish, _OrqPattern = _orq_class_pattern_meta(rules)
     made = {}
-    _type, _tuple, _str, _isinstance, _id, _TypeError, _AttributeError = (
-        type, tuple, str, isinstance, id, TypeError, AttributeError)
-    _getattr, _issubclass, _len = getattr, issubclass, len
+    _type, _id, _TypeError, _issubclass, _len = type, id, TypeError, issubclass, len
     tgetattr = type.__getattribute__
-    missing = object()
-
-    class _OrqPattern(type):
-        @property
-        def __match_args__(cls):
-            real = real_of[_id(cls)]
-            ma = _getattr(real, "__match_args__", missing)
-            if ma is missing:
-                raise _AttributeError("__match_args__")
-            if _type(ma) is not _tuple:
-                raise _TypeError("%s.__match_args__ must be a tuple" % tgetattr(real, "__name__"))
-            for a in ma:
-                if not ok(a):
-                    raise _TypeError("case %s(...): __match_args__ names %r, an attribute the "
-                                     "sandbox does not let code read; match on public "
-                                     "attributes" % (tgetattr(real, "__name__"), a))
-            return ma
-
-        def __instancecheck__(cls, x):
-            return _isinstance(x, real_of[_id(cls)])
-
-        def __subclasscheck__(cls, c):
-            return _issubclass(c, real_of[_id(cls)])
 
     def cpat(c):
         if not _issubclass(_type(c), _type):
@@ -959,13 +929,69 @@ def _orq_class_pattern_guard(rules):
             if _issubclass(c, s):
                 base = (s,)
                 break
-        stand = _OrqPattern(tgetattr(c, "__name__"), base, {"__slots__": ()} if not base else {})
-        real_of[_id(stand)] = c
+        ns = {"_orq_real": c}
+        if not base:
+            ns["__slots__"] = ()
+        stand = _OrqPattern(tgetattr(c, "__name__"), base, ns)
         if _len(made) < 4096:
             made[_id(c)] = (c, stand)
         return stand
 
     return _orq_isolate(cpat)
+
+
+# The stand-ins' metaclass of each rules table, built once (before any
+# user code): [(rules, (ok, match-self types, metaclass))].
+_orq_cpat_metas = []
+
+
+def _orq_class_pattern_meta(rules):
+    """(ok, match-self types, _OrqPattern) for _orq_class_pattern_guard:
+    the stand-ins' metaclass, whose __match_args__ property checks the
+    names of the real class's (a stand-in's _orq_real) and whose isinstance
+    is the real class's."""
+    for r, m in _orq_cpat_metas:
+        if r is rules:
+            return m
+    import builtins
+
+    ok = _orq_attr_name_ok(rules)
+    selfish = tuple(getattr(builtins, n) for n in rules.get("match_self_types") or ()
+                    if isinstance(getattr(builtins, n, None), type))
+    _type, _tuple, _isinstance, _TypeError, _AttributeError = (
+        type, tuple, isinstance, TypeError, AttributeError)
+    _getattr, _issubclass = getattr, issubclass
+    tgetattr = type.__getattribute__
+    missing = object()
+
+    def real_of(cls):
+        return tgetattr(cls, "__dict__")["_orq_real"]
+
+    class _OrqPattern(type):
+        @property
+        def __match_args__(cls):
+            real = real_of(cls)
+            ma = _getattr(real, "__match_args__", missing)
+            if ma is missing:
+                raise _AttributeError("__match_args__")
+            if _type(ma) is not _tuple:
+                raise _TypeError("%s.__match_args__ must be a tuple" % tgetattr(real, "__name__"))
+            for a in ma:
+                if not ok(a):
+                    raise _TypeError("case %s(...): __match_args__ names %r, an attribute the "
+                                     "sandbox does not let code read; match on public "
+                                     "attributes" % (tgetattr(real, "__name__"), a))
+            return ma
+
+        def __instancecheck__(cls, x):
+            return _isinstance(x, real_of(cls))
+
+        def __subclasscheck__(cls, c):
+            return _issubclass(c, real_of(cls))
+
+    m = (ok, selfish, _OrqPattern)
+    _orq_cpat_metas[:] = [(rules, m)]
+    return m
 
 
 def _orq_env_builtins(rules, ub, classes, made=None):
