@@ -81,7 +81,7 @@ def _orq_check_prepare(rules):
             ast.arg: 7, ast.keyword: 8, ast.Global: 9, ast.Nonlocal: 9,
             ast.ExceptHandler: 10, ast.MatchAs: 10, ast.MatchStar: 10,
             ast.MatchMapping: 11, ast.MatchClass: 12, ast.Import: 13,
-            ast.ImportFrom: 14, ast.Call: 15,
+            ast.ImportFrom: 14, ast.Call: 15, ast.AnnAssign: 16,
         },
     }
     _orq_check_prepared[:] = [(rules, prep)]
@@ -253,6 +253,18 @@ def _orq_check(code, allowed_imports, rules, classes=False):
         return False
 
     shaped = set()  # ids of Name nodes of reflection builtins in an allowed shape
+
+    def annotation(ann):
+        """`type` inside an annotation (dict[str, type]) names the class,
+        as in isinstance(x, type): an allowed shape."""
+        todo = [ann] if ann is not None else []
+        while todo:
+            sub = todo.pop()
+            if _isinstance(sub, (ast.Call, ast.Lambda)):
+                continue  # a call's callee keeps the call's shape rules
+            if _isinstance(sub, ast.Name) and shapes.get(sub.id) == "one-argument-or-class-check":
+                shaped.add(id(sub))
+            todo.extend(ast.iter_child_nodes(sub))
 
     def check_name(name, node):
         r = forbidden_names.get(name)
@@ -473,6 +485,7 @@ def _orq_check(code, allowed_imports, rules, classes=False):
         elif k == 15:  # Call
             check_call(node)
         elif k == 5:  # FunctionDef, AsyncFunctionDef
+            annotation(node.returns)
             check_name(node.name, node)
         elif k == 6:  # ClassDef
             if not classes:
@@ -483,7 +496,10 @@ def _orq_check(code, allowed_imports, rules, classes=False):
                         add(class_keyword_rule, kw)
             check_name(node.name, node)
         elif k == 7:  # arg
+            annotation(node.annotation)
             check_name(node.arg, node)
+        elif k == 16:  # AnnAssign
+            annotation(node.annotation)
         elif k == 8:  # keyword
             if node.arg is not None:
                 check_name_shape(node.arg, node)

@@ -68,16 +68,33 @@ func ProgramWithComments() string {
 }
 
 // stripCommentLines drops the lines whose first non-blank character is
-// '#'. A line of a multi-line string literal that starts so would change
-// the literal: the test compares the two programs' syntax trees.
+// '#' and the blank lines, and indents each level by one space instead of
+// four, outside triple-quoted strings (whose lines it keeps as they are).
+// A mistake would change the program: the test compares the two
+// programs' syntax trees.
 func stripCommentLines(src string) string {
 	var b strings.Builder
 	b.Grow(len(src))
+	inString := false
 	for line := range strings.Lines(src) {
-		if t := strings.TrimLeft(line, " \t"); strings.HasPrefix(t, "#") {
+		quotes := strings.Count(line, `"""`)
+		if inString {
+			b.WriteString(line)
+			if quotes%2 == 1 {
+				inString = false
+			}
 			continue
 		}
-		b.WriteString(line)
+		t := strings.TrimLeft(line, " ")
+		if strings.HasPrefix(t, "#") || strings.TrimSpace(t) == "" {
+			continue
+		}
+		n := len(line) - len(t)
+		b.WriteString(strings.Repeat(" ", n/4+n%4))
+		b.WriteString(t)
+		if quotes%2 == 1 {
+			inString = true
+		}
 	}
 	return b.String()
 }
@@ -209,8 +226,11 @@ const (
 	// LayerSeparateUID: the kernel uid user code runs as is not the
 	// plugin's: 65534 when the plugin is root, a subordinate uid mapped
 	// through newuidmap otherwise (Seal.SubIDs).
-	LayerSeparateUID   = "separate_uid"
-	LayerNetNamespace  = "network_namespace"
+	LayerSeparateUID  = "separate_uid"
+	LayerNetNamespace = "network_namespace"
+	// LayerProcHidden: a mount namespace of the sandbox's own with an
+	// empty read-only tmpfs on /proc, so no host pid is visible.
+	LayerProcHidden    = "proc_hidden"
 	LayerLandlockFS    = "landlock_fs"
 	LayerLandlockNet   = "landlock_net"
 	LayerLandlockScope = "landlock_scope"
@@ -219,7 +239,7 @@ const (
 
 // Layers lists every sealing layer, in the order the runner applies them.
 var Layers = []string{LayerNoNewPrivs, LayerUnprivilegedUID, LayerUserNamespace, LayerSeparateUID, LayerNetNamespace,
-	LayerLandlockFS, LayerLandlockNet, LayerLandlockScope, LayerSeccomp}
+	LayerProcHidden, LayerLandlockFS, LayerLandlockNet, LayerLandlockScope, LayerSeccomp}
 
 // LayerCapability is the capability a backend declares when layer is in
 // force ("" for a layer the runner does not know).
@@ -363,6 +383,11 @@ type Request struct {
 	// write_text, mkdir, remove, rmdir, rename, list, path); and matplotlib figures the body leaves open
 	// are saved there as figure-N.png when it returns. Empty: none of this.
 	Workspace string `json:"workspace,omitempty"`
+	// CoreFD is, in a process of one execution (spawn mode), the
+	// descriptor of forkcore.c built as a shared object (0: none): the
+	// runner's audit hook then runs in C (runner/forkcore/audit.h), its
+	// armed state out of Python's reach; without it the Python hook runs.
+	CoreFD int `json:"core_fd,omitempty"`
 }
 
 // Response is what the child writes to fd 3.

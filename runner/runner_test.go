@@ -24,15 +24,42 @@ func run(t *testing.T, req runner.Request) (runner.Response, string, string) {
 	if req.Rules == nil {
 		req.Rules = validator.RulesJSON()
 	}
+	core := testCore(t)
+	if core != nil {
+		req.CoreFD = 4
+	}
 	data, err := req.Encode()
 	if err != nil {
 		t.Fatalf("encode: %v", err)
 	}
-	return runRaw(t, data)
+	return runRawCore(t, data, core)
+}
+
+// testCore opens the C audit hook (forkcore.c built as a shared object)
+// that ORQEST_FORKCORE names, for the child's fd 4; nil without it (the
+// runner's Python hook then runs). ORQEST_NO_CORE=1 runs the Python hook.
+func testCore(t *testing.T) *os.File {
+	t.Helper()
+	path := os.Getenv("ORQEST_FORKCORE")
+	if path == "" || os.Getenv("ORQEST_NO_CORE") == "1" {
+		return nil
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatalf("ORQEST_FORKCORE: %v", err)
+	}
+	t.Cleanup(func() { f.Close() })
+	return f
 }
 
 // runRaw is run with the request already encoded.
 func runRaw(t *testing.T, data []byte) (runner.Response, string, string) {
+	t.Helper()
+	return runRawCore(t, data, nil)
+}
+
+// runRawCore is runRaw with core (if not nil) as the child's fd 4.
+func runRawCore(t *testing.T, data []byte, core *os.File) (runner.Response, string, string) {
 	t.Helper()
 	if _, err := os.Stat(python); err != nil {
 		t.Skipf("%s not available: %v", python, err)
@@ -49,6 +76,9 @@ func runRaw(t *testing.T, data []byte) (runner.Response, string, string) {
 		t.Fatal(err)
 	}
 	cmd.ExtraFiles = []*os.File{pw}
+	if core != nil {
+		cmd.ExtraFiles = append(cmd.ExtraFiles, core)
+	}
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}

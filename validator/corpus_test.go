@@ -100,6 +100,8 @@ var attacks = []tcase{
 	{"super", "reflection-builtin", "return super()", nil},
 	{"__build_class__", "reflection-builtin", "__build_class__", nil},
 	{"type in isinstance third place", "reflection-builtin", "return isinstance(x, int, type)", nil},
+	{"type three args in an annotation", "reflection-builtin", "def f(x: type('X', (), {})):\n    return x\nreturn 1", nil},
+	{"type default beside an annotation", "reflection-builtin", "def f(x: type = type):\n    return x\nreturn 1", nil},
 	{"type class pattern", "reflection-builtin", "match args:\n    case type():\n        return 1\n", nil},
 	{"nfkc getattr", "forbidden-string", "return \uff47etattr(1, '__class__')", nil},
 	// dunder-attribute
@@ -302,6 +304,7 @@ var benign = []tcase{
 	// builtins in their allowed shapes; local names reuse builtin names
 	{"getattr with a default", "", "p = args\nreturn getattr(p, 'name', None)", nil},
 	{"hasattr plain name", "", "return hasattr(args, 'keys')", nil},
+	{"type in annotations", "", "def reg(m: dict[str, type], k: str) -> type | None:\n    return m.get(k)\nkinds: list[type] = [int, str]\nreturn reg({'i': int}, 'i') is kinds[0]", nil},
 	{"type of an exception", "", "try:\n    1 / 0\nexcept Exception as e:\n    return type(e).__name__\n", nil},
 	{"type as a class check", "", "x = args.get('x')\nreturn [isinstance(x, type), isinstance(x, (int, type)), issubclass(int, type)]", nil},
 	{"type of a generator argument", "", "return type(x for x in [1]).__name__", nil},

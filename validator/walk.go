@@ -426,9 +426,25 @@ func (w *walker) checkIdent(n node, cx ctxKind) {
 	}
 }
 
+// inAnnotation reports whether n is inside an annotation (a parameter's,
+// a return type, an annotated assignment's): there `type` names the class
+// (dict[str, type]), as in isinstance(x, type).
+func (w *walker) inAnnotation(n node) bool {
+	for p := w.parent(n); p != noNode; p = w.parent(p) {
+		switch w.kindName(p) {
+		case "type":
+			return true
+		case "block", "module", "lambda", "call":
+			return false
+		}
+	}
+	return false
+}
+
 // checkName applies the rules for a name (a reference or a binding).
 func (w *walker) checkName(n node, name string) bool {
-	if r, ok := w.t.ForbiddenNames[name]; ok && !w.shaped[n] && !(w.classes && w.t.classBuiltins[name]) && !w.bindsCached(name) {
+	if r, ok := w.t.ForbiddenNames[name]; ok && !w.shaped[n] && !(w.classes && w.t.classBuiltins[name]) && !w.bindsCached(name) &&
+		!(w.t.BuiltinShapes[name] == rules.ShapeOneArgOrClassCheck && w.inAnnotation(n)) {
 		w.add(r, n, fmt.Sprintf("%q", name))
 		return true
 	}

@@ -11,6 +11,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/orqest/sandbox/runner"
 	"github.com/orqest/sandbox/shared"
 )
 
@@ -54,6 +55,10 @@ type SpawnOptions struct {
 	// Env is the interpreter's environment (nil: empty). -I makes Python
 	// ignore PYTHON* variables whatever it holds.
 	Env []string
+	// Core is forkcore.c built as a shared object (nil: none), handed to
+	// an execution's interpreter as fd 4 (a sealed memfd; not with
+	// ResponseFIFO): its runner's audit hook then runs in C.
+	Core []byte
 }
 
 // SpawnWith is Spawn with the launcher adaptations of opts.
@@ -61,6 +66,10 @@ func SpawnWith(ctx context.Context, argv []string, job Job, opts SpawnOptions, l
 	log = orNop(log)
 	var res shared.ExecutionResult
 	req := job.request()
+	withCore := len(opts.Core) > 0 && opts.ResponseFIFO == "" && (req.Op == "" || req.Op == runner.OpExecute)
+	if withCore {
+		req.CoreFD = 4
+	}
 	payload, err := req.Encode()
 	if err != nil {
 		return res, err
@@ -113,6 +122,14 @@ func SpawnWith(ctx context.Context, argv []string, job Job, opts SpawnOptions, l
 	var extra []*os.File
 	if opts.ResponseFIFO == "" {
 		extra = []*os.File{respW} // fd 3
+	}
+	if withCore {
+		core, err := sealedMemfd("orqest-forkcore", opts.Core)
+		if err != nil {
+			return res, fmt.Errorf("execute: core: %w: %w", err, shared.ErrInternal)
+		}
+		toClose = append(toClose, core)
+		extra = append(extra, core) // fd 4
 	}
 
 	cmd := &exec.Cmd{

@@ -26,9 +26,15 @@ def _orq_t0_setup(rules_json, signum):
     import traceback  # noqa: F401
     import types  # noqa: F401
     signal.signal(signum, _orq_t0_on_signal)  # noqa: F821 - set by embed.c
+    # The C audit hook (embed.c put it in _orq_core): armed for each call,
+    # disarmed by embed.c once the call has returned to C.
+    _orq_core_arms[0] = bool(_orq_core)
     global _orq_check, _orq_t0_call
     _orq_check = _orq_t0_memo_check(_orq_check, 512)
     _orq_t0_call = _orq_t0_make_call(rules_json)
+    import gc
+    gc.collect()
+    gc.freeze()  # what set-up made: a call's collection (_orq_t0_reset) skips it
 
 
 def _orq_t0_memo_check(check, size):
@@ -110,6 +116,7 @@ def _orq_t0_make_call(rules_json):
     import sys
 
     execute, loads, new_capture = _orq_execute, json.loads, _orq_t0_capture_class
+    reset = _orq_t0_reset
     cache = linecache.cache
     rules = bytes(rules_json, "utf-8") if isinstance(rules_json, str) else bytes(rules_json)
 
@@ -127,11 +134,39 @@ def _orq_t0_make_call(rules_json):
             req["rules"] = loads(rules)
             resp = execute(req)
         finally:
+            reset()  # with the call's own capture streams in place
             sys.stdout, sys.stderr = saved
             cache.pop("<sandbox>", None)
         return resp, out.value(), out.truncated, err.value(), err.truncated
 
     return _orq_t0_call
+
+
+def _orq_t0_reset():
+    """After each call, still under its audit hook (embed.c disarms once
+    this returns): the allowed modules' process-wide state a call can
+    change through their public surface put back (the random module's
+    generator reseeded, the thread's decimal context a fresh copy of the
+    default), and the call's garbage collected, so a finaliser of the
+    call's objects (a generator's finally block) runs now, armed, not
+    during a later call. The objects the runner holds were frozen at set-up
+    (gc.freeze), so a collection walks only what calls made."""
+    import gc
+    import sys
+
+    m = sys.modules.get("random")
+    if m is not None:
+        try:
+            m.seed()
+        except Exception:  # noqa: BLE001
+            pass
+    m = sys.modules.get("decimal")
+    if m is not None:
+        try:
+            m.setcontext(m.Context())
+        except Exception:  # noqa: BLE001
+            pass
+    gc.collect()
 
 
 _orq_t0_call = None

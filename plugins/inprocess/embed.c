@@ -2,6 +2,8 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
+#include "audit.h" /* runner/forkcore/audit.h (a symbolic link, so go rebuilds when it changes) */
+
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -128,6 +130,16 @@ int orq_init(const char *program, const char *rules, char **errmsg) {
 	}
 	Py_DECREF(r);
 
+	/* The audit hook and class guard in C (audit.h), handed to the runner
+	 * in its box _orq_core; only this file disarms it, after a call. */
+	PyObject *box = PyDict_GetItemString(ns, "_orq_core"); /* borrowed */
+	PyObject *core = orq_core_module_make();
+	if (box == NULL || !PyList_Check(box) || core == NULL || PyList_Append(box, core) < 0) {
+		Py_XDECREF(core);
+		*errmsg = orq_strdup_err("hand the runner its audit hook");
+		return 1;
+	}
+	Py_DECREF(core);
 	PyObject *setup = PyDict_GetItemString(ns, "_orq_t0_setup"); /* borrowed */
 	orq_call_fn = PyDict_GetItemString(ns, "_orq_t0_call");
 	if (setup == NULL || orq_call_fn == NULL) {
@@ -181,6 +193,7 @@ int orq_call(long id, const char *req, ptrdiff_t req_len, long max_out, orq_resu
 	}
 	__atomic_store_n(&orq_cur, id, __ATOMIC_SEQ_CST);
 	PyObject *res = PyObject_CallFunction(orq_call_fn, "y#l", req, (Py_ssize_t)req_len, max_out);
+	orq_core_disarm();
 	__atomic_store_n(&orq_cur, 0, __ATOMIC_SEQ_CST);
 	if (res == NULL) {
 		*errmsg = orq_strdup_err("tier-0 driver");

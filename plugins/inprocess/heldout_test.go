@@ -2,6 +2,7 @@ package inprocess
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -35,3 +36,37 @@ func TestHeldOutAttacksTier0(t *testing.T) {
 		t.Fatalf("after the attacks: %s %s: %s", res.Output, res.ErrorKind, res.Error)
 	}
 }
+
+// TestHeldOutBenignTier0 runs the held-out benign corpus on tier 0 with
+// its defaults (classes off): the share that runs to a result is logged,
+// with each failure's last line, and may not fall below what it was
+// measured at (67 %: classes off refuses the corpus's class statements).
+func TestHeldOutBenignTier0(t *testing.T) {
+	b := newConfigured(t, `{}`)
+	bodies, allow, err := heldout.Load("benign")
+	if err != nil {
+		t.Fatalf("held-out corpus: %v", err)
+	}
+	ok := 0
+	for _, bd := range bodies {
+		res := execute(t, b, shared.ExecuteRequest{Code: bd.Code, AllowedImports: allow, Timeout: 10 * time.Second})
+		if res.Success {
+			ok++
+			continue
+		}
+		msg := strings.TrimSpace(res.Error)
+		if i := strings.LastIndex(msg, "\n"); i >= 0 {
+			msg = msg[i+1:]
+		}
+		t.Logf("benign %s: %s: %s", bd.Name, res.ErrorKind, msg)
+	}
+	rate := 100 * float64(ok) / float64(len(bodies))
+	t.Logf("held-out benign corpus on tier 0 (classes off): %d of %d ran to a result (%.1f %%)", ok, len(bodies), rate)
+	if rate < heldOutTier0Floor {
+		t.Errorf("held-out benign success on tier 0 %.1f %% is below %.0f %%", rate, heldOutTier0Floor)
+	}
+}
+
+// heldOutTier0Floor is the share of the held-out benign corpus tier 0 ran
+// to a result with its defaults when it was measured.
+const heldOutTier0Floor = 67.0

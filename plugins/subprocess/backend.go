@@ -496,5 +496,9 @@ func (b *Backend) runSpawn(ctx context.Context, cfg Config, req runner.Request, 
 	if req.Rules == nil {
 		req.Rules = b.rules
 	}
-	return pyproc.Spawn(ctx, b.argv(cfg.Python), pyproc.Job{Request: req, Limits: l, OnStart: b.onSpawn, OnOutput: onOutput}, b.logger)
+	b.fsMu.Lock()
+	core := b.core
+	b.fsMu.Unlock()
+	return pyproc.SpawnWith(ctx, b.argv(cfg.Python), pyproc.Job{Request: req, Limits: l, OnStart: b.onSpawn, OnOutput: onOutput},
+		pyproc.SpawnOptions{Core: core}, b.logger)
 }

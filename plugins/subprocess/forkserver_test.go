@@ -338,7 +338,8 @@ func permissiveRules() json.RawMessage {
 // seam: Backend.test, unreachable from HCL) and the import shim letting
 // os, socket, subprocess and ctypes through: the kernel layers alone must
 // stop it from reading a canary, writing, connecting to a local listener,
-// seeing the host environment or starting a process.
+// seeing the host environment, host pids (stat /proc/N) or the host's
+// sysinfo(2) figures, or starting a process.
 func TestContainment(t *testing.T) {
 	if os.Getuid() != 0 {
 		t.Log("not root: files are also protected by ordinary permissions here")
@@ -429,8 +430,17 @@ attempt("kill_host", lambda: os.kill(args["host_pid"], 0))
 attempt("unshare", lambda: nonneg(libc.unshare(0x10000000)))
 attempt("ptrace", lambda: nonneg(libc.ptrace(16, args["host_pid"], 0, 0)))
 attempt("setuid_root", lambda: os.setuid(0))
+attempt("sysinfo", lambda: nonneg(libc.sysinfo(ctypes.create_string_buffer(256))))
+if args["proc_hidden"]:
+    attempt("stat_host_pid", lambda: os.stat("/proc/%d" % args["host_pid"]))
+    attempt("stat_pid_1", lambda: os.stat("/proc/1"))
+    attempt("proc_self", lambda: os.stat("/proc/self"))
 return r`
-		argsJSON, _ := json.Marshal(map[string]any{"canary": canary, "dir": dir, "port": port, "host_pid": os.Getpid()})
+		hidden := slices.Contains(s.Layers, runner.LayerProcHidden)
+		if !hidden {
+			t.Logf("proc_hidden not in force here (%s): host pids are visible", s.missingText())
+		}
+		argsJSON, _ := json.Marshal(map[string]any{"canary": canary, "dir": dir, "port": port, "host_pid": os.Getpid(), "proc_hidden": hidden})
 		res := execute(t, b, shared.ExecuteRequest{Code: code, Args: argsJSON, Timeout: 10 * time.Second,
 			AllowedImports: []string{"os", "socket", "subprocess", "ctypes"}})
 		if !res.Success {

@@ -53,6 +53,7 @@
 #include <unistd.h>
 
 #include "protocol.h"
+#include "audit.h"
 
 #ifndef SYS_pidfd_open
 #define SYS_pidfd_open 434
@@ -75,6 +76,13 @@
 #define ORQ_SECCOMP_MODE_FILTER 2
 
 #define ORQ_MAX_KIDS 1024
+
+/* The runner's audit hook and class guard (audit.h) as a module object,
+ * loaded by the zygote before it forks: a new reference. */
+PyObject *orq_core_module(void)
+{
+    return orq_core_module_make();
+}
 
 /* The Python this file was compiled against: the zygote loads it only into
  * the same major.minor version (the C API it calls is version-specific). */

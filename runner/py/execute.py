@@ -104,6 +104,12 @@ def _orq_accept(code, allowed_imports, rules, classes=False, stateful=False):
     # walk over the whole tree.
     loc = {"lineno": 1, "col_offset": 0, "end_lineno": 1, "end_col_offset": 0}
     _orq_guard_writes(body, (rules.get("private") or {}).get("allow") or ())
+    # (a match statement needs the word: most bodies skip the walk)
+    bad = _orq_guard_patterns(body, rules) if "match" in code else None
+    if bad is not None:
+        return None, ("validation", "validation failed: %s:%s: class-pattern-attribute: %s"
+                      % bad, [{"rule": "class-pattern-attribute", "message": bad[2],
+                               "line": bad[0], "column": bad[1], "snippet": ""}])
     fn_def = ast.FunctionDef(
         name="__orq_user",
         args=ast.arguments(posonlyargs=[], args=[ast.arg(arg="args", **loc)],
@@ -157,7 +163,7 @@ def _orq_guard_writes(tree, private_allow=()):
         ast.AST, ast.Attribute, ast.Load, ast.Store, ast.Del, ast.Name, ast.Call, ast.Constant)
     kinds = (Attribute, Load, Constant, Name, Call)
     fr = _orq_format_read
-    fmt = ("format", "format_map")
+    fmt = ("format", "format_map", "__setattr__")
     private_allow = frozenset(private_allow)
     # One walk: each node's own children are queued before the node is
     # rewritten (a rewrite wraps an original child in a new call, which is
@@ -209,19 +215,84 @@ def _orq_guard_writes(tree, private_allow=()):
                     if r is not None:
                         setattr(parent, field, r)
 
+def _orq_guard_patterns(tree, rules):
+    """Route class patterns through the run-time guard: in every match
+    statement, a class pattern with positional sub-patterns (case C(a))
+    matches against `_orq_cpN`, bound just before the statement to
+    _orq_cpat(C) (see _orq_class_pattern_guard), which checks at match time
+    the attribute names C.__match_args__ gives, wherever they came from.
+    Keyword sub-patterns (case C(name=a)) read the attribute the source
+    names: each must be one the attribute rules let code read. Returns
+    None, or (line, column, message) of a refused keyword."""
+    import ast
+
+    ok = _orq_attr_name_ok(rules)
+    n = [0]
+
+    def classes_in(p, out):
+        if isinstance(p, ast.MatchClass):
+            out.append(p)
+        for child in ast.iter_child_nodes(p):
+            if isinstance(child, ast.pattern):
+                classes_in(child, out)
+
+    stack = [tree]
+    while stack:
+        node = stack.pop()
+        for field, val in ast.iter_fields(node):
+            if type(val) is not list:
+                if isinstance(val, ast.AST):
+                    stack.append(val)
+                continue
+            new = []
+            for item in val:
+                if isinstance(item, ast.AST):
+                    stack.append(item)
+                if isinstance(item, ast.Match):
+                    found = []
+                    for case in item.cases:
+                        classes_in(case.pattern, found)
+                    for mc in found:
+                        for k in mc.kwd_attrs:
+                            if not ok(k):
+                                return (mc.lineno, mc.col_offset + 1,
+                                        "case %s(%s=...) reads the attribute %r, which the "
+                                        "sandbox does not let code read; match on public "
+                                        "attributes" % (ast.unparse(mc.cls), k, k))
+                        if not mc.patterns:
+                            continue
+                        n[0] += 1
+                        name = "_orq_cp%d" % n[0]
+                        loc = {"lineno": mc.lineno, "col_offset": mc.col_offset,
+                               "end_lineno": mc.end_lineno, "end_col_offset": mc.end_col_offset}
+                        new.append(ast.Assign(
+                            targets=[ast.Name(id=name, ctx=ast.Store(), **loc)],
+                            value=ast.Call(func=ast.Name(id="_orq_cpat", ctx=ast.Load(), **loc),
+                                           args=[mc.cls], keywords=[], **loc), **loc))
+                        mc.cls = ast.Name(id=name, ctx=ast.Load(), **loc)
+                new.append(item)
+            if len(new) != len(val):
+                setattr(node, field, new)
+    return None
+
+
 def _orq_format_read(node, kinds):
     """_orq_fmt(o, 'format') for a node `o.format` / `o.format_map` (o not
     a str literal; o itself rewritten when it is such a read), else None."""
     Attribute, Load, Constant, Name, Call = kinds
-    if (type(node) is not Attribute or node.attr not in ("format", "format_map")
+    if (type(node) is not Attribute or node.attr not in ("format", "format_map", "__setattr__")
             or type(node.ctx) is not Load):
         return None
     v = node.value
-    if type(v) is Constant and type(v.value) is str:
+    if type(v) is Constant and type(v.value) is str and node.attr != "__setattr__":
         return None
     v = _orq_format_read(v, kinds) or v
     loc = {"lineno": node.lineno, "col_offset": node.col_offset,
            "end_lineno": node.end_lineno, "end_col_offset": node.end_col_offset}
+    if node.attr == "__setattr__":
+        # object.__setattr__(self, name, value) (a frozen dataclass's
+        # __post_init__), super().__setattr__(name, value): _orq_sa
+        return Call(func=Name(id="_orq_sa", ctx=Load(), **loc), args=[v], keywords=[], **loc)
     return Call(func=Name(id="_orq_fmt", ctx=Load(), **loc),
                 args=[v, Constant(value=node.attr, **loc)], keywords=[], **loc)
 
@@ -546,24 +617,21 @@ def _orq_execute_body(req, hold, state=None):
             return respond("memory", "MemoryError: the code exceeded the "
                            "memory limit of %s MB" % (req.get("memory_mb") or "?"))
         except BaseException as e:  # noqa: BLE001 - user code, incl. SystemExit
-            # A user exception class may define __str__: its texts are
-            # taken while armed, the traceback is formatted without it.
-            texts = _orq_exc_texts(e) if made else None
-            _orq_audit_disarm()
-            return respond("runtime", _orq_user_traceback(e, code, texts))
+            # Still armed, and within the call's limits: the exception's
+            # texts (a user class may define __str__), then the report,
+            # built without calling any method of the exceptions.
+            return respond("runtime", _orq_user_traceback(e, code, _orq_exc_texts(e)))
 
-        # 5. Encode the result (still armed).
+        # 5. Encode the result (still armed): copied to exact JSON types
+        #    with the builtin types' own methods (a dict subclass's items()
+        #    never runs), then written by the runner's own encoder.
         try:
-            if made:
-                # Objects of user classes may run user code when touched
-                # (a dict subclass's items()): copy the result to exact
-                # JSON types with the builtin types' own methods first.
-                result = _orq_plain(result)
+            result = _orq_plain(result)
+            encode = _orq_encoder()
             try:
-                out = json.dumps(result, allow_nan=False,
-                                 ensure_ascii=False).encode("utf-8")
+                out = encode(result).encode("utf-8")
             except UnicodeEncodeError:  # lone surrogates: escape them
-                out = json.dumps(result, allow_nan=False).encode("ascii")
+                out = encode(result, True).encode("ascii")
         except MemoryError:
             hold.clear()
             return respond("memory", "MemoryError while encoding the result")
@@ -618,6 +686,14 @@ def _orq_main():
         resp = json.dumps({"success": False, "error_kind": "internal",
                            "error": "bad request: %s" % e}).encode("ascii")
     else:
+        if op == "execute":
+            # One execution in this process: the audit hook is never
+            # disarmed; in C when the request passes it (core_fd, the fork
+            # server's C loop built as a shared object), loaded before the
+            # seal forbids opening it.
+            _orq_one_shot[0] = True
+            _orq_core_arms[0] = True
+            _orq_core_load(req.get("core_fd"))
         # Sealing (see _orq_seal_prepare) happens before any user code;
         # failure of a required layer fails closed.
         resp = _orq_spawn_seal(req)
@@ -642,6 +718,31 @@ def _orq_main():
     # Skip interpreter finalisation (and any user objects' finalisers).
     os._exit(0)
 
+
+
+def _orq_core_load(fd):
+    """Load the runner's C hook (runner/forkcore/audit.h) from descriptor
+    fd (a shared object of forkcore.c) into _orq_core and close fd; without
+    one, or built for another Python, the Python hook stays."""
+    if type(fd) is not int or fd < 3:
+        return
+    import os
+    import sys
+    try:
+        import ctypes
+        lib = ctypes.PyDLL("/proc/self/fd/%d" % fd)
+        built = ctypes.c_ulong.in_dll(lib, "orq_python_hexversion").value
+        if built >> 16 == sys.hexversion >> 16:
+            lib.orq_core_module.restype = ctypes.py_object
+            _orq_core.append(lib.orq_core_module())
+    except Exception as e:  # noqa: BLE001
+        sys.stderr.write("orqest runner: the C audit hook was not loaded: %s: %s\n"
+                         % (type(e).__name__, e))
+    finally:
+        try:
+            os.close(fd)
+        except OSError:
+            pass
 
 
 def _orq_session_serve(req, out):

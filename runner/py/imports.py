@@ -412,21 +412,48 @@ def _orq_guards(user_builtins, rules=None):
 _orq_audit_extra_read = []
 
 
+# The runner's audit hook in C (runner/forkcore/audit.h) when this process
+# has it: [module]. Filled by the fork-server zygote (from its C loop), tier
+# 0's embedding code or the spawn-mode driver, and held only here.
+_orq_core = []
+
+# Whether this process arms the C hook (a process of one execution, where
+# it is never disarmed, or tier 0, whose C side disarms it once the call has
+# returned to C): [bool].
+_orq_core_arms = [False]
+
+
 def _orq_audit_make():
-    """Return (arm, disarm) over the audit hook's state, which lives in
-    this closure only (no module global holds it)."""
-    st = {}
+    """Return (arm, disarm, report) over the audit hook's state, which lives
+    in this closure only (no module global holds it). With the C hook
+    (_orq_core, _orq_core_arms) arm() arms it and disarm() does nothing:
+    Python cannot disarm it. Without it (the Python hook, a fallback)
+    disarm() does nothing either in a process of one execution
+    (_orq_one_shot), and report(obj) lets the hook pass the reads of a
+    traceback's tb_frame and a frame's f_code of exactly the objects the
+    runner walks after the user's code has ended (_orq_frames)."""
+    st = {"report": {}}
+    core = _orq_core
+    arms = _orq_core_arms
 
     def arm(rules, allowed, workspace=None):
-        return _orq_audit_arm_in(st, rules, allowed, workspace)
+        if core and not arms[0]:
+            return st  # a zygote's own warm-up: trusted, and C's arming is for good
+        st["report"].clear()  # an earlier call's tracebacks (a session's)
+        return _orq_audit_arm_in(st, rules, allowed, workspace, core[0] if core else None)
 
     def disarm():
+        if arms[0] or _orq_one_shot[0]:
+            return
         st["armed"] = False
 
-    return arm, disarm
+    def report(obj):
+        st["report"][id(obj)] = obj
+
+    return arm, disarm, report
 
 
-def _orq_audit_arm_in(st, rules, allowed, workspace=None):
+def _orq_audit_arm_in(st, rules, allowed, workspace=None, core=None):
     """Defence in depth below the static rules and the module views: a
     CPython audit hook (PEP 578), installed once per process, that refuses
     while armed
@@ -493,6 +520,18 @@ def _orq_audit_arm_in(st, rules, allowed, workspace=None):
             if isinstance(p, str) and p:
                 roots.append(os.path.normpath(p) + os.sep)
         st["roots"], st["roots_key"] = tuple(roots), key
+    if core is not None:
+        classes = rules.get("classes") or {}
+        core.arm({"exact": sorted(st["exact"]), "prefixes": list(st["prefixes"]),
+                  "roots": list(st["roots"]), "ws": st["ws"],
+                  "ws_events": sorted(st["ws_events"]), "check_open": bool(os_too),
+                  "class_dunders": [n for n in list(classes.get("methods") or ())
+                                    + list(classes.get("hooks") or ())
+                                    + list((rules.get("dunder") or {}).get("allow") or ())
+                                    if isinstance(n, str)]
+                  + ["__module__", "__qualname__", "__doc__", "__annotations__",
+                     "__classcell__", "__orig_bases__"]})
+        return st
     st["armed"] = True
     if st.get("installed"):
         return st
@@ -516,6 +555,9 @@ def _orq_audit_arm_in(st, rules, allowed, workspace=None):
             return
         if event == "object.__getattr__":
             if len(args) > 1 and args[1] in inspect_reads:
+                return
+            if len(args) > 1 and args[1] in ("tb_frame", "f_code") \
+                    and st["report"].get(id(args[0])) is args[0]:
                 return
             raise _RuntimeError("sandbox: introspection (%s) is not allowed"
                                 % (args[1] if len(args) > 1 else "?",))
@@ -546,58 +588,94 @@ def _orq_audit_arm_in(st, rules, allowed, workspace=None):
     return st
 
 
-_orq_audit_arm, _orq_audit_disarm = _orq_audit_make()
+_orq_audit_arm, _orq_audit_disarm, _orq_audit_report = _orq_audit_make()
+
+
+def _orq_frames(tb):
+    """[(line, function name)] of the traceback's frames that run the
+    user's code: from the C structures with the C hook (no attribute read,
+    no Python code runs), else through the Python hook's report()."""
+    if _orq_core:
+        return _orq_core[0].frames(tb)
+    out = []
+    n = 0
+    while tb is not None and n < 10000:
+        _orq_audit_report(tb)
+        f = tb.tb_frame
+        _orq_audit_report(f)
+        co = f.f_code
+        if type(co.co_filename) is str and co.co_filename == "<sandbox>":
+            out.append((tb.tb_lineno, co.co_name))
+        tb = tb.tb_next
+        n += 1
+    return out
+
+
+# type's own descriptors of a class's names, taken before any user code
+# runs: a metaclass's property of the same name never runs.
+_orq_type_attr = (type.__dict__["__qualname__"].__get__, type.__dict__["__module__"].__get__)
+
+
+def _orq_exc_name(e):
+    """The name of e's type as a traceback shows it (module.qualname; the
+    module left out for builtins and the user's own), read with type's own
+    descriptors."""
+    t = type(e)
+    try:
+        q = _orq_type_attr[0](t, type)
+        m = _orq_type_attr[1](t, type)
+    except Exception:  # noqa: BLE001
+        q, m = None, None
+    if type(q) is not str:
+        q = _orq_core[0].type_name(e) if _orq_core else "Exception"
+    if type(m) is str and m not in ("builtins", "__main__", "__sandbox__"):
+        return m + "." + q
+    return q
 
 
 def _orq_user_traceback(exc, code, texts=None):
-    """Format exc with only the user's frames (filename "<sandbox>"), showing
-    the user's source lines. With `texts` (from _orq_exc_texts: id of each
-    exception of the chain -> its str()), no method of the exceptions runs:
-    the traceback module formats stand-ins that carry those texts, the
-    frames and the chain, and the real class names are put back."""
-    import linecache
-    import traceback
-
-    linecache.cache["<sandbox>"] = (len(code), None, code.splitlines(True),
-                                    "<sandbox>")
-    shown = exc
-    if texts is not None:
-        memo = {}
-
-        def stand_in(e):
-            s = memo.get(id(e))
-            if s is None:
-                s = memo[id(e)] = BaseException(texts.get(id(e), "<exception str() failed>"))
-                s.__traceback__ = e.__traceback__
-                s.__suppress_context__ = e.__suppress_context__
-                for attr in ("__cause__", "__context__"):
-                    c = getattr(e, attr)
-                    if isinstance(c, BaseException) and len(memo) < 64:
-                        setattr(s, attr, stand_in(c))
-            return s
-        shown = stand_in(exc)
-    try:
-        te = traceback.TracebackException(type(exc), shown, exc.__traceback__,
-                                          compact=True)
-    except TypeError:  # Python < 3.10
-        te = traceback.TracebackException(type(exc), shown, exc.__traceback__)
+    """The report of exc: the user's frames (filename "<sandbox>") with the
+    user's source lines, and the chained exceptions, as Python prints
+    them; built by hand, so no method of the exceptions runs and no
+    attribute of their classes is read through them. `texts` (from
+    _orq_exc_texts, taken while the call's limits and audit hook were in
+    force): id of each exception of the chain -> its text."""
+    if texts is None:
+        texts = _orq_exc_texts(exc)
+    lines = code.splitlines()
+    BaseExc = BaseException
+    chain = []
     seen = set()
-    todo = [(te, exc)]
-    while todo:
-        t, orig = todo.pop()
-        if id(t) in seen:
-            continue
-        seen.add(id(t))
-        if texts is not None and orig is not None:
-            t.exc_type = type(orig)
-        if t.stack is not None:
-            t.stack = traceback.StackSummary.from_list(
-                [f for f in t.stack if f.filename == "<sandbox>"])
-        for c, o in ((t.__cause__, getattr(orig, "__cause__", None)),
-                     (t.__context__, getattr(orig, "__context__", None))):
-            if c is not None:
-                todo.append((c, o))
-    return "".join(te.format())
+    e = exc
+    # The chain, innermost last: what Python prints first comes first.
+    while e is not None and id(e) not in seen and len(chain) < 64:
+        seen.add(id(e))
+        cause, context = e.__cause__, e.__context__
+        if isinstance(cause, BaseExc):
+            chain.append((e, "\nThe above exception was the direct cause of the following exception:\n\n"))
+            e = cause
+        elif isinstance(context, BaseExc) and not e.__suppress_context__:
+            chain.append((e, "\nDuring handling of the above exception, another exception occurred:\n\n"))
+            e = context
+        else:
+            chain.append((e, ""))
+            e = None
+    out = []
+    for i in range(len(chain) - 1, -1, -1):
+        e, _ = chain[i]
+        frames = _orq_frames(e.__traceback__)
+        if frames:
+            out.append("Traceback (most recent call last):\n")
+            for line, name in frames:
+                out.append('  File "<sandbox>", line %d, in %s\n' % (line, name))
+                if 1 <= line <= len(lines) and lines[line - 1].strip():
+                    out.append("    %s\n" % lines[line - 1].strip())
+        name = _orq_exc_name(e)
+        text = texts.get(id(e), "<exception str() failed>")
+        out.append("%s: %s\n" % (name, text) if text else "%s\n" % name)
+        if i > 0:
+            out.append(chain[i - 1][1])
+    return "".join(out)
 
 
 def _orq_exc_texts(exc):
@@ -661,6 +739,100 @@ def _orq_plain_key(k):
     if issubclass(t, (str, int, float)):
         return _orq_plain(k)
     raise TypeError("keys must be str, int, float, bool or None, not %s" % t.__name__)
+
+
+# The JSON encoder of results (built once): [encode].
+_orq_encoders = []
+
+
+def _orq_encoder():
+    """Return encode(x, ascii): the JSON text of x, made only of exact
+    JSON types (_orq_plain's result), as json.dumps(x, allow_nan=False)
+    writes it. It uses the C string escapers and the builtin types' own
+    methods, bound here: no class of the json module (whose attributes a
+    tier-0 call could reach) and no method of the result's objects runs."""
+    if _orq_encoders:
+        return _orq_encoders[0]
+    import _json
+
+    esc = (_json.encode_basestring, _json.encode_basestring_ascii)
+    frepr, irepr = float.__repr__, int.__repr__
+    _type, _str, _int, _float, _bool, _list, _dict = str, str, int, float, bool, list, dict
+    _type = type
+    _ValueError, _TypeError = ValueError, TypeError
+    inf = float("inf")
+
+    def num(x):
+        if x != x or x == inf or x == -inf:
+            raise _ValueError("Out of range float values are not JSON compliant")
+        return frepr(x)
+
+    def key(k, e):
+        t = _type(k)
+        if t is _str:
+            return e(k)
+        if k is True:
+            return '"true"'
+        if k is False:
+            return '"false"'
+        if k is None:
+            return '"null"'
+        if t is _int:
+            return '"' + irepr(k) + '"'
+        if t is _float:
+            return '"' + num(k) + '"'
+        raise _TypeError("keys must be str, int, float, bool or None, not %s" % t.__name__)
+
+    def enc(x, e, out):
+        t = _type(x)
+        if t is _str:
+            out.append(e(x))
+        elif x is None:
+            out.append("null")
+        elif x is True:
+            out.append("true")
+        elif x is False:
+            out.append("false")
+        elif t is _int:
+            out.append(irepr(x))
+        elif t is _float:
+            out.append(num(x))
+        elif t is _list:
+            if not x:
+                out.append("[]")
+                return
+            out.append("[")
+            first = True
+            for v in x:
+                if not first:
+                    out.append(", ")
+                first = False
+                enc(v, e, out)
+            out.append("]")
+        elif t is _dict:
+            if not x:
+                out.append("{}")
+                return
+            out.append("{")
+            first = True
+            for k, v in x.items():
+                if not first:
+                    out.append(", ")
+                first = False
+                out.append(key(k, e))
+                out.append(": ")
+                enc(v, e, out)
+            out.append("}")
+        else:
+            raise _TypeError("Object of type %s is not JSON serializable" % t.__name__)
+
+    def encode(x, ascii=False):
+        out = []
+        enc(x, esc[1] if ascii else esc[0], out)
+        return "".join(out)
+
+    _orq_encoders.append(encode)
+    return encode
 
 
 # The safe str.format of this process (built once): [_orq_fmt].
@@ -742,6 +914,102 @@ def _orq_format_guard():
     return fmt
 
 
+def _orq_class_pattern_guard(rules):
+    """Return _orq_cpat(C), what a class pattern with positional
+    sub-patterns matches against (see _orq_guard_patterns): C itself when
+    it is one of the builtin types that match the subject itself (they
+    have no __match_args__ and none can be set on them), else a stand-in
+    class: isinstance() against it is isinstance() against C, and its
+    __match_args__, read by the match statement when it tries the pattern,
+    is C's, provided every name in it is one the attribute rules let code
+    read (else the match raises TypeError). A stand-in of a subclass of a
+    builtin type that matches itself derives from that type, so it keeps
+    that behaviour. One per execution environment: its stand-ins (and
+    the classes they stand for) go with it."""
+    ok, selfish, _OrqPattern = _orq_class_pattern_meta(rules)
+    made = {}
+    _type, _id, _TypeError, _issubclass, _len = type, id, TypeError, issubclass, len
+    tgetattr = type.__getattribute__
+
+    def cpat(c):
+        if not _issubclass(_type(c), _type):
+            raise _TypeError("called match pattern must be a class")
+        for s in selfish:
+            if c is s:
+                return c
+        got = made.get(_id(c))
+        if got is not None and got[0] is c:
+            return got[1]
+        base = ()
+        for s in selfish:
+            if _issubclass(c, s):
+                base = (s,)
+                break
+        ns = {"_orq_real": c}
+        if not base:
+            ns["__slots__"] = ()
+        stand = _OrqPattern(tgetattr(c, "__name__"), base, ns)
+        if _len(made) < 4096:
+            made[_id(c)] = (c, stand)
+        return stand
+
+    return _orq_isolate(cpat)
+
+
+# The stand-ins' metaclass of each rules table, built once (before any
+# user code): [(rules, (ok, match-self types, metaclass))].
+_orq_cpat_metas = []
+
+
+def _orq_class_pattern_meta(rules):
+    """(ok, match-self types, _OrqPattern) for _orq_class_pattern_guard:
+    the stand-ins' metaclass, whose __match_args__ property checks the
+    names of the real class's (a stand-in's _orq_real) and whose isinstance
+    is the real class's."""
+    for r, m in _orq_cpat_metas:
+        if r is rules:
+            return m
+    import builtins
+
+    ok = _orq_attr_name_ok(rules)
+    selfish = tuple(getattr(builtins, n) for n in rules.get("match_self_types") or ()
+                    if isinstance(getattr(builtins, n, None), type))
+    _type, _tuple, _isinstance, _TypeError, _AttributeError = (
+        type, tuple, isinstance, TypeError, AttributeError)
+    _getattr, _issubclass = getattr, issubclass
+    tgetattr = type.__getattribute__
+    missing = object()
+
+    def real_of(cls):
+        return tgetattr(cls, "__dict__")["_orq_real"]
+
+    class _OrqPattern(type):
+        @property
+        def __match_args__(cls):
+            real = real_of(cls)
+            ma = _getattr(real, "__match_args__", missing)
+            if ma is missing:
+                raise _AttributeError("__match_args__")
+            if _type(ma) is not _tuple:
+                raise _TypeError("%s.__match_args__ must be a tuple" % tgetattr(real, "__name__"))
+            for a in ma:
+                if not ok(a):
+                    raise _TypeError("case %s(...): __match_args__ names %r, an attribute the "
+                                     "sandbox does not let code read; match on public "
+                                     "attributes" % (tgetattr(real, "__name__"), a))
+            return ma
+
+        def __instancecheck__(cls, x):
+            return _isinstance(x, real_of(cls))
+
+        def __subclasscheck__(cls, c):
+            return _issubclass(c, real_of(cls))
+
+    m = (ok, selfish, _OrqPattern)
+    _orq_cpat_metas[:] = [(rules, m)]
+    return m
+
+
 def _orq_env_builtins(rules, ub, classes, made=None):
     """The builtins an execution adds to its curated builtins dict `ub`:
     always _orq_w, the run-time guard of attribute writes, _orq_own, that of
@@ -755,8 +1023,11 @@ def _orq_env_builtins(rules, ub, classes, made=None):
 
     if made is None:
         made = {}
+    import sys
+
     FunctionType = types.FunctionType
     _type, _id, _TypeError = type, id, TypeError
+    modules = sys.modules
 
     def w(obj):
         t = _type(obj)
@@ -765,6 +1036,13 @@ def _orq_env_builtins(rules, ub, classes, made=None):
                 return obj
         elif made.get(_id(obj)) is obj or made.get(_id(t)) is t:
             return obj
+        else:
+            # decimal's contexts (getcontext().prec = 28): their
+            # attributes are numbers and flags, checked by decimal itself;
+            # tier 0 puts the thread's context back after every call
+            d = modules.get("decimal")
+            if d is not None and t is d.Context:
+                return obj
         raise _TypeError("cannot set or delete attributes of %s objects in the sandbox: only "
                          "of functions and classes the code defines and their instances; keep "
                          "the value in a dict or a local variable" % t.__name__)
@@ -812,8 +1090,38 @@ def _orq_env_builtins(rules, ub, classes, made=None):
                              % (name,))
         real_setattr(w(obj), name, value)
 
+    WrapperDescriptor, MethodWrapper = types.WrapperDescriptorType, types.MethodWrapperType
+    object_setattr = object.__setattr__
+
+    def sa(obj):
+        # obj.__setattr__ read in the body: a slot of the builtin types
+        # (object.__setattr__, super().__setattr__) comes back as a
+        # version that sets only what the guarded setattr may (a name the
+        # rules allow, on what the body made); a method the body wrote is
+        # its own.
+        r = obj.__setattr__
+        t = _type(r)
+        if t is WrapperDescriptor:
+            def unbound(target, name, value):
+                if not name_ok(name):
+                    raise _TypeError("__setattr__: %r is not an attribute the sandbox lets code "
+                                     "set by name" % (name,))
+                return object_setattr(w(target), name, value)
+            return unbound
+        if t is MethodWrapper:
+            target = r.__self__
+
+            def bound(name, value):
+                if not name_ok(name):
+                    raise _TypeError("__setattr__: %r is not an attribute the sandbox lets code "
+                                     "set by name" % (name,))
+                return object_setattr(w(target), name, value)
+            return bound
+        return r
+
     w = _orq_isolate(w)  # setattr calls it through its closure
-    out = {"_orq_w": w, "_orq_own": _orq_isolate(own), "_orq_fmt": _orq_format_guard()}
+    out = {"_orq_w": w, "_orq_own": _orq_isolate(own), "_orq_fmt": _orq_format_guard(),
+           "_orq_cpat": _orq_class_pattern_guard(rules), "_orq_sa": _orq_isolate(sa)}
     if "setattr" in (rules.get("guarded_builtins") or ()):
         out["setattr"] = _orq_isolate(setattr)
     if not classes:

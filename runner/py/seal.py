@@ -195,10 +195,26 @@ def _orq_seal_prepare(cfg):
     #    capability in its new namespace until the capset below), so the
     #    kernel checks files against an id no account owns, not against
     #    the plugin's uid; its supplementary groups go too.
+    #    With a mount namespace of its own too, an empty read-only tmpfs
+    #    hides /proc (proc_hidden): no host pid can be stat'ed, no
+    #    /proc/<pid> of another process read (there is no pid namespace:
+    #    a fork server's children share the host's pids).
     want_ns = [want("user_namespace"), want("network_namespace")]
     go = False
     if all(want_ns):
-        if libc.unshare(c["CLONE_NEWUSER"] | c["CLONE_NEWNET"]) == 0:
+        hide = want("proc_hidden")
+        ok = hide and libc.unshare(c["CLONE_NEWUSER"] | c["CLONE_NEWNET"] | c["CLONE_NEWNS"]) == 0
+        if hide and not ok:
+            missing["proc_hidden"] = "unshare(CLONE_NEWNS): " + fail()
+        if not ok:
+            ok = libc.unshare(c["CLONE_NEWUSER"] | c["CLONE_NEWNET"]) == 0
+        elif libc.mount(None, b"/", None, c["MS_REC"] | c["MS_PRIVATE"], None) != 0 \
+                or libc.mount(b"none", b"/proc", b"tmpfs", c["MS_RDONLY"] | c["MS_NOSUID"]
+                              | c["MS_NODEV"] | c["MS_NOEXEC"], b"size=4k,mode=555") != 0:
+            missing["proc_hidden"] = "mount: " + fail()
+        else:
+            layers.append("proc_hidden")
+        if ok:
             layers += ["user_namespace", "network_namespace"]
             if mapper:
                 go = True

@@ -110,6 +110,7 @@ def _orq_forkserver_serve(rules, max_procs=0, hold=-1):
     import os
 
     _orq_one_shot[0] = True
+    _orq_core_arms[0] = True
     try:
         if max_procs > 0:  # a child of the C loop: its RLIMIT_NPROC (Seal.MaxProcs)
             import resource
@@ -302,6 +303,8 @@ def _orq_forkserver_main():
                                                  ctypes.c_longlong,
                                                  ctypes.py_object, ctypes.py_object]
                 core.orq_zygote_loop.restype = ctypes.c_int
+                core.orq_core_module.restype = ctypes.py_object
+                _orq_core.append(core.orq_core_module())
             except Exception as e:  # noqa: BLE001
                 core, core_error = None, "%s: %s" % (type(e).__name__, e)
             finally:

@@ -196,7 +196,10 @@ func workspaceCalls() []call {
 // system memory size). clone (threads only), prlimit64 (the calling
 // process only) and ioctl (no terminal injection) are allowed by argument
 // (see allowlist); clone3 is refused with ENOSYS so the C library falls
-// back to clone; every other call is refused with EPERM.
+// back to clone, and sysinfo with ENOSYS (it would tell the host's memory,
+// uptime and process count; the C library's sysconf(_SC_PHYS_PAGES) then
+// fails, as on a kernel without it); every other call is refused with
+// EPERM.
 func allowedCalls() []call {
 	return append([]call{
 		// Memory: the allocators (pymalloc arenas, glibc malloc) and the
@@ -286,7 +289,6 @@ func allowedCalls() []call {
 		{"times", unix.SYS_TIMES},
 		{"umask", unix.SYS_UMASK},
 		{"uname", unix.SYS_UNAME},
-		{"sysinfo", unix.SYS_SYSINFO},
 		{"getrandom", unix.SYS_GETRANDOM},
 	}, legacyAllowedCalls()...)
 }
@@ -450,6 +452,7 @@ func verdicts(ws bool) []verdict {
 	special := map[uint32]verdict{
 		unix.SYS_CLONE:     vClone,
 		unix.SYS_CLONE3:    vNoSys,
+		unix.SYS_SYSINFO:   vNoSys, // the host's memory, uptime and process count
 		unix.SYS_PRLIMIT64: vPrlimit,
 		unix.SYS_IOCTL:     vIoctl,
 	}

@@ -41,9 +41,9 @@ type case_ struct {
 // clone3, every program but Zygote's) makes.
 func argCases(k Kind) []case_ {
 	fork, thread := uint32(retEPERM), uint32(retAllow)
-	clone3 := uint32(retNOSYS)
+	clone3, sysinfo := uint32(retNOSYS), uint32(retNOSYS)
 	if k.Base() == Zygote {
-		fork, clone3 = retAllow, retAllow
+		fork, clone3, sysinfo = retAllow, retAllow, retAllow
 	}
 	own, other := uint32(retAllow), uint32(retEPERM)
 	ioctlDeny := uint32(retEPERM)
@@ -57,6 +57,7 @@ func argCases(k Kind) []case_ {
 		{"clone(thread|CLONE_NEWNS)", native(unix.SYS_CLONE, threadFlags|unix.CLONE_NEWNS), fork},
 		{"clone(thread|CLONE_NEWTIME)", native(unix.SYS_CLONE, threadFlags|unix.CLONE_NEWTIME), fork},
 		{"clone3", native(unix.SYS_CLONE3, 0x1000, 88), clone3},
+		{"sysinfo", native(unix.SYS_SYSINFO, 0x1000), sysinfo},
 		{"prlimit64(0)", native(unix.SYS_PRLIMIT64, 0, unix.RLIMIT_NOFILE, 0, 0x1000), own},
 		{"prlimit64(1)", native(unix.SYS_PRLIMIT64, 1, unix.RLIMIT_NOFILE, 0x1000, 0), other},
 		{"prlimit64(1<<32)", native(unix.SYS_PRLIMIT64, 1<<32, unix.RLIMIT_NOFILE, 0x1000, 0), other},

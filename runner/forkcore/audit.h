@@ -1,0 +1,624 @@
+/*
+ * audit.h: the runner's audit hook and class guard, in C.
+ *
+ * Included (once) by the fork-server's C loop (forkcore.c, loaded into the
+ * zygote) and by tier 0's embedding code (plugins/inprocess/embed.c), so
+ * there is one implementation. orq_core_module() returns a module object
+ * the runner keeps in a local (never in sys.modules) with:
+ *
+ *   arm(config)      arm the hook with a configuration (a dict, see
+ *                    orq_core_arm). One way: Python has no way to disarm
+ *                    it. A process that runs one execution never disarms;
+ *                    tier 0's C side (orq_core_disarm) disarms after the
+ *                    call has returned to C.
+ *   armed()          whether the hook is armed
+ *   frames(tb)       [(line, function name)] of the traceback's frames that
+ *                    run the user's code (filename "<sandbox>"), read from
+ *                    the C structures: no audited attribute is read, no
+ *                    Python code runs
+ *   type_name(obj)   the name of obj's type, read from tp_name (no
+ *                    metaclass property runs)
+ *
+ * The armed state and the configuration live in this file's static
+ * memory: no Python object refers to them.
+ *
+ * While armed the hook refuses the events of the configuration (as the
+ * runner's Python hook did), setting an attribute of a class built before
+ * it was armed (a library's: type's setattr slot, the __setattr__ wrapper
+ * and every metaclass's inherited slot are replaced here), the __code__,
+ * __defaults__ or __kwdefaults__ of a module's function and an object's
+ * __class__
+ * (whatever C code does the setting: copy's reconstruction, setattr),
+ * and type.__new__ (every class creation goes
+ * through PyType_Type.tp_new, replaced here) refuses, for a class built
+ * while the running Python frame is the user's code ("<sandbox>"): a
+ * metaclass (a base that is a subclass of type) and namespace keys that a
+ * class body may not bind (dunders outside the configuration's
+ * class_dunders).
+ */
+#ifndef ORQ_AUDIT_H
+#define ORQ_AUDIT_H
+
+#include <Python.h>
+#include <frameobject.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct orq_strs {
+    char **v;
+    size_t n;
+};
+
+static struct {
+    int installed;
+    int armed;
+    int check_open;
+    char *ws; /* with a trailing '/', or NULL */
+    struct orq_strs exact, prefixes, roots, ws_events, class_dunders;
+} orq_audit;
+
+static newfunc orq_type_new_real;
+static setattrofunc orq_type_setattro_real;
+static allocfunc orq_type_alloc_real;
+
+/* The classes built since the hook was armed (an open-addressing set of
+ * pointers; a class is never freed while the execution can still name
+ * it, and an address freed and reused is that of a class built since
+ * then, or of no class): only their attributes may be set while armed. */
+#define ORQ_MADE_CAP 8192
+static PyObject *orq_made[ORQ_MADE_CAP];
+static size_t orq_made_n;
+
+static size_t orq_made_slot(PyObject *t)
+{
+    return (((uintptr_t)t) >> 4) * 11400714819323198485ull % ORQ_MADE_CAP;
+}
+
+static void orq_made_add(PyObject *t)
+{
+    if (orq_made_n >= ORQ_MADE_CAP / 2)
+        return; /* full: later classes' attributes stay unsettable */
+    size_t i = orq_made_slot(t);
+    while (orq_made[i] != NULL && orq_made[i] != t)
+        i = (i + 1) % ORQ_MADE_CAP;
+    if (orq_made[i] == NULL) {
+        orq_made[i] = t;
+        orq_made_n++;
+    }
+}
+
+static int orq_made_has(PyObject *t)
+{
+    size_t i = orq_made_slot(t);
+    while (orq_made[i] != NULL) {
+        if (orq_made[i] == t)
+            return 1;
+        i = (i + 1) % ORQ_MADE_CAP;
+    }
+    return 0;
+}
+
+static void orq_strs_free(struct orq_strs *s)
+{
+    for (size_t i = 0; i < s->n; i++)
+        free(s->v[i]);
+    free(s->v);
+    s->v = NULL;
+    s->n = 0;
+}
+
+/* s from the str items of the iterable cfg[key] (missing: empty). */
+static int orq_strs_from(struct orq_strs *s, PyObject *cfg, const char *key)
+{
+    orq_strs_free(s);
+    PyObject *x = PyDict_GetItemString(cfg, key); /* borrowed */
+    if (x == NULL || x == Py_None)
+        return 0;
+    PyObject *seq = PySequence_Fast(x, "orq_core.arm: a list of strings");
+    if (seq == NULL)
+        return -1;
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
+    s->v = calloc((size_t)n + 1, sizeof(char *));
+    if (s->v == NULL) {
+        Py_DECREF(seq);
+        PyErr_NoMemory();
+        return -1;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *it = PySequence_Fast_GET_ITEM(seq, i);
+        const char *u = PyUnicode_Check(it) ? PyUnicode_AsUTF8(it) : NULL;
+        if (u == NULL) {
+            Py_DECREF(seq);
+            if (!PyErr_Occurred())
+                PyErr_SetString(PyExc_TypeError, "orq_core.arm: a list of strings");
+            return -1;
+        }
+        s->v[s->n] = strdup(u);
+        if (s->v[s->n] == NULL) {
+            Py_DECREF(seq);
+            PyErr_NoMemory();
+            return -1;
+        }
+        s->n++;
+    }
+    Py_DECREF(seq);
+    return 0;
+}
+
+static int orq_strs_has(const struct orq_strs *s, const char *x)
+{
+    for (size_t i = 0; i < s->n; i++)
+        if (strcmp(s->v[i], x) == 0)
+            return 1;
+    return 0;
+}
+
+static int orq_strs_prefix(const struct orq_strs *s, const char *x)
+{
+    for (size_t i = 0; i < s->n; i++)
+        if (strncmp(x, s->v[i], strlen(s->v[i])) == 0)
+            return 1;
+    return 0;
+}
+
+/* posixpath.normpath(p) + "/" into a new buffer (NULL: out of memory). */
+static char *orq_normpath_slash(const char *p)
+{
+    size_t len = strlen(p);
+    char *out = malloc(len + 3);
+    if (out == NULL)
+        return NULL;
+    size_t o = 0;
+    int lead = 0;
+    if (p[0] == '/')
+        lead = (p[1] == '/' && p[2] != '/') ? 2 : 1;
+    for (int i = 0; i < lead; i++)
+        out[o++] = '/';
+    size_t base = o; /* out[base..o) holds the components, joined by '/' */
+    const char *s = p;
+    while (*s) {
+        while (*s == '/')
+            s++;
+        const char *e = s;
+        while (*e && *e != '/')
+            e++;
+        size_t n = (size_t)(e - s);
+        if (n == 0 || (n == 1 && s[0] == '.')) {
+            /* skip */
+        } else if (n == 2 && s[0] == '.' && s[1] == '.') {
+            /* pop the last component unless it is "..", or keep ".." in a
+             * relative path; ".." at the root is dropped */
+            size_t k = o;
+            while (k > base && out[k - 1] != '/')
+                k--;
+            int last_dotdot = (o - k == 2 && out[k] == '.' && out[k + 1] == '.');
+            if (o > base && !last_dotdot) {
+                o = k > base ? k - 1 : base;
+            } else if (lead == 0) {
+                if (o > base)
+                    out[o++] = '/';
+                out[o++] = '.';
+                out[o++] = '.';
+            }
+        } else {
+            if (o > base)
+                out[o++] = '/';
+            memcpy(out + o, s, n);
+            o += n;
+        }
+        s = e;
+    }
+    if (o == 0)
+        out[o++] = '.';
+    out[o++] = '/';
+    out[o] = 0;
+    return out;
+}
+
+/* A path argument as UTF-8 (surrogateescape for bytes and lone
+ * surrogates) in a new reference to a bytes object, or NULL (no error set)
+ * when it is not a str or bytes or holds a NUL. */
+static PyObject *orq_path_bytes(PyObject *p)
+{
+    PyObject *b;
+    if (PyUnicode_Check(p)) {
+        b = PyUnicode_AsEncodedString(p, "utf-8", "surrogateescape");
+    } else if (PyBytes_Check(p)) {
+        b = p;
+        Py_INCREF(b);
+    } else {
+        return NULL;
+    }
+    if (b == NULL) {
+        PyErr_Clear();
+        return NULL;
+    }
+    if ((size_t)PyBytes_GET_SIZE(b) != strlen(PyBytes_AS_STRING(b))) {
+        Py_DECREF(b);
+        return NULL;
+    }
+    return b;
+}
+
+/* Whether the normalised path p starts with a root (absolute only when
+ * require_abs), or (roots NULL) with ws. */
+static int orq_path_under(PyObject *p, const struct orq_strs *roots, const char *ws, int require_abs)
+{
+    PyObject *b = orq_path_bytes(p);
+    if (b == NULL)
+        return 0;
+    const char *s = PyBytes_AS_STRING(b);
+    int ok = 0;
+    if (!require_abs || s[0] == '/') {
+        char *n = orq_normpath_slash(s);
+        if (n != NULL) {
+            ok = roots != NULL ? orq_strs_prefix(roots, n) : strncmp(n, ws, strlen(ws)) == 0;
+            free(n);
+        }
+    }
+    Py_DECREF(b);
+    return ok;
+}
+
+/* Whether function f belongs to a module: its globals are the dict of the
+ * module sys.modules names by their __name__, or have no __name__ at all
+ * (the runner's guards run in empty globals). */
+static int orq_module_function(PyObject *f)
+{
+    PyObject *g = PyFunction_GetGlobals(f); /* borrowed */
+    if (g == NULL || !PyDict_Check(g))
+        return 1;
+    PyObject *name = PyDict_GetItemString(g, "__name__"); /* borrowed */
+    if (name == NULL || !PyUnicode_Check(name))
+        return 1;
+    PyObject *m = PyImport_GetModule(name);
+    if (m == NULL) {
+        PyErr_Clear();
+        return 0;
+    }
+    int mine = PyModule_Check(m) && PyModule_GetDict(m) == g;
+    Py_DECREF(m);
+    return mine;
+}
+
+static int orq_refuse(const char *fmt, const char *what)
+{
+    PyErr_Format(PyExc_RuntimeError, fmt, what);
+    return -1;
+}
+
+static int orq_audit_hook(const char *event, PyObject *args, void *data)
+{
+    (void)data;
+    if (!orq_audit.armed)
+        return 0;
+    Py_ssize_t n = PyTuple_Check(args) ? PyTuple_GET_SIZE(args) : 0;
+    PyObject *a0 = n > 0 ? PyTuple_GET_ITEM(args, 0) : NULL;
+    PyObject *a1 = n > 1 ? PyTuple_GET_ITEM(args, 1) : NULL;
+    if (orq_audit.ws != NULL && a0 != NULL && orq_strs_has(&orq_audit.ws_events, event)
+        && orq_path_under(a0, NULL, orq_audit.ws, 1)
+        && (strcmp(event, "os.rename") != 0 || (a1 != NULL && orq_path_under(a1, NULL, orq_audit.ws, 1))))
+        return 0;
+    if (strcmp(event, "object.__setattr__") == 0) {
+        /* a class's __module__ (type's own setattr is guarded in
+         * orq_type_setattro), a function's __code__/__defaults__/
+         * __kwdefaults__, an object's __class__ */
+        if (a0 != NULL && PyType_Check(a0) && orq_made_has(a0))
+            return 0;
+        if (a0 != NULL && PyFunction_Check(a0) && !orq_module_function(a0))
+            return 0; /* made at run time (namedtuple's __new__), not a module's */
+        const char *name = a1 != NULL && PyUnicode_Check(a1) ? PyUnicode_AsUTF8(a1) : NULL;
+        if (name == NULL) {
+            PyErr_Clear();
+            name = "?";
+        }
+        PyErr_Format(PyExc_RuntimeError,
+                     "sandbox: setting %s of a %s the code did not create is not allowed",
+                     name, a0 != NULL && PyType_Check(a0) ? "class" : "function or object");
+        return -1;
+    }
+    if (strcmp(event, "object.__getattr__") == 0) {
+        const char *name = a1 != NULL && PyUnicode_Check(a1) ? PyUnicode_AsUTF8(a1) : NULL;
+        if (name == NULL) {
+            PyErr_Clear();
+            name = "?";
+        }
+        /* what inspect.signature reads */
+        if (strcmp(name, "__code__") == 0 || strcmp(name, "__defaults__") == 0
+            || strcmp(name, "__kwdefaults__") == 0)
+            return 0;
+        return orq_refuse("sandbox: introspection (%s) is not allowed", name);
+    }
+    if ((strcmp(event, "os.listdir") == 0 || strcmp(event, "os.scandir") == 0
+         || strcmp(event, "os.walk") == 0)
+        && a0 != NULL && PyUnicode_Check(a0) && orq_path_under(a0, &orq_audit.roots, NULL, 0))
+        return 0; /* the import system's directory caches; package data */
+    if (orq_strs_has(&orq_audit.exact, event) || orq_strs_prefix(&orq_audit.prefixes, event))
+        return orq_refuse("sandbox: %s is not allowed", event);
+    if (strcmp(event, "open") == 0 && orq_audit.check_open) {
+        PyObject *mode = n > 1 ? PyTuple_GET_ITEM(args, 1) : Py_None;
+        PyObject *flags = n > 2 ? PyTuple_GET_ITEM(args, 2) : NULL;
+        int ok = 0;
+        if (a0 != NULL && (PyUnicode_Check(a0) || PyBytes_Check(a0))
+            && (mode == Py_None || PyUnicode_Check(mode))) {
+            int writes = 0;
+            if (mode != Py_None) {
+                const char *m = PyUnicode_AsUTF8(mode);
+                if (m == NULL) {
+                    PyErr_Clear();
+                    writes = 1;
+                } else {
+                    writes = strpbrk(m, "wax+") != NULL;
+                }
+            }
+            if (flags != NULL && PyLong_Check(flags)) {
+                long f = PyLong_AsLong(flags);
+                if (f == -1 && PyErr_Occurred()) {
+                    PyErr_Clear();
+                    writes = 1;
+                } else if (f & 03) {
+                    writes = 1;
+                }
+            }
+            ok = !writes && orq_path_under(a0, &orq_audit.roots, NULL, 0);
+        }
+        if (!ok) {
+            PyObject *r = a0 != NULL ? PyObject_Repr(a0) : NULL;
+            const char *u = r != NULL ? PyUnicode_AsUTF8(r) : NULL;
+            if (u == NULL)
+                PyErr_Clear();
+            PyErr_Format(PyExc_RuntimeError, "sandbox: open(%s) is not allowed", u ? u : "?");
+            Py_XDECREF(r);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+/* Whether the running Python frame is the user's code. */
+static int orq_in_user_frame(void)
+{
+    PyFrameObject *f = PyEval_GetFrame(); /* borrowed */
+    if (f == NULL)
+        return 0;
+    PyCodeObject *co = PyFrame_GetCode(f);
+    int user = PyUnicode_Check(co->co_filename)
+        && PyUnicode_CompareWithASCIIString(co->co_filename, "<sandbox>") == 0;
+    Py_DECREF(co);
+    return user;
+}
+
+/* A class's memory while armed: the class is recorded as built since (before
+ * its creation runs __set_name__ and __init_subclass__, which may set its
+ * attributes). Every metaclass allocates through here. */
+static PyObject *orq_type_alloc(PyTypeObject *meta, Py_ssize_t n)
+{
+    PyObject *t = orq_type_alloc_real(meta, n);
+    if (t != NULL && orq_audit.armed)
+        orq_made_add(t);
+    return t;
+}
+
+static PyObject *orq_type_new(PyTypeObject *meta, PyObject *args, PyObject *kwds)
+{
+    if (orq_audit.armed && PyTuple_Check(args) && PyTuple_GET_SIZE(args) == 3 && orq_in_user_frame()) {
+        PyObject *bases = PyTuple_GET_ITEM(args, 1), *ns = PyTuple_GET_ITEM(args, 2);
+        if (PyTuple_Check(bases)) {
+            for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(bases); i++) {
+                PyObject *b = PyTuple_GET_ITEM(bases, i);
+                if (PyType_Check(b) && PyType_IsSubtype((PyTypeObject *)b, &PyType_Type)) {
+                    PyErr_SetString(PyExc_TypeError,
+                                    "a class may not derive from type (a metaclass) in the sandbox");
+                    return NULL;
+                }
+            }
+        }
+        if (PyDict_Check(ns)) {
+            PyObject *k, *v;
+            Py_ssize_t pos = 0;
+            while (PyDict_Next(ns, &pos, &k, &v)) {
+                const char *u = PyUnicode_Check(k) ? PyUnicode_AsUTF8(k) : NULL;
+                if (u == NULL) {
+                    PyErr_Clear();
+                    PyErr_SetString(PyExc_TypeError, "a class's attribute names are strings");
+                    return NULL;
+                }
+                size_t l = strlen(u);
+                if (l >= 4 && u[0] == '_' && u[1] == '_' && u[l - 1] == '_' && u[l - 2] == '_'
+                    && !orq_strs_has(&orq_audit.class_dunders, u)) {
+                    PyErr_Format(PyExc_TypeError,
+                                 "a class may not define %s in the sandbox (type() with a "
+                                 "namespace follows the rules of a class statement)", u);
+                    return NULL;
+                }
+            }
+        }
+    }
+    PyObject *t = orq_type_new_real(meta, args, kwds);
+    if (t != NULL && PyType_IsSubtype((PyTypeObject *)t, &PyType_Type)
+        && ((PyTypeObject *)t)->tp_alloc == orq_type_alloc_real)
+        ((PyTypeObject *)t)->tp_alloc = orq_type_alloc; /* a new metaclass */
+    return t;
+}
+
+/* type.__setattr__ while armed: only on classes built since (the code's,
+ * or a library's made for it: a namedtuple, an Enum); a library's class
+ * keeps its attributes (copy's reconstruction, dataclass(), setattr). */
+static int orq_type_setattro(PyObject *t, PyObject *name, PyObject *v)
+{
+    if (orq_audit.armed && !orq_made_has(t)) {
+        PyErr_Format(PyExc_RuntimeError,
+                     "sandbox: setting %R of the class %s, which the code did not create, is not allowed",
+                     name, ((PyTypeObject *)t)->tp_name);
+        return -1;
+    }
+    return orq_type_setattro_real(t, name, v);
+}
+
+/* Point type's setattr slot, its __setattr__ wrapper and the slot of every
+ * metaclass that inherited it (abc.ABCMeta, ...) at orq_type_setattro, and
+ * their allocators at orq_type_alloc. */
+static int orq_patch_setattro(PyTypeObject *meta, int depth)
+{
+    if (meta->tp_setattro == orq_type_setattro_real)
+        meta->tp_setattro = orq_type_setattro;
+    if (meta->tp_alloc == orq_type_alloc_real)
+        meta->tp_alloc = orq_type_alloc;
+    if (depth > 64)
+        return 0;
+    PyObject *subs = PyObject_CallMethod((PyObject *)&PyType_Type, "__subclasses__", "O", (PyObject *)meta);
+    if (subs == NULL)
+        return -1;
+    for (Py_ssize_t i = 0; PyList_Check(subs) && i < PyList_GET_SIZE(subs); i++) {
+        PyObject *sub = PyList_GET_ITEM(subs, i);
+        if (PyType_Check(sub) && orq_patch_setattro((PyTypeObject *)sub, depth + 1) < 0) {
+            Py_DECREF(subs);
+            return -1;
+        }
+    }
+    Py_DECREF(subs);
+    return 0;
+}
+
+/* Arm with config: {"exact": [event], "prefixes": [event prefix],
+ * "roots": [readable directory + "/"], "ws": workspace + "/" or None,
+ * "ws_events": [event], "check_open": bool, "class_dunders": [name]}. */
+static PyObject *orq_core_arm(PyObject *self, PyObject *cfg)
+{
+    (void)self;
+    if (orq_audit.armed) {
+        PyErr_SetString(PyExc_RuntimeError, "orq_core.arm: already armed");
+        return NULL;
+    }
+    if (!PyDict_Check(cfg)) {
+        PyErr_SetString(PyExc_TypeError, "orq_core.arm: a dict");
+        return NULL;
+    }
+    if (orq_strs_from(&orq_audit.exact, cfg, "exact") < 0
+        || orq_strs_from(&orq_audit.prefixes, cfg, "prefixes") < 0
+        || orq_strs_from(&orq_audit.roots, cfg, "roots") < 0
+        || orq_strs_from(&orq_audit.ws_events, cfg, "ws_events") < 0
+        || orq_strs_from(&orq_audit.class_dunders, cfg, "class_dunders") < 0)
+        return NULL;
+    free(orq_audit.ws);
+    orq_audit.ws = NULL;
+    PyObject *ws = PyDict_GetItemString(cfg, "ws");
+    if (ws != NULL && PyUnicode_Check(ws)) {
+        const char *u = PyUnicode_AsUTF8(ws);
+        if (u == NULL)
+            return NULL;
+        orq_audit.ws = strdup(u);
+        if (orq_audit.ws == NULL)
+            return PyErr_NoMemory();
+    }
+    PyObject *co = PyDict_GetItemString(cfg, "check_open");
+    orq_audit.check_open = co == NULL || PyObject_IsTrue(co) != 0;
+    if (!orq_audit.installed) {
+        if (PySys_AddAuditHook(orq_audit_hook, NULL) < 0)
+            return NULL;
+        orq_audit.installed = 1;
+    }
+    if (orq_made_n > 0) { /* a fork-server child starts clean: no page touched */
+        memset(orq_made, 0, sizeof(orq_made));
+        orq_made_n = 0;
+    }
+    orq_audit.armed = 1;
+    Py_RETURN_NONE;
+}
+
+/* Disarm: C callers only (tier 0, after the call returned to C). */
+static inline void orq_core_disarm(void)
+{
+    orq_audit.armed = 0;
+}
+
+static PyObject *orq_core_armed(PyObject *self, PyObject *unused)
+{
+    (void)self;
+    (void)unused;
+    return PyBool_FromLong(orq_audit.armed);
+}
+
+static PyObject *orq_core_frames(PyObject *self, PyObject *tb)
+{
+    (void)self;
+    PyObject *out = PyList_New(0);
+    if (out == NULL)
+        return NULL;
+    int depth = 0;
+    while (tb != NULL && PyTraceBack_Check(tb) && depth++ < 10000) {
+        PyTracebackObject *t = (PyTracebackObject *)tb;
+        PyFrameObject *f = t->tb_frame;
+        if (f != NULL) {
+            PyCodeObject *co = PyFrame_GetCode(f);
+            if (PyUnicode_Check(co->co_filename)
+                && PyUnicode_CompareWithASCIIString(co->co_filename, "<sandbox>") == 0) {
+                int line = t->tb_lineno;
+                if (line < 0)
+                    line = PyCode_Addr2Line(co, t->tb_lasti);
+                PyObject *item = Py_BuildValue("(iO)", line, co->co_name);
+                if (item == NULL || PyList_Append(out, item) < 0) {
+                    Py_XDECREF(item);
+                    Py_DECREF(co);
+                    Py_DECREF(out);
+                    return NULL;
+                }
+                Py_DECREF(item);
+            }
+            Py_DECREF(co);
+        }
+        tb = (PyObject *)t->tb_next;
+    }
+    return out;
+}
+
+static PyObject *orq_core_type_name(PyObject *self, PyObject *obj)
+{
+    (void)self;
+    const char *n = Py_TYPE(obj)->tp_name;
+    const char *dot = strrchr(n, '.');
+    return PyUnicode_FromString(dot ? dot + 1 : n);
+}
+
+static PyMethodDef orq_core_methods[] = {
+    {"arm", orq_core_arm, METH_O, "arm the audit hook (one way)"},
+    {"armed", orq_core_armed, METH_NOARGS, "whether the audit hook is armed"},
+    {"frames", orq_core_frames, METH_O, "the user's frames of a traceback: [(line, name)]"},
+    {"type_name", orq_core_type_name, METH_O, "the name of an object's type, from tp_name"},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef orq_core_def = {
+    PyModuleDef_HEAD_INIT, "orq_core", NULL, -1, orq_core_methods, NULL, NULL, NULL, NULL,
+};
+
+/* The module, made once per process; also puts the class guard in place. */
+static PyObject *orq_core_module_make(void)
+{
+    static PyObject *mod;
+    if (mod == NULL) {
+        mod = PyModule_Create(&orq_core_def);
+        if (mod == NULL)
+            return NULL;
+        if (orq_type_new_real == NULL) {
+            orq_type_new_real = PyType_Type.tp_new;
+            PyType_Type.tp_new = orq_type_new;
+            orq_type_setattro_real = PyType_Type.tp_setattro;
+            orq_type_alloc_real = PyType_Type.tp_alloc;
+            if (orq_patch_setattro(&PyType_Type, 0) < 0)
+                Py_FatalError("orq_core: cannot guard the classes' setattr");
+            const char *names[] = {"__setattr__", "__delattr__"};
+            for (int i = 0; i < 2; i++) {
+                PyObject *d = PyDict_GetItemString(PyType_Type.tp_dict, names[i]); /* borrowed */
+                if (d != NULL && Py_IS_TYPE(d, &PyWrapperDescr_Type)
+                    && ((PyWrapperDescrObject *)d)->d_wrapped == (void *)orq_type_setattro_real)
+                    ((PyWrapperDescrObject *)d)->d_wrapped = (void *)orq_type_setattro;
+            }
+        }
+    }
+    Py_INCREF(mod);
+    return mod;
+}
+
+#endif
