@@ -16,10 +16,11 @@ import (
 	"github.com/orqest/sandbox/validator"
 )
 
-// TestPoolKeysAndBound: Get starts a fork-server once per (name, key),
-// starts a new one when the key changes or the old one died, reports a
-// failed start, and closes the least recently used beyond Max.
-func TestPoolKeysAndBound(t *testing.T) {
+// forkServerStarter returns a start function of fork-servers with pool
+// idle children each, sealed as the probe says this machine can; the test
+// skips without the interpreter.
+func forkServerStarter(t *testing.T, pool int) func() (*pyproc.ForkServer, error) {
+	t.Helper()
 	if _, err := os.Stat(python); err != nil {
 		t.Skip(err)
 	}
@@ -28,10 +29,20 @@ func TestPoolKeysAndBound(t *testing.T) {
 		t.Fatal(err)
 	}
 	rules := json.RawMessage(validator.RulesJSON())
+	return func() (*pyproc.ForkServer, error) {
+		return pyproc.StartForkServer(runner.ForkServerArgv(python), runner.ForkServerConfig{Seal: s.Seal(nil), Rules: rules, Pool: pool}, pyproc.ForkServerOptions{})
+	}
+}
+
+// TestPoolKeysAndBound: Get starts a fork-server once per (name, key),
+// starts a new one when the key changes or the old one died, reports a
+// failed start, and closes the least recently used beyond Max.
+func TestPoolKeysAndBound(t *testing.T) {
 	starts := 0
+	base := forkServerStarter(t, 1)
 	start := func() (*pyproc.ForkServer, error) {
 		starts++
-		return pyproc.StartForkServer(runner.ForkServerArgv(python), runner.ForkServerConfig{Seal: s.Seal(nil), Rules: rules, Pool: 1}, pyproc.ForkServerOptions{})
+		return base()
 	}
 	restarted := 0
 	p := &pyproc.Pool{Max: 2, OnRestart: func(string, *pyproc.ForkServer) { restarted++ }}
@@ -72,17 +83,7 @@ func TestPoolKeysAndBound(t *testing.T) {
 // TestPoolEvictionDrains: a fork-server the pool evicts while a call runs
 // on it is closed only after that call ended, and the call succeeds.
 func TestPoolEvictionDrains(t *testing.T) {
-	if _, err := os.Stat(python); err != nil {
-		t.Skip(err)
-	}
-	s, err := pyproc.Probe(context.Background(), runner.Argv(python), nil, "", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	rules := json.RawMessage(validator.RulesJSON())
-	start := func() (*pyproc.ForkServer, error) {
-		return pyproc.StartForkServer(runner.ForkServerArgv(python), runner.ForkServerConfig{Seal: s.Seal(nil), Rules: rules, Pool: 1}, pyproc.ForkServerOptions{})
-	}
+	start := forkServerStarter(t, 1)
 	p := &pyproc.Pool{Max: 1}
 	defer p.Close()
 	job := func(code string) pyproc.Job {
@@ -148,17 +149,7 @@ func TestPoolEvictionDrains(t *testing.T) {
 // stays up fails the call with ErrUnavailable, not ErrNotRun (the plugin
 // is fine: the host must not resend the call to a new plugin process).
 func TestPoolCallRightAfterZygoteKilled(t *testing.T) {
-	if _, err := os.Stat(python); err != nil {
-		t.Skip(err)
-	}
-	s, err := pyproc.Probe(context.Background(), runner.Argv(python), nil, "", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	rules := json.RawMessage(validator.RulesJSON())
-	start := func() (*pyproc.ForkServer, error) {
-		return pyproc.StartForkServer(runner.ForkServerArgv(python), runner.ForkServerConfig{Seal: s.Seal(nil), Rules: rules, Pool: 2}, pyproc.ForkServerOptions{})
-	}
+	start := forkServerStarter(t, 2)
 	p := &pyproc.Pool{Max: 1}
 	defer p.Close()
 	job := pyproc.Job{Request: runner.Request{Code: "return 7"}, Limits: shared.Resolved{Timeout: 20 * time.Second, MemoryMB: 256, MaxOutputBytes: 1 << 20}}
@@ -198,7 +189,7 @@ func TestPoolCallRightAfterZygoteKilled(t *testing.T) {
 		}
 		return fs, err
 	}
-	_, err = p.Run(context.Background(), "b", "k", dying, job)
+	_, err := p.Run(context.Background(), "b", "k", dying, job)
 	if !errors.Is(err, shared.ErrUnavailable) || errors.Is(err, shared.ErrNotRun) {
 		t.Errorf("always-dying zygote: %v, want ErrUnavailable and not ErrNotRun", err)
 	}
