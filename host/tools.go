@@ -782,8 +782,11 @@ func (f *ToolFactory) RunPython(ctx context.Context, req RunPythonRequest) (shar
 			return shared.ExecutionResult{}, &PolicyError{Policy: pol.Name, Err: err} // the policy refused it (StageOf)
 		}
 	}
+	// A timeout above the policy's ceiling is refused by Execute, as on
+	// the CLI and in the Go API (a policy-stage error naming the ceiling),
+	// not cut to fit without a word.
 	timeout := req.Timeout
-	if timeout == 0 || timeout > pol.Timeout {
+	if timeout == 0 {
 		timeout = pol.Timeout
 	}
 	var res shared.ExecutionResult
@@ -809,7 +812,11 @@ func (f *ToolFactory) RunPython(ctx context.Context, req RunPythonRequest) (shar
 			if fe := (*shared.FieldError)(nil); errors.As(err, &fe) {
 				field = fe.Field
 			}
-			return res, &ArgumentError{Tool: RunPythonToolName, Field: field, Message: err.Error()}
+			ae := &ArgumentError{Tool: RunPythonToolName, Field: field, Message: err.Error()}
+			if pe := (*PolicyError)(nil); errors.As(err, &pe) {
+				return res, &PolicyError{Policy: pe.Policy, Err: ae} // the policy's refusal stays one (StageOf)
+			}
+			return res, ae
 		}
 		return res, fmt.Errorf("%s: %w", RunPythonToolName, err)
 	case res.ErrorKind == shared.KindValidation:

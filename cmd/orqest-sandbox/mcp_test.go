@@ -235,6 +235,9 @@ func TestMCPBadInputs(t *testing.T) {
 		{"run_python", map[string]any{"code": "return 1 / 0"}, "ZeroDivisionError", host.StageExecution},
 		{"run_python", map[string]any{"code": "return 1", "args": []int{1}}, "args must be a JSON object", host.StageValidation},
 		{"run_python", map[string]any{}, `argument "code": missing`, host.StageValidation},
+		// Above the policy's ceiling (its 3 s timeout): refused, naming the
+		// ceiling, never cut to fit without a word.
+		{"run_python", map[string]any{"code": "return 1", "timeout_s": 100}, "timeout 1m40s is above", host.StagePolicy},
 		{"run_python", map[string]any{"code": " \n\t"}, `argument "code": empty`, host.StageValidation},
 	} {
 		r := call(t, cs, c.tool, c.args)
