@@ -716,13 +716,16 @@ type RunPythonRequest struct {
 	Code string
 	// Args is the `args` object (empty or null means {}).
 	Args json.RawMessage
-	// AllowedImports are the modules the code may import; as for a spec,
-	// they must lie within the policy and the code is checked against
-	// exactly this list.
+	// AllowedImports are the modules the code may import besides the
+	// policy's allowed_imports; they must lie within the policy's ceiling.
 	AllowedImports []string
-	// Timeout bounds the run; zero means the policy's, a larger value is
-	// lowered to it.
+	// Timeout bounds the run; zero means the policy's. One above the
+	// policy's ceiling is refused (a *PolicyError).
 	Timeout time.Duration
+	// Dependencies are packages to install before the code runs
+	// (shared.ExecuteRequest.Dependencies): within the policy's
+	// allowed_packages, on a backend with the dependencies capability.
+	Dependencies []string
 	// Stateful runs it in the caller's session interpreter, whose globals
 	// persist across stateful runs (shared.ExecuteRequest.Stateful): the
 	// factory needs a session (RunAs) and the sandbox the
@@ -740,9 +743,9 @@ type RunPythonRequest struct {
 	SessionID string
 }
 
-// RunPython runs a one-off function body under the rules a spawned tool
-// follows (imports within the policy and exactly those the request lists, a
-// timeout bounded by the policy) without registering a tool: the run_python
+// RunPython runs a one-off function body under the sandbox's policy (its
+// allowed_imports and those the request lists, within the policy's
+// ceiling; a timeout within its ceiling) without registering a tool: the run_python
 // tool of the MCP server. A request that breaks those rules is an
 // *ArgumentError (Tool "run_python"); code the static checks reject is a
 // result with ErrorKind "validation" and its Findings, which also publishes
@@ -791,7 +794,7 @@ func (f *ToolFactory) RunPython(ctx context.Context, req RunPythonRequest) (shar
 	}
 	var res shared.ExecutionResult
 	var err error
-	ereq := shared.ExecuteRequest{Code: req.Code, Args: req.Args, AllowedImports: imports, Timeout: timeout, UserID: f.user, Stateful: req.Stateful, Stateless: req.Stateless, SessionID: req.SessionID}
+	ereq := shared.ExecuteRequest{Code: req.Code, Args: req.Args, AllowedImports: imports, Timeout: timeout, Dependencies: req.Dependencies, UserID: f.user, Stateful: req.Stateful, Stateless: req.Stateless, SessionID: req.SessionID}
 	if fs := CheckCode(ctx, sb.host.opts.checker, Policy{Name: pol.Name, MaxCodeBytes: pol.MaxCodeBytes, Classes: pol.Classes, AllowedImports: pol.AllowedImports}, req.Code, imports...); len(fs) > 0 {
 		// Rejected under the policy's imports and the request's, as the
 		// sandbox would, before Execute: observed (metrics, span, log

@@ -31,6 +31,8 @@ type batchLine struct {
 	Code           string          `json:"code"`
 	Args           json.RawMessage `json:"args,omitempty"`
 	AllowedImports []string        `json:"allowed_imports,omitempty"`
+	// Dependencies are added to the --dep packages.
+	Dependencies []string `json:"dependencies,omitempty"`
 	// Timeout is a duration string ("500ms", "2s") or a number of seconds.
 	Timeout  json.RawMessage `json:"timeout,omitempty"`
 	MemoryMB int             `json:"memory_mb,omitempty"`
@@ -167,7 +169,7 @@ func batchRequest(f execFlags, line []byte, n int, readErr error) (shared.Execut
 	dec := json.NewDecoder(bytes.NewReader(line))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&l); err != nil {
-		return req, "", &shared.FieldError{Field: "line", Reason: fmt.Sprintf("line %d is not a request object {\"code\", \"args\", \"allowed_imports\", \"timeout\", \"memory_mb\", \"id\"}: %v", n, err)}
+		return req, "", &shared.FieldError{Field: "line", Reason: fmt.Sprintf("line %d is not a request object {\"code\", \"args\", \"allowed_imports\", \"dependencies\", \"timeout\", \"memory_mb\", \"id\"}: %v", n, err)}
 	}
 	if dec.More() {
 		return req, l.ID, &shared.FieldError{Field: "line", Reason: fmt.Sprintf("line %d holds more than one JSON value", n)}
@@ -181,6 +183,7 @@ func batchRequest(f execFlags, line []byte, n int, readErr error) (shared.Execut
 	}
 	req = base
 	req.AllowedImports = append(append([]string(nil), f.allow...), l.AllowedImports...)
+	req.Dependencies = append(append([]string(nil), f.deps...), l.Dependencies...)
 	if len(l.Args) > 0 {
 		req.Args = l.Args
 	}

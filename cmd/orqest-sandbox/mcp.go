@@ -504,8 +504,9 @@ const runPythonSchema = `{
   "properties": {
     "code": {"type": "string", "description": "the body of a Python function receiving args; return the result"},
     "args": {"type": "object", "description": "the args dict (default {})"},
-    "allowed_imports": {"type": "array", "items": {"type": "string"}, "description": "modules the code imports (within the policy's)"},
-    "timeout_s": {"type": "number", "exclusiveMinimum": 0, "description": "seconds (at most the policy's timeout)"},
+    "allowed_imports": {"type": "array", "items": {"type": "string"}, "description": "modules the code imports beyond the policy's allowed_imports (within its ceiling)"},
+    "timeout_s": {"type": "number", "exclusiveMinimum": 0, "description": "seconds (at most the policy's ceiling; default the policy's timeout)"},
+    "dependencies": {"type": "array", "items": {"type": "string"}, "description": "packages (name or name==version) to install from the operator's wheel directory before the code runs: within the policy's allowed_packages, on session sandboxes that install dependencies"},
     "stateful": {"type": "boolean", "description": "run in this client's session interpreter: top-level names persist across stateful runs, like notebook cells (session sandboxes with stateful_sessions only); a run killed by its limits loses them (state_lost). Unset: the sandbox's default (stateful = true in its policy makes session runs stateful); false asks for a fresh process"},
     "session": ` + sessionArgSchema + `
   },
@@ -527,6 +528,7 @@ type runPythonInput struct {
 	Args           json.RawMessage `json:"args"`
 	AllowedImports []string        `json:"allowed_imports"`
 	TimeoutS       *float64        `json:"timeout_s"`
+	Dependencies   []string        `json:"dependencies"`
 	Stateful       *bool           `json:"stateful"`
 	Session        string          `json:"session"`
 }
@@ -648,6 +650,7 @@ func (m *mcpServer) runPython(ctx context.Context, req *mcp.CallToolRequest) (*m
 		Args:           in.Args,
 		AllowedImports: in.AllowedImports,
 		Timeout:        timeout,
+		Dependencies:   in.Dependencies,
 		Stateful:       in.Stateful != nil && *in.Stateful,
 		Stateless:      in.Stateful != nil && !*in.Stateful,
 		OnOutput:       progressOutput(ctx, req),

@@ -290,6 +290,9 @@ func runRemote(ctx context.Context, e *env, rf remoteFlags, f execFlags, code st
 	if len(f.allow) > 0 {
 		args["allowed_imports"] = []string(f.allow)
 	}
+	if len(f.deps) > 0 {
+		args["dependencies"] = []string(f.deps)
+	}
 	if f.timeout != "" {
 		req, _ := f.request(code) // checked by the caller
 		args["timeout_s"] = req.Timeout.Seconds()

@@ -17,6 +17,7 @@ import (
 type execFlags struct {
 	config, sandbox, args, timeout string
 	allow                          multiFlag
+	deps                           multiFlag
 	memory                         int
 	json                           bool
 	expr                           string
@@ -29,6 +30,7 @@ func (f *execFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.config, "config", "", "policy file (default ./config.hcl, else the embedded default)")
 	fs.StringVar(&f.sandbox, "sandbox", "", "sandbox to run in (default: the policy's default sandbox)")
 	fs.Var(&f.allow, "allow", "comma-separated modules to allow in addition to the policy's allowed_imports")
+	fs.Var(&f.deps, "dep", "comma-separated packages (name or name==version) to install from the sandbox's wheel_dir before the code runs (session tiers; within the policy's allowed_packages)")
 	fs.StringVar(&f.args, "args", "", "the body's `args`, a JSON object")
 	fs.StringVar(&f.timeout, "timeout", "", "wall-clock timeout, e.g. 500ms (default: the policy's)")
 	fs.IntVar(&f.memory, "memory", 0, "memory cap in MiB (default: the policy's)")
@@ -37,7 +39,7 @@ func (f *execFlags) register(fs *flag.FlagSet) {
 
 // request builds the ExecuteRequest of run and call from the flags.
 func (f *execFlags) request(code string) (shared.ExecuteRequest, error) {
-	req := shared.ExecuteRequest{Code: code, AllowedImports: f.allow, MemoryMB: f.memory}
+	req := shared.ExecuteRequest{Code: code, AllowedImports: f.allow, Dependencies: f.deps, MemoryMB: f.memory}
 	if f.args != "" {
 		if err := shared.CheckArgsObject([]byte(f.args)); err != nil {
 			return req, fmt.Errorf("--%w", err)
@@ -81,7 +83,7 @@ func loadSandbox(ctx context.Context, config, name string) (*host.Host, *host.Sa
 }
 
 func cmdRun(ctx context.Context, e *env, args []string) int {
-	fs := newFlagSet(e, "run", "run [--config F] [--sandbox NAME] [--allow m1,m2] [--args JSON] [--timeout DUR] [--memory MB] [--json] (-e CODE | FILE | - | --batch FILE|-) [--concurrency N] [--user U] [--session S] [--stateful] [--tool NAME] [--addr URL [--token-file F] [--ca-cert F]]")
+	fs := newFlagSet(e, "run", "run [--config F] [--sandbox NAME] [--allow m1,m2] [--dep p1,p2] [--args JSON] [--timeout DUR] [--memory MB] [--json] (-e CODE | FILE | - | --batch FILE|-) [--concurrency N] [--user U] [--session S] [--stateful] [--tool NAME] [--addr URL [--token-file F] [--ca-cert F]]")
 	var f execFlags
 	var user, session, tool, batch string
 	var stateful bool
@@ -89,7 +91,7 @@ func cmdRun(ctx context.Context, e *env, args []string) int {
 	var rf remoteFlags
 	f.register(fs)
 	rf.registerServer(fs)
-	fs.StringVar(&batch, "batch", "", "run many requests: a file (or - for stdin) of JSON lines {\"code\", \"args\", \"allowed_imports\", \"timeout\", \"memory_mb\", \"id\"}; prints one result line per request as each finishes")
+	fs.StringVar(&batch, "batch", "", "run many requests: a file (or - for stdin) of JSON lines {\"code\", \"args\", \"allowed_imports\", \"dependencies\", \"timeout\", \"memory_mb\", \"id\"}; prints one result line per request as each finishes")
 	fs.IntVar(&concurrency, "concurrency", 0, "with --batch: executions in flight at once (default: the sandbox's max_concurrency)")
 	fs.StringVar(&f.expr, "e", "", "the code (a function body) to run")
 	fs.StringVar(&user, "user", "", "user id, for session tiers")

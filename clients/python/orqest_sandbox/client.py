@@ -363,15 +363,20 @@ class Sandbox:
         on_stderr: Optional[OutputCallback] = None,
         stateful: Optional[bool] = None,
         session: Optional[str] = None,
+        dependencies: Optional[Iterable[str]] = None,
         check: bool = True,
     ) -> RunResult:
         """Runs ``code``, the body of a function that receives ``args`` (a
         dict) and ``return``\\ s a JSON-serialisable value.
 
-        ``allow`` lists the modules the code imports (within the policy's;
-        default: none), ``timeout`` the seconds it may take (at most the
-        policy's), ``on_stdout``/``on_stderr`` receive its output as it is
-        written. ``session`` names one of this client's sessions (see
+        ``allow`` lists modules the code imports beyond the policy's own
+        ``allowed_imports``, which need no listing (within the policy's
+        ceiling), ``timeout`` the seconds it may take (at most the policy's
+        ceiling; default the policy's timeout), ``dependencies`` packages
+        (``name`` or ``name==version``) to install from the operator's wheel
+        directory first (within the policy's ``allowed_packages``, on session
+        tiers that install them), ``on_stdout``/``on_stderr`` receive its
+        output as it is written. ``session`` names one of this client's sessions (see
         :meth:`session`), ``stateful`` asks for the session's interpreter
         (top-level names persist, like notebook cells).
 
@@ -388,6 +393,8 @@ class Sandbox:
             arguments["allowed_imports"] = list(allow)
         if timeout is not None:
             arguments["timeout_s"] = float(timeout)
+        if dependencies is not None:
+            arguments["dependencies"] = list(dependencies)
         if stateful is not None:
             arguments["stateful"] = bool(stateful)
         if session:
@@ -647,6 +654,7 @@ class Session:
         on_stdout: Optional[OutputCallback] = None,
         on_stderr: Optional[OutputCallback] = None,
         stateful: Optional[bool] = None,
+        dependencies: Optional[Iterable[str]] = None,
         check: bool = True,
     ) -> RunResult:
         """:meth:`Sandbox.run` in this session (``stateful`` defaults to the
@@ -666,6 +674,7 @@ class Session:
                 on_stderr=on_stderr,
                 stateful=stateful,
                 session=self.name,
+                dependencies=dependencies,
                 check=check,
             )
         except SandboxError as e:

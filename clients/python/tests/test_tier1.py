@@ -130,6 +130,19 @@ class Tier1(unittest.TestCase):
         with self.assertRaises(osb.InvalidArgumentError) as cm:
             self.sb.run("return 1", timeout=-1)
         self.assertEqual(cm.exception.field, "timeout_s")
+        # Above the policy's ceiling (its 10 s timeout): refused at the
+        # policy stage, not cut to fit.
+        with self.assertRaises(osb.InvalidArgumentError) as cm:
+            self.sb.run("return 1", timeout=100)
+        self.assertEqual((cm.exception.stage, cm.exception.field), ("policy", "timeout"))
+        self.assertIn("ceiling", str(cm.exception))
+        # A package outside allowed_packages: the policy refuses it.
+        with self.assertRaises(osb.PermissionDeniedError) as cm2:
+            self.sb.run("return 1", dependencies=["requests"])
+        self.assertIn("allowed_packages", str(cm2.exception))
+
+    def test_policy_imports_need_no_allow(self) -> None:
+        self.assertEqual(self.sb.run("import math\nreturn math.floor(2.5)").output, 2)
 
     def test_bad_token_is_refused(self) -> None:
         bad = osb.Sandbox(self.server.url, "not-the-token-not-the-token-0000")
