@@ -129,8 +129,11 @@ func TestTimeoutLatency(t *testing.T) {
 				t.Fatalf("want error_kind timeout, got success=%v %q: %s", res.Success, res.ErrorKind, res.Error)
 			}
 			t.Logf("%s: returned %v after the deadline", tc.name, over.Round(10*time.Microsecond))
-			if over > 100*time.Millisecond {
-				t.Errorf("returned %v after the deadline, want well under 100ms", over)
+			// Half the grace (1 s): a call the interrupt did not end runs
+			// on to the grace. A quiet machine returns within a few ms; the
+			// bound leaves room for a loaded one.
+			if over > DefaultGrace/2 {
+				t.Errorf("returned %v after the deadline, want well under %v (half the grace)", over, DefaultGrace/2)
 			}
 		})
 	}
