@@ -9,6 +9,7 @@ package runner_test
 
 import (
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -335,6 +336,55 @@ func TestObjectSetattrGuarded(t *testing.T) {
 			wantNoEscape(t, resp, out)
 			if resp.Success || !strings.Contains(resp.Error, c.want) {
 				t.Fatalf("%q: want %q, got success=%v %s: %s", c.code, c.want, resp.Success, resp.ErrorKind, resp.Error)
+			}
+		}
+	})
+}
+
+// TestLibraryKeepsItsOwnClassCaches: under the C hook a package's own code
+// may set a plain (non-dunder) attribute on a class the package defines,
+// as libraries cache on first use (matplotlib's Path._unit_rectangle,
+// set while a figure is saved); another package's code (here a second
+// package standing for copy or dataclasses) may not, the package's own
+// code may not set a dunder, and the user's code may not set either.
+func TestLibraryKeepsItsOwnClassCaches(t *testing.T) {
+	dir := t.TempDir()
+	for name, src := range map[string]string{
+		"orqlazy/__init__.py": "class Shape:\n    _unit = None\n    @classmethod\n    def unit(cls):\n        if cls._unit is None:\n            cls._unit = cls()\n        return cls._unit\n",
+		"orqlazy/more.py":     "from orqlazy import Shape\ndef tag(name, value):\n    setattr(Shape, name, value)\n",
+		"orqother.py":         "import orqlazy\ndef tag(name, value):\n    setattr(orqlazy.Shape, name, value)\n",
+	} {
+		p := filepath.Join(dir, name)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(src), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	req := func(code string) runner.Request {
+		return runner.Request{Code: code, AllowedImports: []string{"orqlazy", "orqlazy.more", "orqother"}, ExtraSysPath: []string{dir}}
+	}
+	hooks(t, func(t *testing.T, hook string) {
+		resp, _, _ := run(t, req("import orqlazy, orqlazy.more\nu = orqlazy.Shape.unit()\norqlazy.more.tag('colour', 'red')\nreturn [u is orqlazy.Shape.unit(), orqlazy.Shape.colour]"))
+		wantOutput(t, resp, `[true, "red"]`)
+	})
+	hooks(t, func(t *testing.T, hook string) {
+		if hook == "python" {
+			t.Skip("SKIP: the Python hook does not know which classes the code built; the C hook does")
+		}
+		for _, c := range []struct{ code, want string }{
+			{"import orqother\norqother.tag('colour', 'red')\nreturn 'ESCAPED'", "the code did not create"},
+			{"import orqlazy.more\norqlazy.more.tag('__match_args__', ('x',))\nreturn 'ESCAPED'", "the code did not create"},
+			// The user's own writes: the guard of the code's writes refuses
+			// them first; the C hook would too (the frame is "<sandbox>").
+			{"import orqlazy\norqlazy.Shape.colour = 'red'\nreturn 'ESCAPED'", "in the sandbox"},
+			{"import orqlazy\nsetattr(orqlazy.Shape, 'colour', 'red')\nreturn 'ESCAPED'", "in the sandbox"},
+		} {
+			resp, out, _ := run(t, req(c.code))
+			wantNoEscape(t, resp, out)
+			if resp.Success || !strings.Contains(resp.Error, c.want) {
+				t.Fatalf("%q: want a refusal (%q), got success=%v %s: %s", c.code, c.want, resp.Success, resp.ErrorKind, resp.Error)
 			}
 		}
 	})

@@ -442,12 +442,82 @@ static PyObject *orq_type_new(PyTypeObject *meta, PyObject *args, PyObject *kwds
     return t;
 }
 
+/* Whether the running Python frame is code of the package that defines the
+ * class t (its __module__'s top-level package: a file under that package's
+ * directory, or that module's file itself), and so may keep its own class
+ * caches (matplotlib's Path._unit_rectangle, set on first use). Read from
+ * the class's dict, the module table and the code object: no Python code
+ * runs. The user's code ("<sandbox>") and other modules (copy, dataclasses)
+ * are never the class's package. */
+static int orq_own_package_frame(PyObject *t)
+{
+    PyFrameObject *f = PyEval_GetFrame(); /* borrowed */
+    PyObject *d = ((PyTypeObject *)t)->tp_dict;
+    if (f == NULL || d == NULL || orq_in_user_frame())
+        return 0;
+    PyObject *modname = PyDict_GetItemString(d, "__module__"); /* borrowed */
+    if (modname == NULL || !PyUnicode_Check(modname))
+        return 0;
+    Py_ssize_t dot = PyUnicode_FindChar(modname, '.', 0, PyUnicode_GET_LENGTH(modname), 1);
+    PyObject *top = dot >= 0 ? PyUnicode_Substring(modname, 0, dot) : Py_NewRef(modname);
+    if (top == NULL) {
+        PyErr_Clear();
+        return 0;
+    }
+    PyObject *mod = PyImport_GetModule(top);
+    Py_DECREF(top);
+    if (mod == NULL) {
+        PyErr_Clear();
+        return 0;
+    }
+    PyObject *file = PyModule_Check(mod) ? PyModule_GetFilenameObject(mod) : NULL;
+    Py_DECREF(mod);
+    if (file == NULL) {
+        PyErr_Clear();
+        return 0; /* a built-in module: no package directory */
+    }
+    PyObject *prefix = NULL, *init = PyUnicode_FromString("/__init__.py");
+    Py_ssize_t n = PyUnicode_GET_LENGTH(file);
+    if (init != NULL && PyUnicode_Tailmatch(file, init, 0, n, 1) == 1)
+        prefix = PyUnicode_Substring(file, 0, n - (Py_ssize_t)strlen("__init__.py"));
+    else
+        prefix = Py_NewRef(file);
+    Py_XDECREF(init);
+    Py_DECREF(file);
+    if (prefix == NULL) {
+        PyErr_Clear();
+        return 0;
+    }
+    PyCodeObject *co = PyFrame_GetCode(f);
+    int own = PyUnicode_Check(co->co_filename)
+        && PyUnicode_Tailmatch(co->co_filename, prefix, 0, PyUnicode_GET_LENGTH(co->co_filename), -1) == 1;
+    Py_DECREF(co);
+    Py_DECREF(prefix);
+    if (PyErr_Occurred())
+        PyErr_Clear();
+    return own;
+}
+
+/* Whether name is a dunder ("__x__"), the names Python itself acts on. */
+static int orq_is_dunder(PyObject *name)
+{
+    const char *u = PyUnicode_Check(name) ? PyUnicode_AsUTF8(name) : NULL;
+    if (u == NULL) {
+        PyErr_Clear();
+        return 1; /* not a plain string: as strict as a dunder */
+    }
+    size_t l = strlen(u);
+    return l >= 4 && u[0] == '_' && u[1] == '_' && u[l - 1] == '_' && u[l - 2] == '_';
+}
+
 /* type.__setattr__ while armed: only on classes built since (the code's,
  * or a library's made for it: a namedtuple, an Enum); a library's class
- * keeps its attributes (copy's reconstruction, dataclass(), setattr). */
+ * keeps its attributes (copy's reconstruction, dataclass(), setattr), but
+ * for the package's own code keeping its own caches: a name that is not a
+ * dunder, set by code of the package that defines the class. */
 static int orq_type_setattro(PyObject *t, PyObject *name, PyObject *v)
 {
-    if (orq_audit.armed && !orq_made_has(t)) {
+    if (orq_audit.armed && !orq_made_has(t) && (orq_is_dunder(name) || !orq_own_package_frame(t))) {
         PyErr_Format(PyExc_RuntimeError,
                      "sandbox: setting %R of the class %s, which the code did not create, is not allowed",
                      name, ((PyTypeObject *)t)->tp_name);
