@@ -251,24 +251,45 @@ cat > $ROOT/cni/net.d/10-spike-bridge.conflist <<EOF
    "ipam": {"type": "host-local", "ranges": [[{"subnet": "10.244.0.0/24"}]], "dataDir": "$ROOT/cni/ipam"}}]}
 EOF
 CTR="ctr --address $C/containerd.sock -n k8s.io"
-if ! running containerd; then
+start_containerd() {
   mkdir -p $C/root $C/state $C/opt
   nohup /usr/bin/containerd --config $C/config.toml > $L/containerd.log 2>&1 &
   echo $! > $R/containerd.pid
   waitfor containerd 20 ctr --address $C/containerd.sock version
-fi
-$CTR images ls -q | grep -qx "$PAUSE_REF" || $CTR images import $ROOT/pause/pause-oci.tar >/dev/null
+}
+# containerd's image store can be left inconsistent by a run killed while it
+# imported ("parent snapshot ... does not exist"): it holds only images
+# imported from Docker and the pause image, so it is emptied and filled again.
+reset_image_store() {
+  log "containerd's image store is inconsistent; emptying it and importing again"
+  if running containerd; then kill "$(cat $R/containerd.pid)"; for _ in $(seq 50); do running containerd || break; sleep 0.1; done; fi
+  rm -rf $C/root $C/state $ROOT/images
+  start_containerd
+}
+running containerd || start_containerd
+$CTR images ls -q | grep -qx "$PAUSE_REF" || $CTR images import $ROOT/pause/pause-oci.tar >/dev/null || {
+  reset_image_store
+  $CTR images import $ROOT/pause/pause-oci.tar >/dev/null
+}
 # Images from the local Docker engine (read-only: docker save). A marker per image records the Docker
 # image id imported, so a rebuilt image (`make image`) is imported again.
-mkdir -p $ROOT/images
-for img in ${K8S_IMAGES:-orqest/agent-runtime:${VERSION:-0.1.0}}; do
-  id=$(docker image inspect -f '{{.Id}}' "$img" 2>/dev/null) || { log "WARNING: docker image $img not present (make image), not imported"; continue; }
-  mark=$ROOT/images/$(echo "$img" | tr '/:' '__').id
-  ref=$img; case $ref in */*/*) ;; *) ref=docker.io/$ref;; esac
-  if [ "$(cat $mark 2>/dev/null)" = "$id" ] && $CTR images ls -q | grep -qx "$ref"; then continue; fi
-  log "importing $img ($id) from docker"; docker save "$img" | $CTR images import - >/dev/null
-  echo "$id" > $mark
-done
+import_images() {
+  mkdir -p $ROOT/images
+  for img in ${K8S_IMAGES:-orqest/agent-runtime:${VERSION:-0.1.0}}; do
+    id=$(docker image inspect -f '{{.Id}}' "$img" 2>/dev/null) || { log "WARNING: docker image $img not present (make image), not imported"; continue; }
+    mark=$ROOT/images/$(echo "$img" | tr '/:' '__').id
+    ref=$img; case $ref in */*/*) ;; *) ref=docker.io/$ref;; esac
+    if [ "$(cat $mark 2>/dev/null)" = "$id" ] && $CTR images ls -q | grep -qx "$ref"; then continue; fi
+    log "importing $img ($id) from docker"
+    docker save "$img" | $CTR images import - >/dev/null || return 1
+    echo "$id" > $mark
+  done
+}
+if ! import_images; then
+  reset_image_store
+  $CTR images import $ROOT/pause/pause-oci.tar >/dev/null
+  import_images
+fi
 
 # ---------------------------------------------------------------- 8. kubelet
 cat > $ROOT/kubelet/config.yaml <<EOF
