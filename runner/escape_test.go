@@ -342,15 +342,18 @@ func TestObjectSetattrGuarded(t *testing.T) {
 }
 
 // TestLibraryKeepsItsOwnClassCaches: under the C hook a package's own code
-// may set a plain (non-dunder) attribute on a class the package defines,
-// as libraries cache on first use (matplotlib's Path._unit_rectangle,
-// set while a figure is saved); another package's code (here a second
-// package standing for copy or dataclasses) may not, the package's own
-// code may not set a dunder, and the user's code may not set either.
+// may fill one of its classes' empty caches (a name the class body binds
+// to None, given an inert value), as libraries cache on first use
+// (matplotlib's Path._unit_rectangle, set while a figure is saved). It
+// may not write anything else on behalf of a caller: a new name (pandas'
+// accessor registration writes the caller's name), a callable or an
+// object of a class the code built into the cache, a dunder, a cache
+// already filled; nor may another package's code
+// (standing for copy or dataclasses), nor the user's code.
 func TestLibraryKeepsItsOwnClassCaches(t *testing.T) {
 	dir := t.TempDir()
 	for name, src := range map[string]string{
-		"orqlazy/__init__.py": "class Shape:\n    _unit = None\n    @classmethod\n    def unit(cls):\n        if cls._unit is None:\n            cls._unit = cls()\n        return cls._unit\n",
+		"orqlazy/__init__.py": "class Shape:\n    _unit = None\n    _spare = None\n    spare = None\n    @classmethod\n    def unit(cls):\n        if cls._unit is None:\n            cls._unit = cls()\n        return cls._unit\n",
 		"orqlazy/more.py":     "from orqlazy import Shape\ndef tag(name, value):\n    setattr(Shape, name, value)\n",
 		"orqother.py":         "import orqlazy\ndef tag(name, value):\n    setattr(orqlazy.Shape, name, value)\n",
 	} {
@@ -366,20 +369,24 @@ func TestLibraryKeepsItsOwnClassCaches(t *testing.T) {
 		return runner.Request{Code: code, AllowedImports: []string{"orqlazy", "orqlazy.more", "orqother"}, ExtraSysPath: []string{dir}}
 	}
 	hooks(t, func(t *testing.T, hook string) {
-		resp, _, _ := run(t, req("import orqlazy, orqlazy.more\nu = orqlazy.Shape.unit()\norqlazy.more.tag('colour', 'red')\nreturn [u is orqlazy.Shape.unit(), orqlazy.Shape.colour]"))
-		wantOutput(t, resp, `[true, "red"]`)
+		resp, _, _ := run(t, req("import orqlazy\nu = orqlazy.Shape.unit()\nreturn [u is orqlazy.Shape.unit(), type(u).__name__]"))
+		wantOutput(t, resp, `[true, "Shape"]`)
 	})
 	hooks(t, func(t *testing.T, hook string) {
 		if hook == "python" {
 			t.Skip("SKIP: the Python hook does not know which classes the code built; the C hook does")
 		}
 		for _, c := range []struct{ code, want string }{
-			{"import orqother\norqother.tag('colour', 'red')\nreturn 'ESCAPED'", "the code did not create"},
+			{"import orqother\norqother.tag('_spare', 1)\nreturn 'ESCAPED'", "the code did not create"},                                       // another package
+			{"import orqlazy.more\norqlazy.more.tag('price', 1)\nreturn 'ESCAPED'", "the code did not create"},                                // a new name
+			{"import orqlazy.more\norqlazy.more.tag('_spare', len)\nreturn 'ESCAPED'", "the code did not create"},                             // a callable
+			{"import orqlazy.more\nV = type(int)('V', (), {})\norqlazy.more.tag('_spare', V())\nreturn 'ESCAPED'", "the code did not create"}, // of a class the code built
 			{"import orqlazy.more\norqlazy.more.tag('__match_args__', ('x',))\nreturn 'ESCAPED'", "the code did not create"},
+			{"import orqlazy, orqlazy.more\norqlazy.Shape.unit()\norqlazy.more.tag('_unit', 1)\nreturn 'ESCAPED'", "the code did not create"}, // filled already
 			// The user's own writes: the guard of the code's writes refuses
-			// them first; the C hook would too (the frame is "<sandbox>").
-			{"import orqlazy\norqlazy.Shape.colour = 'red'\nreturn 'ESCAPED'", "in the sandbox"},
-			{"import orqlazy\nsetattr(orqlazy.Shape, 'colour', 'red')\nreturn 'ESCAPED'", "in the sandbox"},
+			// them first.
+			{"import orqlazy\norqlazy.Shape.spare = 1\nreturn 'ESCAPED'", "in the sandbox"},
+			{"import orqlazy\nsetattr(orqlazy.Shape, 'spare', 1)\nreturn 'ESCAPED'", "in the sandbox"},
 		} {
 			resp, out, _ := run(t, req(c.code))
 			wantNoEscape(t, resp, out)

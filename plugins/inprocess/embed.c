@@ -2,6 +2,9 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
+/* This process outlives its callers: no library class takes a write while
+ * armed, not even the filling of its own empty cache (audit.h). */
+#define ORQ_AUDIT_NO_CACHE_FILL
 #include "audit.h" /* runner/forkcore/audit.h (a symbolic link, so go rebuilds when it changes) */
 
 #include <signal.h>

@@ -444,11 +444,11 @@ static PyObject *orq_type_new(PyTypeObject *meta, PyObject *args, PyObject *kwds
 
 /* Whether the running Python frame is code of the package that defines the
  * class t (its __module__'s top-level package: a file under that package's
- * directory, or that module's file itself), and so may keep its own class
- * caches (matplotlib's Path._unit_rectangle, set on first use). Read from
- * the class's dict, the module table and the code object: no Python code
- * runs. The user's code ("<sandbox>") and other modules (copy, dataclasses)
- * are never the class's package. */
+ * directory, or that module's file itself). Read from the class's dict, the
+ * module table (sys.modules, looked up without importing), the module's
+ * dict and the code object: no Python code runs. The user's code
+ * ("<sandbox>") and other modules (copy, dataclasses) are never the class's
+ * package. */
 static int orq_own_package_frame(PyObject *t)
 {
     PyFrameObject *f = PyEval_GetFrame(); /* borrowed */
@@ -459,23 +459,24 @@ static int orq_own_package_frame(PyObject *t)
     if (modname == NULL || !PyUnicode_Check(modname))
         return 0;
     Py_ssize_t dot = PyUnicode_FindChar(modname, '.', 0, PyUnicode_GET_LENGTH(modname), 1);
+    if (dot < -1) {
+        PyErr_Clear();
+        return 0;
+    }
     PyObject *top = dot >= 0 ? PyUnicode_Substring(modname, 0, dot) : Py_NewRef(modname);
     if (top == NULL) {
         PyErr_Clear();
         return 0;
     }
-    PyObject *mod = PyImport_GetModule(top);
+    PyObject *mod = PyDict_GetItemWithError(PyImport_GetModuleDict(), top); /* borrowed */
     Py_DECREF(top);
-    if (mod == NULL) {
+    if (mod == NULL || !PyModule_Check(mod)) {
         PyErr_Clear();
         return 0;
     }
-    PyObject *file = PyModule_Check(mod) ? PyModule_GetFilenameObject(mod) : NULL;
-    Py_DECREF(mod);
-    if (file == NULL) {
-        PyErr_Clear();
-        return 0; /* a built-in module: no package directory */
-    }
+    PyObject *file = PyDict_GetItemString(PyModule_GetDict(mod), "__file__"); /* borrowed */
+    if (file == NULL || !PyUnicode_Check(file))
+        return 0; /* a built-in or frozen module: no package directory */
     PyObject *prefix = NULL, *init = PyUnicode_FromString("/__init__.py");
     Py_ssize_t n = PyUnicode_GET_LENGTH(file);
     if (init != NULL && PyUnicode_Tailmatch(file, init, 0, n, 1) == 1)
@@ -483,7 +484,6 @@ static int orq_own_package_frame(PyObject *t)
     else
         prefix = Py_NewRef(file);
     Py_XDECREF(init);
-    Py_DECREF(file);
     if (prefix == NULL) {
         PyErr_Clear();
         return 0;
@@ -498,26 +498,53 @@ static int orq_own_package_frame(PyObject *t)
     return own;
 }
 
-/* Whether name is a dunder ("__x__"), the names Python itself acts on. */
-static int orq_is_dunder(PyObject *name)
+/* Whether setting name to v on the library class t fills one of the
+ * class's own empty caches, the one write a library's class takes while
+ * armed: the class is no metaclass; name is bound to None in the class's
+ * own dict (declared empty in its body, as matplotlib's
+ * Path._unit_rectangle = None) and is no dunder; the value is inert (not
+ * callable, no descriptor, not of a class built since arming); and the
+ * running frame is code of the class's own package. A package function
+ * that writes a caller's name or value (pandas' accessor registration, a
+ * metaclass's __setattr__ relaying for any caller) fills no such slot:
+ * new names, methods, descriptors and names already set are refused.
+ * Tier 0 (ORQ_AUDIT_NO_CACHE_FILL), whose process outlives its callers,
+ * takes none. */
+static int orq_fills_own_cache(PyObject *t, PyObject *name, PyObject *v)
 {
-    const char *u = PyUnicode_Check(name) ? PyUnicode_AsUTF8(name) : NULL;
+#ifdef ORQ_AUDIT_NO_CACHE_FILL
+    (void)t; (void)name; (void)v;
+    return 0;
+#else
+    if (v == NULL || PyType_IsSubtype((PyTypeObject *)t, &PyType_Type) || !PyUnicode_Check(name))
+        return 0;
+    const char *u = PyUnicode_AsUTF8(name);
     if (u == NULL) {
         PyErr_Clear();
-        return 1; /* not a plain string: as strict as a dunder */
+        return 0;
     }
     size_t l = strlen(u);
-    return l >= 4 && u[0] == '_' && u[1] == '_' && u[l - 1] == '_' && u[l - 2] == '_';
+    if (l >= 4 && u[0] == '_' && u[1] == '_' && u[l - 1] == '_' && u[l - 2] == '_')
+        return 0;
+    PyObject *d = ((PyTypeObject *)t)->tp_dict;
+    PyObject *cur = d != NULL ? PyDict_GetItemWithError(d, name) : NULL; /* borrowed */
+    if (cur != Py_None) {
+        PyErr_Clear();
+        return 0;
+    }
+    if (PyCallable_Check(v) || Py_TYPE(v)->tp_descr_get != NULL || orq_made_has((PyObject *)Py_TYPE(v)))
+        return 0;
+    return orq_own_package_frame(t);
+#endif
 }
 
 /* type.__setattr__ while armed: only on classes built since (the code's,
  * or a library's made for it: a namedtuple, an Enum); a library's class
  * keeps its attributes (copy's reconstruction, dataclass(), setattr), but
- * for the package's own code keeping its own caches: a name that is not a
- * dunder, set by code of the package that defines the class. */
+ * for its own code filling one of its empty caches (orq_fills_own_cache). */
 static int orq_type_setattro(PyObject *t, PyObject *name, PyObject *v)
 {
-    if (orq_audit.armed && !orq_made_has(t) && (orq_is_dunder(name) || !orq_own_package_frame(t))) {
+    if (orq_audit.armed && !orq_made_has(t) && !orq_fills_own_cache(t, name, v)) {
         PyErr_Format(PyExc_RuntimeError,
                      "sandbox: setting %R of the class %s, which the code did not create, is not allowed",
                      name, ((PyTypeObject *)t)->tp_name);
