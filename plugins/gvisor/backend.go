@@ -94,10 +94,12 @@ type Config struct {
 	stateful bool
 }
 
-// runtimeFlags are the runtime's command-line flags of cfg: the sandbox's
-// memory limit is a cgroup's.
+// runtimeFlags are the runtime's command-line flags of cfg. A call's
+// memory_mb stays an address-space limit (no MemoryCgroup): the sandbox's
+// memory is charged to its Sentry as a whole, so a call past a cgroup
+// limit would kill the whole sandbox, agent included, instead of the call.
 func (cfg Config) runtimeFlags() rtproto.RuntimeFlags {
-	return rtproto.RuntimeFlags{Classes: cfg.classes, Prepare: cfg.prepare, Stateful: cfg.stateful, MemoryCgroup: true}
+	return rtproto.RuntimeFlags{Classes: cfg.classes, Prepare: cfg.prepare, Stateful: cfg.stateful}
 }
 
 // testHooks are seams for this package's tests only (unexported: no

@@ -530,9 +530,9 @@ func TestSessionFiles(t *testing.T) {
 // session as they reach a container (the policy's modules and a stateful
 // sandbox sent at Configure). Its Python processes run with
 // single-threaded native pools and matplotlib's cache outside the
-// workspace; a call's memory_mb is not an address-space limit (the
-// sandbox's cgroup is the session's): a stateful call allowed 64 MB
-// touches 150 MB in a 512 MB session and succeeds, its state kept.
+// workspace. (A call's memory_mb stays an address-space limit here: a
+// call past a cgroup limit would kill the whole sandbox; the conformance
+// case MemoryLimit checks that it ends as a memory error.)
 func TestSessionPreparedAndResidentMemory(t *testing.T) {
 	needRunsc(t)
 	raw := sessionConfig(t, map[string]any{"session_memory_mb": 512})
@@ -557,11 +557,5 @@ func TestSessionPreparedAndResidentMemory(t *testing.T) {
 	}
 	if r := run("import os\nreturn [os.environ.get('OPENBLAS_NUM_THREADS'), os.environ.get('OMP_NUM_THREADS'), os.environ.get('MPLCONFIGDIR')]", 128, "os"); !r.Success || string(r.Output) != `["1","1","/workspace/cache/matplotlib"]` {
 		t.Fatalf("the interpreter's environment: %+v", r)
-	}
-	if r := run("x = bytearray(150 * 1024 * 1024)\nfor i in range(0, len(x), 4096):\n    x[i] = 1\nkept = len(x)", 64); !r.Success || r.StateLost {
-		t.Fatalf("150 MB touched under memory_mb = 64 in a 512 MB session: want success (no RLIMIT_AS), got %+v", r)
-	}
-	if r := run("return kept", 64); !r.Success || string(r.Output) != "157286400" || r.StateLost {
-		t.Fatalf("state after the allocation: %+v", r)
 	}
 }
