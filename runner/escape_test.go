@@ -353,8 +353,8 @@ func TestObjectSetattrGuarded(t *testing.T) {
 func TestLibraryKeepsItsOwnClassCaches(t *testing.T) {
 	dir := t.TempDir()
 	for name, src := range map[string]string{
-		"orqlazy/__init__.py": "class Shape:\n    _unit = None\n    _spare = None\n    spare = None\n    @classmethod\n    def unit(cls):\n        if cls._unit is None:\n            cls._unit = cls()\n        return cls._unit\n",
-		"orqlazy/more.py":     "from orqlazy import Shape\ndef tag(name, value):\n    setattr(Shape, name, value)\n",
+		"orqlazy/__init__.py": "class Meta(type):\n    cache = None\nclass Shape:\n    _unit = None\n    _spare = None\n    spare = None\n    @classmethod\n    def unit(cls):\n        if cls._unit is None:\n            cls._unit = cls()\n        return cls._unit\n",
+		"orqlazy/more.py":     "from orqlazy import Meta, Shape\ndef tag(name, value):\n    setattr(Shape, name, value)\ndef tag_meta(name, value):\n    setattr(Meta, name, value)\n",
 		"orqother.py":         "import orqlazy\ndef tag(name, value):\n    setattr(orqlazy.Shape, name, value)\n",
 	} {
 		p := filepath.Join(dir, name)
@@ -382,6 +382,9 @@ func TestLibraryKeepsItsOwnClassCaches(t *testing.T) {
 			{"import orqlazy.more\norqlazy.more.tag('_spare', len)\nreturn 'ESCAPED'", "the code did not create"},                             // a callable
 			{"import orqlazy.more\nV = type(int)('V', (), {})\norqlazy.more.tag('_spare', V())\nreturn 'ESCAPED'", "the code did not create"}, // of a class the code built
 			{"import orqlazy.more\norqlazy.more.tag('__match_args__', ('x',))\nreturn 'ESCAPED'", "the code did not create"},
+			// A metaclass's slots steer every class made with it (mro, ...):
+			// not even an empty one is filled.
+			{"import orqlazy.more\norqlazy.more.tag_meta('cache', 1)\nreturn 'ESCAPED'", "the code did not create"},
 			{"import orqlazy, orqlazy.more\norqlazy.Shape.unit()\norqlazy.more.tag('_unit', 1)\nreturn 'ESCAPED'", "the code did not create"}, // filled already
 			// The user's own writes: the guard of the code's writes refuses
 			// them first.
