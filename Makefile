@@ -40,7 +40,7 @@ build: setup forkcore
 	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN)/orqest-sandbox ./cmd/orqest-sandbox
 	@for p in $(PLUGINS); do \
 		extra=""; \
-		if [ $$p = subprocess ]; then extra="-X $(MODULE)/plugins/subprocess.forkCoreSHA256=$$(sha256sum $(FORKCORE) | cut -d' ' -f1)"; fi; \
+		case $$p in subprocess|gvisor) extra="-X $(MODULE)/plugins/$$p.forkCoreSHA256=$$(sha256sum $(FORKCORE) | cut -d' ' -f1)";; esac; \
 		if [ $$p = docker ]; then extra="-X $(MODULE)/plugins/docker.version=$(VERSION)"; fi; \
 		if [ $$p = kubernetes ]; then extra="-X $(MODULE)/plugins/kubernetes.version=$(VERSION)"; fi; \
 		echo "$(GO) build -o $(BIN)/orqest-sandbox-plugin-$$p ./cmd/orqest-sandbox-plugin-$$p"; \

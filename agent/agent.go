@@ -77,7 +77,7 @@ func Main(args []string) int {
 	fs.StringVar(&o.prepare, rtproto.FlagPrepare, "", "comma-separated modules (the policy's allowed_imports) the default agent's zygote, and with -stateful its stateful interpreter, import before the first call")
 	fs.BoolVar(&o.stateful, rtproto.FlagStateful, false, "session calls are stateful by default: start the default agent's stateful interpreter before the first call")
 	fs.BoolVar(&o.memoryCgroup, rtproto.FlagMemoryCgroup, false, "a memory cgroup (the container's, pod's or sandbox's) bounds this runtime: a call's memory is resident memory, no RLIMIT_AS")
-	fs.StringVar(&o.forkCore, "forkcore", defaultForkCore, `the fork-server's C loop (a shared object built for this image's Python); "" or a missing file keeps the zygotes' loop in Python`)
+	fs.StringVar(&o.forkCore, rtproto.FlagForkCore, defaultForkCore, `the fork-server's C loop (a shared object built for this image's Python), which also carries the runner's audit hook in C for zygotes and one-call spawns; "" or a missing file keeps the zygotes' loop and the hook in Python`)
 	fs.StringVar(&o.library, "library", rtproto.LibraryPath, "the per-user tool library (SQLite); \"\" disables it")
 	fs.BoolVar(&o.libraryOwnDir, "library-own-dir", false, "the library's directory belongs to the runtime alone (created 0700 and repaired) also when -library is not the default path")
 	showVersion := fs.Bool("version", false, "print the version and exit")

@@ -371,7 +371,7 @@ func (e *executor) run(ctx context.Context, a rtproto.ExecuteArgs, onOutput func
 		res, err = fs.Run(ctx, job)
 	} else {
 		job.Request.Seal = seal.SealWriting(e.disable, e.writePaths(), readPath...)
-		res, err = pyproc.SpawnWith(ctx, runner.Argv(python), job, pyproc.SpawnOptions{Env: e.pythonEnv()}, e.logger())
+		res, err = pyproc.SpawnWith(ctx, runner.Argv(python), job, pyproc.SpawnOptions{Env: e.pythonEnv(), Core: e.core}, e.logger())
 	}
 	if err != nil {
 		return res, err

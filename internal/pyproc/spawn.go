@@ -59,6 +59,11 @@ type SpawnOptions struct {
 	// an execution's interpreter as fd 4 (a sealed memfd; not with
 	// ResponseFIFO): its runner's audit hook then runs in C.
 	Core []byte
+	// CoreFDInside, with ResponseFIFO, is the descriptor on which the
+	// launcher's own bootstrap opens the C loop inside its sandbox (0:
+	// none): the request names it, so the runner loads its audit hook in
+	// C from there before it seals.
+	CoreFDInside int
 }
 
 // SpawnWith is Spawn with the launcher adaptations of opts.
@@ -69,6 +74,8 @@ func SpawnWith(ctx context.Context, argv []string, job Job, opts SpawnOptions, l
 	withCore := len(opts.Core) > 0 && opts.ResponseFIFO == "" && (req.Op == "" || req.Op == runner.OpExecute)
 	if withCore {
 		req.CoreFD = 4
+	} else if opts.CoreFDInside > 2 && opts.ResponseFIFO != "" && (req.Op == "" || req.Op == runner.OpExecute) {
+		req.CoreFD = opts.CoreFDInside
 	}
 	payload, err := req.Encode()
 	if err != nil {

@@ -20,6 +20,10 @@ const (
 	// memory cgroup of its container, pod or sandbox, so its Python
 	// processes get no address-space limit (RLIMIT_AS).
 	FlagMemoryCgroup = "memory-cgroup"
+	// FlagForkCore: the path, as the runtime sees it, of the fork
+	// server's C loop (runner/forkcore built as a shared object), which
+	// also carries the runner's audit hook and class guard in C.
+	FlagForkCore = "forkcore"
 )
 
 // RuntimeFlags are what a session backend tells the agent runtime when it
@@ -39,6 +43,11 @@ type RuntimeFlags struct {
 	// cgroup (a container's memory limit, a pod's, a gVisor sandbox's): a
 	// call's memory is resident memory there, the kernel's to enforce.
 	MemoryCgroup bool
+	// ForkCore is where the backend put the fork server's C loop inside
+	// the sandbox ("": the runtime's default, the image's own copy): its
+	// interpreters, zygotes and one-call spawns alike, then run the
+	// runner's audit hook and class guard in C.
+	ForkCore string
 }
 
 // Check refuses a Prepare entry that is not a module name (empty, or
@@ -67,6 +76,9 @@ func (f RuntimeFlags) Args() []string {
 	}
 	if f.MemoryCgroup {
 		a = append(a, "-"+FlagMemoryCgroup)
+	}
+	if f.ForkCore != "" {
+		a = append(a, "-"+FlagForkCore, f.ForkCore)
 	}
 	return a
 }

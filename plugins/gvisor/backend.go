@@ -27,6 +27,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"golang.org/x/sys/unix"
 
+	"github.com/orqest/sandbox/internal/forkcore"
 	"github.com/orqest/sandbox/internal/pyproc"
 	"github.com/orqest/sandbox/internal/rtproto"
 	"github.com/orqest/sandbox/internal/session"
@@ -85,9 +86,17 @@ type Config struct {
 	// Pool keeps warm session sandboxes, one per recent user (nil or size
 	// 0: none), as tier 2 keeps warm containers.
 	Pool *warmpool.Config `json:"pool"`
+	// ForkCore is the fork server's C loop, whose runner's audit hook and
+	// class guard in C every sandbox's interpreters load: "" (default)
+	// uses forkcore.Name beside the plugin, checked against the sha256
+	// built in; "none" keeps the runner's Python hook; or a path.
+	ForkCore string `json:"forkcore"`
 
 	openTimeout time.Duration
 	classes     bool
+	// core is the host path of the plugin's checked copy of the C loop
+	// in its state directory ("": none), bound on ForkCorePath.
+	core string
 	// prepare and stateful are ConfigureRequest.AllowedImports and
 	// Stateful, for the runtime's flags (rtproto.RuntimeFlags).
 	prepare  []string
@@ -99,7 +108,20 @@ type Config struct {
 // memory is charged to its Sentry as a whole, so a call past a cgroup
 // limit would kill the whole sandbox, agent included, instead of the call.
 func (cfg Config) runtimeFlags() rtproto.RuntimeFlags {
-	return rtproto.RuntimeFlags{Classes: cfg.classes, Prepare: cfg.prepare, Stateful: cfg.stateful}
+	f := rtproto.RuntimeFlags{Classes: cfg.classes, Prepare: cfg.prepare, Stateful: cfg.stateful}
+	if cfg.core != "" {
+		f.ForkCore = ForkCorePath
+	}
+	return f
+}
+
+// coreFDOf is the descriptor a one-call sandbox of cfg opens the C loop
+// on (0: cfg has none).
+func coreFDOf(cfg Config) int {
+	if cfg.core == "" {
+		return 0
+	}
+	return coreFD
 }
 
 // testHooks are seams for this package's tests only (unexported: no
@@ -246,6 +268,7 @@ func (b *Backend) Info(context.Context, shared.InfoRequest) (shared.InfoResponse
 			{Name: "session_memory_mb", Type: "number", Description: fmt.Sprintf("memory of a session's sandbox in MB (default %d); each call has its own limit too", DefaultSessionMB)},
 			{Name: "workspace_mb", Type: "number", Description: fmt.Sprintf("size of a session's /workspace tmpfs in MB (default %d)", DefaultWorkspaceMB)},
 			{Name: "open_timeout", Type: "string", Description: `sandbox start to MCP initialize bound (default "30s")`},
+			{Name: "forkcore", Type: "string", Description: `the runner's audit hook and class guard in C (` + forkcore.Name + `): "" (default) uses the one beside the plugin, checked against the sha256 built in; "none" keeps the runner's Python hook, which guards neither type() nor class attributes; or a path`},
 			toollib.Schema(),
 			warmpool.Schema("gVisor sandbox"),
 		},
@@ -313,6 +336,9 @@ func (b *Backend) Configure(ctx context.Context, req shared.ConfigureRequest) (s
 	if err != nil {
 		return shared.ConfigureResponse{}, err
 	}
+	if cfg.core, err = b.placeCore(cfg.ForkCore, state); err != nil {
+		return shared.ConfigureResponse{}, err
+	}
 	layers, err := b.probe(ctx, runsc, cfg, state)
 	if err != nil {
 		return shared.ConfigureResponse{}, fmt.Errorf("gvisor config: runsc %s (platform %s) failed its self-test: %w", runsc, cfg.Platform, err)
@@ -355,6 +381,50 @@ func (b *Backend) Configure(ctx context.Context, req shared.ConfigureRequest) (s
 	})
 	b.logger.Debug("configured", "runsc", runsc, "platform", cfg.Platform, "layers", layers.Layers)
 	return shared.ConfigureResponse{}, nil
+}
+
+// forkCoreSHA256 is the sha256 of the bin/orqest-forkcore.so that `make
+// build` compiled beside this plugin (set with -ldflags -X). When set, the
+// plugin binds no other bytes into its sandboxes.
+var forkCoreSHA256 string
+
+// placeCore loads the C loop that setting (Config.ForkCore) names and
+// writes the checked bytes, read-only, into the state directory, whence
+// every sandbox binds them (a later change of the file beside the plugin
+// reaches no sandbox). "" and a nil error: none (the reason is logged).
+func (b *Backend) placeCore(setting, state string) (string, error) {
+	data, why, err := forkcore.Load("gvisor", setting, forkCoreSHA256)
+	if err != nil {
+		return "", err
+	}
+	if data == nil {
+		b.logger.Warn("no C audit hook in the sandboxes: the runner's Python hook stands in (it guards neither type() nor class attributes)", "reason", why)
+		return "", nil
+	}
+	path := filepath.Join(state, "core-"+forkcore.ID(data)+".so")
+	if have, err := os.ReadFile(path); err == nil && bytes.Equal(have, data) {
+		return path, nil
+	}
+	tmp, err := os.CreateTemp(state, "core-*.tmp")
+	if err == nil {
+		_, err = tmp.Write(data)
+		if cerr := tmp.Close(); err == nil {
+			err = cerr
+		}
+		if err == nil {
+			err = os.Chmod(tmp.Name(), 0o444)
+		}
+		if err == nil {
+			err = os.Rename(tmp.Name(), path)
+		}
+		if err != nil {
+			os.Remove(tmp.Name())
+		}
+	}
+	if err != nil {
+		return "", fmt.Errorf("gvisor: placing the C audit hook: %w: %w", err, shared.ErrInternal)
+	}
+	return path, nil
 }
 
 // ensureState creates the per-plugin directory once: runsc's state root
@@ -667,8 +737,8 @@ func (b *Backend) run(ctx context.Context, runsc string, cfg Config, state strin
 		prog = b.test.program
 	}
 	args := append([]string{cfg.Python}, runner.PythonFlags...)
-	args = append(args, "-c", respBootstrap+runner.Bootstrap, prog)
-	sp, err := spec(filepath.Join(state, "rootfs"), io, args, l.MemoryMB, l.CPUSeconds())
+	args = append(args, "-c", respBootstrap(cfg.core != "")+runner.Bootstrap, prog)
+	sp, err := spec(filepath.Join(state, "rootfs"), io, cfg.core, args, l.MemoryMB, l.CPUSeconds())
 	if err == nil {
 		err = os.Mkdir(io, 0o755)
 	}
@@ -698,6 +768,7 @@ func (b *Backend) run(ctx context.Context, runsc string, cfg Config, state strin
 	}
 	return pyproc.SpawnWith(ctx, argv, job, pyproc.SpawnOptions{
 		ResponseFIFO: fifo,
+		CoreFDInside: coreFDOf(cfg),
 		LimitsInside: true,
 		SignalExits:  true,
 		Kill: func() {

@@ -17,6 +17,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
+	"github.com/orqest/sandbox/internal/forkcore"
 	"github.com/orqest/sandbox/runner"
 	"github.com/orqest/sandbox/shared"
 )
@@ -405,5 +406,98 @@ func TestSweepStale(t *testing.T) {
 		if _, err := os.Stat(d); err != nil {
 			t.Errorf("%s removed: %v", d, err)
 		}
+	}
+}
+
+// needCore skips (loudly) when no C loop is available to this test binary
+// (`make test` builds it and sets forkcore.Env), unless ORQEST_REQUIRE_GVISOR=1
+// makes that a failure.
+func needCore(t *testing.T) {
+	t.Helper()
+	if data, why, err := forkcore.Load("gvisor", "", forkCoreSHA256); err != nil || data == nil {
+		if os.Getenv("ORQEST_REQUIRE_GVISOR") == "1" {
+			t.Fatalf("ORQEST_REQUIRE_GVISOR=1 but the C audit hook is not available: %s %v", why, err)
+		}
+		t.Skipf("SKIP: no C audit hook for the sandboxes (%s %v); run `make test`, which builds it and sets %s", why, err, forkcore.Env)
+	}
+}
+
+// metaclassBody passes the Go validator and builds a metaclass with the
+// real type(): only the runner's C class guard refuses it (the Python hook
+// does not guard type.__new__).
+const metaclassBody = "T = type(int)\nreturn repr(T('M', (T,), {}))"
+
+// TestCHookInEverySandbox: one-call sandboxes and session calls (the
+// runtime's one-call spawns) run the runner's audit hook in C, bound
+// read-only from the plugin's checked copy; with forkcore = "none" the
+// Python hook stands in and the same body passes, which shows what the
+// refusal rests on.
+func TestCHookInEverySandbox(t *testing.T) {
+	needRunsc(t)
+	needCore(t)
+	refused := func(t *testing.T, res shared.ExecutionResult) {
+		t.Helper()
+		if res.Success || !strings.Contains(res.Error, "in the sandbox") {
+			t.Fatalf("want the C class guard's refusal, got success=%v %s: %s (stderr %q)", res.Success, res.ErrorKind, res.Error, res.Stderr)
+		}
+	}
+	t.Run("one call", func(t *testing.T) {
+		b := newBackend(t, testHooks{})
+		if b.cfg.core == "" {
+			t.Fatal("configured without the C loop")
+		}
+		if fi, err := os.Stat(b.cfg.core); err != nil || fi.Mode().Perm()&0o222 != 0 {
+			t.Fatalf("the placed copy %s: %v (mode %v), want read-only", b.cfg.core, err, fi.Mode())
+		}
+		refused(t, execute(t, b, shared.ExecuteRequest{Code: metaclassBody}))
+		wantOK := execute(t, b, shared.ExecuteRequest{Code: "class A:\n    pass\nT = type(A)\nreturn T('X', (A,), {'w': 2}).w"})
+		if !wantOK.Success || string(wantOK.Output) != "2" {
+			t.Fatalf("benign type() call: %+v", wantOK)
+		}
+	})
+	t.Run("session", func(t *testing.T) {
+		b, _ := newSessionBackend(t, nil)
+		id := openSession(t, b, "alice")
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		resp, err := b.Execute(ctx, shared.ExecuteRequest{SessionID: id, UserID: "alice", Code: metaclassBody})
+		if err != nil {
+			t.Fatal(err)
+		}
+		refused(t, resp.Result)
+	})
+	t.Run("forkcore none", func(t *testing.T) {
+		needRunsc(t)
+		b := NewBackend(hclog.NewNullLogger())
+		t.Cleanup(b.Shutdown)
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		if _, err := b.Configure(ctx, shared.ConfigureRequest{Config: json.RawMessage(`{"forkcore":"none","sessions":false}`)}); err != nil {
+			t.Fatal(err)
+		}
+		res := execute(t, b, shared.ExecuteRequest{Code: metaclassBody})
+		if !res.Success {
+			t.Fatalf("with the Python hook the body was refused too (%s: %s): the test no longer shows the C guard's part", res.ErrorKind, res.Error)
+		}
+	})
+}
+
+// A forkcore whose bytes are not those the plugin was built with is
+// refused at Configure, naming both hashes.
+func TestForkCoreChecked(t *testing.T) {
+	needRunsc(t)
+	fake := filepath.Join(t.TempDir(), forkcore.Name)
+	if err := os.WriteFile(fake, []byte("\x7fELF not the real thing"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	old := forkCoreSHA256
+	t.Cleanup(func() { forkCoreSHA256 = old })
+	forkCoreSHA256 = strings.Repeat("ab", 32)
+	b := NewBackend(hclog.NewNullLogger())
+	t.Cleanup(b.Shutdown)
+	_, err := b.Configure(context.Background(), shared.ConfigureRequest{Config: json.RawMessage(`{"forkcore":"` + fake + `","sessions":false}`)})
+	var fe *shared.FieldError
+	if !errors.Is(err, shared.ErrFailedPrecondition) || !errors.As(err, &fe) || fe.Field != "forkcore" || !strings.Contains(err.Error(), forkCoreSHA256) {
+		t.Fatalf("tampered forkcore: got %v, want ErrFailedPrecondition on forkcore naming the expected sha256", err)
 	}
 }

@@ -15,6 +15,7 @@ import (
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 	"golang.org/x/sys/unix"
 
+	"github.com/orqest/sandbox/internal/forkcore"
 	"github.com/orqest/sandbox/internal/procfs"
 	"github.com/orqest/sandbox/shared"
 )
@@ -26,12 +27,31 @@ const InnerDir = "/run/orqest"
 // innerFIFO is the response pipe's path inside the sandbox.
 const innerFIFO = InnerDir + "/resp"
 
+// ForkCorePath is where the fork server's C loop (forkcore.Name, checked
+// against the sha256 this plugin was built with) is bound read-only in
+// every sandbox when the plugin has one: the runner loads its audit hook
+// and class guard in C from it.
+const ForkCorePath = "/opt/orqest/" + forkcore.Name
+
+// coreFD is the descriptor a one-call sandbox's bootstrap opens
+// ForkCorePath on (the runner's request names it).
+const coreFD = 4
+
 // respBootstrap opens the response pipe as fd 3 (runsc passes only fds 0-2
-// to the sandboxed process), then runs the runner's own bootstrap.
-const respBootstrap = `import os;f=os.open("` + innerFIFO + `",os.O_WRONLY)
+// to the sandboxed process) and, with core, ForkCorePath as coreFD; then
+// the runner's own bootstrap runs.
+func respBootstrap(core bool) string {
+	s := `import os;f=os.open("` + innerFIFO + `",os.O_WRONLY)
 if f!=3:os.dup2(f,3);os.close(f)
-del f,os
 `
+	if core {
+		s += `c=os.open("` + ForkCorePath + `",os.O_RDONLY)
+if c!=` + strconv.Itoa(coreFD) + `:os.dup2(c,` + strconv.Itoa(coreFD) + `);os.close(c)
+del c
+`
+	}
+	return s + "del f,os\n"
+}
 
 // lookRunsc finds the runsc binary: path when set, else $PATH and the
 // places Debian's package installs it.
@@ -64,12 +84,14 @@ func rootfs(dir string) error {
 			return err
 		}
 	}
-	// The mount point of the runtime binary (sessions).
-	f, err := os.OpenFile(filepath.Join(dir, strings.TrimPrefix(RuntimePath, "/")), os.O_CREATE|os.O_RDONLY, 0o755)
-	if err != nil {
-		return err
+	// The mount points of the runtime binary (sessions) and the C loop.
+	for _, p := range []string{RuntimePath, ForkCorePath} {
+		f, err := os.OpenFile(filepath.Join(dir, strings.TrimPrefix(p, "/")), os.O_CREATE|os.O_RDONLY, 0o755)
+		if err != nil {
+			return err
+		}
+		f.Close()
 	}
-	f.Close()
 	for _, name := range topLevel {
 		host := "/" + name
 		fi, err := os.Lstat(host)
@@ -131,10 +153,11 @@ func baseSpec(root string) *specs.Spec {
 // 65534 with an empty environment, the read-only root of rootfs with /usr
 // (and the real top-level library directories) bound read-only, a small
 // private tmpfs on /tmp, and the call's directory (the response pipe) on
-// InnerDir.
-func spec(root, callIO string, args []string, memMB, cpuSeconds int) ([]byte, error) {
+// InnerDir; core ("": none) is bound read-only on ForkCorePath.
+func spec(root, callIO, core string, args []string, memMB, cpuSeconds int) ([]byte, error) {
 	s := baseSpec(root)
 	s.Mounts = append(s.Mounts, specs.Mount{Destination: InnerDir, Type: "bind", Source: callIO, Options: []string{"bind", "rw", "nosuid", "nodev", "noexec"}})
+	s.Mounts = append(s.Mounts, coreMount(core)...)
 	mem := uint64(memMB) << 20
 	s.Process = &specs.Process{
 		User:            specs.User{UID: 65534, GID: 65534},
@@ -149,6 +172,15 @@ func spec(root, callIO string, args []string, memMB, cpuSeconds int) ([]byte, er
 		},
 	}
 	return json.Marshal(s)
+}
+
+// coreMount binds core (the plugin's checked copy of the C loop; "":
+// none) read-only on ForkCorePath.
+func coreMount(core string) []specs.Mount {
+	if core == "" {
+		return nil
+	}
+	return []specs.Mount{{Destination: ForkCorePath, Type: "bind", Source: core, Options: []string{"bind", "ro", "nosuid", "nodev"}}}
 }
 
 // hostMounts are the read-only host paths every sandbox sees: /usr, the
@@ -186,6 +218,7 @@ func sessionSpec(root, runtime, data string, cfg Config) ([]byte, error) {
 		specs.Mount{Destination: "/data", Type: "bind", Source: data, Options: []string{"bind", "rw", "nosuid", "nodev", "noexec"}},
 		specs.Mount{Destination: RuntimePath, Type: "bind", Source: runtime, Options: []string{"bind", "ro", "nosuid", "nodev"}},
 	)
+	s.Mounts = append(s.Mounts, coreMount(cfg.core)...)
 	// spawn: one interpreter per call. The runtime's fork-server keeps its
 	// children by pidfd (pidfd_open, pidfd_send_signal), which the Sentry
 	// of runsc 20221219 does not implement (ENOSYS): its pre-fork fails.
