@@ -49,6 +49,25 @@ type StaticChecker interface {
 	CheckWith(ctx context.Context, code string, allowedImports []string, f validator.Features) []shared.Finding
 }
 
+// Accepter is a StaticChecker that also vouches for what it accepts:
+// Accept is CheckWith that returns, for accepted code, the verdict the
+// host sends with the request (shared.ExecuteRequest.Verdict), so that a
+// backend with the same validator, rules and options skips its own check
+// of the body. *validator.Validator is one; a StaticChecker that is not
+// sends no verdict, and every backend validates as before.
+type Accepter interface {
+	Accept(ctx context.Context, code string, allowedImports []string, f validator.Features) ([]shared.Finding, *shared.Verdict)
+}
+
+// check runs the host's static checks on a request's code: the findings,
+// and the verdict on accepted code when the checker gives one.
+func (h *Host) check(ctx context.Context, code string, allowedImports []string, f validator.Features) ([]shared.Finding, *shared.Verdict) {
+	if a, ok := h.opts.checker.(Accepter); ok {
+		return a.Accept(ctx, code, allowedImports, f)
+	}
+	return h.opts.checker.CheckWith(ctx, code, allowedImports, f), nil
+}
+
 // Option adjusts Load and LoadFile.
 type Option func(*options)
 

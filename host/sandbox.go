@@ -208,9 +208,12 @@ func (s *Sandbox) execute(ctx context.Context, req shared.ExecuteRequest, obs *e
 	if err != nil {
 		return shared.ExecutionResult{}, err
 	}
-	if fs := s.host.opts.checker.CheckWith(ctx, req.Code, req.AllowedImports, validator.Features{Classes: s.policy.Classes}); len(fs) > 0 {
+	fs, verdict := s.host.check(ctx, req.Code, req.AllowedImports, validator.Features{Classes: s.policy.Classes})
+	if len(fs) > 0 {
 		return shared.Rejected(fs, limits), nil
 	}
+	// Only the host's own verdict goes to the plugin, never a caller's.
+	req.Verdict = verdict
 	if len(req.Dependencies) > 0 {
 		info, err := s.inst.infoOf(ctx)
 		if err != nil {

@@ -9,7 +9,9 @@
 package rules
 
 import (
+	"crypto/sha256"
 	_ "embed"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -250,6 +252,17 @@ var defaultTable = sync.OnceValue(func() *Table {
 		panic("rules: the embedded table is broken: " + err.Error())
 	}
 	return t
+})
+
+// Version identifies the embedded rules table: the hex SHA-256 of
+// rules.json as embedded. Two programs report the same Version exactly when
+// they judge code by the same table, so a verdict that names it
+// (shared.Verdict.Rules) is only trusted by a reader of that table.
+func Version() string { return version() }
+
+var version = sync.OnceValue(func() string {
+	sum := sha256.Sum256(tableJSON)
+	return hex.EncodeToString(sum[:])
 })
 
 // IDs returns every rule id the table describes, sorted.

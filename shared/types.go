@@ -268,6 +268,36 @@ type ExecuteRequest struct {
 	// before the plugin is called (a plugin only sees Stateful); Stateful
 	// and Stateless together are ErrInvalidArgument.
 	Stateless bool
+	// Verdict, when set, is the host's acceptance of Code: the host's Go
+	// validator (package validator) found nothing in it under the rules
+	// table and the options the verdict names. A backend whose own static
+	// checks would be the same check of the same body (the same code
+	// hash, rules version and options digest) may skip them and run the
+	// body; when any part differs, or Verdict is nil, it validates as it
+	// always did. It only spares the second run of the Go validator: the
+	// checks inside the interpreter (the runner's guards, the audit hook)
+	// run regardless. The host clears a caller's Verdict and sets its own,
+	// so a plugin, which only its host can reach (go-plugin over mTLS),
+	// trusts its host and nobody else; a backend that ignores the field is
+	// still correct.
+	Verdict *Verdict
+}
+
+// Verdict binds the host's acceptance of a body to everything the
+// acceptance depended on (see ExecuteRequest.Verdict). The validator
+// makes and checks verdicts (validator.Validator.Accept and CheckTrusting);
+// a verdict that differs in any field from the one the backend would
+// have made for the same request is not trusted.
+type Verdict struct {
+	// CodeSHA256 is the SHA-256 of ExecuteRequest.Code as validated.
+	CodeSHA256 [32]byte
+	// Rules is the version of the rules table the validator read
+	// (rules.Version: a hash of the embedded table).
+	Rules string
+	// Options is the digest of the validator's options for this call: its
+	// limits, the import allowlist and the language features
+	// (validator.Options.Digest).
+	Options string
 }
 
 // ExecuteResponse carries the result of one execution.

@@ -20,9 +20,10 @@ import (
 // a Check that ran out of time (validation-timeout) or whose context ended.
 // Findings are copied in and out, so no caller can change a cached verdict.
 //
-// Host, plugins and tier 0 each keep their own Validator (and cache): the
-// three validations stay three, a hit just skips re-parsing a body already
-// judged by this same process.
+// Host, plugins and tier 0 each keep their own Validator (and cache): a
+// hit just skips re-parsing a body already judged by this same process.
+// Across processes, the host's verdict (Accept, CheckTrusting) spares a
+// backend its check of a body the host accepted.
 func WithCache(n int) Option {
 	return func(v *Validator) {
 		if n > 0 {

@@ -132,6 +132,7 @@ type Validator struct {
 	timeout  time.Duration
 	parsers  chan *parser
 	cache    *verdictCache // nil: no cache (see WithCache)
+	stats    counters
 }
 
 var (
@@ -185,6 +186,7 @@ func (v *Validator) CheckWith(ctx context.Context, code string, allowedImports [
 	if ctx == nil {
 		ctx = context.Background()
 	}
+	v.stats.checked.Add(1)
 	if v.cache == nil {
 		return v.check(ctx, code, allowedImports, f)
 	}

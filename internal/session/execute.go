@@ -48,7 +48,7 @@ func (m *Manager) execute(ctx context.Context, req shared.ExecuteRequest, send f
 		}
 	}
 	if m.cfg.Validate != nil {
-		if findings := m.cfg.Validate(ctx, req.Code, req.AllowedImports); len(findings) > 0 {
+		if findings := m.cfg.Validate(ctx, req.Code, req.AllowedImports, req.Verdict); len(findings) > 0 {
 			res := shared.Rejected(findings, p.Limits())
 			res.DurationMS = float64(time.Since(start).Microseconds()) / 1000
 			return shared.ExecuteResponse{Result: res}, nil

@@ -70,8 +70,11 @@ type Config struct {
 	// Logger gets the sessions' lifecycle (nil: none).
 	Logger hclog.Logger
 	// Validate runs the backend's static checks on a body under an import
-	// allowlist (nil: none, the agent checks again either way).
-	Validate func(ctx context.Context, code string, allowedImports []string) []shared.Finding
+	// allowlist (nil: none, the agent checks again either way). verdict is
+	// the request's (shared.ExecuteRequest.Verdict, nil when none): a
+	// Validate that trusts it when it matches exactly
+	// (validator.Validator.CheckTrusting) skips the check.
+	Validate func(ctx context.Context, code string, allowedImports []string, verdict *shared.Verdict) []shared.Finding
 	// Check is the backend's own refusal of a request before anything runs,
 	// e.g. dependencies it cannot install (nil: none).
 	Check func(req shared.ExecuteRequest) error

@@ -181,11 +181,12 @@ func NewBackend(logger hclog.Logger) *Backend {
 		Impl:   &mcp.Implementation{Name: "orqest-sandbox-plugin-gvisor", Version: Version},
 		Driver: driver{b},
 		Logger: logger,
-		Validate: func(ctx context.Context, code string, allowed []string) []shared.Finding {
+		Validate: func(ctx context.Context, code string, allowed []string, verdict *shared.Verdict) []shared.Finding {
 			b.mu.RLock()
 			f := validator.Features{Classes: b.classes}
 			b.mu.RUnlock()
-			return b.validator.CheckWith(ctx, code, allowed, f)
+			found, _ := b.validator.CheckTrusting(ctx, code, allowed, f, verdict)
+			return found
 		},
 		Check: func(req shared.ExecuteRequest) error {
 			if len(req.Dependencies) > 0 {
@@ -611,7 +612,7 @@ func (b *Backend) execute(ctx context.Context, req shared.ExecuteRequest, send f
 	rules := b.rules
 	if b.test.skipValidation {
 		rules = b.test.rules
-	} else if findings := b.validator.CheckWith(ctx, req.Code, req.AllowedImports, validator.Features{Classes: classes}); len(findings) > 0 {
+	} else if findings, _ := b.validator.CheckTrusting(ctx, req.Code, req.AllowedImports, validator.Features{Classes: classes}, req.Verdict); len(findings) > 0 {
 		res := shared.Rejected(findings, p.Limits())
 		res.DurationMS = msSince(start)
 		return shared.ExecuteResponse{Result: res}, nil

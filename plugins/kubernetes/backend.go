@@ -177,8 +177,9 @@ func NewBackend(logger hclog.Logger) *Backend {
 		Impl:   &mcp.Implementation{Name: "orqest-sandbox-plugin-kubernetes", Version: version},
 		Driver: driver{b},
 		Logger: logger,
-		Validate: func(ctx context.Context, code string, allowed []string) []shared.Finding {
-			return b.validator.CheckWith(ctx, code, allowed, validator.Features{Classes: b.config().classes})
+		Validate: func(ctx context.Context, code string, allowed []string, verdict *shared.Verdict) []shared.Finding {
+			found, _ := b.validator.CheckTrusting(ctx, code, allowed, validator.Features{Classes: b.config().classes}, verdict)
+			return found
 		},
 		Check: func(req shared.ExecuteRequest) error {
 			if len(req.Dependencies) > 0 {

@@ -451,7 +451,7 @@ func (b *Backend) execute(ctx context.Context, req shared.ExecuteRequest, onOutp
 	rules := b.rules
 	if b.test.skipValidation {
 		rules = b.test.rules
-	} else if findings := b.validator.CheckWith(ctx, req.Code, req.AllowedImports, b.features()); len(findings) > 0 {
+	} else if findings, _ := b.validator.CheckTrusting(ctx, req.Code, req.AllowedImports, b.features(), req.Verdict); len(findings) > 0 {
 		res := shared.Rejected(findings, p.Limits())
 		res.DurationMS = msSince(start)
 		return shared.ExecuteResponse{Result: res}, nil

@@ -2,6 +2,7 @@ package conformance
 
 import (
 	"context"
+	"crypto/sha256"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -35,6 +36,7 @@ var allCases = []testCase{
 	{name: "Args", run: caseArgs},
 	{name: "AllowedImport", run: caseAllowedImport},
 	{name: "DeniedImport", run: caseDeniedImport},
+	{name: "ForeignVerdict", run: caseForeignVerdict},
 	{name: "ForbiddenBuiltin", run: caseForbiddenBuiltin},
 	{name: "SyntaxError", run: caseSyntaxError},
 	{name: "ValidateBenign", run: caseValidateBenign},
@@ -197,6 +199,26 @@ func caseDeniedImport(t *testing.T, h *harness) {
 		{"not_in_allowlist", "import math\nimport subprocess\nreturn 1", []string{"math"}, 2},
 	} {
 		t.Run(tc.name, func(t *testing.T) { rejectBoth(t, h, tc.code, tc.allow, tc.line) })
+	}
+}
+
+// caseForeignVerdict: a verdict (shared.ExecuteRequest.Verdict) that is
+// not the backend's own for the request, whether for another body or
+// naming another rules version or options, does not let a bad body
+// through: Execute validates and refuses it, and nothing runs.
+func caseForeignVerdict(t *testing.T, h *harness) {
+	bad := "print('ran')\nimport os\nreturn 1"
+	for name, v := range map[string]*shared.Verdict{
+		"another_body":              {CodeSHA256: sha256.Sum256([]byte("return 1")), Rules: "another", Options: "another"},
+		"another_rules_and_options": {CodeSHA256: sha256.Sum256([]byte(bad)), Rules: strings.Repeat("0", 64), Options: strings.Repeat("0", 64)},
+	} {
+		t.Run(name, func(t *testing.T) {
+			res := h.execute(t, shared.ExecuteRequest{Code: bad, Verdict: v})
+			expectFailure(t, bad, res, shared.KindValidation)
+			if strings.Contains(res.Stdout, "ran") {
+				t.Errorf("Execute(%s) with a foreign verdict ran the code (stdout %q)", quote(bad), res.Stdout)
+			}
+		})
 	}
 }
 

@@ -302,6 +302,7 @@ func executeRequestToProto(req shared.ExecuteRequest) *proto.ExecuteRequest {
 		ToolName:       req.ToolName,
 		Dependencies:   req.Dependencies,
 		Stateful:       req.Stateful, // Stateless is not sent: the host resolves it (host.Sandbox)
+		Verdict:        verdictToProto(req.Verdict),
 	}
 }
 
@@ -319,5 +320,24 @@ func executeRequestFromProto(req *proto.ExecuteRequest) shared.ExecuteRequest {
 		ToolName:       req.GetToolName(),
 		Dependencies:   req.GetDependencies(),
 		Stateful:       req.GetStateful(),
+		Verdict:        verdictFromProto(req.GetVerdict()),
 	}
+}
+
+func verdictToProto(v *shared.Verdict) *proto.Verdict {
+	if v == nil {
+		return nil
+	}
+	return &proto.Verdict{CodeSha256: v.CodeSHA256[:], Rules: v.Rules, Options: v.Options}
+}
+
+// verdictFromProto is nil for an absent verdict and for one whose code
+// hash is not 32 bytes: the backend then validates.
+func verdictFromProto(v *proto.Verdict) *shared.Verdict {
+	if v == nil || len(v.GetCodeSha256()) != 32 {
+		return nil
+	}
+	out := &shared.Verdict{Rules: v.GetRules(), Options: v.GetOptions()}
+	copy(out.CodeSHA256[:], v.GetCodeSha256())
+	return out
 }

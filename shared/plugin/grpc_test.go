@@ -76,6 +76,7 @@ func TestRequestsRoundTripGRPC(t *testing.T) {
 		SessionID: "s1", UserID: "u1", AgentID: "a1", ToolName: "t1",
 		Dependencies: []string{"orqdemo", "six==1.16.0"},
 		Stateful:     true,
+		Verdict:      &shared.Verdict{CodeSHA256: [32]byte{1, 2, 3}, Rules: "r1", Options: "o1"},
 	}
 	resp, err := sb.Execute(ctx, req)
 	if err != nil {
@@ -105,6 +106,30 @@ func TestRequestsRoundTripGRPC(t *testing.T) {
 		if c.Field(i).IsZero() {
 			t.Errorf("ConfigureRequest.%s did not cross gRPC", c.Type().Field(i).Name)
 		}
+	}
+}
+
+// TestVerdictOverGRPC: a request without a verdict arrives without one,
+// and so does one whose code hash is not 32 bytes (the backend then
+// validates); a backend that ignores the verdict (the recorder) serves the
+// call as any other.
+func TestVerdictOverGRPC(t *testing.T) {
+	rec := &recorder{}
+	sb := dispense(t, rec)
+	resp, err := sb.Execute(context.Background(), shared.ExecuteRequest{Code: "return 1"})
+	if err != nil || !resp.Result.Success {
+		t.Fatalf("Execute = %+v, %v", resp, err)
+	}
+	if rec.execute.Verdict != nil {
+		t.Fatalf("no verdict sent, plugin got %+v", rec.execute.Verdict)
+	}
+	if v := verdictFromProto(verdictToProto(&shared.Verdict{Rules: "r"})); v == nil || v.Rules != "r" {
+		t.Fatalf("verdict round trip = %+v", v)
+	}
+	short := verdictToProto(&shared.Verdict{Rules: "r", Options: "o"})
+	short.CodeSha256 = short.CodeSha256[:31]
+	if v := verdictFromProto(short); v != nil {
+		t.Fatalf("a 31-byte code hash arrived as verdict %+v", v)
 	}
 }
 

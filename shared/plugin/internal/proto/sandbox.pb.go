@@ -763,7 +763,10 @@ type ExecuteRequest struct {
 	// Run in the (session, agent)'s long-lived interpreter, whose globals
 	// persist across stateful calls (session tiers declaring
 	// "stateful_sessions").
-	Stateful      bool `protobuf:"varint,12,opt,name=stateful,proto3" json:"stateful,omitempty"`
+	Stateful bool `protobuf:"varint,12,opt,name=stateful,proto3" json:"stateful,omitempty"`
+	// The host's acceptance of code (shared.Verdict); absent when the host
+	// sends none. A backend that ignores it validates as before.
+	Verdict       *Verdict `protobuf:"bytes,13,opt,name=verdict,proto3" json:"verdict,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -882,6 +885,75 @@ func (x *ExecuteRequest) GetStateful() bool {
 	return false
 }
 
+func (x *ExecuteRequest) GetVerdict() *Verdict {
+	if x != nil {
+		return x.Verdict
+	}
+	return nil
+}
+
+// Verdict binds the host's acceptance of a body to the body's SHA-256, the
+// rules table's version and the digest of the validator's options.
+type Verdict struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	CodeSha256    []byte                 `protobuf:"bytes,1,opt,name=code_sha256,json=codeSha256,proto3" json:"code_sha256,omitempty"` // 32 bytes; any other length is no verdict
+	Rules         string                 `protobuf:"bytes,2,opt,name=rules,proto3" json:"rules,omitempty"`
+	Options       string                 `protobuf:"bytes,3,opt,name=options,proto3" json:"options,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Verdict) Reset() {
+	*x = Verdict{}
+	mi := &file_sandbox_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Verdict) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Verdict) ProtoMessage() {}
+
+func (x *Verdict) ProtoReflect() protoreflect.Message {
+	mi := &file_sandbox_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Verdict.ProtoReflect.Descriptor instead.
+func (*Verdict) Descriptor() ([]byte, []int) {
+	return file_sandbox_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *Verdict) GetCodeSha256() []byte {
+	if x != nil {
+		return x.CodeSha256
+	}
+	return nil
+}
+
+func (x *Verdict) GetRules() string {
+	if x != nil {
+		return x.Rules
+	}
+	return ""
+}
+
+func (x *Verdict) GetOptions() string {
+	if x != nil {
+		return x.Options
+	}
+	return ""
+}
+
 type Limits struct {
 	state          protoimpl.MessageState `protogen:"open.v1"`
 	TimeoutMs      int64                  `protobuf:"varint,1,opt,name=timeout_ms,json=timeoutMs,proto3" json:"timeout_ms,omitempty"`
@@ -893,7 +965,7 @@ type Limits struct {
 
 func (x *Limits) Reset() {
 	*x = Limits{}
-	mi := &file_sandbox_proto_msgTypes[12]
+	mi := &file_sandbox_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -905,7 +977,7 @@ func (x *Limits) String() string {
 func (*Limits) ProtoMessage() {}
 
 func (x *Limits) ProtoReflect() protoreflect.Message {
-	mi := &file_sandbox_proto_msgTypes[12]
+	mi := &file_sandbox_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -918,7 +990,7 @@ func (x *Limits) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Limits.ProtoReflect.Descriptor instead.
 func (*Limits) Descriptor() ([]byte, []int) {
-	return file_sandbox_proto_rawDescGZIP(), []int{12}
+	return file_sandbox_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *Limits) GetTimeoutMs() int64 {
@@ -967,7 +1039,7 @@ type ExecutionResult struct {
 
 func (x *ExecutionResult) Reset() {
 	*x = ExecutionResult{}
-	mi := &file_sandbox_proto_msgTypes[13]
+	mi := &file_sandbox_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -979,7 +1051,7 @@ func (x *ExecutionResult) String() string {
 func (*ExecutionResult) ProtoMessage() {}
 
 func (x *ExecutionResult) ProtoReflect() protoreflect.Message {
-	mi := &file_sandbox_proto_msgTypes[13]
+	mi := &file_sandbox_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -992,7 +1064,7 @@ func (x *ExecutionResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExecutionResult.ProtoReflect.Descriptor instead.
 func (*ExecutionResult) Descriptor() ([]byte, []int) {
-	return file_sandbox_proto_rawDescGZIP(), []int{13}
+	return file_sandbox_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *ExecutionResult) GetSuccess() bool {
@@ -1100,7 +1172,7 @@ type Artifact struct {
 
 func (x *Artifact) Reset() {
 	*x = Artifact{}
-	mi := &file_sandbox_proto_msgTypes[14]
+	mi := &file_sandbox_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1112,7 +1184,7 @@ func (x *Artifact) String() string {
 func (*Artifact) ProtoMessage() {}
 
 func (x *Artifact) ProtoReflect() protoreflect.Message {
-	mi := &file_sandbox_proto_msgTypes[14]
+	mi := &file_sandbox_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1125,7 +1197,7 @@ func (x *Artifact) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Artifact.ProtoReflect.Descriptor instead.
 func (*Artifact) Descriptor() ([]byte, []int) {
-	return file_sandbox_proto_rawDescGZIP(), []int{14}
+	return file_sandbox_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *Artifact) GetName() string {
@@ -1175,7 +1247,7 @@ type FileInfo struct {
 
 func (x *FileInfo) Reset() {
 	*x = FileInfo{}
-	mi := &file_sandbox_proto_msgTypes[15]
+	mi := &file_sandbox_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1187,7 +1259,7 @@ func (x *FileInfo) String() string {
 func (*FileInfo) ProtoMessage() {}
 
 func (x *FileInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_sandbox_proto_msgTypes[15]
+	mi := &file_sandbox_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1200,7 +1272,7 @@ func (x *FileInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FileInfo.ProtoReflect.Descriptor instead.
 func (*FileInfo) Descriptor() ([]byte, []int) {
-	return file_sandbox_proto_rawDescGZIP(), []int{15}
+	return file_sandbox_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *FileInfo) GetName() string {
@@ -1242,7 +1314,7 @@ type PutFileRequest struct {
 
 func (x *PutFileRequest) Reset() {
 	*x = PutFileRequest{}
-	mi := &file_sandbox_proto_msgTypes[16]
+	mi := &file_sandbox_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1254,7 +1326,7 @@ func (x *PutFileRequest) String() string {
 func (*PutFileRequest) ProtoMessage() {}
 
 func (x *PutFileRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sandbox_proto_msgTypes[16]
+	mi := &file_sandbox_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1267,7 +1339,7 @@ func (x *PutFileRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PutFileRequest.ProtoReflect.Descriptor instead.
 func (*PutFileRequest) Descriptor() ([]byte, []int) {
-	return file_sandbox_proto_rawDescGZIP(), []int{16}
+	return file_sandbox_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *PutFileRequest) GetSessionId() string {
@@ -1300,7 +1372,7 @@ type PutFileResponse struct {
 
 func (x *PutFileResponse) Reset() {
 	*x = PutFileResponse{}
-	mi := &file_sandbox_proto_msgTypes[17]
+	mi := &file_sandbox_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1312,7 +1384,7 @@ func (x *PutFileResponse) String() string {
 func (*PutFileResponse) ProtoMessage() {}
 
 func (x *PutFileResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sandbox_proto_msgTypes[17]
+	mi := &file_sandbox_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1325,7 +1397,7 @@ func (x *PutFileResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PutFileResponse.ProtoReflect.Descriptor instead.
 func (*PutFileResponse) Descriptor() ([]byte, []int) {
-	return file_sandbox_proto_rawDescGZIP(), []int{17}
+	return file_sandbox_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *PutFileResponse) GetFile() *FileInfo {
@@ -1345,7 +1417,7 @@ type GetFileRequest struct {
 
 func (x *GetFileRequest) Reset() {
 	*x = GetFileRequest{}
-	mi := &file_sandbox_proto_msgTypes[18]
+	mi := &file_sandbox_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1357,7 +1429,7 @@ func (x *GetFileRequest) String() string {
 func (*GetFileRequest) ProtoMessage() {}
 
 func (x *GetFileRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sandbox_proto_msgTypes[18]
+	mi := &file_sandbox_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1370,7 +1442,7 @@ func (x *GetFileRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetFileRequest.ProtoReflect.Descriptor instead.
 func (*GetFileRequest) Descriptor() ([]byte, []int) {
-	return file_sandbox_proto_rawDescGZIP(), []int{18}
+	return file_sandbox_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *GetFileRequest) GetSessionId() string {
@@ -1397,7 +1469,7 @@ type GetFileResponse struct {
 
 func (x *GetFileResponse) Reset() {
 	*x = GetFileResponse{}
-	mi := &file_sandbox_proto_msgTypes[19]
+	mi := &file_sandbox_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1409,7 +1481,7 @@ func (x *GetFileResponse) String() string {
 func (*GetFileResponse) ProtoMessage() {}
 
 func (x *GetFileResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sandbox_proto_msgTypes[19]
+	mi := &file_sandbox_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1422,7 +1494,7 @@ func (x *GetFileResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetFileResponse.ProtoReflect.Descriptor instead.
 func (*GetFileResponse) Descriptor() ([]byte, []int) {
-	return file_sandbox_proto_rawDescGZIP(), []int{19}
+	return file_sandbox_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *GetFileResponse) GetFile() *FileInfo {
@@ -1449,7 +1521,7 @@ type ListFilesRequest struct {
 
 func (x *ListFilesRequest) Reset() {
 	*x = ListFilesRequest{}
-	mi := &file_sandbox_proto_msgTypes[20]
+	mi := &file_sandbox_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1461,7 +1533,7 @@ func (x *ListFilesRequest) String() string {
 func (*ListFilesRequest) ProtoMessage() {}
 
 func (x *ListFilesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sandbox_proto_msgTypes[20]
+	mi := &file_sandbox_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1474,7 +1546,7 @@ func (x *ListFilesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListFilesRequest.ProtoReflect.Descriptor instead.
 func (*ListFilesRequest) Descriptor() ([]byte, []int) {
-	return file_sandbox_proto_rawDescGZIP(), []int{20}
+	return file_sandbox_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *ListFilesRequest) GetSessionId() string {
@@ -1500,7 +1572,7 @@ type ListFilesResponse struct {
 
 func (x *ListFilesResponse) Reset() {
 	*x = ListFilesResponse{}
-	mi := &file_sandbox_proto_msgTypes[21]
+	mi := &file_sandbox_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1512,7 +1584,7 @@ func (x *ListFilesResponse) String() string {
 func (*ListFilesResponse) ProtoMessage() {}
 
 func (x *ListFilesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sandbox_proto_msgTypes[21]
+	mi := &file_sandbox_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1525,7 +1597,7 @@ func (x *ListFilesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListFilesResponse.ProtoReflect.Descriptor instead.
 func (*ListFilesResponse) Descriptor() ([]byte, []int) {
-	return file_sandbox_proto_rawDescGZIP(), []int{21}
+	return file_sandbox_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *ListFilesResponse) GetFiles() []*FileInfo {
@@ -1546,7 +1618,7 @@ type Event struct {
 
 func (x *Event) Reset() {
 	*x = Event{}
-	mi := &file_sandbox_proto_msgTypes[22]
+	mi := &file_sandbox_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1558,7 +1630,7 @@ func (x *Event) String() string {
 func (*Event) ProtoMessage() {}
 
 func (x *Event) ProtoReflect() protoreflect.Message {
-	mi := &file_sandbox_proto_msgTypes[22]
+	mi := &file_sandbox_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1571,7 +1643,7 @@ func (x *Event) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Event.ProtoReflect.Descriptor instead.
 func (*Event) Descriptor() ([]byte, []int) {
-	return file_sandbox_proto_rawDescGZIP(), []int{22}
+	return file_sandbox_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *Event) GetType() string {
@@ -1598,7 +1670,7 @@ type ExecuteResponse struct {
 
 func (x *ExecuteResponse) Reset() {
 	*x = ExecuteResponse{}
-	mi := &file_sandbox_proto_msgTypes[23]
+	mi := &file_sandbox_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1610,7 +1682,7 @@ func (x *ExecuteResponse) String() string {
 func (*ExecuteResponse) ProtoMessage() {}
 
 func (x *ExecuteResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sandbox_proto_msgTypes[23]
+	mi := &file_sandbox_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1623,7 +1695,7 @@ func (x *ExecuteResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExecuteResponse.ProtoReflect.Descriptor instead.
 func (*ExecuteResponse) Descriptor() ([]byte, []int) {
-	return file_sandbox_proto_rawDescGZIP(), []int{23}
+	return file_sandbox_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *ExecuteResponse) GetResult() *ExecutionResult {
@@ -1650,7 +1722,7 @@ type OpenRequest struct {
 
 func (x *OpenRequest) Reset() {
 	*x = OpenRequest{}
-	mi := &file_sandbox_proto_msgTypes[24]
+	mi := &file_sandbox_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1662,7 +1734,7 @@ func (x *OpenRequest) String() string {
 func (*OpenRequest) ProtoMessage() {}
 
 func (x *OpenRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sandbox_proto_msgTypes[24]
+	mi := &file_sandbox_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1675,7 +1747,7 @@ func (x *OpenRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OpenRequest.ProtoReflect.Descriptor instead.
 func (*OpenRequest) Descriptor() ([]byte, []int) {
-	return file_sandbox_proto_rawDescGZIP(), []int{24}
+	return file_sandbox_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *OpenRequest) GetUserId() string {
@@ -1701,7 +1773,7 @@ type OpenResponse struct {
 
 func (x *OpenResponse) Reset() {
 	*x = OpenResponse{}
-	mi := &file_sandbox_proto_msgTypes[25]
+	mi := &file_sandbox_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1713,7 +1785,7 @@ func (x *OpenResponse) String() string {
 func (*OpenResponse) ProtoMessage() {}
 
 func (x *OpenResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sandbox_proto_msgTypes[25]
+	mi := &file_sandbox_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1726,7 +1798,7 @@ func (x *OpenResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OpenResponse.ProtoReflect.Descriptor instead.
 func (*OpenResponse) Descriptor() ([]byte, []int) {
-	return file_sandbox_proto_rawDescGZIP(), []int{25}
+	return file_sandbox_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *OpenResponse) GetSessionId() string {
@@ -1745,7 +1817,7 @@ type CloseRequest struct {
 
 func (x *CloseRequest) Reset() {
 	*x = CloseRequest{}
-	mi := &file_sandbox_proto_msgTypes[26]
+	mi := &file_sandbox_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1757,7 +1829,7 @@ func (x *CloseRequest) String() string {
 func (*CloseRequest) ProtoMessage() {}
 
 func (x *CloseRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sandbox_proto_msgTypes[26]
+	mi := &file_sandbox_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1770,7 +1842,7 @@ func (x *CloseRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CloseRequest.ProtoReflect.Descriptor instead.
 func (*CloseRequest) Descriptor() ([]byte, []int) {
-	return file_sandbox_proto_rawDescGZIP(), []int{26}
+	return file_sandbox_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *CloseRequest) GetSessionId() string {
@@ -1788,7 +1860,7 @@ type CloseResponse struct {
 
 func (x *CloseResponse) Reset() {
 	*x = CloseResponse{}
-	mi := &file_sandbox_proto_msgTypes[27]
+	mi := &file_sandbox_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1800,7 +1872,7 @@ func (x *CloseResponse) String() string {
 func (*CloseResponse) ProtoMessage() {}
 
 func (x *CloseResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sandbox_proto_msgTypes[27]
+	mi := &file_sandbox_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1813,7 +1885,7 @@ func (x *CloseResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CloseResponse.ProtoReflect.Descriptor instead.
 func (*CloseResponse) Descriptor() ([]byte, []int) {
-	return file_sandbox_proto_rawDescGZIP(), []int{27}
+	return file_sandbox_proto_rawDescGZIP(), []int{28}
 }
 
 type MintTokenRequest struct {
@@ -1827,7 +1899,7 @@ type MintTokenRequest struct {
 
 func (x *MintTokenRequest) Reset() {
 	*x = MintTokenRequest{}
-	mi := &file_sandbox_proto_msgTypes[28]
+	mi := &file_sandbox_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1839,7 +1911,7 @@ func (x *MintTokenRequest) String() string {
 func (*MintTokenRequest) ProtoMessage() {}
 
 func (x *MintTokenRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sandbox_proto_msgTypes[28]
+	mi := &file_sandbox_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1852,7 +1924,7 @@ func (x *MintTokenRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MintTokenRequest.ProtoReflect.Descriptor instead.
 func (*MintTokenRequest) Descriptor() ([]byte, []int) {
-	return file_sandbox_proto_rawDescGZIP(), []int{28}
+	return file_sandbox_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *MintTokenRequest) GetSessionId() string {
@@ -1886,7 +1958,7 @@ type MintTokenResponse struct {
 
 func (x *MintTokenResponse) Reset() {
 	*x = MintTokenResponse{}
-	mi := &file_sandbox_proto_msgTypes[29]
+	mi := &file_sandbox_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1898,7 +1970,7 @@ func (x *MintTokenResponse) String() string {
 func (*MintTokenResponse) ProtoMessage() {}
 
 func (x *MintTokenResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sandbox_proto_msgTypes[29]
+	mi := &file_sandbox_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1911,7 +1983,7 @@ func (x *MintTokenResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MintTokenResponse.ProtoReflect.Descriptor instead.
 func (*MintTokenResponse) Descriptor() ([]byte, []int) {
-	return file_sandbox_proto_rawDescGZIP(), []int{29}
+	return file_sandbox_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *MintTokenResponse) GetToken() string {
@@ -1941,7 +2013,7 @@ type CallToolRequest struct {
 
 func (x *CallToolRequest) Reset() {
 	*x = CallToolRequest{}
-	mi := &file_sandbox_proto_msgTypes[30]
+	mi := &file_sandbox_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1953,7 +2025,7 @@ func (x *CallToolRequest) String() string {
 func (*CallToolRequest) ProtoMessage() {}
 
 func (x *CallToolRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sandbox_proto_msgTypes[30]
+	mi := &file_sandbox_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1966,7 +2038,7 @@ func (x *CallToolRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CallToolRequest.ProtoReflect.Descriptor instead.
 func (*CallToolRequest) Descriptor() ([]byte, []int) {
-	return file_sandbox_proto_rawDescGZIP(), []int{30}
+	return file_sandbox_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *CallToolRequest) GetSessionId() string {
@@ -2017,7 +2089,7 @@ type ToolPolicy struct {
 
 func (x *ToolPolicy) Reset() {
 	*x = ToolPolicy{}
-	mi := &file_sandbox_proto_msgTypes[31]
+	mi := &file_sandbox_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2029,7 +2101,7 @@ func (x *ToolPolicy) String() string {
 func (*ToolPolicy) ProtoMessage() {}
 
 func (x *ToolPolicy) ProtoReflect() protoreflect.Message {
-	mi := &file_sandbox_proto_msgTypes[31]
+	mi := &file_sandbox_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2042,7 +2114,7 @@ func (x *ToolPolicy) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolPolicy.ProtoReflect.Descriptor instead.
 func (*ToolPolicy) Descriptor() ([]byte, []int) {
-	return file_sandbox_proto_rawDescGZIP(), []int{31}
+	return file_sandbox_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *ToolPolicy) GetAllowedImports() []string {
@@ -2083,7 +2155,7 @@ type CallToolResponse struct {
 
 func (x *CallToolResponse) Reset() {
 	*x = CallToolResponse{}
-	mi := &file_sandbox_proto_msgTypes[32]
+	mi := &file_sandbox_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2095,7 +2167,7 @@ func (x *CallToolResponse) String() string {
 func (*CallToolResponse) ProtoMessage() {}
 
 func (x *CallToolResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sandbox_proto_msgTypes[32]
+	mi := &file_sandbox_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2108,7 +2180,7 @@ func (x *CallToolResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CallToolResponse.ProtoReflect.Descriptor instead.
 func (*CallToolResponse) Descriptor() ([]byte, []int) {
-	return file_sandbox_proto_rawDescGZIP(), []int{32}
+	return file_sandbox_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *CallToolResponse) GetResultJson() []byte {
@@ -2148,7 +2220,7 @@ type ErrorDetail struct {
 
 func (x *ErrorDetail) Reset() {
 	*x = ErrorDetail{}
-	mi := &file_sandbox_proto_msgTypes[33]
+	mi := &file_sandbox_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2160,7 +2232,7 @@ func (x *ErrorDetail) String() string {
 func (*ErrorDetail) ProtoMessage() {}
 
 func (x *ErrorDetail) ProtoReflect() protoreflect.Message {
-	mi := &file_sandbox_proto_msgTypes[33]
+	mi := &file_sandbox_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2173,7 +2245,7 @@ func (x *ErrorDetail) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ErrorDetail.ProtoReflect.Descriptor instead.
 func (*ErrorDetail) Descriptor() ([]byte, []int) {
-	return file_sandbox_proto_rawDescGZIP(), []int{33}
+	return file_sandbox_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *ErrorDetail) GetClasses() []string {
@@ -2256,7 +2328,7 @@ const file_sandbox_proto_rawDesc = "" +
 	"\x04code\x18\x01 \x01(\tR\x04code\x12'\n" +
 	"\x0fallowed_imports\x18\x02 \x03(\tR\x0eallowedImports\"J\n" +
 	"\x10ValidateResponse\x126\n" +
-	"\bfindings\x18\x01 \x03(\v2\x1a.orqest.sandbox.v1.FindingR\bfindings\"\x80\x03\n" +
+	"\bfindings\x18\x01 \x03(\v2\x1a.orqest.sandbox.v1.FindingR\bfindings\"\xb6\x03\n" +
 	"\x0eExecuteRequest\x12\x12\n" +
 	"\x04code\x18\x01 \x01(\tR\x04code\x12\x1b\n" +
 	"\targs_json\x18\x02 \x01(\fR\bargsJson\x12'\n" +
@@ -2272,7 +2344,13 @@ const file_sandbox_proto_rawDesc = "" +
 	"\ttool_name\x18\n" +
 	" \x01(\tR\btoolName\x12\"\n" +
 	"\fdependencies\x18\v \x03(\tR\fdependencies\x12\x1a\n" +
-	"\bstateful\x18\f \x01(\bR\bstateful\"n\n" +
+	"\bstateful\x18\f \x01(\bR\bstateful\x124\n" +
+	"\averdict\x18\r \x01(\v2\x1a.orqest.sandbox.v1.VerdictR\averdict\"Z\n" +
+	"\aVerdict\x12\x1f\n" +
+	"\vcode_sha256\x18\x01 \x01(\fR\n" +
+	"codeSha256\x12\x14\n" +
+	"\x05rules\x18\x02 \x01(\tR\x05rules\x12\x18\n" +
+	"\aoptions\x18\x03 \x01(\tR\aoptions\"n\n" +
 	"\x06Limits\x12\x1d\n" +
 	"\n" +
 	"timeout_ms\x18\x01 \x01(\x03R\ttimeoutMs\x12\x1b\n" +
@@ -2406,7 +2484,7 @@ func file_sandbox_proto_rawDescGZIP() []byte {
 	return file_sandbox_proto_rawDescData
 }
 
-var file_sandbox_proto_msgTypes = make([]protoimpl.MessageInfo, 34)
+var file_sandbox_proto_msgTypes = make([]protoimpl.MessageInfo, 35)
 var file_sandbox_proto_goTypes = []any{
 	(*OutputChunk)(nil),           // 0: orqest.sandbox.v1.OutputChunk
 	(*ExecuteStreamMessage)(nil),  // 1: orqest.sandbox.v1.ExecuteStreamMessage
@@ -2420,79 +2498,81 @@ var file_sandbox_proto_goTypes = []any{
 	(*ValidateRequest)(nil),       // 9: orqest.sandbox.v1.ValidateRequest
 	(*ValidateResponse)(nil),      // 10: orqest.sandbox.v1.ValidateResponse
 	(*ExecuteRequest)(nil),        // 11: orqest.sandbox.v1.ExecuteRequest
-	(*Limits)(nil),                // 12: orqest.sandbox.v1.Limits
-	(*ExecutionResult)(nil),       // 13: orqest.sandbox.v1.ExecutionResult
-	(*Artifact)(nil),              // 14: orqest.sandbox.v1.Artifact
-	(*FileInfo)(nil),              // 15: orqest.sandbox.v1.FileInfo
-	(*PutFileRequest)(nil),        // 16: orqest.sandbox.v1.PutFileRequest
-	(*PutFileResponse)(nil),       // 17: orqest.sandbox.v1.PutFileResponse
-	(*GetFileRequest)(nil),        // 18: orqest.sandbox.v1.GetFileRequest
-	(*GetFileResponse)(nil),       // 19: orqest.sandbox.v1.GetFileResponse
-	(*ListFilesRequest)(nil),      // 20: orqest.sandbox.v1.ListFilesRequest
-	(*ListFilesResponse)(nil),     // 21: orqest.sandbox.v1.ListFilesResponse
-	(*Event)(nil),                 // 22: orqest.sandbox.v1.Event
-	(*ExecuteResponse)(nil),       // 23: orqest.sandbox.v1.ExecuteResponse
-	(*OpenRequest)(nil),           // 24: orqest.sandbox.v1.OpenRequest
-	(*OpenResponse)(nil),          // 25: orqest.sandbox.v1.OpenResponse
-	(*CloseRequest)(nil),          // 26: orqest.sandbox.v1.CloseRequest
-	(*CloseResponse)(nil),         // 27: orqest.sandbox.v1.CloseResponse
-	(*MintTokenRequest)(nil),      // 28: orqest.sandbox.v1.MintTokenRequest
-	(*MintTokenResponse)(nil),     // 29: orqest.sandbox.v1.MintTokenResponse
-	(*CallToolRequest)(nil),       // 30: orqest.sandbox.v1.CallToolRequest
-	(*ToolPolicy)(nil),            // 31: orqest.sandbox.v1.ToolPolicy
-	(*CallToolResponse)(nil),      // 32: orqest.sandbox.v1.CallToolResponse
-	(*ErrorDetail)(nil),           // 33: orqest.sandbox.v1.ErrorDetail
+	(*Verdict)(nil),               // 12: orqest.sandbox.v1.Verdict
+	(*Limits)(nil),                // 13: orqest.sandbox.v1.Limits
+	(*ExecutionResult)(nil),       // 14: orqest.sandbox.v1.ExecutionResult
+	(*Artifact)(nil),              // 15: orqest.sandbox.v1.Artifact
+	(*FileInfo)(nil),              // 16: orqest.sandbox.v1.FileInfo
+	(*PutFileRequest)(nil),        // 17: orqest.sandbox.v1.PutFileRequest
+	(*PutFileResponse)(nil),       // 18: orqest.sandbox.v1.PutFileResponse
+	(*GetFileRequest)(nil),        // 19: orqest.sandbox.v1.GetFileRequest
+	(*GetFileResponse)(nil),       // 20: orqest.sandbox.v1.GetFileResponse
+	(*ListFilesRequest)(nil),      // 21: orqest.sandbox.v1.ListFilesRequest
+	(*ListFilesResponse)(nil),     // 22: orqest.sandbox.v1.ListFilesResponse
+	(*Event)(nil),                 // 23: orqest.sandbox.v1.Event
+	(*ExecuteResponse)(nil),       // 24: orqest.sandbox.v1.ExecuteResponse
+	(*OpenRequest)(nil),           // 25: orqest.sandbox.v1.OpenRequest
+	(*OpenResponse)(nil),          // 26: orqest.sandbox.v1.OpenResponse
+	(*CloseRequest)(nil),          // 27: orqest.sandbox.v1.CloseRequest
+	(*CloseResponse)(nil),         // 28: orqest.sandbox.v1.CloseResponse
+	(*MintTokenRequest)(nil),      // 29: orqest.sandbox.v1.MintTokenRequest
+	(*MintTokenResponse)(nil),     // 30: orqest.sandbox.v1.MintTokenResponse
+	(*CallToolRequest)(nil),       // 31: orqest.sandbox.v1.CallToolRequest
+	(*ToolPolicy)(nil),            // 32: orqest.sandbox.v1.ToolPolicy
+	(*CallToolResponse)(nil),      // 33: orqest.sandbox.v1.CallToolResponse
+	(*ErrorDetail)(nil),           // 34: orqest.sandbox.v1.ErrorDetail
 }
 var file_sandbox_proto_depIdxs = []int32{
 	0,  // 0: orqest.sandbox.v1.ExecuteStreamMessage.chunk:type_name -> orqest.sandbox.v1.OutputChunk
-	23, // 1: orqest.sandbox.v1.ExecuteStreamMessage.response:type_name -> orqest.sandbox.v1.ExecuteResponse
+	24, // 1: orqest.sandbox.v1.ExecuteStreamMessage.response:type_name -> orqest.sandbox.v1.ExecuteResponse
 	0,  // 2: orqest.sandbox.v1.CallToolStreamMessage.chunk:type_name -> orqest.sandbox.v1.OutputChunk
-	32, // 3: orqest.sandbox.v1.CallToolStreamMessage.response:type_name -> orqest.sandbox.v1.CallToolResponse
+	33, // 3: orqest.sandbox.v1.CallToolStreamMessage.response:type_name -> orqest.sandbox.v1.CallToolResponse
 	4,  // 4: orqest.sandbox.v1.ConfigAttribute.attributes:type_name -> orqest.sandbox.v1.ConfigAttribute
 	4,  // 5: orqest.sandbox.v1.InfoResponse.config_schema:type_name -> orqest.sandbox.v1.ConfigAttribute
 	8,  // 6: orqest.sandbox.v1.ValidateResponse.findings:type_name -> orqest.sandbox.v1.Finding
-	12, // 7: orqest.sandbox.v1.ExecutionResult.limits:type_name -> orqest.sandbox.v1.Limits
-	8,  // 8: orqest.sandbox.v1.ExecutionResult.findings:type_name -> orqest.sandbox.v1.Finding
-	14, // 9: orqest.sandbox.v1.ExecutionResult.artifacts:type_name -> orqest.sandbox.v1.Artifact
-	15, // 10: orqest.sandbox.v1.PutFileResponse.file:type_name -> orqest.sandbox.v1.FileInfo
-	15, // 11: orqest.sandbox.v1.GetFileResponse.file:type_name -> orqest.sandbox.v1.FileInfo
-	15, // 12: orqest.sandbox.v1.ListFilesResponse.files:type_name -> orqest.sandbox.v1.FileInfo
-	13, // 13: orqest.sandbox.v1.ExecuteResponse.result:type_name -> orqest.sandbox.v1.ExecutionResult
-	22, // 14: orqest.sandbox.v1.ExecuteResponse.events:type_name -> orqest.sandbox.v1.Event
-	31, // 15: orqest.sandbox.v1.CallToolRequest.policy:type_name -> orqest.sandbox.v1.ToolPolicy
-	22, // 16: orqest.sandbox.v1.CallToolResponse.events:type_name -> orqest.sandbox.v1.Event
-	8,  // 17: orqest.sandbox.v1.ErrorDetail.findings:type_name -> orqest.sandbox.v1.Finding
-	3,  // 18: orqest.sandbox.v1.Sandbox.Info:input_type -> orqest.sandbox.v1.InfoRequest
-	6,  // 19: orqest.sandbox.v1.Sandbox.Configure:input_type -> orqest.sandbox.v1.ConfigureRequest
-	9,  // 20: orqest.sandbox.v1.Sandbox.Validate:input_type -> orqest.sandbox.v1.ValidateRequest
-	11, // 21: orqest.sandbox.v1.Sandbox.Execute:input_type -> orqest.sandbox.v1.ExecuteRequest
-	24, // 22: orqest.sandbox.v1.Sandbox.Open:input_type -> orqest.sandbox.v1.OpenRequest
-	26, // 23: orqest.sandbox.v1.Sandbox.Close:input_type -> orqest.sandbox.v1.CloseRequest
-	28, // 24: orqest.sandbox.v1.SessionTools.MintToken:input_type -> orqest.sandbox.v1.MintTokenRequest
-	30, // 25: orqest.sandbox.v1.SessionTools.CallTool:input_type -> orqest.sandbox.v1.CallToolRequest
-	16, // 26: orqest.sandbox.v1.FileStore.PutFile:input_type -> orqest.sandbox.v1.PutFileRequest
-	18, // 27: orqest.sandbox.v1.FileStore.GetFile:input_type -> orqest.sandbox.v1.GetFileRequest
-	20, // 28: orqest.sandbox.v1.FileStore.ListFiles:input_type -> orqest.sandbox.v1.ListFilesRequest
-	11, // 29: orqest.sandbox.v1.Streaming.ExecuteStream:input_type -> orqest.sandbox.v1.ExecuteRequest
-	30, // 30: orqest.sandbox.v1.Streaming.CallToolStream:input_type -> orqest.sandbox.v1.CallToolRequest
-	5,  // 31: orqest.sandbox.v1.Sandbox.Info:output_type -> orqest.sandbox.v1.InfoResponse
-	7,  // 32: orqest.sandbox.v1.Sandbox.Configure:output_type -> orqest.sandbox.v1.ConfigureResponse
-	10, // 33: orqest.sandbox.v1.Sandbox.Validate:output_type -> orqest.sandbox.v1.ValidateResponse
-	23, // 34: orqest.sandbox.v1.Sandbox.Execute:output_type -> orqest.sandbox.v1.ExecuteResponse
-	25, // 35: orqest.sandbox.v1.Sandbox.Open:output_type -> orqest.sandbox.v1.OpenResponse
-	27, // 36: orqest.sandbox.v1.Sandbox.Close:output_type -> orqest.sandbox.v1.CloseResponse
-	29, // 37: orqest.sandbox.v1.SessionTools.MintToken:output_type -> orqest.sandbox.v1.MintTokenResponse
-	32, // 38: orqest.sandbox.v1.SessionTools.CallTool:output_type -> orqest.sandbox.v1.CallToolResponse
-	17, // 39: orqest.sandbox.v1.FileStore.PutFile:output_type -> orqest.sandbox.v1.PutFileResponse
-	19, // 40: orqest.sandbox.v1.FileStore.GetFile:output_type -> orqest.sandbox.v1.GetFileResponse
-	21, // 41: orqest.sandbox.v1.FileStore.ListFiles:output_type -> orqest.sandbox.v1.ListFilesResponse
-	1,  // 42: orqest.sandbox.v1.Streaming.ExecuteStream:output_type -> orqest.sandbox.v1.ExecuteStreamMessage
-	2,  // 43: orqest.sandbox.v1.Streaming.CallToolStream:output_type -> orqest.sandbox.v1.CallToolStreamMessage
-	31, // [31:44] is the sub-list for method output_type
-	18, // [18:31] is the sub-list for method input_type
-	18, // [18:18] is the sub-list for extension type_name
-	18, // [18:18] is the sub-list for extension extendee
-	0,  // [0:18] is the sub-list for field type_name
+	12, // 7: orqest.sandbox.v1.ExecuteRequest.verdict:type_name -> orqest.sandbox.v1.Verdict
+	13, // 8: orqest.sandbox.v1.ExecutionResult.limits:type_name -> orqest.sandbox.v1.Limits
+	8,  // 9: orqest.sandbox.v1.ExecutionResult.findings:type_name -> orqest.sandbox.v1.Finding
+	15, // 10: orqest.sandbox.v1.ExecutionResult.artifacts:type_name -> orqest.sandbox.v1.Artifact
+	16, // 11: orqest.sandbox.v1.PutFileResponse.file:type_name -> orqest.sandbox.v1.FileInfo
+	16, // 12: orqest.sandbox.v1.GetFileResponse.file:type_name -> orqest.sandbox.v1.FileInfo
+	16, // 13: orqest.sandbox.v1.ListFilesResponse.files:type_name -> orqest.sandbox.v1.FileInfo
+	14, // 14: orqest.sandbox.v1.ExecuteResponse.result:type_name -> orqest.sandbox.v1.ExecutionResult
+	23, // 15: orqest.sandbox.v1.ExecuteResponse.events:type_name -> orqest.sandbox.v1.Event
+	32, // 16: orqest.sandbox.v1.CallToolRequest.policy:type_name -> orqest.sandbox.v1.ToolPolicy
+	23, // 17: orqest.sandbox.v1.CallToolResponse.events:type_name -> orqest.sandbox.v1.Event
+	8,  // 18: orqest.sandbox.v1.ErrorDetail.findings:type_name -> orqest.sandbox.v1.Finding
+	3,  // 19: orqest.sandbox.v1.Sandbox.Info:input_type -> orqest.sandbox.v1.InfoRequest
+	6,  // 20: orqest.sandbox.v1.Sandbox.Configure:input_type -> orqest.sandbox.v1.ConfigureRequest
+	9,  // 21: orqest.sandbox.v1.Sandbox.Validate:input_type -> orqest.sandbox.v1.ValidateRequest
+	11, // 22: orqest.sandbox.v1.Sandbox.Execute:input_type -> orqest.sandbox.v1.ExecuteRequest
+	25, // 23: orqest.sandbox.v1.Sandbox.Open:input_type -> orqest.sandbox.v1.OpenRequest
+	27, // 24: orqest.sandbox.v1.Sandbox.Close:input_type -> orqest.sandbox.v1.CloseRequest
+	29, // 25: orqest.sandbox.v1.SessionTools.MintToken:input_type -> orqest.sandbox.v1.MintTokenRequest
+	31, // 26: orqest.sandbox.v1.SessionTools.CallTool:input_type -> orqest.sandbox.v1.CallToolRequest
+	17, // 27: orqest.sandbox.v1.FileStore.PutFile:input_type -> orqest.sandbox.v1.PutFileRequest
+	19, // 28: orqest.sandbox.v1.FileStore.GetFile:input_type -> orqest.sandbox.v1.GetFileRequest
+	21, // 29: orqest.sandbox.v1.FileStore.ListFiles:input_type -> orqest.sandbox.v1.ListFilesRequest
+	11, // 30: orqest.sandbox.v1.Streaming.ExecuteStream:input_type -> orqest.sandbox.v1.ExecuteRequest
+	31, // 31: orqest.sandbox.v1.Streaming.CallToolStream:input_type -> orqest.sandbox.v1.CallToolRequest
+	5,  // 32: orqest.sandbox.v1.Sandbox.Info:output_type -> orqest.sandbox.v1.InfoResponse
+	7,  // 33: orqest.sandbox.v1.Sandbox.Configure:output_type -> orqest.sandbox.v1.ConfigureResponse
+	10, // 34: orqest.sandbox.v1.Sandbox.Validate:output_type -> orqest.sandbox.v1.ValidateResponse
+	24, // 35: orqest.sandbox.v1.Sandbox.Execute:output_type -> orqest.sandbox.v1.ExecuteResponse
+	26, // 36: orqest.sandbox.v1.Sandbox.Open:output_type -> orqest.sandbox.v1.OpenResponse
+	28, // 37: orqest.sandbox.v1.Sandbox.Close:output_type -> orqest.sandbox.v1.CloseResponse
+	30, // 38: orqest.sandbox.v1.SessionTools.MintToken:output_type -> orqest.sandbox.v1.MintTokenResponse
+	33, // 39: orqest.sandbox.v1.SessionTools.CallTool:output_type -> orqest.sandbox.v1.CallToolResponse
+	18, // 40: orqest.sandbox.v1.FileStore.PutFile:output_type -> orqest.sandbox.v1.PutFileResponse
+	20, // 41: orqest.sandbox.v1.FileStore.GetFile:output_type -> orqest.sandbox.v1.GetFileResponse
+	22, // 42: orqest.sandbox.v1.FileStore.ListFiles:output_type -> orqest.sandbox.v1.ListFilesResponse
+	1,  // 43: orqest.sandbox.v1.Streaming.ExecuteStream:output_type -> orqest.sandbox.v1.ExecuteStreamMessage
+	2,  // 44: orqest.sandbox.v1.Streaming.CallToolStream:output_type -> orqest.sandbox.v1.CallToolStreamMessage
+	32, // [32:45] is the sub-list for method output_type
+	19, // [19:32] is the sub-list for method input_type
+	19, // [19:19] is the sub-list for extension type_name
+	19, // [19:19] is the sub-list for extension extendee
+	0,  // [0:19] is the sub-list for field type_name
 }
 
 func init() { file_sandbox_proto_init() }
@@ -2514,7 +2594,7 @@ func file_sandbox_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_sandbox_proto_rawDesc), len(file_sandbox_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   34,
+			NumMessages:   35,
 			NumExtensions: 0,
 			NumServices:   4,
 		},
