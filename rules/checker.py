@@ -111,6 +111,14 @@ def _orq_check(code, allowed_imports, rules, classes=False):
     attr_name_calls = P["attr_name_calls"]
     shapes = P["shapes"]
     surfaces = P["surfaces"]
+
+    def check_submodule(parts, i, node):
+        # a submodule of a package with a reviewed surface must have its own
+        top, path = parts[0], ".".join(parts[:i])
+        if top in surfaces and top in allowed and path not in surfaces:
+            add(rule_not_allowed, node, "module %r: only the reviewed parts of %r are "
+                "(import %s and use what it offers)" % (path, top, top))
+
     format_methods = P["format_methods"]
     format_rule = P["format_rule"]
     rule_not_allowed = P["rule_not_allowed"]
@@ -525,8 +533,9 @@ def _orq_check(code, allowed_imports, rules, classes=False):
                 parts = al.name.split(".")
                 if parts[0] not in allowed:
                     add(rule_not_allowed, node, "module %r" % parts[0])
-                for p in parts[1:]:
+                for i, p in enumerate(parts[1:], 2):
                     check_attr(p, node)
+                    check_submodule(parts, i, node)
                 if al.asname:
                     check_name(al.asname, node)
         elif k == 14:  # ImportFrom
@@ -536,8 +545,9 @@ def _orq_check(code, allowed_imports, rules, classes=False):
                 parts = (node.module or "").split(".")
                 if parts[0] not in allowed:
                     add(rule_not_allowed, node, "module %r" % parts[0])
-                for p in parts[1:]:
+                for i, p in enumerate(parts[1:], 2):
                     check_attr(p, node)
+                    check_submodule(parts, i, node)
             for al in node.names:
                 if al.name == "*":
                     add(rule_star, node)

@@ -24,6 +24,11 @@ var stdAllow = []string{"re", "json", "math", "collections", "itertools", "datet
 
 // attacks: every entry must be rejected with the named rule.
 var attacks = []tcase{
+	// a package with a reviewed surface hands out its reviewed submodules only
+	{"urllib.request", "import-not-allowed", "import urllib.request\nreturn urllib.request.urlopen('http://x/').read()", []string{"urllib"}},
+	{"from urllib.request", "import-not-allowed", "from urllib.request import urlopen\nreturn urlopen('http://x/').read()", []string{"urllib"}},
+	{"urllib.parse without urllib", "import-not-allowed", "import urllib.parse\nreturn urllib.parse.quote('a')", nil},
+	{"json.decoder", "import-not-allowed", "import json.decoder\nreturn json.decoder.scanstring('a', 0)", []string{"json"}},
 	// case C(a) reads the attributes named by C.__match_args__ (settable on
 	// an ABC through copy's reducers: ('__globals__',) hands out globals).
 	{"positional class pattern on an ABC", "positional-class-pattern", "import collections.abc\nf = len\nmatch f:\n    case collections.abc.Callable(g):\n        return g\nreturn 0", stdAllow},
@@ -290,6 +295,9 @@ func deepParens(n int) string {
 
 // benign: LLM-style tool bodies that must be accepted.
 var benign = []tcase{
+	// urllib's reviewed surface is urllib.parse; io's the in-memory streams
+	{"urllib.parse imports", "", "import urllib.parse\nfrom urllib.parse import urlparse, quote, urlencode\nfrom urllib import parse\nu = urlparse(args['url'])\nreturn [u.netloc, quote(u.path), urlencode({'q': 1}), urllib.parse.unquote('a%20b'), parse.urljoin('http://a/b/', 'c')]", []string{"urllib"}},
+	{"io StringIO for csv", "", "import csv, io\nfrom io import StringIO, BytesIO\nbuf = io.StringIO()\ncsv.writer(buf).writerow([1, 2])\nreturn [buf.getvalue(), list(csv.reader(StringIO('a,b'))), BytesIO(b'x').read().decode()]", []string{"csv", "io"}},
 	// strings and keys are data
 	{"attrgetter plain names", "", "import operator\nrows = args.get('rows', [])\nreturn [operator.attrgetter('real')(1), sorted(rows, key=operator.itemgetter('age'))]", stdAllow},
 	{"methodcaller plain name", "", "from operator import methodcaller, attrgetter\nreturn list(map(methodcaller('upper'), ['a'])) + [attrgetter('imag')(1)]", stdAllow},

@@ -164,8 +164,8 @@ def _orq_make_import(allowed_imports, rules=None, user_builtins=None):
     # now (a function built while the audit hook is armed is refused), given
     # the real one when a view first hands it out
     wrappers = {("dataclasses", "dataclass"): _orq_dataclass_guard()}
-    _isinstance, _str, _sorted, _vars, _list, _setattr, _type, _tuple = (
-        isinstance, str, sorted, vars, list, setattr, type, tuple)
+    _isinstance, _str, _sorted, _vars, _list, _setattr, _type, _tuple, _hasattr = (
+        isinstance, str, sorted, vars, list, setattr, type, tuple, hasattr)
     _ImportError, _RuntimeError = ImportError, RuntimeError
 
     def permitted(name):
@@ -217,8 +217,13 @@ def _orq_make_import(allowed_imports, rules=None, user_builtins=None):
             raise _ImportError(
                 "import of %r is not allowed: only the reviewed parts of %r are "
                 "(import %s and use what it offers)" % (name, name.partition(".")[0], name.partition(".")[0]))
+        asked = fromlist
         if fromlist is not None:
-            fromlist = _tuple(f for f in fromlist if _type(f) is _str)
+            asked = fromlist = _tuple(f for f in fromlist if _type(f) is _str)
+            # only names of the surface: a fromlist imports submodules
+            # (from urllib import request would run urllib.request's code)
+            surface = surfaces.get(name)
+            fromlist = _tuple(f for f in fromlist if surface is None or f in surface)
         try:
             mod = real_import(name, None, None, fromlist, 0)
         except _RuntimeError as e:
@@ -230,7 +235,16 @@ def _orq_make_import(allowed_imports, rules=None, user_builtins=None):
                 "import of %r failed: importing it does what the sandbox refuses (%s); "
                 "list %r in allowed_imports, so it is imported before the code runs"
                 % (name, e, name)) from None
-        return view(mod, {})
+        v = view(mod, {})
+        # `from m import x` falls back to sys.modules["m.x"] when the view
+        # has no x: that would hand out the real submodule.
+        for f in asked or ():
+            if f != "*" and not _hasattr(v, f):
+                raise _ImportError(
+                    "cannot import name %r from %r: it is not in the module's reviewed "
+                    "surface (import what the module offers, or list %r in allowed_imports "
+                    "if it is a reviewed submodule)" % (f, name, name + "." + f))
+        return v
 
     view = _orq_isolate(view)
     permitted = _orq_isolate(permitted)
@@ -464,7 +478,8 @@ def _orq_audit_arm_in(st, rules, allowed, workspace=None, core=None):
         runtime.audit_block (code/function construction, gc and frame walks,
         tracing, marshal/pickle loading);
       - unless allowed_imports names a module whose purpose is OS access
-        (runtime.os_modules: os, io, socket, ...; the host refuses those
+        (runtime.os_modules, a module or its package: os, _io, socket,
+        urllib.request, ...; the host refuses those
         unless the policy acknowledges them), also the OS events in
         runtime.audit_block_os (processes, sockets, file changes) and every
         `open` except reading files below the interpreter's library
@@ -503,7 +518,7 @@ def _orq_audit_arm_in(st, rules, allowed, workspace=None, core=None):
     if isinstance(workspace, str) and workspace.startswith("/"):
         import os as _os
         st["ws"] = _os.path.normpath(workspace) + "/"
-    os_too = not any(m.partition(".")[0] in os_modules for m in allowed)
+    os_too = not any(m in os_modules or m.partition(".")[0] in os_modules for m in allowed)
     st["exact"], st["prefixes"] = prep[2][os_too]
     st["check_open"] = os_too
     import os
