@@ -67,6 +67,7 @@ def _orq_check_prepare(rules):
         "write_rule": rules.get("attribute_write_rule") or "attribute-write",
         "class_keyword_rule": (rules.get("classes") or {}).get("keyword_rule") or "class-keyword",
         "class_builtins": frozenset((rules.get("classes") or {}).get("builtins") or ()),
+        "own_rules": frozenset((rules.get("classes") or {}).get("own_attribute_rules") or ()),
         "class_methods": frozenset(list((rules.get("classes") or {}).get("methods") or ())
                                    + list((rules.get("classes") or {}).get("hooks") or ())),
         "class_hooks": frozenset((rules.get("classes") or {}).get("hooks") or ()),
@@ -131,6 +132,7 @@ def _orq_check(code, allowed_imports, rules, classes=False):
     class_keyword_rule = P["class_keyword_rule"]
     class_builtins = P["class_builtins"] if classes else frozenset()
     class_methods = P["class_methods"] if classes else frozenset()
+    own_rules = P["own_rules"]
     class_hooks = P["class_hooks"] if classes else frozenset()
     type_name_reads = set()  # ids of x.__class__ nodes read as x.__class__.__name__
     allowed = frozenset(m for m in (allowed_imports or ()) if isinstance(m, str))
@@ -364,6 +366,8 @@ def _orq_check(code, allowed_imports, rules, classes=False):
                 return True
             if (name[:1] == "_" and not is_dunder(name) and not is_reserved(name)
                     and not import_rooted(node.value)):
+                return True
+            if forbidden_attrs.get(name) in own_rules and not import_rooted(node.value):
                 return True
         if name == "__class__" and id(node) in type_name_reads:
             return True

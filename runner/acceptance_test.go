@@ -121,3 +121,33 @@ func TestFromImportGetsNoHiddenSubmodule(t *testing.T) {
 		AllowedImports: []string{"collections", "urllib"}})
 	wantOutput(t, resp, `["Mapping", "a%20b"]`)
 }
+
+// With classes, the user's own attributes may be named like a frame's or a
+// code object's (self.co_name, self.f_back): the runner lets such a read
+// through only of what the body made.
+func TestOwnAttributesNamedLikeInternals(t *testing.T) {
+	code := "class Fn:\n    def __init__(self, name):\n        self.co_name = name\n        self.co_code = b'x'\n        self.f_back = None\n" +
+		"    def key(self):\n        return [self.co_name, self.co_code.decode(), self.f_back]\nreturn Fn('f').key()"
+	resp, _, _ := run(t, runner.Request{Code: code, Classes: true})
+	wantOutput(t, resp, `["f", "x", null]`)
+}
+
+// With classes on the static rules let g().gi_frame through (g might be
+// the user's object): the runner's read guard alone refuses a generator's
+// frame, a traceback's frame and an inherited BaseException.with_traceback,
+// whatever the static rules say.
+func TestOwnAttributeGuardHoldsAlone(t *testing.T) {
+	rules := weakRules(t, []string{"__traceback__"}, nil, nil)
+	for _, code := range []string{
+		"def g():\n    yield 1\nreturn str(g().gi_frame.f_globals)",
+		"def g():\n    yield 1\nx = g()\nreturn str(x.gi_code.co_consts)",
+		"try:\n    1 / 0\nexcept Exception as e:\n    return str(e.__traceback__.tb_frame.f_back.f_globals)",
+		"class E(Exception):\n    pass\nreturn str(E().with_traceback(None))",
+		"async def c():\n    pass\nx = c()\nreturn str(x.cr_frame)",
+	} {
+		resp, _, _ := run(t, runner.Request{Code: code, Classes: true, Rules: rules})
+		if resp.Success || !strings.Contains(resp.Error, "not readable") {
+			t.Errorf("%q: want the read guard's refusal, got success=%v %s %s", code, resp.Success, resp.Output, resp.Error)
+		}
+	}
+}

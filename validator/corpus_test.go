@@ -24,6 +24,9 @@ var stdAllow = []string{"re", "json", "math", "collections", "itertools", "datet
 
 // attacks: every entry must be rejected with the named rule.
 var attacks = []tcase{
+	{"own attribute name without classes", "introspection-attribute", "def g():\n    yield 1\nreturn g().gi_frame.f_globals", nil},
+	{"class: introspection of an imported module's chain", "code-object-attribute", "import json\nreturn json.dumps.co_code", []string{"json"}},
+	{"class: introspection name by string", "forbidden-string", "class A:\n    pass\nreturn getattr(A(), 'f_back', None)", nil},
 	// a package with a reviewed surface hands out its reviewed submodules only
 	{"urllib.request", "import-not-allowed", "import urllib.request\nreturn urllib.request.urlopen('http://x/').read()", []string{"urllib"}},
 	{"from urllib.request", "import-not-allowed", "from urllib.request import urlopen\nreturn urlopen('http://x/').read()", []string{"urllib"}},
@@ -295,6 +298,8 @@ func deepParens(n int) string {
 
 // benign: LLM-style tool bodies that must be accepted.
 var benign = []tcase{
+	// with classes, the user's own attribute names may be introspection words
+	{"class: own attributes named like internals", "", "class Fn:\n    def __init__(self, name, code):\n        self.co_name = name\n        self.co_code = code\n        self.f_back = None\n    def key(self):\n        return (self.co_name, self.co_code, self.f_back)\nreturn Fn('f', 'x').key()", nil},
 	// urllib's reviewed surface is urllib.parse; io's the in-memory streams
 	{"urllib.parse imports", "", "import urllib.parse\nfrom urllib.parse import urlparse, quote, urlencode\nfrom urllib import parse\nu = urlparse(args['url'])\nreturn [u.netloc, quote(u.path), urlencode({'q': 1}), urllib.parse.unquote('a%20b'), parse.urljoin('http://a/b/', 'c')]", []string{"urllib"}},
 	{"io StringIO for csv", "", "import csv, io\nfrom io import StringIO, BytesIO\nbuf = io.StringIO()\ncsv.writer(buf).writerow([1, 2])\nreturn [buf.getvalue(), list(csv.reader(StringIO('a,b'))), BytesIO(b'x').read().decode()]", []string{"csv", "io"}},

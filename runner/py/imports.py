@@ -1092,6 +1092,11 @@ def _orq_env_builtins(rules, ub, classes, made=None):
                         break
                 else:
                     return obj
+        if name[:1] != "_":
+            raise _TypeError("%s: frame, generator, traceback and code-object attributes are not "
+                             "readable; the name is fine for attributes of functions and classes "
+                             "the code defines and their instances, not of %s objects"
+                             % (name, t.__name__))
         raise _TypeError("%s: private attributes (a leading '_') are readable only of functions "
                          "and classes the code defines and their instances, not of %s objects"
                          % (name, t.__name__))
