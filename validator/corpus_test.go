@@ -24,6 +24,11 @@ var stdAllow = []string{"re", "json", "math", "collections", "itertools", "datet
 
 // attacks: every entry must be rejected with the named rule.
 var attacks = []tcase{
+	{"__dict__ without classes", "dunder-attribute", "def f():\n    pass\nreturn f.__dict__", nil},
+	{"class: __dict__ of an imported module", "dunder-attribute", "import json\nreturn json.__dict__", []string{"json"}},
+	{"class: getattr __dict__ by string", "forbidden-string", "class A:\n    pass\nreturn getattr(A(), '__dict__')", nil},
+	{"hasattr another dunder", "forbidden-string", "return hasattr(args, '__class__')", nil},
+	{"bare vars", "forbidden-builtin", "f = vars\nreturn f()", nil},
 	{"own attribute name without classes", "introspection-attribute", "def g():\n    yield 1\nreturn g().gi_frame.f_globals", nil},
 	{"class: introspection of an imported module's chain", "code-object-attribute", "import json\nreturn json.dumps.co_code", []string{"json"}},
 	{"class: introspection name by string", "forbidden-string", "class A:\n    pass\nreturn getattr(A(), 'f_back', None)", nil},
@@ -61,7 +66,6 @@ var attacks = []tcase{
 	{"open", "forbidden-builtin", "return open('/etc/passwd').read()", nil},
 	{"globals", "forbidden-builtin", "return globals()", nil},
 	{"locals", "forbidden-builtin", "return locals()", nil},
-	{"vars", "forbidden-builtin", "return vars()", nil},
 	{"input", "forbidden-builtin", "return input()", nil},
 	{"breakpoint", "forbidden-builtin", "breakpoint()", nil},
 	{"bare ref exec", "forbidden-builtin", "f = exec\nf('x=1')", nil},
@@ -298,6 +302,8 @@ func deepParens(n int) string {
 
 // benign: LLM-style tool bodies that must be accepted.
 var benign = []tcase{
+	{"class: vars and __dict__ of own instances", "", "class P:\n    def __init__(self, **kw):\n        self.__dict__.update(kw)\n    def to_dict(self):\n        return dict(vars(self))\n    def __repr__(self):\n        return repr(self.__dict__)\nx = P(a=1)\nreturn [x.to_dict(), hasattr(x, '__dict__'), hasattr(1, '__dict__')]", nil},
+	{"hasattr __dict__ without classes", "", "x = args.get('x')\nreturn hasattr(x, '__dict__')", nil},
 	// with classes, the user's own attribute names may be introspection words
 	{"class: own attributes named like internals", "", "class Fn:\n    def __init__(self, name, code):\n        self.co_name = name\n        self.co_code = code\n        self.f_back = None\n    def key(self):\n        return (self.co_name, self.co_code, self.f_back)\nreturn Fn('f', 'x').key()", nil},
 	// urllib's reviewed surface is urllib.parse; io's the in-memory streams

@@ -54,6 +54,7 @@ type table struct {
 	classHooks    map[string]bool // readable only of methodReceiver objects
 	classBuiltins map[string]bool
 	ownRules      map[string]bool // forbidden_attributes rules a body's own objects may use
+	ownDunders    map[string]bool // dunders readable of a body's own objects
 	safeBuiltins  map[string]bool
 }
 
@@ -83,6 +84,7 @@ func newTable(rt *rules.Table) *table {
 		classHooks:    set(rt.Classes.Hooks),
 		classBuiltins: set(rt.Classes.Builtins),
 		ownRules:      set(rt.Classes.OwnAttributeRules),
+		ownDunders:    set(rt.Classes.OwnDunders),
 		safeBuiltins:  set(rt.SafeBuiltins),
 	}
 }

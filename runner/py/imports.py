@@ -102,8 +102,11 @@ def _orq_guarded_builtins(rules):
     import builtins
 
     ok = _orq_attr_name_ok(rules)
+    # hasattr hands out a bool: it may test the dunders readable of the
+    # code's own objects (hasattr(obj, "__dict__")) on anything
+    testable = frozenset((rules.get("classes") or {}).get("own_dunders") or ())
     real_getattr, real_hasattr = builtins.getattr, builtins.hasattr
-    _TypeError = TypeError
+    _TypeError, _type, _str = TypeError, type, str
 
     def getattr(obj, name, *default):
         if not ok(name):
@@ -112,7 +115,7 @@ def _orq_guarded_builtins(rules):
         return real_getattr(obj, name, *default)
 
     def hasattr(obj, name):
-        if not ok(name):
+        if not ok(name) and not (_type(name) is _str and name in testable):
             raise _TypeError("hasattr: %r is not an attribute the sandbox lets code test by "
                              "name" % (name,))
         return real_hasattr(obj, name)
@@ -1092,6 +1095,10 @@ def _orq_env_builtins(rules, ub, classes, made=None):
                         break
                 else:
                     return obj
+        if name[:2] == "__":
+            raise _TypeError("%s is readable only of functions and classes' instances the code "
+                             "defines (vars(self)), not of %s objects; return data instead"
+                             % (name, t.__name__))
         if name[:1] != "_":
             raise _TypeError("%s: frame, generator, traceback and code-object attributes are not "
                              "readable; the name is fine for attributes of functions and classes "
@@ -1103,6 +1110,17 @@ def _orq_env_builtins(rules, ub, classes, made=None):
 
     real_setattr = builtins.setattr
     name_ok = _orq_attr_name_ok(rules)
+
+    _len = len
+
+    def vars(*obj):
+        # vars(obj) of what the body made: obj.__dict__, as the read of
+        # o.__dict__ compiles to (never vars(), a namespace, a module's
+        # or a class's)
+        if _len(obj) != 1:
+            raise _TypeError("vars() takes one argument in the sandbox: an object the code made "
+                             "(vars(self)); return data rather than a namespace")
+        return own(obj[0], "__dict__").__dict__
 
     def setattr(obj, name, value):
         if not name_ok(name):
@@ -1144,6 +1162,8 @@ def _orq_env_builtins(rules, ub, classes, made=None):
            "_orq_cpat": _orq_class_pattern_guard(rules), "_orq_sa": _orq_isolate(sa)}
     if "setattr" in (rules.get("guarded_builtins") or ()):
         out["setattr"] = _orq_isolate(setattr)
+    if "vars" in (rules.get("guarded_builtins") or ()):
+        out["vars"] = _orq_isolate(vars)
     if not classes:
         return out, made
     real_build_class = builtins.__build_class__
