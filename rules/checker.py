@@ -67,7 +67,7 @@ def _orq_check_prepare(rules):
         "write_rule": rules.get("attribute_write_rule") or "attribute-write",
         "class_keyword_rule": (rules.get("classes") or {}).get("keyword_rule") or "class-keyword",
         "class_builtins": frozenset((rules.get("classes") or {}).get("builtins") or ()),
-        "own_dunders": frozenset((rules.get("classes") or {}).get("own_dunders") or ()),
+        "hasattr_dunders": frozenset((rules.get("classes") or {}).get("hasattr_dunders") or ()),
         "own_rules": frozenset((rules.get("classes") or {}).get("own_attribute_rules") or ()),
         "class_methods": frozenset(list((rules.get("classes") or {}).get("methods") or ())
                                    + list((rules.get("classes") or {}).get("hooks") or ())),
@@ -134,7 +134,7 @@ def _orq_check(code, allowed_imports, rules, classes=False):
     class_builtins = P["class_builtins"] if classes else frozenset()
     class_methods = P["class_methods"] if classes else frozenset()
     own_rules = P["own_rules"]
-    own_dunders = P["own_dunders"]
+    hasattr_dunders = P["hasattr_dunders"]
     class_hooks = P["class_hooks"] if classes else frozenset()
     type_name_reads = set()  # ids of x.__class__ nodes read as x.__class__.__name__
     allowed = frozenset(m for m in (allowed_imports or ()) if isinstance(m, str))
@@ -306,7 +306,7 @@ def _orq_check(code, allowed_imports, rules, classes=False):
                     if v is None:
                         continue
                     for part in v.split("."):
-                        if name == "hasattr" and part in own_dunders:
+                        if name == "hasattr" and part in hasattr_dunders:
                             continue
                         if attr_rule(part):
                             add("forbidden-string", el, repr(part))
@@ -371,8 +371,7 @@ def _orq_check(code, allowed_imports, rules, classes=False):
             if (name[:1] == "_" and not is_dunder(name) and not is_reserved(name)
                     and not import_rooted(node.value)):
                 return True
-            if ((forbidden_attrs.get(name) in own_rules or name in own_dunders)
-                    and not import_rooted(node.value)):
+            if forbidden_attrs.get(name) in own_rules and not import_rooted(node.value):
                 return True
         if name == "__class__" and id(node) in type_name_reads:
             return True

@@ -152,30 +152,39 @@ func TestOwnAttributeGuardHoldsAlone(t *testing.T) {
 	}
 }
 
-// vars(self), self.__dict__ and hasattr(obj, "__dict__"), as LLM code
-// writes them with classes on.
+// vars(self) and hasattr(obj, "__dict__"), as LLM code writes them with
+// classes on: vars is a copy of the object's attributes.
 func TestVarsOfOwnInstancesRuns(t *testing.T) {
-	code := "class P:\n    def __init__(self, **kw):\n        self.__dict__.update(kw)\n    def to_dict(self):\n        return dict(vars(self))\n" +
-		"def f():\n    pass\nf.tag = 1\nx = P(a=1, b='two')\nreturn [x.to_dict(), sorted(x.__dict__), vars(f), hasattr(x, '__dict__'), hasattr(1, '__dict__')]"
+	code := "class P:\n    def __init__(self, **kw):\n        for k, v in kw.items():\n            setattr(self, k, v)\n    def to_dict(self):\n        return vars(self)\n" +
+		"def f():\n    pass\nf.tag = 1\nx = P(a=1, b='two')\nd = vars(x)\nd['c'] = 3\nreturn [x.to_dict(), sorted(vars(x)), vars(f), hasattr(x, '__dict__'), hasattr(1, '__dict__'), hasattr(x, 'c')]"
 	resp, _, _ := run(t, runner.Request{Code: code, Classes: true})
-	wantOutput(t, resp, `[{"a": 1, "b": "two"}, ["a", "b"], {"tag": 1}, true, false]`)
+	wantOutput(t, resp, `[{"a": 1, "b": "two"}, ["a", "b"], {"tag": 1}, true, false, false]`)
 }
 
-// The static rules let m.__dict__ through when m is not an import (and
-// any plain vars call): the runner alone refuses a namespace, a module
-// view's, a class's (a mappingproxy of its methods and descriptors) and a
-// stdlib object's dict.
+// The static rules let any plain vars call through, and a weakened table
+// lets __dict__ through: the runner alone refuses a namespace, a module
+// view's, a class's (a mappingproxy of its methods and descriptors), an
+// exception's and a stdlib object's dict; and what vars hands out is a
+// copy, so no dunder key reaches an instance (copy.copy would call an
+// instance's __reduce_ex__).
 func TestVarsGuardHoldsAlone(t *testing.T) {
 	for _, c := range []struct{ code, want string }{
 		{"return vars()", "takes one argument"},
-		{"import json\nm = json\nreturn str(m.__dict__)", "readable only of"},
 		{"import json\nreturn str(vars(json))", "readable only of"},
 		{"class C:\n    def m(self):\n        pass\nreturn str(vars(C))", "readable only of"},
-		{"class C:\n    pass\nreturn str(type(C()).__dict__)", "readable only of"},
+		{"class C:\n    pass\nreturn str(vars(type(C())))", "readable only of"},
 		{"class E(Exception):\n    pass\nreturn str(vars(E('x')))", "readable only of"},
 		{"import decimal\nreturn str(vars(decimal.getcontext()))", "readable only of"},
+		{"import copy\nclass P:\n    pass\np = P()\nvars(p)[''.join(['__reduce', '_ex__'])] = lambda proto: (len, ('abc',))\nreturn type(copy.copy(p)).__name__", "P"},
 	} {
-		resp, _, _ := run(t, runner.Request{Code: c.code, Classes: true, AllowedImports: []string{"json", "decimal"}, Rules: weakRules(t, nil, nil, nil)})
+		resp, _, _ := run(t, runner.Request{Code: c.code, Classes: true, AllowedImports: []string{"json", "decimal", "copy"}})
+		if c.want == "P" {
+			// the copy is a P, not len('abc')
+			if !resp.Success || string(resp.Output) != `"P"` {
+				t.Errorf("%q: vars handed out the real dict: success=%v %s %s", c.code, resp.Success, resp.Output, resp.Error)
+			}
+			continue
+		}
 		if resp.Success || !strings.Contains(resp.Error, c.want) {
 			t.Errorf("%q: want a refusal (%s), got success=%v %s %s", c.code, c.want, resp.Success, resp.Output, resp.Error)
 		}

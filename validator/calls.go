@@ -107,7 +107,7 @@ func (w *walker) mark(n node) {
 // checkAttributeNameArgs refuses string literals among a call's arguments
 // (directly, as a keyword value, or as an element of a list, tuple or set
 // display) with a dotted part the attribute rules forbid; test (hasattr)
-// lets a classes.own_dunders name through.
+// lets a classes.hasattr_dunders name through.
 func (w *walker) checkAttributeNameArgs(args node, test bool) {
 	check := func(n node) {
 		v, ok := w.literalValue(n, 0)
@@ -115,7 +115,7 @@ func (w *walker) checkAttributeNameArgs(args node, test bool) {
 			return
 		}
 		for _, part := range strings.Split(v, ".") {
-			if test && w.t.ownDunders[part] {
+			if test && w.t.hasattrDunder[part] {
 				continue
 			}
 			if w.t.attrRule(part) != "" {

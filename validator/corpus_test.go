@@ -25,6 +25,7 @@ var stdAllow = []string{"re", "json", "math", "collections", "itertools", "datet
 // attacks: every entry must be rejected with the named rule.
 var attacks = []tcase{
 	{"__dict__ without classes", "dunder-attribute", "def f():\n    pass\nreturn f.__dict__", nil},
+	{"class: __dict__ of an own instance", "dunder-attribute", "class P:\n    def __init__(self, f):\n        self.__dict__['__reduce_ex__'] = f\nreturn P(len)", nil},
 	{"class: __dict__ of an imported module", "dunder-attribute", "import json\nreturn json.__dict__", []string{"json"}},
 	{"class: getattr __dict__ by string", "forbidden-string", "class A:\n    pass\nreturn getattr(A(), '__dict__')", nil},
 	{"hasattr another dunder", "forbidden-string", "return hasattr(args, '__class__')", nil},
@@ -302,7 +303,7 @@ func deepParens(n int) string {
 
 // benign: LLM-style tool bodies that must be accepted.
 var benign = []tcase{
-	{"class: vars and __dict__ of own instances", "", "class P:\n    def __init__(self, **kw):\n        self.__dict__.update(kw)\n    def to_dict(self):\n        return dict(vars(self))\n    def __repr__(self):\n        return repr(self.__dict__)\nx = P(a=1)\nreturn [x.to_dict(), hasattr(x, '__dict__'), hasattr(1, '__dict__')]", nil},
+	{"class: vars of own instances", "", "class P:\n    def __init__(self, **kw):\n        for k, v in kw.items():\n            setattr(self, k, v)\n    def to_dict(self):\n        return vars(self)\n    def __repr__(self):\n        return repr(vars(self))\nx = P(a=1)\nreturn [x.to_dict(), hasattr(x, '__dict__'), hasattr(1, '__dict__')]", nil},
 	{"hasattr __dict__ without classes", "", "x = args.get('x')\nreturn hasattr(x, '__dict__')", nil},
 	// with classes, the user's own attribute names may be introspection words
 	{"class: own attributes named like internals", "", "class Fn:\n    def __init__(self, name, code):\n        self.co_name = name\n        self.co_code = code\n        self.f_back = None\n    def key(self):\n        return (self.co_name, self.co_code, self.f_back)\nreturn Fn('f', 'x').key()", nil},

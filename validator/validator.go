@@ -54,7 +54,7 @@ type table struct {
 	classHooks    map[string]bool // readable only of methodReceiver objects
 	classBuiltins map[string]bool
 	ownRules      map[string]bool // forbidden_attributes rules a body's own objects may use
-	ownDunders    map[string]bool // dunders readable of a body's own objects
+	hasattrDunder map[string]bool // dunders hasattr may test by name
 	safeBuiltins  map[string]bool
 }
 
@@ -84,7 +84,7 @@ func newTable(rt *rules.Table) *table {
 		classHooks:    set(rt.Classes.Hooks),
 		classBuiltins: set(rt.Classes.Builtins),
 		ownRules:      set(rt.Classes.OwnAttributeRules),
-		ownDunders:    set(rt.Classes.OwnDunders),
+		hasattrDunder: set(rt.Classes.HasattrDunders),
 		safeBuiltins:  set(rt.SafeBuiltins),
 	}
 }

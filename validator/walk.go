@@ -612,8 +612,7 @@ func (w *walker) visitAttribute(n node, depth int, cx ctxKind) {
 //     of anything but an imported module or a chain from one:
 //     the runner checks at run time that a private name is read of an
 //     object the body made (_orq_own); likewise a name of a
-//     classes.own_attribute_rules rule (self.co_code, self.f_back) and a
-//     classes.own_dunders name (self.__dict__);
+//     classes.own_attribute_rules rule (self.co_code, self.f_back);
 //   - x.__class__.__name__ (and __qualname__): type(x).__name__;
 //   - a module-attribute name (.os, .warnings, .types) of anything but an
 //     imported module or a chain from one: module views hold no module the
@@ -626,7 +625,7 @@ func (w *walker) attrAllowed(n, object node, name string) bool {
 		if !isDunder(name) && strings.HasPrefix(name, "_") && !w.reserved(name) && !w.importRooted(object) {
 			return true
 		}
-		if (w.t.ownRules[w.t.ForbiddenAttributes[name]] || w.t.ownDunders[name]) && !w.importRooted(object) {
+		if w.t.ownRules[w.t.ForbiddenAttributes[name]] && !w.importRooted(object) {
 			return true
 		}
 	}

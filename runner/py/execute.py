@@ -107,7 +107,6 @@ def _orq_accept(code, allowed_imports, rules, classes=False, stateful=False):
     if classes:
         own_rules = (rules.get("classes") or {}).get("own_attribute_rules") or ()
         own = [n for n, r in (rules.get("forbidden_attributes") or {}).items() if r in own_rules]
-        own += list((rules.get("classes") or {}).get("own_dunders") or ())
     _orq_guard_writes(body, (rules.get("private") or {}).get("allow") or (), own)
     # (a match statement needs the word: most bodies skip the walk)
     bad = _orq_guard_patterns(body, rules) if "match" in code else None
@@ -160,9 +159,8 @@ def _orq_guard_writes(tree, private_allow=(), own_names=()):
         rules.json private.allow): `o._x` becomes `_orq_own(o, '_x')._x`,
         which refuses what the body did not define; so is every read of
         own_names (with classes: the names of rules.json
-        classes.own_attribute_rules and classes.own_dunders: self.co_code,
-        self.f_back, self.__dict__ of the user's own objects, never a
-        frame's, a generator's or a class's);
+        classes.own_attribute_rules: self.co_code and self.f_back of the
+        user's own objects, never a frame's or a generator's);
       - every `o.format` / `o.format_map` read whose o is not a string
         literal (the static rules checked those): `_orq_fmt(o, 'format')`
         (see _orq_format_guard)."""

@@ -104,7 +104,7 @@ def _orq_guarded_builtins(rules):
     ok = _orq_attr_name_ok(rules)
     # hasattr hands out a bool: it may test the dunders readable of the
     # code's own objects (hasattr(obj, "__dict__")) on anything
-    testable = frozenset((rules.get("classes") or {}).get("own_dunders") or ())
+    testable = frozenset((rules.get("classes") or {}).get("hasattr_dunders") or ())
     real_getattr, real_hasattr = builtins.getattr, builtins.hasattr
     _TypeError, _type, _str = TypeError, type, str
 
@@ -1111,16 +1111,17 @@ def _orq_env_builtins(rules, ub, classes, made=None):
     real_setattr = builtins.setattr
     name_ok = _orq_attr_name_ok(rules)
 
-    _len = len
+    _len, _dict = len, dict
 
     def vars(*obj):
-        # vars(obj) of what the body made: obj.__dict__, as the read of
-        # o.__dict__ compiles to (never vars(), a namespace, a module's
-        # or a class's)
+        # vars(obj) of what the body made: a copy of obj.__dict__ (never
+        # vars(), a namespace, a module's or a class's; never the real
+        # dict, which would take dunder keys that copy.copy looks up on
+        # the instance: __reduce_ex__)
         if _len(obj) != 1:
             raise _TypeError("vars() takes one argument in the sandbox: an object the code made "
                              "(vars(self)); return data rather than a namespace")
-        return own(obj[0], "__dict__").__dict__
+        return _dict(own(obj[0], "__dict__").__dict__)
 
     def setattr(obj, name, value):
         if not name_ok(name):
