@@ -67,6 +67,8 @@ def _orq_check_prepare(rules):
         "write_rule": rules.get("attribute_write_rule") or "attribute-write",
         "class_keyword_rule": (rules.get("classes") or {}).get("keyword_rule") or "class-keyword",
         "class_builtins": frozenset((rules.get("classes") or {}).get("builtins") or ()),
+        "hasattr_dunders": frozenset((rules.get("classes") or {}).get("hasattr_dunders") or ()),
+        "own_rules": frozenset((rules.get("classes") or {}).get("own_attribute_rules") or ()),
         "class_methods": frozenset(list((rules.get("classes") or {}).get("methods") or ())
                                    + list((rules.get("classes") or {}).get("hooks") or ())),
         "class_hooks": frozenset((rules.get("classes") or {}).get("hooks") or ()),
@@ -111,6 +113,14 @@ def _orq_check(code, allowed_imports, rules, classes=False):
     attr_name_calls = P["attr_name_calls"]
     shapes = P["shapes"]
     surfaces = P["surfaces"]
+
+    def check_submodule(parts, i, node):
+        # a submodule of a package with a reviewed surface must have its own
+        top, path = parts[0], ".".join(parts[:i])
+        if top in surfaces and top in allowed and path not in surfaces:
+            add(rule_not_allowed, node, "module %r: only the reviewed parts of %r are "
+                "(import %s and use what it offers)" % (path, top, top))
+
     format_methods = P["format_methods"]
     format_rule = P["format_rule"]
     rule_not_allowed = P["rule_not_allowed"]
@@ -123,6 +133,8 @@ def _orq_check(code, allowed_imports, rules, classes=False):
     class_keyword_rule = P["class_keyword_rule"]
     class_builtins = P["class_builtins"] if classes else frozenset()
     class_methods = P["class_methods"] if classes else frozenset()
+    own_rules = P["own_rules"]
+    hasattr_dunders = P["hasattr_dunders"]
     class_hooks = P["class_hooks"] if classes else frozenset()
     type_name_reads = set()  # ids of x.__class__ nodes read as x.__class__.__name__
     allowed = frozenset(m for m in (allowed_imports or ()) if isinstance(m, str))
@@ -294,6 +306,8 @@ def _orq_check(code, allowed_imports, rules, classes=False):
                     if v is None:
                         continue
                     for part in v.split("."):
+                        if name == "hasattr" and part in hasattr_dunders:
+                            continue
                         if attr_rule(part):
                             add("forbidden-string", el, repr(part))
                             skip.add(id(el))
@@ -356,6 +370,8 @@ def _orq_check(code, allowed_imports, rules, classes=False):
                 return True
             if (name[:1] == "_" and not is_dunder(name) and not is_reserved(name)
                     and not import_rooted(node.value)):
+                return True
+            if forbidden_attrs.get(name) in own_rules and not import_rooted(node.value):
                 return True
         if name == "__class__" and id(node) in type_name_reads:
             return True
@@ -525,8 +541,9 @@ def _orq_check(code, allowed_imports, rules, classes=False):
                 parts = al.name.split(".")
                 if parts[0] not in allowed:
                     add(rule_not_allowed, node, "module %r" % parts[0])
-                for p in parts[1:]:
+                for i, p in enumerate(parts[1:], 2):
                     check_attr(p, node)
+                    check_submodule(parts, i, node)
                 if al.asname:
                     check_name(al.asname, node)
         elif k == 14:  # ImportFrom
@@ -536,8 +553,9 @@ def _orq_check(code, allowed_imports, rules, classes=False):
                 parts = (node.module or "").split(".")
                 if parts[0] not in allowed:
                     add(rule_not_allowed, node, "module %r" % parts[0])
-                for p in parts[1:]:
+                for i, p in enumerate(parts[1:], 2):
                     check_attr(p, node)
+                    check_submodule(parts, i, node)
             for al in node.names:
                 if al.name == "*":
                     add(rule_star, node)

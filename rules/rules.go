@@ -140,6 +140,19 @@ type Table struct {
 		// name, and code may read of any object (d.__getitem__: the
 		// operator's method).
 		Methods []string `json:"methods"`
+		// OwnAttributeRules are forbidden_attributes rules whose names
+		// (f_back, co_code, ...) the code may use as its own attribute
+		// names: with classes on they pass statically on anything but an
+		// imported module or a chain from one, and the runner lets a read
+		// through only of a function or class the body defines or their
+		// instances (the user's self.co_code, never a frame's f_back).
+		OwnAttributeRules []string `json:"own_attribute_rules"`
+		// HasattrDunders are dunder names (__dict__) hasattr may test by
+		// name on anything: it hands out a bool. Reading them stays
+		// refused (an instance's real __dict__ would take dunder keys
+		// that copy and other stdlib code look up on the instance); the
+		// runner's vars(obj) returns a copy of an own object's.
+		HasattrDunders []string `json:"hasattr_dunders"`
 		// Hooks a class body may define too, but code may read only of
 		// super(), a class it defines or a builtin type (a stdlib
 		// __init__ or descriptor run on a foreign object writes or reads

@@ -26,6 +26,8 @@ import typing, string, inspect
 dangerous |= {typing.get_type_hints, typing.ForwardRef, string.Formatter}
 immutable = (int, float, complex, str, bytes, bool, type(None), tuple, frozenset, range)
 bad = []
+for m in surfaces:
+    importlib.import_module(m)
 for m, names in surfaces.items():
     mod = importlib.import_module(m)
     for n in names:

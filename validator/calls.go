@@ -57,7 +57,7 @@ func (w *walker) checkCall(n node) {
 		}
 	}
 	if w.t.attrNameCalls[name] && !genArg {
-		w.checkAttributeNameArgs(args)
+		w.checkAttributeNameArgs(args, name == "hasattr")
 	}
 	if w.cat(fn) != catIdentifier || !plain {
 		return
@@ -106,14 +106,18 @@ func (w *walker) mark(n node) {
 
 // checkAttributeNameArgs refuses string literals among a call's arguments
 // (directly, as a keyword value, or as an element of a list, tuple or set
-// display) with a dotted part the attribute rules forbid.
-func (w *walker) checkAttributeNameArgs(args node) {
+// display) with a dotted part the attribute rules forbid; test (hasattr)
+// lets a classes.hasattr_dunders name through.
+func (w *walker) checkAttributeNameArgs(args node, test bool) {
 	check := func(n node) {
 		v, ok := w.literalValue(n, 0)
 		if !ok {
 			return
 		}
 		for _, part := range strings.Split(v, ".") {
+			if test && w.t.hasattrDunder[part] {
+				continue
+			}
 			if w.t.attrRule(part) != "" {
 				w.add(rules.RuleForbiddenString, n, fmt.Sprintf("%q", part))
 				return

@@ -24,6 +24,20 @@ var stdAllow = []string{"re", "json", "math", "collections", "itertools", "datet
 
 // attacks: every entry must be rejected with the named rule.
 var attacks = []tcase{
+	{"__dict__ without classes", "dunder-attribute", "def f():\n    pass\nreturn f.__dict__", nil},
+	{"class: __dict__ of an own instance", "dunder-attribute", "class P:\n    def __init__(self, f):\n        self.__dict__['__reduce_ex__'] = f\nreturn P(len)", nil},
+	{"class: __dict__ of an imported module", "dunder-attribute", "import json\nreturn json.__dict__", []string{"json"}},
+	{"class: getattr __dict__ by string", "forbidden-string", "class A:\n    pass\nreturn getattr(A(), '__dict__')", nil},
+	{"hasattr another dunder", "forbidden-string", "return hasattr(args, '__class__')", nil},
+	{"bare vars", "forbidden-builtin", "f = vars\nreturn f()", nil},
+	{"own attribute name without classes", "introspection-attribute", "def g():\n    yield 1\nreturn g().gi_frame.f_globals", nil},
+	{"class: introspection of an imported module's chain", "code-object-attribute", "import json\nreturn json.dumps.co_code", []string{"json"}},
+	{"class: introspection name by string", "forbidden-string", "class A:\n    pass\nreturn getattr(A(), 'f_back', None)", nil},
+	// a package with a reviewed surface hands out its reviewed submodules only
+	{"urllib.request", "import-not-allowed", "import urllib.request\nreturn urllib.request.urlopen('http://x/').read()", []string{"urllib"}},
+	{"from urllib.request", "import-not-allowed", "from urllib.request import urlopen\nreturn urlopen('http://x/').read()", []string{"urllib"}},
+	{"urllib.parse without urllib", "import-not-allowed", "import urllib.parse\nreturn urllib.parse.quote('a')", nil},
+	{"json.decoder", "import-not-allowed", "import json.decoder\nreturn json.decoder.scanstring('a', 0)", []string{"json"}},
 	// case C(a) reads the attributes named by C.__match_args__ (settable on
 	// an ABC through copy's reducers: ('__globals__',) hands out globals).
 	{"positional class pattern on an ABC", "positional-class-pattern", "import collections.abc\nf = len\nmatch f:\n    case collections.abc.Callable(g):\n        return g\nreturn 0", stdAllow},
@@ -53,7 +67,6 @@ var attacks = []tcase{
 	{"open", "forbidden-builtin", "return open('/etc/passwd').read()", nil},
 	{"globals", "forbidden-builtin", "return globals()", nil},
 	{"locals", "forbidden-builtin", "return locals()", nil},
-	{"vars", "forbidden-builtin", "return vars()", nil},
 	{"input", "forbidden-builtin", "return input()", nil},
 	{"breakpoint", "forbidden-builtin", "breakpoint()", nil},
 	{"bare ref exec", "forbidden-builtin", "f = exec\nf('x=1')", nil},
@@ -290,6 +303,13 @@ func deepParens(n int) string {
 
 // benign: LLM-style tool bodies that must be accepted.
 var benign = []tcase{
+	{"class: vars of own instances", "", "class P:\n    def __init__(self, **kw):\n        for k, v in kw.items():\n            setattr(self, k, v)\n    def to_dict(self):\n        return vars(self)\n    def __repr__(self):\n        return repr(vars(self))\nx = P(a=1)\nreturn [x.to_dict(), hasattr(x, '__dict__'), hasattr(1, '__dict__')]", nil},
+	{"hasattr __dict__ without classes", "", "x = args.get('x')\nreturn hasattr(x, '__dict__')", nil},
+	// with classes, the user's own attribute names may be introspection words
+	{"class: own attributes named like internals", "", "class Fn:\n    def __init__(self, name, code):\n        self.co_name = name\n        self.co_code = code\n        self.f_back = None\n    def key(self):\n        return (self.co_name, self.co_code, self.f_back)\nreturn Fn('f', 'x').key()", nil},
+	// urllib's reviewed surface is urllib.parse; io's the in-memory streams
+	{"urllib.parse imports", "", "import urllib.parse\nfrom urllib.parse import urlparse, quote, urlencode\nfrom urllib import parse\nu = urlparse(args['url'])\nreturn [u.netloc, quote(u.path), urlencode({'q': 1}), urllib.parse.unquote('a%20b'), parse.urljoin('http://a/b/', 'c')]", []string{"urllib"}},
+	{"io StringIO for csv", "", "import csv, io\nfrom io import StringIO, BytesIO\nbuf = io.StringIO()\ncsv.writer(buf).writerow([1, 2])\nreturn [buf.getvalue(), list(csv.reader(StringIO('a,b'))), BytesIO(b'x').read().decode()]", []string{"csv", "io"}},
 	// strings and keys are data
 	{"attrgetter plain names", "", "import operator\nrows = args.get('rows', [])\nreturn [operator.attrgetter('real')(1), sorted(rows, key=operator.itemgetter('age'))]", stdAllow},
 	{"methodcaller plain name", "", "from operator import methodcaller, attrgetter\nreturn list(map(methodcaller('upper'), ['a'])) + [attrgetter('imag')(1)]", stdAllow},

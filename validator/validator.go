@@ -53,6 +53,8 @@ type table struct {
 	classMethods  map[string]bool // definable in a class body: methods and hooks
 	classHooks    map[string]bool // readable only of methodReceiver objects
 	classBuiltins map[string]bool
+	ownRules      map[string]bool // forbidden_attributes rules a body's own objects may use
+	hasattrDunder map[string]bool // dunders hasattr may test by name
 	safeBuiltins  map[string]bool
 }
 
@@ -81,6 +83,8 @@ func newTable(rt *rules.Table) *table {
 		classMethods:  set(append(slices.Clone(rt.Classes.Methods), rt.Classes.Hooks...)),
 		classHooks:    set(rt.Classes.Hooks),
 		classBuiltins: set(rt.Classes.Builtins),
+		ownRules:      set(rt.Classes.OwnAttributeRules),
+		hasattrDunder: set(rt.Classes.HasattrDunders),
 		safeBuiltins:  set(rt.SafeBuiltins),
 	}
 }

@@ -516,10 +516,24 @@ func (w *walker) checkImportTop(n node, name string) {
 	}
 }
 
+// checkSubmodule refuses the import of a submodule (urllib.request) of a
+// package with a reviewed surface (urllib) that is not itself reviewed:
+// the runner hands out only the reviewed parts of such a package.
+func (w *walker) checkSubmodule(n node, path string) {
+	top, _, _ := strings.Cut(path, ".")
+	if _, ok := w.t.ModuleSurfaces[top]; !ok || !w.allowed[top] {
+		return
+	}
+	if _, ok := w.t.ModuleSurfaces[path]; !ok {
+		w.add(w.t.ImportRules.NotAllowed, n, fmt.Sprintf("module %q: only the reviewed parts of %q are (import %s and use what it offers)", path, top, top))
+	}
+}
+
 // visitDotted handles a dotted_name: an import path, or a name followed by
 // attributes (in patterns).
 func (w *walker) visitDotted(n node, cx ctxKind) {
 	i := 0
+	path := ""
 	w.eachChild(n, func(ch node, fid uint16, ccat category) bool {
 		if ccat != catIdentifier {
 			return true
@@ -528,9 +542,12 @@ func (w *walker) visitDotted(n node, cx ctxKind) {
 		switch {
 		case cx == ctxImportPath || cx == ctxFromModule:
 			if i == 0 {
+				path = w.text(n)
 				w.checkIdent(n, cx)
 			} else {
+				path += "." + w.text(n)
 				w.checkIdent(n, ctxAttrName)
+				w.checkSubmodule(n, path)
 			}
 		case cx == ctxImportedName:
 			w.checkIdent(n, ctxImportedName)
@@ -594,7 +611,8 @@ func (w *walker) visitAttribute(n node, depth int, cx ctxKind) {
 //     a hook (__init__) of a methodReceiver, and a private name (self._x)
 //     of anything but an imported module or a chain from one:
 //     the runner checks at run time that a private name is read of an
-//     object the body made (_orq_own);
+//     object the body made (_orq_own); likewise a name of a
+//     classes.own_attribute_rules rule (self.co_code, self.f_back);
 //   - x.__class__.__name__ (and __qualname__): type(x).__name__;
 //   - a module-attribute name (.os, .warnings, .types) of anything but an
 //     imported module or a chain from one: module views hold no module the
@@ -605,6 +623,9 @@ func (w *walker) attrAllowed(n, object node, name string) bool {
 			return true
 		}
 		if !isDunder(name) && strings.HasPrefix(name, "_") && !w.reserved(name) && !w.importRooted(object) {
+			return true
+		}
+		if w.t.ownRules[w.t.ForbiddenAttributes[name]] && !w.importRooted(object) {
 			return true
 		}
 	}

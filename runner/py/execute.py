@@ -103,7 +103,11 @@ def _orq_accept(code, allowed_imports, rules, classes=False, stateful=False):
     # ast.fix_missing_locations would give them (1, 0, 1, 0), without a
     # walk over the whole tree.
     loc = {"lineno": 1, "col_offset": 0, "end_lineno": 1, "end_col_offset": 0}
-    _orq_guard_writes(body, (rules.get("private") or {}).get("allow") or ())
+    own = ()
+    if classes:
+        own_rules = (rules.get("classes") or {}).get("own_attribute_rules") or ()
+        own = [n for n, r in (rules.get("forbidden_attributes") or {}).items() if r in own_rules]
+    _orq_guard_writes(body, (rules.get("private") or {}).get("allow") or (), own)
     # (a match statement needs the word: most bodies skip the walk)
     bad = _orq_guard_patterns(body, rules) if "match" in code else None
     if bad is not None:
@@ -143,7 +147,7 @@ def _orq_accept(code, allowed_imports, rules, classes=False, stateful=False):
     return compiled, None
 
 
-def _orq_guard_writes(tree, private_allow=()):
+def _orq_guard_writes(tree, private_allow=(), own_names=()):
     """Route what the static rules leave to run time through the run-time
     guards:
       - every attribute write and delete: `o.a = v` becomes
@@ -153,7 +157,10 @@ def _orq_guard_writes(tree, private_allow=()):
         body did not make;
       - every private attribute read (a leading '_', not dunder, not
         rules.json private.allow): `o._x` becomes `_orq_own(o, '_x')._x`,
-        which refuses what the body did not define;
+        which refuses what the body did not define; so is every read of
+        own_names (with classes: the names of rules.json
+        classes.own_attribute_rules: self.co_code and self.f_back of the
+        user's own objects, never a frame's or a generator's);
       - every `o.format` / `o.format_map` read whose o is not a string
         literal (the static rules checked those): `_orq_fmt(o, 'format')`
         (see _orq_format_guard)."""
@@ -165,6 +172,7 @@ def _orq_guard_writes(tree, private_allow=()):
     fr = _orq_format_read
     fmt = ("format", "format_map", "__setattr__")
     private_allow = frozenset(private_allow)
+    own_names = frozenset(own_names)
     # One walk: each node's own children are queued before the node is
     # rewritten (a rewrite wraps an original child in a new call, which is
     # not walked; the original is), and a node's rewrite reads and changes
@@ -180,7 +188,7 @@ def _orq_guard_writes(tree, private_allow=()):
             a = parent.attr
             write = type(parent.ctx) in (Store, Del)
             private = (a[:1] == "_" and a not in private_allow
-                       and not (a[:2] == "__" and a[-2:] == "__"))
+                       and not (a[:2] == "__" and a[-2:] == "__")) or a in own_names
             if write or private:
                 v = fr(v, kinds) or v
                 loc = {"lineno": v.lineno, "col_offset": v.col_offset,

@@ -102,8 +102,11 @@ def _orq_guarded_builtins(rules):
     import builtins
 
     ok = _orq_attr_name_ok(rules)
+    # hasattr hands out a bool: it may test the dunders readable of the
+    # code's own objects (hasattr(obj, "__dict__")) on anything
+    testable = frozenset((rules.get("classes") or {}).get("hasattr_dunders") or ())
     real_getattr, real_hasattr = builtins.getattr, builtins.hasattr
-    _TypeError = TypeError
+    _TypeError, _type, _str = TypeError, type, str
 
     def getattr(obj, name, *default):
         if not ok(name):
@@ -112,7 +115,7 @@ def _orq_guarded_builtins(rules):
         return real_getattr(obj, name, *default)
 
     def hasattr(obj, name):
-        if not ok(name):
+        if not ok(name) and not (_type(name) is _str and name in testable):
             raise _TypeError("hasattr: %r is not an attribute the sandbox lets code test by "
                              "name" % (name,))
         return real_hasattr(obj, name)
@@ -164,8 +167,8 @@ def _orq_make_import(allowed_imports, rules=None, user_builtins=None):
     # now (a function built while the audit hook is armed is refused), given
     # the real one when a view first hands it out
     wrappers = {("dataclasses", "dataclass"): _orq_dataclass_guard()}
-    _isinstance, _str, _sorted, _vars, _list, _setattr, _type, _tuple = (
-        isinstance, str, sorted, vars, list, setattr, type, tuple)
+    _isinstance, _str, _sorted, _vars, _list, _setattr, _type, _tuple, _hasattr = (
+        isinstance, str, sorted, vars, list, setattr, type, tuple, hasattr)
     _ImportError, _RuntimeError = ImportError, RuntimeError
 
     def permitted(name):
@@ -217,8 +220,13 @@ def _orq_make_import(allowed_imports, rules=None, user_builtins=None):
             raise _ImportError(
                 "import of %r is not allowed: only the reviewed parts of %r are "
                 "(import %s and use what it offers)" % (name, name.partition(".")[0], name.partition(".")[0]))
+        asked = fromlist
         if fromlist is not None:
-            fromlist = _tuple(f for f in fromlist if _type(f) is _str)
+            asked = fromlist = _tuple(f for f in fromlist if _type(f) is _str)
+            # only names of the surface: a fromlist imports submodules
+            # (from urllib import request would run urllib.request's code)
+            surface = surfaces.get(name)
+            fromlist = _tuple(f for f in fromlist if surface is None or f in surface)
         try:
             mod = real_import(name, None, None, fromlist, 0)
         except _RuntimeError as e:
@@ -230,7 +238,16 @@ def _orq_make_import(allowed_imports, rules=None, user_builtins=None):
                 "import of %r failed: importing it does what the sandbox refuses (%s); "
                 "list %r in allowed_imports, so it is imported before the code runs"
                 % (name, e, name)) from None
-        return view(mod, {})
+        v = view(mod, {})
+        # `from m import x` falls back to sys.modules["m.x"] when the view
+        # has no x: that would hand out the real submodule.
+        for f in asked or ():
+            if f != "*" and not _hasattr(v, f):
+                raise _ImportError(
+                    "cannot import name %r from %r: it is not in the module's reviewed "
+                    "surface (import what the module offers, or list %r in allowed_imports "
+                    "if it is a reviewed submodule)" % (f, name, name + "." + f))
+        return v
 
     view = _orq_isolate(view)
     permitted = _orq_isolate(permitted)
@@ -464,7 +481,8 @@ def _orq_audit_arm_in(st, rules, allowed, workspace=None, core=None):
         runtime.audit_block (code/function construction, gc and frame walks,
         tracing, marshal/pickle loading);
       - unless allowed_imports names a module whose purpose is OS access
-        (runtime.os_modules: os, io, socket, ...; the host refuses those
+        (runtime.os_modules, a module or its package: os, _io, socket,
+        urllib.request, ...; the host refuses those
         unless the policy acknowledges them), also the OS events in
         runtime.audit_block_os (processes, sockets, file changes) and every
         `open` except reading files below the interpreter's library
@@ -503,7 +521,7 @@ def _orq_audit_arm_in(st, rules, allowed, workspace=None, core=None):
     if isinstance(workspace, str) and workspace.startswith("/"):
         import os as _os
         st["ws"] = _os.path.normpath(workspace) + "/"
-    os_too = not any(m.partition(".")[0] in os_modules for m in allowed)
+    os_too = not any(m in os_modules or m.partition(".")[0] in os_modules for m in allowed)
     st["exact"], st["prefixes"] = prep[2][os_too]
     st["check_open"] = os_too
     import os
@@ -1077,12 +1095,33 @@ def _orq_env_builtins(rules, ub, classes, made=None):
                         break
                 else:
                     return obj
+        if name[:2] == "__":
+            raise _TypeError("%s is readable only of functions and classes' instances the code "
+                             "defines (vars(self)), not of %s objects; return data instead"
+                             % (name, t.__name__))
+        if name[:1] != "_":
+            raise _TypeError("%s: frame, generator, traceback and code-object attributes are not "
+                             "readable; the name is fine for attributes of functions and classes "
+                             "the code defines and their instances, not of %s objects"
+                             % (name, t.__name__))
         raise _TypeError("%s: private attributes (a leading '_') are readable only of functions "
                          "and classes the code defines and their instances, not of %s objects"
                          % (name, t.__name__))
 
     real_setattr = builtins.setattr
     name_ok = _orq_attr_name_ok(rules)
+
+    _len, _dict = len, dict
+
+    def vars(*obj):
+        # vars(obj) of what the body made: a copy of obj.__dict__ (never
+        # vars(), a namespace, a module's or a class's; never the real
+        # dict, which would take dunder keys that copy.copy looks up on
+        # the instance: __reduce_ex__)
+        if _len(obj) != 1:
+            raise _TypeError("vars() takes one argument in the sandbox: an object the code made "
+                             "(vars(self)); return data rather than a namespace")
+        return _dict(own(obj[0], "__dict__").__dict__)
 
     def setattr(obj, name, value):
         if not name_ok(name):
@@ -1124,6 +1163,8 @@ def _orq_env_builtins(rules, ub, classes, made=None):
            "_orq_cpat": _orq_class_pattern_guard(rules), "_orq_sa": _orq_isolate(sa)}
     if "setattr" in (rules.get("guarded_builtins") or ()):
         out["setattr"] = _orq_isolate(setattr)
+    if "vars" in (rules.get("guarded_builtins") or ()):
+        out["vars"] = _orq_isolate(vars)
     if not classes:
         return out, made
     real_build_class = builtins.__build_class__
