@@ -438,7 +438,7 @@ def ex(code, allowed, rules):
     r = _j.loads(_orq_execute({"code": code, "args": {}, "allowed_imports": allowed, "rules": rules}))
     return r.get("error_kind") or "ok"
 imp = "import json\nreturn 1"
-ref = "return len(vars())"
+ref = "return len(globals())"
 print(_j.dumps([
     ex(imp, ["json"], R), ex(imp, ["json"], R), ex(imp, [], R), ex(imp, ["json", "re"], R),
     ex(ref, [], LAX), ex(ref, [], LAX), ex(ref, [], R), ex(ref, [], LAX),
@@ -448,7 +448,7 @@ print(_j.dumps([
 	if err := json.Unmarshal([]byte(out), &kinds); err != nil {
 		t.Fatalf("%v: %s", err, out)
 	}
-	// vars is not a safe builtin under LAX: the body runs and fails.
+	// globals is not a safe builtin under LAX: the body runs and fails.
 	want := []string{"ok", "ok", "validation", "ok", "runtime", "runtime", "validation", "runtime"}
 	if strings.Join(kinds, ",") != strings.Join(want, ",") {
 		t.Errorf("kinds = %v, want %v", kinds, want)
