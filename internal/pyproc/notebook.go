@@ -80,6 +80,11 @@ type NotebookOptions struct {
 	// starts while it is imported (a native library's pool) is the
 	// library's, not a call's: it does not end the interpreter.
 	Prepare []string
+	// Core is forkcore.c built as a shared object (nil: none), handed to
+	// the interpreter as fd 4 (a sealed memfd): its first call arms the
+	// runner's audit hook in C, and it stays armed for the session's life,
+	// between calls too. Without it the Python hook is armed per call.
+	Core []byte
 }
 
 // StartNotebook spawns the interpreter argv (runner.Argv) with req (its
@@ -92,6 +97,16 @@ func StartNotebook(ctx context.Context, argv []string, req runner.Request, opts 
 	req.Op = runner.OpSession
 	req.Code = ""
 	req.AllowedImports = opts.Prepare
+	var core *os.File
+	if len(opts.Core) > 0 {
+		f, err := sealedMemfd("orqest-forkcore", opts.Core)
+		if err != nil {
+			return nil, fmt.Errorf("notebook: core: %w: %w", err, shared.ErrInternal)
+		}
+		defer f.Close()
+		core = f
+		req.CoreFD = 4
+	}
 	payload, err := req.Encode()
 	if err != nil {
 		return nil, err
@@ -118,7 +133,7 @@ func StartNotebook(ctx context.Context, argv []string, req runner.Request, opts 
 		Dir:        opts.Dir,
 		Stdin:      stdinR,
 		Stderr:     stderr,
-		ExtraFiles: []*os.File{theirs}, // fd 3
+		ExtraFiles: []*os.File{theirs, core}, // fd 3, fd 4 (or none)
 		SysProcAttr: &syscall.SysProcAttr{
 			Setpgid:   true,
 			Pdeathsig: syscall.SIGKILL,

@@ -18,7 +18,8 @@ import (
 )
 
 // startNotebook starts a sealed notebook (every layer this machine has) on
-// the real rules table.
+// the real rules table, with the C hook when ORQEST_FORKCORE names it (as
+// the agents run theirs).
 func startNotebook(t *testing.T, classes bool) *pyproc.Notebook {
 	t.Helper()
 	ctx := context.Background()
@@ -26,9 +27,13 @@ func startNotebook(t *testing.T, classes bool) *pyproc.Notebook {
 	if err != nil {
 		t.Skip(err)
 	}
+	var core []byte
+	if os.Getenv("ORQEST_FORKCORE") != "" {
+		core = forkCore(t)
+	}
 	nb, err := pyproc.StartNotebook(ctx, runner.Argv(python), runner.Request{
 		Rules: json.RawMessage(validator.RulesJSON()), Seal: s.Seal(nil), Classes: classes,
-	}, pyproc.NotebookOptions{Dir: t.TempDir(), Stderr: os.Stderr})
+	}, pyproc.NotebookOptions{Dir: t.TempDir(), Stderr: os.Stderr, Core: core})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -245,4 +250,88 @@ func tasksOf(t *testing.T, pid int) []os.DirEntry {
 		t.Fatal(err)
 	}
 	return ents
+}
+
+// rulesWithOpen is the real rules table with open a builtin the checker
+// accepts: the layers above the audit hook bypassed.
+func rulesWithOpen(t *testing.T) json.RawMessage {
+	t.Helper()
+	var m map[string]any
+	if err := json.Unmarshal(validator.RulesJSON(), &m); err != nil {
+		t.Fatal(err)
+	}
+	delete(m["forbidden_names"].(map[string]any), "open")
+	delete(m["forbidden_attributes"].(map[string]any), "open")
+	m["safe_builtins"] = append(m["safe_builtins"].([]any), "open")
+	b, err := json.Marshal(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// TestNotebookHookArmedBetweenCalls: with the C hook, a session's
+// interpreter is armed from its first call on, between calls too. Call 1
+// leaves generators in cycles whose finally blocks try open(); the collector runs
+// them whenever it runs: during call 1, and in the runner's own steps
+// before call 2 (reading and checking its request), where the Python hook
+// is disarmed. With the C hook every attempt is refused by the hook. With
+// the Python hook (the fallback), what is collected in that gap reaches
+// the kernel's walls (Landlock refuses the file): that is only logged.
+func TestNotebookHookArmedBetweenCalls(t *testing.T) {
+	rules := rulesWithOpen(t)
+	body := "log = []\ndef g(box):\n    try:\n        yield 1\n    finally:\n        try:\n            open('/etc/hostname').close()\n            log.append('opened')\n        except Exception as e:\n            log.append(type(e).__name__)\nfor i in range(3000):\n    box = []\n    x = g(box)\n    next(x)\n    box.append(x)\ndel x, box\nreturn 1"
+	for _, hook := range []string{"c", "python"} {
+		t.Run(hook, func(t *testing.T) {
+			var core []byte
+			if hook == "c" {
+				core = forkCore(t)
+			}
+			ctx := context.Background()
+			s, err := pyproc.Probe(ctx, runner.Argv(python), nil, "", nil)
+			if err != nil {
+				t.Skip(err)
+			}
+			nb, err := pyproc.StartNotebook(ctx, runner.Argv(python), runner.Request{
+				Rules: rules, Seal: s.Seal(nil), Classes: true,
+			}, pyproc.NotebookOptions{Dir: t.TempDir(), Stderr: os.Stderr, Core: core})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer nb.Close()
+			j := cell(body)
+			j.Request.Classes = true
+			if res := runCell(t, nb, j); !res.Success {
+				t.Fatalf("call 1: %+v", res)
+			}
+			// Call 2's body is long: checking it allocates enough for a
+			// collection before the body runs.
+			res := runCell(t, nb, cell("data = ["+strings.Repeat("[0], ", 3000)+"]\nreturn [log.count('opened'), log.count('RuntimeError'), len(log), sorted(set(log))]"))
+			var n [4]any
+			if !res.Success || json.Unmarshal(res.Output, &n) != nil {
+				t.Fatalf("call 2: %+v", res)
+			}
+			t.Logf("%s hook: of %v finalisers run, %v opened the file and %v were refused by the hook; outcomes %v", hook, n[2], n[0], n[1], n[3])
+			if hook == "c" && (n[0] != 0.0 || n[1] == 0.0 || n[1] != n[2]) {
+				t.Fatalf("with the C hook, a finaliser ran unarmed: %v", n)
+			}
+		})
+	}
+}
+
+// TestNotebookHookKeepsItsPolicy: the C hook a session's first call armed
+// serves only calls of that configuration. A later call whose allowlist
+// would arm it differently (an OS module: the file checks off) is refused
+// with what to do, and the state stays.
+func TestNotebookHookKeepsItsPolicy(t *testing.T) {
+	forkCore(t)
+	nb := startNotebook(t, false)
+	runCell(t, nb, cell("x = 5"))
+	res := runCell(t, nb, cell("import os\nreturn 1", "os"))
+	if res.Success || !strings.Contains(res.Error, "armed for another policy") {
+		t.Fatalf("a call of another configuration: want the refusal, got %+v", res)
+	}
+	if res := runCell(t, nb, cell("return x")); string(res.Output) != "5" {
+		t.Fatalf("after the refusal: %+v", res)
+	}
 }

@@ -427,9 +427,10 @@ func needCore(t *testing.T) {
 // does not guard type.__new__).
 const metaclassBody = "T = type(int)\nreturn repr(T('M', (T,), {}))"
 
-// TestCHookInEverySandbox: one-call sandboxes and session calls (the
-// runtime's one-call spawns) run the runner's audit hook in C, bound
-// read-only from the plugin's checked copy; with forkcore = "none" the
+// TestCHookInEverySandbox: one-call sandboxes, session calls (the
+// runtime's one-call spawns) and a stateful session's later calls run the
+// runner's audit hook in C, bound read-only from the plugin's checked
+// copy; with forkcore = "none" the
 // Python hook stands in and the same body passes, which shows what the
 // refusal rests on.
 func TestCHookInEverySandbox(t *testing.T) {
@@ -465,6 +466,28 @@ func TestCHookInEverySandbox(t *testing.T) {
 			t.Fatal(err)
 		}
 		refused(t, resp.Result)
+	})
+	t.Run("stateful session", func(t *testing.T) {
+		b, _ := newSessionBackend(t, nil)
+		id := openSession(t, b, "alice")
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		call := func(code string) shared.ExecutionResult {
+			t.Helper()
+			resp, err := b.Execute(ctx, shared.ExecuteRequest{SessionID: id, UserID: "alice", Code: code, Stateful: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return resp.Result
+		}
+		if res := call("kept = 7"); !res.Success {
+			t.Fatalf("call 1: %+v", res)
+		}
+		// The interpreter's later calls run under the hook its first armed.
+		refused(t, call(metaclassBody))
+		if res := call("return kept"); !res.Success || string(res.Output) != "7" || res.StateLost {
+			t.Fatalf("after the refusal: %+v", res)
+		}
 	})
 	t.Run("forkcore none", func(t *testing.T) {
 		needRunsc(t)

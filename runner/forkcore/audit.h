@@ -18,6 +18,12 @@
  *                    Python code runs
  *   type_name(obj)   the name of obj's type, read from tp_name (no
  *                    metaclass property runs)
+ *   isolate(fn)      a copy of function fn with empty globals (the
+ *                    runner's guards), made without an audited event
+ *   next_call(fd)    a stateful session's next call: its descriptors and
+ *                    limits in place, with no audited event (the
+ *                    session's hook stays armed between calls); in the
+ *                    fork core only
  *
  * The armed state and the configuration live in this file's static
  * memory: no Python object refers to them.
@@ -41,9 +47,14 @@
 
 #include <Python.h>
 #include <frameobject.h>
+#include <errno.h>
+#include <fcntl.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 struct orq_strs {
     char **v;
@@ -66,35 +77,59 @@ static allocfunc orq_type_alloc_real;
  * pointers; a class is never freed while the execution can still name
  * it, and an address freed and reused is that of a class built since
  * then, or of no class): only their attributes may be set while armed. */
-#define ORQ_MADE_CAP 8192
-static PyObject *orq_made[ORQ_MADE_CAP];
+#define ORQ_MADE_FIRST 8192
+static PyObject *orq_made_first[ORQ_MADE_FIRST];
+static PyObject **orq_made = orq_made_first;
+static size_t orq_made_cap = ORQ_MADE_FIRST;
 static size_t orq_made_n;
 
-static size_t orq_made_slot(PyObject *t)
+static size_t orq_made_slot(PyObject *t, size_t cap)
 {
-    return (((uintptr_t)t) >> 4) * 11400714819323198485ull % ORQ_MADE_CAP;
+    return (((uintptr_t)t) >> 4) * 11400714819323198485ull % cap;
 }
 
-static void orq_made_add(PyObject *t)
+static void orq_made_put(PyObject **set, size_t cap, PyObject *t)
 {
-    if (orq_made_n >= ORQ_MADE_CAP / 2)
-        return; /* full: later classes' attributes stay unsettable */
-    size_t i = orq_made_slot(t);
-    while (orq_made[i] != NULL && orq_made[i] != t)
-        i = (i + 1) % ORQ_MADE_CAP;
-    if (orq_made[i] == NULL) {
-        orq_made[i] = t;
+    size_t i = orq_made_slot(t, cap);
+    while (set[i] != NULL && set[i] != t)
+        i = (i + 1) % cap;
+    if (set[i] == NULL) {
+        set[i] = t;
         orq_made_n++;
     }
 }
 
+/* Record t. At half full the set doubles (a stateful session builds classes
+ * call after call); if that allocation fails, later classes' attributes
+ * stay unsettable. */
+static void orq_made_add(PyObject *t)
+{
+    if (orq_made_n >= orq_made_cap / 2) {
+        size_t cap = orq_made_cap * 2;
+        PyObject **set = calloc(cap, sizeof(PyObject *));
+        if (set == NULL)
+            return;
+        PyObject **old = orq_made;
+        size_t old_cap = orq_made_cap;
+        orq_made_n = 0;
+        for (size_t i = 0; i < old_cap; i++)
+            if (old[i] != NULL)
+                orq_made_put(set, cap, old[i]);
+        orq_made = set;
+        orq_made_cap = cap;
+        if (old != orq_made_first)
+            free(old);
+    }
+    orq_made_put(orq_made, orq_made_cap, t);
+}
+
 static int orq_made_has(PyObject *t)
 {
-    size_t i = orq_made_slot(t);
+    size_t i = orq_made_slot(t, orq_made_cap);
     while (orq_made[i] != NULL) {
         if (orq_made[i] == t)
             return 1;
-        i = (i + 1) % ORQ_MADE_CAP;
+        i = (i + 1) % orq_made_cap;
     }
     return 0;
 }
@@ -617,7 +652,7 @@ static PyObject *orq_core_arm(PyObject *self, PyObject *cfg)
         orq_audit.installed = 1;
     }
     if (orq_made_n > 0) { /* a fork-server child starts clean: no page touched */
-        memset(orq_made, 0, sizeof(orq_made));
+        memset(orq_made, 0, orq_made_cap * sizeof(PyObject *));
         orq_made_n = 0;
     }
     orq_audit.armed = 1;
@@ -678,11 +713,153 @@ static PyObject *orq_core_type_name(PyObject *self, PyObject *obj)
     return PyUnicode_FromString(dot ? dot + 1 : n);
 }
 
+/* isolate(fn): a copy of the function fn (its code, closure and defaults)
+ * whose globals are {"__builtins__": {}}: what the runner's guards are, so
+ * that no introspection leads from one back to the runner's globals. Made
+ * with PyFunction_New, which raises no audit event, so an armed session
+ * builds its next call's guards; nothing of the copy is the caller's
+ * choice but fn. */
+static PyObject *orq_core_isolate(PyObject *self, PyObject *fn)
+{
+    (void)self;
+    if (!PyFunction_Check(fn)) {
+        PyErr_SetString(PyExc_TypeError, "isolate: a function");
+        return NULL;
+    }
+    PyObject *g = Py_BuildValue("{s:{}}", "__builtins__");
+    if (g == NULL)
+        return NULL;
+    PyObject *f = PyFunction_New(PyFunction_GET_CODE(fn), g);
+    Py_DECREF(g);
+    if (f == NULL)
+        return NULL;
+    PyObject *d = PyFunction_GET_DEFAULTS(fn), *kd = PyFunction_GET_KW_DEFAULTS(fn),
+             *c = PyFunction_GET_CLOSURE(fn);
+    if (PyFunction_SetDefaults(f, d != NULL ? d : Py_None) < 0
+        || PyFunction_SetKwDefaults(f, kd != NULL ? kd : Py_None) < 0
+        || PyFunction_SetClosure(f, c != NULL ? c : Py_None) < 0) {
+        Py_DECREF(f);
+        return NULL;
+    }
+    return f;
+}
+
+#ifdef ORQ_EXEC_FORMAT /* protocol.h: the fork core (forkcore.c), not tier 0's embedding */
+/* next_call(fd): a stateful session's next call on its control socket fd
+ * (runner.OpSession): the message "r MB CPU" with four descriptors, which
+ * become 0-3 (stdin, stdout, stderr, response); then RLIMIT_AS's soft limit
+ * is MB MiB (when MB > 0) and RLIMIT_CPU's the CPU time used so far + 1 +
+ * CPU seconds. Returns True, or False at end-of-file (the session is over).
+ * In C, so that no audited event runs between calls: the session's hook,
+ * armed by its first call, stays armed. */
+static PyObject *orq_core_next_call(PyObject *self, PyObject *arg)
+{
+    (void)self;
+    int fd = PyLong_Check(arg) ? (int)PyLong_AsLong(arg) : -1;
+    if (fd < 0) {
+        if (!PyErr_Occurred())
+            PyErr_SetString(PyExc_TypeError, "next_call: a descriptor");
+        return NULL;
+    }
+    char buf[65];
+    union {
+        struct cmsghdr h;
+        char b[CMSG_SPACE(4 * sizeof(int))];
+    } ctl;
+    struct iovec iov = {buf, sizeof(buf) - 1};
+    struct msghdr m;
+    memset(&m, 0, sizeof(m));
+    m.msg_iov = &iov;
+    m.msg_iovlen = 1;
+    m.msg_control = ctl.b;
+    m.msg_controllen = sizeof(ctl.b);
+    ssize_t k;
+    Py_BEGIN_ALLOW_THREADS
+    do {
+        k = recvmsg(fd, &m, MSG_CMSG_CLOEXEC);
+    } while (k < 0 && errno == EINTR);
+    Py_END_ALLOW_THREADS
+    if (k < 0)
+        return PyErr_SetFromErrno(PyExc_OSError);
+    int fds[4], nfds = 0, extra = 0;
+    for (struct cmsghdr *c = CMSG_FIRSTHDR(&m); c != NULL; c = CMSG_NXTHDR(&m, c)) {
+        if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS)
+            continue;
+        size_t n = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+        for (size_t i = 0; i < n; i++) {
+            int f;
+            memcpy(&f, CMSG_DATA(c) + i * sizeof(int), sizeof(int));
+            if (nfds < 4)
+                fds[nfds++] = f;
+            else {
+                close(f);
+                extra = 1;
+            }
+        }
+    }
+    if (k == 0 && nfds == 0)
+        Py_RETURN_FALSE;
+    buf[k] = 0;
+    int mb = 0, cpu = 0, end = -1;
+    int ok = nfds == 4 && !extra && !(m.msg_flags & (MSG_CTRUNC | MSG_TRUNC))
+        && sscanf(buf, ORQ_EXEC_FORMAT "%n", &mb, &cpu, &end) == 2 && end == (int)k && mb >= 0 && cpu >= 0;
+    if (!ok) {
+        for (int i = 0; i < nfds; i++)
+            close(fds[i]);
+        PyErr_Format(PyExc_ValueError, "bad call %.64s with %d descriptors", buf, nfds);
+        return NULL;
+    }
+    int high[4];
+    for (int i = 0; i < 4; i++) {
+        high[i] = fcntl(fds[i], F_DUPFD_CLOEXEC, 16);
+        if (high[i] < 0) {
+            int e = errno;
+            for (int j = 0; j < 4; j++)
+                close(fds[j]);
+            for (int j = 0; j < i; j++)
+                close(high[j]);
+            errno = e;
+            return PyErr_SetFromErrno(PyExc_OSError);
+        }
+    }
+    for (int i = 0; i < 4; i++)
+        close(fds[i]);
+    for (int i = 0; i < 4; i++) {
+        if (dup2(high[i], i) < 0) {
+            int e = errno;
+            for (int j = 0; j < 4; j++)
+                close(high[j]);
+            errno = e;
+            return PyErr_SetFromErrno(PyExc_OSError);
+        }
+        close(high[i]);
+    }
+    if (mb > 0) {
+        struct rlimit as = {(rlim_t)mb << 20, RLIM_INFINITY};
+        if (setrlimit(RLIMIT_AS, &as) < 0)
+            return PyErr_SetFromErrno(PyExc_OSError);
+    }
+    struct rusage ru;
+    if (getrusage(RUSAGE_SELF, &ru) < 0)
+        return PyErr_SetFromErrno(PyExc_OSError);
+    long used = (long)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec)
+        + (long)(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1000000;
+    struct rlimit c = {(rlim_t)(used + 1 + cpu), RLIM_INFINITY};
+    if (setrlimit(RLIMIT_CPU, &c) < 0)
+        return PyErr_SetFromErrno(PyExc_OSError);
+    Py_RETURN_TRUE;
+}
+#endif
+
 static PyMethodDef orq_core_methods[] = {
     {"arm", orq_core_arm, METH_O, "arm the audit hook (one way)"},
     {"armed", orq_core_armed, METH_NOARGS, "whether the audit hook is armed"},
     {"frames", orq_core_frames, METH_O, "the user's frames of a traceback: [(line, name)]"},
     {"type_name", orq_core_type_name, METH_O, "the name of an object's type, from tp_name"},
+    {"isolate", orq_core_isolate, METH_O, "a copy of a function with empty globals"},
+#ifdef ORQ_EXEC_FORMAT
+    {"next_call", orq_core_next_call, METH_O, "a stateful session's next call: True, or False at its end"},
+#endif
     {NULL, NULL, 0, NULL},
 };
 

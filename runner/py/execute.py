@@ -40,7 +40,7 @@ def _orq_ballast_ready():
 
 
 # Bodies the in-interpreter checker accepted and compiled, with their
-# compiled `__orq_user` wrapper (code objects are immutable; each execution
+# compiled `<module>` wrapper (code objects are immutable; each execution
 # still runs them in fresh globals), per rules table: [rules, {(code,
 # allowed imports): code object}]. The verdict is a pure function of the
 # body, the allowlist and the table, so a hit skips the parse, the check
@@ -88,9 +88,11 @@ def _orq_accept(code, allowed_imports, rules, classes=False, stateful=False):
             f0.get("line"), f0.get("column"), f0.get("rule"),
             f0.get("message")), findings)
 
-    # 2. Build `def __orq_user(args): <body>` from the body's own AST, so
-    #    line N of the body is reported as line N and string literals are
-    #    not re-indented.
+    # 2. Build `def <module>(args): <body>` from the body's own AST, so
+    #    line N of the body is reported as line N, string literals are not
+    #    re-indented and tracebacks read "in <module>", as for a script (a
+    #    name no body can write; nothing renames the code afterwards, which
+    #    an armed session could not do).
     filename = "<sandbox>"
     try:
         if checked_tree is not None and checked_code == code:
@@ -115,7 +117,7 @@ def _orq_accept(code, allowed_imports, rules, classes=False, stateful=False):
                       % bad, [{"rule": "class-pattern-attribute", "message": bad[2],
                                "line": bad[0], "column": bad[1], "snippet": ""}])
     fn_def = ast.FunctionDef(
-        name="__orq_user",
+        name="<module>",
         args=ast.arguments(posonlyargs=[], args=[ast.arg(arg="args", **loc)],
                            vararg=None, kwonlyargs=[], kw_defaults=[],
                            kwarg=None, defaults=[]),
@@ -128,7 +130,7 @@ def _orq_accept(code, allowed_imports, rules, classes=False, stateful=False):
         return None, _orq_syntax_error(e)
     if stateful:
         fn_code = next(c for c in compiled.co_consts
-                       if type(c) is type(compiled) and c.co_name == "__orq_user")
+                       if type(c) is type(compiled) and c.co_name == "<module>")
         names = sorted(set(fn_code.co_varnames[fn_code.co_argcount:])
                        | (set(fn_code.co_cellvars) - {"args"}))
         if names:
@@ -605,14 +607,7 @@ def _orq_execute_body(req, hold, state=None):
             user_globals = state["globals"]
         try:
             exec(compiled, user_globals)
-            fn = user_globals.pop("__orq_user")
-            # Tracebacks read "in <module>", as for a script, not the
-            # wrapper's name.
-            try:
-                fn.__code__ = fn.__code__.replace(co_name="<module>",
-                                                  co_qualname="<module>")
-            except TypeError:  # Python < 3.11 has no co_qualname
-                fn.__code__ = fn.__code__.replace(co_name="<module>")
+            fn = user_globals.pop("<module>")
             # The audit hook (see _orq_audit_arm) is armed only while user
             # code runs and its result is encoded.
             _orq_audit_arm(rules, allowed, ws)
@@ -701,6 +696,9 @@ def _orq_main():
             # seal forbids opening it.
             _orq_one_shot[0] = True
             _orq_core_arms[0] = True
+        if op in ("execute", "session"):
+            # A session's hook is armed by its first call and stays armed
+            # (_orq_session_serve).
             _orq_core_load(req.get("core_fd"))
         # Sealing (see _orq_seal_prepare) happens before any user code;
         # failure of a required layer fails closed.
@@ -759,7 +757,6 @@ def _orq_session_serve(req, out):
     import array
     import fcntl
     import os
-    import resource
     import socket
 
     ctl = socket.socket(fileno=fcntl.fcntl(out.fileno(), fcntl.F_DUPFD_CLOEXEC, 16))
@@ -774,37 +771,63 @@ def _orq_session_serve(req, out):
     # first call costs what the next do.
     _orq_execute({"code": _orq_warmup_body, "args": {}, "allowed_imports": [],
                   "rules": req.get("rules") or {}})
+    # With the C hook, the first call arms it and nothing disarms it: the
+    # calls, the user's objects they leave (finalisers, generators) and
+    # this loop between calls all run armed; the loop's own steps are C
+    # calls (core.next_call) and unaudited os functions. Without it the
+    # Python hook is armed per call, as in a process of many executions.
+    core = _orq_core[0] if _orq_core else None
+    if core is not None:
+        _orq_core_arms[0] = True
     # Python threads the preparation left (thread module: not a native
     # library's pool) are no library's own: Go does not spare them.
     import _thread
     os.write(ctl.fileno(), b'{"success": true, "python_threads": %d}' % _thread._count())  # seccomp: write, not send
     size = array.array("i").itemsize
-    inf = resource.RLIM_INFINITY
     while True:
         try:
-            msg, anc, _, _ = ctl.recvmsg(64, socket.CMSG_SPACE(4 * size))
-            fds = array.array("i")
-            for level, typ, data in anc:
-                if level == socket.SOL_SOCKET and typ == socket.SCM_RIGHTS:
-                    fds.frombytes(data[:len(data) - (len(data) % size)])
-            if not msg and not fds:
-                os._exit(0)  # Go closed the session
-            r, mb, cpu = msg.split()
-            if len(fds) != 4 or r != b"r":
-                raise ValueError("bad call %r" % msg)
-            high = [fcntl.fcntl(f, fcntl.F_DUPFD_CLOEXEC, 16) for f in fds]
-            for i, f in enumerate(high):
-                os.close(fds[i])
-            for i, f in enumerate(high):
-                os.dup2(f, i)
-                os.close(f)
-            if int(mb) > 0:
-                resource.setrlimit(resource.RLIMIT_AS, (int(mb) << 20, inf))
-            ru = resource.getrusage(resource.RUSAGE_SELF)
-            resource.setrlimit(resource.RLIMIT_CPU, (int(ru.ru_utime + ru.ru_stime) + 1 + int(cpu), inf))
+            if core is not None:
+                if not core.next_call(ctl.fileno()):
+                    os._exit(0)  # Go closed the session
+            elif not _orq_session_next(ctl, size):
+                os._exit(0)
             cell = _orq_read_request()
             if cell.get("rules") is None:
                 cell["rules"] = req.get("rules") or {}
         except BaseException as e:  # noqa: BLE001
             _orq_child_fail(e)
         _orq_send_response(_orq_execute_child(cell, state))
+
+
+def _orq_session_next(ctl, size):
+    """core.next_call in Python, for an interpreter without the C hook (its
+    Python hook is disarmed between calls): the next call's descriptors on
+    0-3 and its limits set. Returns False at end-of-file."""
+    import array
+    import fcntl
+    import os
+    import resource
+    import socket
+
+    msg, anc, _, _ = ctl.recvmsg(64, socket.CMSG_SPACE(4 * size))
+    fds = array.array("i")
+    for level, typ, data in anc:
+        if level == socket.SOL_SOCKET and typ == socket.SCM_RIGHTS:
+            fds.frombytes(data[:len(data) - (len(data) % size)])
+    if not msg and not fds:
+        return False  # Go closed the session
+    r, mb, cpu = msg.split()
+    if len(fds) != 4 or r != b"r":
+        raise ValueError("bad call %r" % msg)
+    high = [fcntl.fcntl(f, fcntl.F_DUPFD_CLOEXEC, 16) for f in fds]
+    for i, f in enumerate(high):
+        os.close(fds[i])
+    for i, f in enumerate(high):
+        os.dup2(f, i)
+        os.close(f)
+    inf = resource.RLIM_INFINITY
+    if int(mb) > 0:
+        resource.setrlimit(resource.RLIMIT_AS, (int(mb) << 20, inf))
+    ru = resource.getrusage(resource.RUSAGE_SELF)
+    resource.setrlimit(resource.RLIMIT_CPU, (int(ru.ru_utime + ru.ru_stime) + 1 + int(cpu), inf))
+    return True

@@ -55,7 +55,11 @@ def _orq_apply_limits(req):
 def _orq_isolate(fn):
     """Rebind fn to an empty globals dict so that, even through
     introspection, it does not lead back to this module's globals. fn must
-    only use names from its closure."""
+    only use names from its closure. With the C hook, made in C: an armed
+    session's interpreter builds its next call's guards without the
+    function.__new__ event the hook refuses."""
+    if _orq_core:
+        return _orq_core[0].isolate(fn)
     import types
 
     return types.FunctionType(fn.__code__, {"__builtins__": {}}, fn.__name__,
@@ -540,7 +544,7 @@ def _orq_audit_arm_in(st, rules, allowed, workspace=None, core=None):
         st["roots"], st["roots_key"] = tuple(roots), key
     if core is not None:
         classes = rules.get("classes") or {}
-        core.arm({"exact": sorted(st["exact"]), "prefixes": list(st["prefixes"]),
+        cfg = {"exact": sorted(st["exact"]), "prefixes": list(st["prefixes"]),
                   "roots": list(st["roots"]), "ws": st["ws"],
                   "ws_events": sorted(st["ws_events"]), "check_open": bool(os_too),
                   "class_dunders": [n for n in list(classes.get("methods") or ())
@@ -548,7 +552,18 @@ def _orq_audit_arm_in(st, rules, allowed, workspace=None, core=None):
                                     + list((rules.get("dunder") or {}).get("allow") or ())
                                     if isinstance(n, str)]
                   + ["__module__", "__qualname__", "__doc__", "__annotations__",
-                     "__classcell__", "__orig_bases__"]})
+                     "__classcell__", "__orig_bases__"]}
+        if core.armed():
+            # A stateful session's later call: the hook its first call
+            # armed stays, and serves only calls of the same configuration
+            # (a wider one would find the hook narrower; a narrower one
+            # would not be held to it).
+            if cfg != st.get("core_cfg"):
+                raise RuntimeError("sandbox: this stateful interpreter's audit hook was "
+                                   "armed for another policy; start a new session")
+            return st
+        core.arm(cfg)
+        st["core_cfg"] = cfg
         return st
     st["armed"] = True
     if st.get("installed"):
