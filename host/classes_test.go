@@ -5,9 +5,9 @@ import (
 	"testing"
 )
 
-// TestSandboxClasses: class statements are on by default for a sandbox with
-// a kernel wall, off for an `unsafe` (tier-0) one, and `classes` overrides
-// both; the host's own check follows the sandbox's setting.
+// TestSandboxClasses: class statements are on by default, for an `unsafe`
+// (tier-0) sandbox too, and `classes` overrides that; the host's own check
+// follows the sandbox's setting.
 func TestSandboxClasses(t *testing.T) {
 	src := `sandbox "t1" {
   plugin = "subprocess"
@@ -20,10 +20,10 @@ sandbox "t0" {
   plugin = "inprocess"
   unsafe = true
 }
-sandbox "t0on" {
+sandbox "t0off" {
   plugin  = "inprocess"
   unsafe  = true
-  classes = true
+  classes = false
 }
 `
 	cfg, diags := ParseConfig("/x/config.hcl", []byte(src))
@@ -31,7 +31,7 @@ sandbox "t0on" {
 		t.Fatal(diags)
 	}
 	code := "class Point:\n    def __init__(self, x):\n        self.x = x\nreturn Point(1).x"
-	for name, want := range map[string]bool{"t1": true, "t1off": false, "t0": false, "t0on": true} {
+	for name, want := range map[string]bool{"t1": true, "t1off": false, "t0": true, "t0off": false} {
 		sb, ok := cfg.SandboxConfigNamed(name)
 		if !ok {
 			t.Fatalf("no sandbox %q", name)

@@ -67,7 +67,7 @@ var defaultHCL []byte
 //	  policy = "default"          # optional; else policy "default" or built-in defaults
 //	  unsafe = false              # required true by tier-0 backends
 //	  unsafe_shared = false       # required true to serve tier 0 to many callers (mcp serve)
-//	  classes = true              # class statements; default true, false when unsafe
+//	  classes = true              # class statements; default true
 //	  stateful = false            # session calls stateful by default (tier 2)
 //	  idle_timeout = "10m"        # a session unused this long is closed (session tiers)
 //	  max_lifetime = "24h"        # a session open this long is closed
@@ -186,8 +186,10 @@ type SandboxConfig struct {
 	Policy string `hcl:"policy,optional"`
 	Unsafe bool   `hcl:"unsafe,optional"`
 	// Classes turns class statements (dataclasses, user exception classes)
-	// on or off for the sandbox. Unset, they are on unless the sandbox is
-	// `unsafe` (tier 0, where the Python layers are the only wall).
+	// on or off for the sandbox. Unset, they are on, tier 0 included: every
+	// tier runs the C class guard (runner/forkcore/audit.h), which refuses
+	// metaclasses, unlisted class dunders and attributes set on classes the
+	// call did not build.
 	Classes *bool `hcl:"classes,optional"`
 	// UnsafeShared lets a long-lived server with many callers (`mcp serve`)
 	// use a backend that does not give each execution a fresh process
@@ -637,7 +639,7 @@ func (c *Config) SandboxPolicy(s *SandboxConfig) Policy {
 	if !ok {
 		p = BuiltinPolicy()
 	}
-	p.Classes = !s.Unsafe
+	p.Classes = true
 	if s.Classes != nil {
 		p.Classes = *s.Classes
 	}

@@ -172,8 +172,8 @@ type ConfigureRequest struct {
 	AllowedPackages []string
 	// Classes is the policy's `classes`: the body may define classes
 	// (class statements, dataclasses, user exception classes). The host
-	// sends true by default for tiers with a kernel wall and false for an
-	// `unsafe` (tier-0) sandbox unless its block says classes = true. A
+	// sends true unless the sandbox block says classes = false (tier 0
+	// included: every tier runs the C class guard). A
 	// backend that honours it declares CapClasses while it is on.
 	Classes bool
 	// AllowedImports is the policy's allowed_imports. A session backend's

@@ -69,8 +69,8 @@ del builtins._orq_seen
 	}
 }
 
-// TestCallCannotChangeLibraryStateForTheNext: with tier 0's defaults
-// (classes off, copy and json allowed) a call reaches for the library
+// TestCallCannotChangeLibraryStateForTheNext: on tier 0 with classes off
+// (the attack builds its class with type()) and copy and json allowed, a call reaches for the library
 // classes every call shares (json.JSONEncoder, collections.abc.Callable)
 // through copy's reconstruction of a type()-built object, and for the
 // allowed modules' process-wide state (random's seed, decimal's context).

@@ -13,8 +13,8 @@ import (
 // backend, in-process and over the real go-plugin gRPC path. Every Backend
 // shares the one embedded interpreter of the test process. Cases needing a
 // capability tier 0 does not declare (memory_limit without an RLIMIT_AS,
-// isolation) skip with a message naming it. Classes are off by default on
-// tier 0 and on when the sandbox block says classes = true.
+// isolation) skip with a message naming it. Classes are on by default on
+// tier 0 and off when the sandbox block says classes = false.
 func TestConformance(t *testing.T) {
 	for _, classes := range []bool{false, true} {
 		t.Run(map[bool]string{true: "classes", false: "no_classes"}[classes], func(t *testing.T) {

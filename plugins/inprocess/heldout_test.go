@@ -38,11 +38,14 @@ func TestHeldOutAttacksTier0(t *testing.T) {
 }
 
 // TestHeldOutBenignTier0 runs the held-out benign corpus on tier 0 with
-// its defaults (classes off): the share that runs to a result is logged,
-// with each failure's last line, and may not fall below what it was
-// measured at (67 %: classes off refuses the corpus's class statements).
+// its defaults (classes on, as the host sends them): the share that runs to
+// a result is logged, with each failure's last line, and may not fall
+// below what it was measured at.
 func TestHeldOutBenignTier0(t *testing.T) {
-	b := newConfigured(t, `{}`)
+	b := NewBackend(hclog.NewNullLogger())
+	if _, err := b.Configure(context.Background(), shared.ConfigureRequest{Unsafe: true, Classes: true}); err != nil {
+		t.Fatalf("Configure: %v", err)
+	}
 	bodies, allow, err := heldout.Load("benign")
 	if err != nil {
 		t.Fatalf("held-out corpus: %v", err)
@@ -61,12 +64,13 @@ func TestHeldOutBenignTier0(t *testing.T) {
 		t.Logf("benign %s: %s: %s", bd.Name, res.ErrorKind, msg)
 	}
 	rate := 100 * float64(ok) / float64(len(bodies))
-	t.Logf("held-out benign corpus on tier 0 (classes off): %d of %d ran to a result (%.1f %%)", ok, len(bodies), rate)
+	t.Logf("held-out benign corpus on tier 0: %d of %d ran to a result (%.1f %%)", ok, len(bodies), rate)
 	if rate < heldOutTier0Floor {
 		t.Errorf("held-out benign success on tier 0 %.1f %% is below %.0f %%", rate, heldOutTier0Floor)
 	}
 }
 
 // heldOutTier0Floor is the share of the held-out benign corpus tier 0 ran
-// to a result with its defaults when it was measured.
-const heldOutTier0Floor = 67.0
+// to a result with its defaults when it was measured (67 % with classes
+// off, the default before).
+const heldOutTier0Floor = 99.0
