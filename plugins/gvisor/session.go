@@ -71,7 +71,7 @@ type agent struct {
 	b         *Backend
 	container string // runsc's container id
 	user      string
-	restored  bool // started by `runsc restore`: its runtime has had its hello
+	restored  bool   // started by `runsc restore`: its runtime has had its hello
 	dir       string // the session's directory: its bundle
 	cmd       *exec.Cmd
 	stdin     io.WriteCloser

@@ -10,13 +10,20 @@
 // A call on a session it does not hold fails with shared.ErrNotFound, or
 // with shared.ErrSessionNotFound when $ORQEST_TEST_TYPED_NOT_FOUND is 1.
 // Sessions have a workspace (FileStore); a missing file is ErrNotFound.
+// With $ORQEST_TEST_PAUSE_DIR set it declares the pause capability: Pause
+// writes the session (user, counter) to a file there and drops it, Resume
+// reads it back (so a later process resumes it), Close of a paused session
+// removes the file; a call on a paused session is ErrSessionPaused.
 package main
 
 import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"errors"
+	"io/fs"
 	"os"
+	"path/filepath"
 	"sort"
 	"sync"
 	"time"
@@ -32,7 +39,8 @@ type session struct {
 }
 
 type backend struct {
-	typed bool
+	typed    bool
+	pauseDir string // "": no pause capability
 
 	mu       sync.Mutex
 	sessions map[string]*session
@@ -40,8 +48,71 @@ type backend struct {
 }
 
 func (b *backend) Info(context.Context, shared.InfoRequest) (shared.InfoResponse, error) {
+	caps := []shared.Capability{shared.CapSessions, shared.CapFiles, shared.CapFreshProcess}
+	if b.pauseDir != "" {
+		caps = append(caps, shared.CapPause)
+	}
 	return shared.InfoResponse{Name: "sessions", Tier: 2, Version: "0.0.1", APIVersions: []int{shared.APIVersion},
-		Capabilities: []shared.Capability{shared.CapSessions, shared.CapFiles, shared.CapFreshProcess}}, nil
+		Capabilities: caps}, nil
+}
+
+// saved is a paused session's file.
+type saved struct {
+	User  string `json:"user"`
+	Count int    `json:"count"`
+}
+
+func (b *backend) savedPath(id string) string { return filepath.Join(b.pauseDir, id+".json") }
+
+// Pause implements shared.SessionPauser.
+func (b *backend) Pause(_ context.Context, req shared.PauseRequest) (shared.PauseResponse, error) {
+	if b.pauseDir == "" {
+		return shared.PauseResponse{}, fmt.Errorf("pause: %w", shared.ErrNotSupported)
+	}
+	s, err := b.get(req.SessionID)
+	if err != nil {
+		return shared.PauseResponse{}, err
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	raw, _ := json.Marshal(saved{User: s.user, Count: s.count})
+	if err := os.WriteFile(b.savedPath(req.SessionID), raw, 0o600); err != nil {
+		return shared.PauseResponse{}, fmt.Errorf("pause: %v: %w", err, shared.ErrInternal)
+	}
+	delete(b.sessions, req.SessionID)
+	return shared.PauseResponse{Kept: []string{"count"}, Bytes: int64(len(raw))}, nil
+}
+
+// Resume implements shared.SessionPauser.
+func (b *backend) Resume(_ context.Context, req shared.ResumeRequest) (shared.ResumeResponse, error) {
+	if b.pauseDir == "" {
+		return shared.ResumeResponse{}, fmt.Errorf("resume: %w", shared.ErrNotSupported)
+	}
+	raw, err := os.ReadFile(b.savedPath(req.SessionID))
+	if errors.Is(err, fs.ErrNotExist) {
+		return shared.ResumeResponse{}, fmt.Errorf("no paused session %q: %w", req.SessionID, shared.ErrSessionNotFound)
+	}
+	var sv saved
+	if err == nil {
+		err = json.Unmarshal(raw, &sv)
+	}
+	if err != nil {
+		return shared.ResumeResponse{}, fmt.Errorf("resume: %v: %w", err, shared.ErrInternal)
+	}
+	b.mu.Lock()
+	b.sessions[req.SessionID] = &session{user: sv.User, count: sv.Count, files: map[string][]byte{}}
+	b.mu.Unlock()
+	os.Remove(b.savedPath(req.SessionID))
+	return shared.ResumeResponse{SessionID: req.SessionID, UserID: sv.User, Kept: []string{"count"}}, nil
+}
+
+// paused reports whether session id is paused on disk.
+func (b *backend) paused(id string) bool {
+	if b.pauseDir == "" {
+		return false
+	}
+	_, err := os.Stat(b.savedPath(id))
+	return err == nil
 }
 
 func (b *backend) Configure(context.Context, shared.ConfigureRequest) (shared.ConfigureResponse, error) {
@@ -65,6 +136,9 @@ func (b *backend) get(id string) (*session, error) {
 	defer b.mu.Unlock()
 	s := b.sessions[id]
 	if s == nil {
+		if b.paused(id) {
+			return nil, fmt.Errorf("session %q is paused: %w", id, shared.ErrSessionPaused)
+		}
 		return nil, b.unknown(id)
 	}
 	return s, nil
@@ -89,6 +163,9 @@ func (b *backend) Close(_ context.Context, req shared.CloseRequest) (shared.Clos
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.sessions[req.SessionID] == nil {
+		if b.paused(req.SessionID) {
+			return shared.CloseResponse{}, os.Remove(b.savedPath(req.SessionID))
+		}
 		return shared.CloseResponse{}, b.unknown(req.SessionID)
 	}
 	delete(b.sessions, req.SessionID)
@@ -182,5 +259,5 @@ func (b *backend) ListFiles(_ context.Context, req shared.ListFilesRequest) (sha
 
 func main() {
 	logger := plugin.NewPluginLogger("sessions")
-	plugin.Serve(&backend{typed: os.Getenv("ORQEST_TEST_TYPED_NOT_FOUND") == "1", sessions: map[string]*session{}}, plugin.WithLogger(logger))
+	plugin.Serve(&backend{typed: os.Getenv("ORQEST_TEST_TYPED_NOT_FOUND") == "1", pauseDir: os.Getenv("ORQEST_TEST_PAUSE_DIR"), sessions: map[string]*session{}}, plugin.WithLogger(logger))
 }
