@@ -10,7 +10,7 @@
 // A call on a session it does not hold fails with shared.ErrNotFound, or
 // with shared.ErrSessionNotFound when $ORQEST_TEST_TYPED_NOT_FOUND is 1.
 // Sessions have a workspace (FileStore); a missing file is ErrNotFound.
-// With $ORQEST_TEST_PAUSE_DIR set it declares the pause capability: Pause
+// With $ORQEST_TEST_PAUSE_DIR set (or its config block's pause_dir) it declares the pause capability: Pause
 // writes the session (user, counter) to a file there and drops it, Resume
 // reads it back (so a later process resumes it), Close of a paused session
 // removes the file; a call on a paused session is ErrSessionPaused.
@@ -53,7 +53,7 @@ func (b *backend) Info(context.Context, shared.InfoRequest) (shared.InfoResponse
 		caps = append(caps, shared.CapPause)
 	}
 	return shared.InfoResponse{Name: "sessions", Tier: 2, Version: "0.0.1", APIVersions: []int{shared.APIVersion},
-		Capabilities: caps}, nil
+		Capabilities: caps, ConfigSchema: []shared.ConfigAttribute{{Name: "pause_dir", Type: "string", Description: "where paused sessions are saved (declares the pause capability)"}}}, nil
 }
 
 // saved is a paused session's file.
@@ -115,7 +115,18 @@ func (b *backend) paused(id string) bool {
 	return err == nil
 }
 
-func (b *backend) Configure(context.Context, shared.ConfigureRequest) (shared.ConfigureResponse, error) {
+func (b *backend) Configure(_ context.Context, req shared.ConfigureRequest) (shared.ConfigureResponse, error) {
+	var cfg struct {
+		PauseDir string `json:"pause_dir"`
+	}
+	if len(req.Config) > 0 {
+		if err := json.Unmarshal(req.Config, &cfg); err != nil {
+			return shared.ConfigureResponse{}, fmt.Errorf("config: %v: %w", err, shared.ErrInvalidArgument)
+		}
+	}
+	if cfg.PauseDir != "" {
+		b.pauseDir = cfg.PauseDir
+	}
 	return shared.ConfigureResponse{}, nil
 }
 
