@@ -230,7 +230,7 @@ func (c *mcpClients) exposeSessions(cl *mcpClient, user string) {
 	cl.srv.server.AddTool(&mcp.Tool{
 		Name:        mcpListSessions,
 		Title:       "List your sessions",
-		Description: "List your sessions on this server (the default one has name \"\" and default true): id, state (open, or reclaimed: the server closed it after idle_timeout and the next call reopens it empty), how long it has been idle, when it opened; and max_sessions_per_user, how many you may keep open.",
+		Description: "List your sessions on this server (the default one has name \"\" and default true): id, state (open; paused: saved by pause_session, the next call resumes it; or reclaimed: the server closed it after idle_timeout and the next call reopens it empty), how long it has been idle, when it opened; and max_sessions_per_user, how many you may keep open.",
 		InputSchema: json.RawMessage(listSessionsSchema),
 	}, func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 		if field := unknownProp(req.Params.Arguments, listSessionsSchema); field != "" {
