@@ -210,3 +210,25 @@ func (t *sessionTable) pauseIdle(ctx context.Context, r *sessionRecord) bool {
 	sb.markPaused(r, resp, ReclaimIdle)
 	return true
 }
+
+// resumePaused resumes c's session on l after the plugin refused a call
+// on it as paused (a pause that ran while the call was on its way); r.op
+// orders it after that pause. A session the host does not record as
+// paused is left as it is: the refusal stands.
+func (s *Sandbox) resumePaused(ctx context.Context, c *sessionCall, l *launched) error {
+	t, r := c.t, c.rec
+	r.op.Lock()
+	defer r.op.Unlock()
+	t.mu.Lock()
+	state := r.state
+	t.mu.Unlock()
+	if state != SessionPaused {
+		return fmt.Errorf("sandbox %q: session %q: the plugin says it is paused: %w", s.Name(), r.id, shared.ErrSessionPaused)
+	}
+	resp, err := s.resumeOn(ctx, l, r, ReopenPaused)
+	if err != nil {
+		return err
+	}
+	c.reopened = c.reopened || resp.StateLost
+	return nil
+}

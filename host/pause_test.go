@@ -199,3 +199,44 @@ func TestOnIdlePause(t *testing.T) {
 		t.Errorf("record after the resume: %+v", info)
 	}
 }
+
+// A call that reaches the plugin while a pause is under way there (the
+// plugin refuses it as paused before the host has recorded the pause)
+// waits for the pause, resumes the session and runs, with its state.
+func TestCallDuringPauseResumes(t *testing.T) {
+	dir := t.TempDir()
+	_, sb := sessionHost(t, "", "", "ORQEST_TEST_PAUSE_DIR="+dir, "ORQEST_TEST_PAUSE_DELAY_MS=600")
+	ctx := context.Background()
+	id := open(t, sb, "erin")
+	run(t, sb, id, "count")
+	paused := make(chan error, 1)
+	go func() {
+		_, err := sb.PauseSession(ctx, id)
+		paused <- err
+	}()
+	// The plugin has saved and dropped the session; its Pause has not
+	// answered yet.
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		if _, err := os.Stat(filepath.Join(dir, id+".json")); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the plugin never saved the session")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if info, _ := sb.Session(id); info.State != SessionOpen {
+		t.Fatalf("the host recorded the pause before the plugin answered: %+v", info)
+	}
+	res := run(t, sb, id, "count")
+	if err := <-paused; err != nil {
+		t.Fatalf("PauseSession: %v", err)
+	}
+	if string(res.Output) != "2" || res.StateLost {
+		t.Errorf("the call during the pause: %+v, want it run after a resume with the counter kept", res)
+	}
+	if info, _ := sb.Session(id); info.State != SessionOpen {
+		t.Errorf("the record after the call: %+v", info)
+	}
+}

@@ -657,6 +657,14 @@ func (s *Sandbox) sessionDo(ctx context.Context, c *sessionCall, op string, fn f
 			return err
 		}
 		err = fn(l.impl)
+		if errors.Is(err, shared.ErrSessionPaused) {
+			// Paused while the call was on its way: resume it, once, and
+			// send the call again (nothing of it ran).
+			if rerr := s.resumePaused(ctx, c, l); rerr != nil {
+				return rerr
+			}
+			return fn(l.impl)
+		}
 		if err == nil || !errors.Is(err, shared.ErrNotFound) || !s.sessionUnknown(ctx, l, r.id, err) {
 			return err
 		}

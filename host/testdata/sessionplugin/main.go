@@ -25,6 +25,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"sync"
 	"time"
 
@@ -39,8 +40,9 @@ type session struct {
 }
 
 type backend struct {
-	typed    bool
-	pauseDir string // "": no pause capability
+	typed      bool
+	pauseDir   string        // "": no pause capability
+	pauseDelay time.Duration // Pause answers this long after the session is saved ($ORQEST_TEST_PAUSE_DELAY_MS)
 
 	mu       sync.Mutex
 	sessions map[string]*session
@@ -74,12 +76,14 @@ func (b *backend) Pause(_ context.Context, req shared.PauseRequest) (shared.Paus
 		return shared.PauseResponse{}, err
 	}
 	b.mu.Lock()
-	defer b.mu.Unlock()
 	raw, _ := json.Marshal(saved{User: s.user, Count: s.count})
 	if err := os.WriteFile(b.savedPath(req.SessionID), raw, 0o600); err != nil {
+		b.mu.Unlock()
 		return shared.PauseResponse{}, fmt.Errorf("pause: %v: %w", err, shared.ErrInternal)
 	}
 	delete(b.sessions, req.SessionID)
+	b.mu.Unlock()
+	time.Sleep(b.pauseDelay)
 	return shared.PauseResponse{Kept: []string{"count"}, Bytes: int64(len(raw))}, nil
 }
 
@@ -270,5 +274,7 @@ func (b *backend) ListFiles(_ context.Context, req shared.ListFilesRequest) (sha
 
 func main() {
 	logger := plugin.NewPluginLogger("sessions")
-	plugin.Serve(&backend{typed: os.Getenv("ORQEST_TEST_TYPED_NOT_FOUND") == "1", pauseDir: os.Getenv("ORQEST_TEST_PAUSE_DIR"), sessions: map[string]*session{}}, plugin.WithLogger(logger))
+	delay, _ := strconv.Atoi(os.Getenv("ORQEST_TEST_PAUSE_DELAY_MS"))
+	plugin.Serve(&backend{typed: os.Getenv("ORQEST_TEST_TYPED_NOT_FOUND") == "1", pauseDir: os.Getenv("ORQEST_TEST_PAUSE_DIR"),
+		pauseDelay: time.Duration(delay) * time.Millisecond, sessions: map[string]*session{}}, plugin.WithLogger(logger))
 }
