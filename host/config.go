@@ -205,9 +205,12 @@ type SandboxConfig struct {
 	// IdleTimeout and MaxLifetime bound the sandbox's sessions: one unused
 	// for IdleTimeout, or open for MaxLifetime, is closed by the host
 	// (Go durations; Config.SandboxLifecycle resolves them).
-	IdleTimeout *string        `hcl:"idle_timeout,optional"`
-	MaxLifetime *string        `hcl:"max_lifetime,optional"`
-	Config      *BackendConfig `hcl:"config,block"`
+	IdleTimeout *string `hcl:"idle_timeout,optional"`
+	MaxLifetime *string `hcl:"max_lifetime,optional"`
+	// OnIdle is what happens to a session idle for IdleTimeout: "close"
+	// (nil: the default) or "pause" (SessionLifecycle.OnIdle).
+	OnIdle *string        `hcl:"on_idle,optional"`
+	Config *BackendConfig `hcl:"config,block"`
 	// Promotion is a promotion block at the sandbox level, its old place:
 	// refused with a diagnostic that says to move it into config (library.go).
 	Promotion *LegacyPromotion `hcl:"promotion,block"`
@@ -219,6 +222,7 @@ type SandboxConfig struct {
 	// attributes for diagnostics.
 	IdleTimeoutRange hcl.Range `hcl:"idle_timeout,attr_value_range"`
 	MaxLifetimeRange hcl.Range `hcl:"max_lifetime,attr_value_range"`
+	OnIdleRange      hcl.Range `hcl:"on_idle,attr_value_range"`
 }
 
 // BackendConfig is a sandbox's `config {}` block. Its body is kept as is and

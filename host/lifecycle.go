@@ -279,6 +279,11 @@ func (in *instance) get(ctx context.Context) (*launched, error) {
 		return nil, &DiagnosticsError{Files: in.host.cfg.Files, Diagnostics: hcl.Diagnostics{errDiag(in.sb.DefRange, "Stateful sessions not supported",
 			fmt.Sprintf("Sandbox %q sets stateful = true, but plugin %q keeps no session interpreters (no %q capability): remove the attribute or use a session tier such as docker.", in.sb.Name, in.entry.Name, shared.CapStatefulSessions))}}
 	}
+	if in.sb.OnIdle != nil && *in.sb.OnIdle == OnIdlePause && !info.Has(shared.CapPause) {
+		l.kill()
+		return nil, &DiagnosticsError{Files: in.host.cfg.Files, Diagnostics: hcl.Diagnostics{errDiag(in.sb.OnIdleRange, "Pause not supported",
+			fmt.Sprintf("Sandbox %q sets on_idle = %q, but plugin %q cannot pause sessions (no %q capability): use on_idle = %q or a tier that pauses, such as gvisor.", in.sb.Name, OnIdlePause, in.entry.Name, shared.CapPause, OnIdleClose))}}
+	}
 	in.cur, in.info = l, info
 	m := in.host.metrics
 	m.launches.WithLabelValues(in.sb.Name, in.entry.Name).Inc()

@@ -70,7 +70,17 @@ type SessionLimits struct {
 type SessionLifecycle struct {
 	IdleTimeout time.Duration
 	MaxLifetime time.Duration
+	// OnIdle is what the host does with a session idle for IdleTimeout:
+	// OnIdleClose (the default) or OnIdlePause (the backend must declare
+	// shared.CapPause; a pause that fails closes it).
+	OnIdle string
 }
+
+// Values of the sandbox's on_idle.
+const (
+	OnIdleClose = "close"
+	OnIdlePause = "pause"
+)
 
 // SessionLimits returns the policy's host-wide session limits (the
 // defaults where the sessions block, or the block itself, is absent).
@@ -120,8 +130,17 @@ func (sc *SessionsConfig) limits() (SessionLimits, hcl.Diagnostics) {
 // lifecycle resolves the sandbox's idle_timeout and max_lifetime and
 // reports each bad value at its attribute.
 func (s *SandboxConfig) lifecycle() (SessionLifecycle, hcl.Diagnostics) {
-	l := SessionLifecycle{IdleTimeout: DefaultIdleTimeout, MaxLifetime: DefaultMaxLifetime}
+	l := SessionLifecycle{IdleTimeout: DefaultIdleTimeout, MaxLifetime: DefaultMaxLifetime, OnIdle: OnIdleClose}
 	var diags hcl.Diagnostics
+	if s.OnIdle != nil {
+		switch *s.OnIdle {
+		case OnIdleClose, OnIdlePause:
+			l.OnIdle = *s.OnIdle
+		default:
+			diags = append(diags, errDiag(s.OnIdleRange, "Invalid on_idle",
+				fmt.Sprintf("on_idle must be %q (the default: an idle session is closed) or %q (it is paused: a backend with the pause capability saves it, and the next call resumes it), not %q.", OnIdleClose, OnIdlePause, *s.OnIdle)))
+		}
+	}
 	for _, a := range []struct {
 		name string
 		v    *string

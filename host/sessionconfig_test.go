@@ -13,7 +13,7 @@ func TestSessionLifecycleValues(t *testing.T) {
 	if diags.HasErrors() {
 		t.Fatal(diags)
 	}
-	if got := cfg.SandboxLifecycle(cfg.Sandboxes[0]); got != (SessionLifecycle{IdleTimeout: 10 * time.Minute, MaxLifetime: 24 * time.Hour}) {
+	if got := cfg.SandboxLifecycle(cfg.Sandboxes[0]); got != (SessionLifecycle{IdleTimeout: 10 * time.Minute, MaxLifetime: 24 * time.Hour, OnIdle: OnIdleClose}) {
 		t.Errorf("default lifecycle %+v", got)
 	}
 	if got := cfg.SessionLimits(); got != (SessionLimits{MaxSessions: 64, MaxSessionsPerUser: 8, ReclaimIdleAfter: time.Minute}) {
@@ -28,12 +28,13 @@ sandbox "a" {
   plugin       = "docker"
   idle_timeout = "2s"
   max_lifetime = "1h"
+  on_idle      = "pause"
 }
 `
 	if cfg, diags = ParseConfig("config.hcl", []byte(src)); diags.HasErrors() {
 		t.Fatal(diags)
 	}
-	if got := cfg.SandboxLifecycle(cfg.Sandboxes[0]); got != (SessionLifecycle{IdleTimeout: 2 * time.Second, MaxLifetime: time.Hour}) {
+	if got := cfg.SandboxLifecycle(cfg.Sandboxes[0]); got != (SessionLifecycle{IdleTimeout: 2 * time.Second, MaxLifetime: time.Hour, OnIdle: OnIdlePause}) {
 		t.Errorf("lifecycle %+v", got)
 	}
 	if got := cfg.SessionLimits(); got != (SessionLimits{MaxSessions: 4, MaxSessionsPerUser: 2, ReclaimIdleAfter: 0}) {

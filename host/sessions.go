@@ -482,6 +482,8 @@ func (t *sessionTable) sweep(ctx context.Context) time.Time {
 				consider(r.lastUsed.Add(lc.IdleTimeout))
 				consider(r.opened.Add(lc.MaxLifetime))
 			}
+		case SessionPaused:
+			// Holds nothing: it stays until resumed or closed.
 		case SessionReclaimed:
 			if now.Sub(r.reclaimedAt) >= lc.MaxLifetime {
 				delete(t.recs, k)
@@ -516,6 +518,9 @@ const reclaimTimeout = time.Minute
 // frees what it held).
 func (t *sessionTable) reclaim(ctx context.Context, r *sessionRecord, reason string) {
 	defer r.op.Unlock()
+	if reason == ReclaimIdle && r.sb.lifecycle.OnIdle == OnIdlePause && t.pauseIdle(ctx, r) {
+		return
+	}
 	t.mu.Lock()
 	idle, age := time.Since(r.lastUsed), time.Since(r.opened)
 	t.mu.Unlock()
@@ -652,6 +657,14 @@ func (s *Sandbox) sessionDo(ctx context.Context, c *sessionCall, op string, fn f
 			return err
 		}
 		err = fn(l.impl)
+		if errors.Is(err, shared.ErrSessionPaused) {
+			// Paused while the call was on its way: resume it, once, and
+			// send the call again (nothing of it ran).
+			if rerr := s.resumePaused(ctx, c, l); rerr != nil {
+				return rerr
+			}
+			return fn(l.impl)
+		}
 		if err == nil || !errors.Is(err, shared.ErrNotFound) || !s.sessionUnknown(ctx, l, r.id, err) {
 			return err
 		}
@@ -670,6 +683,8 @@ func (s *Sandbox) sessionDo(ctx context.Context, c *sessionCall, op string, fn f
 // ("" when it need not); t.mu is held.
 func reopenCauseLocked(r *sessionRecord, l *launched) string {
 	switch {
+	case r.state == SessionPaused:
+		return ReopenPaused
 	case r.state == SessionReclaimed || r.state == SessionClosing:
 		return ReopenReclaimed
 	case r.state == SessionOpen && r.gen != l.gen:
@@ -736,6 +751,14 @@ func (s *Sandbox) reopenIfEpoch(ctx context.Context, c *sessionCall, l *launched
 // held. A reclaimed session needs a place under the caps again.
 func (s *Sandbox) reopenLocked(ctx context.Context, c *sessionCall, l *launched, cause string) error {
 	t, r := c.t, c.rec
+	if cause == ReopenPaused {
+		resp, err := s.resumeOn(ctx, l, r, ReopenPaused)
+		if err != nil {
+			return err
+		}
+		c.reopened = c.reopened || resp.StateLost
+		return nil
+	}
 	if cause == ReopenReclaimed {
 		release, err := t.reserve(ctx, s, r.user)
 		if err != nil {
@@ -885,6 +908,14 @@ func (s *Sandbox) closeSession(ctx context.Context, id string) error {
 	t.mu.Lock()
 	state, gen := r.state, r.gen
 	t.mu.Unlock()
+	if state == SessionPaused {
+		// Its saved state is the plugin's to remove (any process of it).
+		if err := closeIt(); err != nil && !errors.Is(err, shared.ErrNotFound) {
+			return err
+		}
+		t.forget(r)
+		return nil
+	}
 	if state != SessionOpen {
 		t.forget(r)
 		return nil

@@ -27,6 +27,12 @@ var (
 	// A backend wraps it: fmt.Errorf("no open session %q: %w", id,
 	// shared.ErrSessionNotFound).
 	ErrSessionNotFound = fmt.Errorf("session %w", ErrNotFound)
+	// ErrSessionBusy: the session has a call in flight, so it cannot be
+	// paused now; nothing was changed. It matches ErrFailedPrecondition.
+	ErrSessionBusy = fmt.Errorf("session busy: %w", ErrFailedPrecondition)
+	// ErrSessionPaused: the session is paused (SessionPauser); resume it
+	// first. Nothing ran. It matches ErrFailedPrecondition.
+	ErrSessionPaused = fmt.Errorf("session paused: %w", ErrFailedPrecondition)
 	// ErrFailedPrecondition: the backend refuses in its current state (e.g. an
 	// unsafe backend that was not opted in).
 	ErrFailedPrecondition = errors.New("failed precondition")

@@ -92,6 +92,20 @@ const (
 	// CapStreaming: the backend implements Streamer: a call's stdout and
 	// stderr reach the caller as the code writes them, before the result.
 	CapStreaming Capability = "streaming"
+	// CapPause: the backend implements SessionPauser: a session can be
+	// paused (it then holds no CPU and no memory: no process of it runs)
+	// and resumed later under the same id, from state the backend keeps on
+	// disk, also across a restart of the plugin and the host. Without
+	// CapPauseMemory what comes back is the session's workspace and the
+	// stateful interpreters' picklable globals; ResumeResponse lists what
+	// was not kept. The host refuses Pause and Resume on a backend without
+	// it (ErrNotSupported).
+	CapPause Capability = "pause"
+	// CapPauseMemory: a paused session comes back with its memory, every
+	// process of it as it was (a checkpoint of the whole sandbox, gVisor's
+	// `runsc checkpoint`): every global of every interpreter, the
+	// workspace, open files. Declared together with CapPause.
+	CapPauseMemory Capability = "pause_memory"
 )
 
 // Capabilities that name one sealing layer of the Python runner each; a
@@ -623,4 +637,68 @@ func (NoSessions) Open(context.Context, OpenRequest) (OpenResponse, error) {
 // Close returns ErrNotSupported.
 func (NoSessions) Close(context.Context, CloseRequest) (CloseResponse, error) {
 	return CloseResponse{}, fmt.Errorf("sessions: %w", ErrNotSupported)
+}
+
+// SessionPauser is an optional interface of session backends that declare
+// CapPause. A paused session holds no CPU and no memory; its state is on
+// disk, keyed by its id, and outlives the plugin's process. Every call but
+// Resume and Close on a paused session is refused with ErrSessionPaused;
+// Close of a paused session removes its saved state. A backend without it
+// answers codes.Unimplemented over gRPC, which the host sees as
+// ErrNotSupported.
+type SessionPauser interface {
+	// Pause saves session SessionID and ends everything of it that runs.
+	// A session with a call in flight is refused with ErrSessionBusy and
+	// keeps running untouched; a pause that fails for any other reason
+	// leaves the session as it was whenever the backend can (it says so
+	// in the error otherwise), never half paused.
+	Pause(ctx context.Context, req PauseRequest) (PauseResponse, error)
+	// Resume brings back session SessionID paused by this backend, or by
+	// an earlier process of it: its id, user and tokens' secret are those
+	// it had. A session that is not paused is ErrSessionNotFound (never
+	// paused, or closed) or ErrFailedPrecondition (open and running). A
+	// failed resume keeps the saved state: it can be tried again.
+	Resume(ctx context.Context, req ResumeRequest) (ResumeResponse, error)
+}
+
+// PauseRequest pauses a session.
+type PauseRequest struct {
+	SessionID string
+}
+
+// PauseResponse reports what a pause saved.
+type PauseResponse struct {
+	// Memory: the session's memory was saved (CapPauseMemory): it comes
+	// back with every process as it was.
+	Memory bool `json:"memory"`
+	// Kept are the names of the stateful interpreters' globals saved, by
+	// agent ("agent/name"), when Memory is false.
+	Kept []string `json:"kept,omitempty"`
+	// NotKept are the globals that could not be saved (not picklable:
+	// a generator, an open file, a lambda), by agent ("agent/name"),
+	// when Memory is false. They are gone after Resume.
+	NotKept []string `json:"not_kept,omitempty"`
+	// Bytes is the size of the saved state on disk.
+	Bytes int64 `json:"bytes"`
+}
+
+// ResumeRequest resumes a paused session.
+type ResumeRequest struct {
+	SessionID string
+}
+
+// ResumeResponse describes the resumed session.
+type ResumeResponse struct {
+	SessionID string `json:"session_id"`
+	// UserID is the session's user (a host that restarted since the pause
+	// learns it here).
+	UserID string `json:"user_id"`
+	// Memory: the session came back with its memory (every global kept).
+	Memory bool `json:"memory"`
+	// StateLost: some of the session's state did not come back (without
+	// Memory: its interpreters are new; NotKept names the globals lost).
+	StateLost bool `json:"state_lost"`
+	// Kept and NotKept are as in PauseResponse.
+	Kept    []string `json:"kept,omitempty"`
+	NotKept []string `json:"not_kept,omitempty"`
 }

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -217,13 +218,15 @@ func decodeStructured(res *mcp.CallToolResult, v any) error {
 	return nil
 }
 
-const sessionSynopsis = "session close NAME | sessions list [--json]  [--addr URL] [--token-file F]"
+const sessionSynopsis = "session close|pause|resume NAME | sessions list [--json]  [--addr URL] [--token-file F]"
 
 // cmdSession is `session close NAME` (its container, workspace and
-// interpreter state go) and `sessions list` (the token's sessions on the
-// server: name, id, state, idle time, when it opened), either spelling.
+// interpreter state go), `session pause NAME` (saved to disk: it holds no
+// CPU and no memory), `session resume NAME`, and `sessions list` (the
+// token's sessions on the server: name, id, state, idle time, when it
+// opened), either spelling.
 func cmdSession(ctx context.Context, e *env, args []string) int {
-	if len(args) == 0 || (args[0] != "close" && args[0] != "list") {
+	if len(args) == 0 || (args[0] != "close" && args[0] != "list" && args[0] != "pause" && args[0] != "resume") {
 		if len(args) > 0 && (args[0] == "-h" || args[0] == "--help" || args[0] == "help") {
 			fmt.Fprintf(e.stdout, "Usage: orqest-sandbox %s\n", sessionSynopsis)
 			return exitOK
@@ -235,7 +238,7 @@ func cmdSession(ctx context.Context, e *env, args []string) int {
 	fs := newFlagSet(e, "session "+verb, sessionSynopsis)
 	var rf remoteFlags
 	var asJSON bool
-	if verb == "close" {
+	if verb != "list" {
 		rf.register(fs)
 	} else {
 		rf.registerServer(fs)
@@ -264,14 +267,40 @@ func cmdSession(ctx context.Context, e *env, args []string) int {
 		return reportErr(e, err)
 	}
 	defer r.Close()
-	res, err := r.call(ctx, mcpCloseSession, map[string]any{"session": rf.session}, nil)
+	tool := map[string]string{"close": mcpCloseSession, "pause": mcpPause, "resume": mcpResume}[verb]
+	res, err := r.call(ctx, tool, map[string]any{"session": rf.session}, nil)
 	if err == nil && res.IsError {
 		err = toolError(res)
 	}
 	if err != nil {
 		return reportErr(e, err)
 	}
-	fmt.Fprintf(e.stdout, "closed session %s\n", rf.session)
+	switch verb {
+	case "pause":
+		var p shared.PauseResponse
+		if err := decodeStructured(res, &p); err != nil {
+			return reportErr(e, err)
+		}
+		kept := "its workspace and the globals listed as kept"
+		if p.Memory {
+			kept = "its memory"
+		}
+		fmt.Fprintf(e.stdout, "paused session %s (%d bytes saved, with %s)\n", rf.session, p.Bytes, kept)
+		if len(p.NotKept) > 0 {
+			fmt.Fprintf(e.stdout, "not kept: %s\n", strings.Join(p.NotKept, ", "))
+		}
+	case "resume":
+		var p shared.ResumeResponse
+		if err := decodeStructured(res, &p); err != nil {
+			return reportErr(e, err)
+		}
+		fmt.Fprintf(e.stdout, "resumed session %s (state lost: %v)\n", rf.session, p.StateLost)
+		if len(p.NotKept) > 0 {
+			fmt.Fprintf(e.stdout, "not kept: %s\n", strings.Join(p.NotKept, ", "))
+		}
+	default:
+		fmt.Fprintf(e.stdout, "closed session %s\n", rf.session)
+	}
 	return exitOK
 }
 

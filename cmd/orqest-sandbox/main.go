@@ -81,7 +81,7 @@ var commands = []command{
 	{"mcp", "serve [--http ADDR]: an MCP server (spawn_tool, run_python, spawned tools)", cmdMCP},
 	{"tools", "list|promote|forget --user U: manage a user's tool library (session tiers)", cmdTools},
 	{"files", "put|get|ls --addr URL [--session S]: a session's workspace on an `mcp serve --http` server", cmdFiles},
-	{"session", "close NAME --addr URL: end a named session on an `mcp serve --http` server", cmdSession},
+	{"session", "close|pause|resume NAME --addr URL: end, pause or resume a named session on an `mcp serve --http` server", cmdSession},
 	{"sessions", "list [--json] --addr URL: the token's sessions on an `mcp serve --http` server", cmdSession},
 	{"version", "print the version", cmdVersion},
 }

@@ -453,7 +453,7 @@ func newMCPServer(sb *host.Sandbox, bus *host.Bus, opts ...host.FactoryOption) *
 func newMCPServerSpeaking(sb *host.Sandbox, bus *host.Bus, versions []string, opts ...host.FactoryOption) *mcpServer {
 	m := &mcpServer{
 		sb:      sb,
-		factory: host.NewToolFactory(sb, bus, append([]host.FactoryOption{host.WithReservedNames(mcpSpawnTool, mcpRunPython, mcpPutFile, mcpGetFile, mcpListFiles, mcpCloseSession)}, opts...)...),
+		factory: host.NewToolFactory(sb, bus, append([]host.FactoryOption{host.WithReservedNames(mcpSpawnTool, mcpRunPython, mcpPutFile, mcpGetFile, mcpListFiles, mcpCloseSession, mcpPause, mcpResume)}, opts...)...),
 		server: mcp.NewServer(&mcp.Implementation{Name: "orqest-sandbox", Version: version}, &mcp.ServerOptions{
 			Instructions: "Runs Python function bodies in the orqest-sandbox sandbox " + fmt.Sprintf("%q", sb.Name()) +
 				". Use run_python for one-off code, or spawn_tool to turn code into a named tool you can call again; spawned tools appear in tools/list.",

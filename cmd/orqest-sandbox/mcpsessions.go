@@ -26,7 +26,12 @@ import (
 // share a session that outlives each of them. put_file and run_python open
 // a named session on first use; get_file and list_files of a name never
 // opened are refused (not_found) rather than answering from an empty new
-// container; close_session ends one; list_sessions lists them.
+// container; close_session ends one; list_sessions lists them;
+// pause_session saves one to disk (on a backend with the pause capability:
+// it then holds no CPU and no memory) and resume_session, or its next
+// call, brings it back. A paused session outlives the server: it is not
+// closed when the server ends (its id is printed), and the Go API
+// (host.Sandbox.ResumeSession) resumes it by that id.
 //
 // The host bounds and reclaims them (host/sessions.go, the policy's
 // sessions block and idle_timeout): a client's sessions, its default one
@@ -46,6 +51,8 @@ const (
 	mcpListFiles    = "list_files"
 	mcpCloseSession = "close_session"
 	mcpListSessions = "list_sessions"
+	mcpPause        = "pause_session"
+	mcpResume       = "resume_session"
 	// mcpMaxRequestBytes bounds an HTTP request body: a put_file of a
 	// file at the workspace's per-file cap, base64-encoded, fits.
 	mcpMaxRequestBytes = shared.DefaultMaxFileBytes/3*4 + 1<<20
@@ -189,9 +196,41 @@ func (c *mcpClients) exposeSessions(cl *mcpClient, user string) {
 		return jsonResult(map[string]any{"closed": in.Session}), nil
 	})
 	cl.srv.server.AddTool(&mcp.Tool{
+		Name:        mcpPause,
+		Title:       "Pause a named session",
+		Description: "Save one of your named sessions to disk and stop everything of it that runs, so it holds no CPU and no memory; resume_session (or its next call) brings it back. On a backend with the pause_memory capability (gvisor) it comes back with its memory: every name your code defined. Refused while a call of it runs (error class session_busy), and on a backend that cannot pause (not_supported).",
+		InputSchema: json.RawMessage(`{"type":"object","properties":{"session":` + sessionArgSchema + `},"required":["session"],"additionalProperties":false}`),
+	}, func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		sid, bad := c.namedArg(ctx, cl, user, mcpPause, req)
+		if bad != nil {
+			return bad, nil
+		}
+		r, err := c.sb.PauseSession(ctx, sid)
+		if err != nil {
+			return classedError(mcpPause, err), nil
+		}
+		return jsonResult(r), nil
+	})
+	cl.srv.server.AddTool(&mcp.Tool{
+		Name:        mcpResume,
+		Title:       "Resume a paused session",
+		Description: "Bring back one of your paused sessions: with its memory on a backend with pause_memory; otherwise state_lost is true and not_kept names what did not come back.",
+		InputSchema: json.RawMessage(`{"type":"object","properties":{"session":` + sessionArgSchema + `},"required":["session"],"additionalProperties":false}`),
+	}, func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		sid, bad := c.namedArg(ctx, cl, user, mcpResume, req)
+		if bad != nil {
+			return bad, nil
+		}
+		r, err := c.sb.ResumeSession(ctx, sid)
+		if err != nil {
+			return classedError(mcpResume, err), nil
+		}
+		return jsonResult(r), nil
+	})
+	cl.srv.server.AddTool(&mcp.Tool{
 		Name:        mcpListSessions,
 		Title:       "List your sessions",
-		Description: "List your sessions on this server (the default one has name \"\" and default true): id, state (open, or reclaimed: the server closed it after idle_timeout and the next call reopens it empty), how long it has been idle, when it opened; and max_sessions_per_user, how many you may keep open.",
+		Description: "List your sessions on this server (the default one has name \"\" and default true): id, state (open; paused: saved by pause_session, the next call resumes it; or reclaimed: the server closed it after idle_timeout and the next call reopens it empty), how long it has been idle, when it opened; and max_sessions_per_user, how many you may keep open.",
 		InputSchema: json.RawMessage(listSessionsSchema),
 	}, func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 		if field := unknownProp(req.Params.Arguments, listSessionsSchema); field != "" {
@@ -199,6 +238,26 @@ func (c *mcpClients) exposeSessions(cl *mcpClient, user string) {
 		}
 		return jsonResult(c.listSessions(cl)), nil
 	})
+}
+
+// namedArg reads the `session` argument of tool (pause_session,
+// resume_session): the backend id of one of cl's open named sessions, or
+// the error result to answer.
+func (c *mcpClients) namedArg(ctx context.Context, cl *mcpClient, user, tool string, req *mcp.CallToolRequest) (string, *mcp.CallToolResult) {
+	var in struct {
+		Session string `json:"session"`
+	}
+	if err := json.Unmarshal(req.Params.Arguments, &in); err != nil {
+		return "", argError(tool, "", err.Error())
+	}
+	if in.Session == "" {
+		return "", argError(tool, "session", "missing: name the session")
+	}
+	sid, err := c.sessionNamed(ctx, cl, user, in.Session, false)
+	if err != nil {
+		return "", classedError(tool, err)
+	}
+	return sid, nil
 }
 
 // sessionListing is list_sessions' answer.
@@ -337,6 +396,11 @@ func (c *mcpClients) close(e *env) {
 			sids[n] = sid
 		}
 		for n, sid := range sids {
+			if info, ok := c.sb.Session(sid); ok && info.State == host.SessionPaused {
+				// Saved on disk: it outlives the server.
+				fmt.Fprintf(e.stderr, "orqest-sandbox: session %q of client %q is paused and kept (id %s)\n", n, id, sid)
+				continue
+			}
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			if err := c.sb.CloseSession(ctx, sid); err != nil {
 				fmt.Fprintf(e.stderr, "orqest-sandbox: closing session %q of client %q: %v\n", n, id, err)

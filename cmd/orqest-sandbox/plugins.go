@@ -155,6 +155,7 @@ type lifecycleReport struct {
 	Sessions    bool   `json:"sessions"`
 	IdleTimeout string `json:"idle_timeout"`
 	MaxLifetime string `json:"max_lifetime"`
+	OnIdle      string `json:"on_idle"`
 }
 
 // diagnosticJSON is an HCL diagnostic for a program: severity "error" or
@@ -270,7 +271,7 @@ func cmdPolicy(ctx context.Context, e *env, args []string) int {
 				sessions = err == nil && info.Has(shared.CapSessions)
 			}
 			rep.Sessions.Sandboxes[name] = lifecycleReport{Sessions: sessions,
-				IdleTimeout: lc.IdleTimeout.String(), MaxLifetime: lc.MaxLifetime.String()}
+				IdleTimeout: lc.IdleTimeout.String(), MaxLifetime: lc.MaxLifetime.String(), OnIdle: lc.OnIdle}
 		}
 	}
 	check()
@@ -317,7 +318,11 @@ func cmdPolicy(ctx context.Context, e *env, args []string) int {
 			switch {
 			case !ok:
 			case lc.Sessions:
-				fmt.Fprintf(e.stdout, "  sandbox %s: idle_timeout %s, max_lifetime %s\n", name, lc.IdleTimeout, lc.MaxLifetime)
+				onIdle := ""
+				if lc.OnIdle == host.OnIdlePause {
+					onIdle = ", on_idle pause"
+				}
+				fmt.Fprintf(e.stdout, "  sandbox %s: idle_timeout %s, max_lifetime %s%s\n", name, lc.IdleTimeout, lc.MaxLifetime, onIdle)
 			default:
 				fmt.Fprintf(e.stdout, "  sandbox %s: no sessions (idle_timeout %s, max_lifetime %s do not apply)\n", name, lc.IdleTimeout, lc.MaxLifetime)
 			}

@@ -93,6 +93,18 @@ func Bind(ctx context.Context, client *mcp.Client, hello rtproto.Hello, stdin io
 	return cs, nil
 }
 
+// Reconnect initializes MCP with client over the stdio of a runtime that
+// has had its hello line already: one restored from a checkpoint (a
+// paused session), whose process kept the secret and the MCP server it
+// had, now on new pipes.
+func Reconnect(ctx context.Context, client *mcp.Client, stdin io.WriteCloser, stdout io.ReadCloser) (*mcp.ClientSession, error) {
+	cs, err := client.Connect(ctx, &mcp.IOTransport{Reader: stdout, Writer: stdin, MaxLineLength: MaxFrameBytes}, nil)
+	if err != nil {
+		return nil, fmt.Errorf("MCP initialize with the restored runtime: %w: %w", err, shared.ErrUnavailable)
+	}
+	return cs, nil
+}
+
 // Execute runs execute_python in t with a fresh agent-scope token and
 // returns the result and the tool library's events; timeout is the call's
 // resolved timeout (shared.Prepare), which bounds the token and the wait.

@@ -22,10 +22,11 @@ var (
 // "operator", at most rtproto.MaxTokenTTL (rtclient.Target.MintToken); it is
 // logged without the token.
 func (m *Manager) MintToken(ctx context.Context, req shared.MintTokenRequest) (shared.MintTokenResponse, error) {
-	t, err := m.Target(ctx, req.SessionID)
+	t, done, err := m.call(ctx, req.SessionID)
 	if err != nil {
 		return shared.MintTokenResponse{}, fmt.Errorf("mint token: %w", err)
 	}
+	defer done()
 	resp, err := t.MintToken(req)
 	if err != nil {
 		return resp, err
@@ -37,20 +38,22 @@ func (m *Manager) MintToken(ctx context.Context, req shared.MintTokenRequest) (s
 // CallTool calls a tool of the session's runtime with the caller's token
 // (never one the plugin mints); see rtclient.Target.CallTool.
 func (m *Manager) CallTool(ctx context.Context, req shared.CallToolRequest) (shared.CallToolResponse, error) {
-	t, err := m.Target(ctx, req.SessionID)
+	t, done, err := m.call(ctx, req.SessionID)
 	if err != nil {
 		return shared.CallToolResponse{}, fmt.Errorf("call tool: %w", err)
 	}
+	defer done()
 	return t.CallTool(ctx, req)
 }
 
 // CallToolStream implements shared.SessionToolStreamer: CallTool with the
 // output of the code a promoted tool runs sent as the runtime streams it.
 func (m *Manager) CallToolStream(ctx context.Context, req shared.CallToolRequest, send func(shared.OutputChunk) error) (shared.CallToolResponse, error) {
-	t, err := m.Target(ctx, req.SessionID)
+	t, done, err := m.call(ctx, req.SessionID)
 	if err != nil {
 		return shared.CallToolResponse{}, fmt.Errorf("call tool: %w", err)
 	}
+	defer done()
 	return shared.StreamCall(ctx, "call tool stream", send, func(ctx context.Context, onChunk func(shared.OutputChunk)) (shared.CallToolResponse, error) {
 		return t.CallToolStream(ctx, req, onChunk)
 	})
@@ -58,27 +61,30 @@ func (m *Manager) CallToolStream(ctx context.Context, req shared.CallToolRequest
 
 // PutFile implements shared.FileStore (the runtime's put_file).
 func (m *Manager) PutFile(ctx context.Context, req shared.PutFileRequest) (shared.PutFileResponse, error) {
-	t, err := m.Target(ctx, req.SessionID)
+	t, done, err := m.call(ctx, req.SessionID)
 	if err != nil {
 		return shared.PutFileResponse{}, fmt.Errorf("%s: %w", rtproto.ToolPutFile, err)
 	}
+	defer done()
 	return t.PutFile(ctx, req)
 }
 
 // GetFile implements shared.FileStore (the runtime's get_file).
 func (m *Manager) GetFile(ctx context.Context, req shared.GetFileRequest) (shared.GetFileResponse, error) {
-	t, err := m.Target(ctx, req.SessionID)
+	t, done, err := m.call(ctx, req.SessionID)
 	if err != nil {
 		return shared.GetFileResponse{}, fmt.Errorf("%s: %w", rtproto.ToolGetFile, err)
 	}
+	defer done()
 	return t.GetFile(ctx, req)
 }
 
 // ListFiles implements shared.FileStore (the runtime's list_files).
 func (m *Manager) ListFiles(ctx context.Context, req shared.ListFilesRequest) (shared.ListFilesResponse, error) {
-	t, err := m.Target(ctx, req.SessionID)
+	t, done, err := m.call(ctx, req.SessionID)
 	if err != nil {
 		return shared.ListFilesResponse{}, fmt.Errorf("%s: %w", rtproto.ToolListFiles, err)
 	}
+	defer done()
 	return t.ListFiles(ctx, req)
 }

@@ -80,6 +80,7 @@ func (m *Manager) execute(ctx context.Context, req shared.ExecuteRequest, send f
 	if err != nil {
 		return shared.ExecuteResponse{}, fmt.Errorf("execute: %w", err)
 	}
+	defer s.release()
 	// The tool library's events come back with the result.
 	res, events, err := s.target(c).ExecuteStream(ctx, executeArgs(req, p.Args), p.Timeout, send)
 	if err != nil {
@@ -156,13 +157,24 @@ func (m *Manager) temporary(ctx context.Context, user string) (id string, done f
 // backend's own calls and tests (a forged-token test talks MCP to it
 // directly).
 func (m *Manager) Target(ctx context.Context, id string) (rtclient.Target, error) {
-	s, err := m.lookup(id)
+	t, done, err := m.call(ctx, id)
 	if err != nil {
 		return rtclient.Target{}, err
+	}
+	done()
+	return t, nil
+}
+
+// call is Target for one call of the kit: done ends it (until then the
+// session counts it in flight and is not paused).
+func (m *Manager) call(ctx context.Context, id string) (rtclient.Target, func(), error) {
+	s, err := m.lookup(id)
+	if err != nil {
+		return rtclient.Target{}, nil, err
 	}
 	c, err := m.serving(ctx, s)
 	if err != nil {
-		return rtclient.Target{}, err
+		return rtclient.Target{}, nil, err
 	}
-	return s.target(c), nil
+	return s.target(c), s.release, nil
 }

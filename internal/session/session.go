@@ -24,6 +24,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -189,6 +190,8 @@ type session struct {
 	cur    *conn      // nil once closed
 	lost   bool       // the agent was replaced: the next execution result says StateLost
 	closed bool
+	paused bool // saved by the Driver (Pauser) and its agent ended: calls are refused until Resume
+	busy   int  // calls in flight (between serving and their release)
 }
 
 // conn is one agent bound to a session: its MCP connection and the
@@ -201,6 +204,7 @@ type conn struct {
 	stopOnce sync.Once
 	stopping chan struct{} // closed when a stop begins
 	stopErr  error
+	pausing  atomic.Bool // a pause is ending the agent: its end is no death
 }
 
 func (c *conn) dead() bool { return isClosed(c.agent.Done()) }
@@ -286,9 +290,23 @@ func (m *Manager) Close(ctx context.Context, req shared.CloseRequest) (shared.Cl
 	}
 	m.mu.Unlock()
 	if s == nil {
+		// A session paused by an earlier process of the plugin is known
+		// only by what it saved.
+		if found, err := m.forgetPaused(req.SessionID); found || err != nil {
+			return shared.CloseResponse{}, err
+		}
 		return shared.CloseResponse{}, fmt.Errorf("close: %w", notOpen(req.SessionID))
 	}
-	return shared.CloseResponse{}, s.end(ctx)
+	s.mu.Lock()
+	paused := s.paused
+	s.mu.Unlock()
+	err := s.end(ctx)
+	if paused {
+		if _, ferr := m.forgetPaused(s.id); ferr != nil {
+			err = errors.Join(err, ferr)
+		}
+	}
+	return shared.CloseResponse{}, err
 }
 
 // end marks s closed and stops its agent.
@@ -413,7 +431,9 @@ func notOpen(id string) error {
 	return fmt.Errorf("no open session %q (call Open first): %w", id, shared.ErrSessionNotFound)
 }
 
-// serving returns the agent serving s, starting a fresh one when the one it
+// serving returns the agent serving s (the caller releases it with
+// s.release when its call has ended: a session with calls in flight is
+// not paused), starting a fresh one when the one it
 // had died (reopen): the session's id, user, secret and persistent data
 // stay, its in-memory state and workspace do not, and the next execution
 // result says so (StateLost).
@@ -423,7 +443,11 @@ func (m *Manager) serving(ctx context.Context, s *session) (*conn, error) {
 	if s.closed {
 		return nil, notOpen(s.id)
 	}
+	if s.paused {
+		return nil, errPaused(s.id)
+	}
 	if s.cur != nil && !s.cur.dead() {
+		s.busy++
 		return s.cur, nil
 	}
 	if old := s.cur; old != nil {
@@ -435,8 +459,16 @@ func (m *Manager) serving(ctx context.Context, s *session) (*conn, error) {
 		return nil, fmt.Errorf("session %q: its agent had ended and a fresh one could not be started: %w", s.id, err)
 	}
 	s.cur, s.lost = c, true
+	s.busy++
 	m.log.Info("session reopened: its agent had ended, a fresh one serves it (state lost, persistent data kept)", "session", s.id, "user", s.user, "agent", c.agent.Name())
 	return c, nil
+}
+
+// release ends a call that serving let in.
+func (s *session) release() {
+	s.mu.Lock()
+	s.busy--
+	s.mu.Unlock()
 }
 
 // takeLost reports, once, that s's agent was replaced since its last
@@ -543,6 +575,9 @@ func (m *Manager) watch(c *conn, s *session) {
 	case <-c.stopping:
 		return
 	default:
+	}
+	if c.pausing.Load() {
+		return // Pause ended it; a pause that fails removes it itself
 	}
 	m.log.Warn("a session's agent ended on its own (killed, out of memory or crashed); its next call starts a fresh one", "session", s.id, "user", s.user, "agent", c.agent.Name())
 	m.remove(c, s)

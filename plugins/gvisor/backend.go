@@ -74,6 +74,10 @@ type Config struct {
 	// user's sessions (the tool library); "" is the user cache directory's
 	// orqest-sandbox/gvisor-users.
 	DataDir string `json:"data_dir"`
+	// PausedDir holds one directory per paused session (0700: its
+	// checkpoint image and record), kept across restarts of the plugin;
+	// "" is the user cache directory's orqest-sandbox/gvisor-paused.
+	PausedDir string `json:"paused_dir"`
 	// SessionMB caps a session sandbox's memory, MB (each call is capped
 	// again by its own memory limit, RLIMIT_AS).
 	SessionMB int `json:"session_memory_mb"`
@@ -249,7 +253,7 @@ func (b *Backend) Info(context.Context, shared.InfoRequest) (shared.InfoResponse
 		c = append(c, shared.CapClasses)
 	}
 	if b.runtime != "" {
-		c = append(c, shared.CapSessions, shared.CapToolLibrary, shared.CapStatefulSessions, shared.CapFiles)
+		c = append(c, shared.CapSessions, shared.CapToolLibrary, shared.CapStatefulSessions, shared.CapFiles, shared.CapPause, shared.CapPauseMemory)
 	}
 	b.mu.RUnlock()
 	return shared.InfoResponse{
@@ -265,6 +269,7 @@ func (b *Backend) Info(context.Context, shared.InfoRequest) (shared.InfoResponse
 			{Name: "require", Type: "list(string)", Description: `capabilities that must be in force, e.g. ["kernel_boundary"]; a missing one (or runsc itself) fails startup`},
 			{Name: "sessions", Type: "bool", Description: "false: no sessions even with a runtime; every execution in a fresh sandbox (default true)"},
 			{Name: "runtime", Type: "string", Description: "the agent runtime of sessions (" + RuntimeName + ", `make runtime`); default: next to the plugin, else $PATH; without one, no sessions"},
+			{Name: "paused_dir", Type: "string", Description: "host directory of paused sessions (one 0700 directory per session id: the sandbox's checkpoint and its record), kept across plugin and host restarts; default: the user cache directory's orqest-sandbox/gvisor-paused"},
 			{Name: "data_dir", Type: "string", Description: "host directory of the per-user data directories (0700 each, bound on /data of the user's sessions: the tool library); default: the user cache directory's orqest-sandbox/gvisor-users"},
 			{Name: "session_memory_mb", Type: "number", Description: fmt.Sprintf("memory of a session's sandbox in MB (default %d); each call has its own limit too", DefaultSessionMB)},
 			{Name: "workspace_mb", Type: "number", Description: fmt.Sprintf("size of a session's /workspace tmpfs in MB (default %d)", DefaultWorkspaceMB)},
@@ -666,6 +671,15 @@ func (c *Config) normalizeSessions() error {
 		c.DataDir = d
 	} else if !filepath.IsAbs(c.DataDir) {
 		return configError("data_dir", nil, "%q: want an absolute path", c.DataDir)
+	}
+	if c.PausedDir == "" {
+		d, err := defaultDataDir()
+		if err != nil {
+			return err
+		}
+		c.PausedDir = filepath.Join(filepath.Dir(d), "gvisor-paused")
+	} else if !filepath.IsAbs(c.PausedDir) {
+		return configError("paused_dir", nil, "%q: want an absolute path", c.PausedDir)
 	}
 	p, err := toollib.NormalizeBlock(c.Promotion)
 	if err != nil {

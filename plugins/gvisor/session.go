@@ -70,6 +70,8 @@ const (
 type agent struct {
 	b         *Backend
 	container string // runsc's container id
+	user      string
+	restored  bool   // started by `runsc restore`: its runtime has had its hello
 	dir       string // the session's directory: its bundle
 	cmd       *exec.Cmd
 	stdin     io.WriteCloser
@@ -90,6 +92,9 @@ func (a *agent) Done() <-chan struct{} { return a.gone }
 // Connect implements session.Agent: the hello line and MCP over the
 // sandbox's stdio.
 func (a *agent) Connect(ctx context.Context, client *mcp.Client, hello rtproto.Hello) (*mcp.ClientSession, error) {
+	if a.restored {
+		return rtclient.Reconnect(ctx, client, a.stdin, a.stdout)
+	}
 	return rtclient.Bind(ctx, client, hello, a.stdin, a.stdout)
 }
 
@@ -166,7 +171,7 @@ func (d driver) Start(ctx context.Context, user, label string) (session.Agent, e
 	if err := configured(runsc, state, runtime); err != nil {
 		return nil, fmt.Errorf("open: %w", err)
 	}
-	return b.startSandbox(ctx, cfg, runsc, state, runtime, user, label)
+	return b.startSandbox(ctx, cfg, runsc, state, runtime, user, label, "")
 }
 
 // configured says why sessions cannot start: runsc not configured, or no
@@ -182,13 +187,14 @@ func configured(runsc, state, runtime string) error {
 }
 
 // startSandbox writes a session's bundle and starts `runsc run` on it
-// with pipes for stdin and stdout.
-func (b *Backend) startSandbox(ctx context.Context, cfg Config, runsc, state, runtime, user, label string) (*agent, error) {
+// with pipes for stdin and stdout, or, with image, `runsc restore` of the
+// checkpoint image there (a paused session, on the same bundle).
+func (b *Backend) startSandbox(ctx context.Context, cfg Config, runsc, state, runtime, user, label, image string) (*agent, error) {
 	data, err := userDir(cfg.DataDir, user)
 	if err != nil {
 		return nil, fmt.Errorf("open: the user's data directory: %w: %w", err, shared.ErrInternal)
 	}
-	s := &agent{b: b, container: "orqest-" + randomHex(8), gone: make(chan struct{})}
+	s := &agent{b: b, container: "orqest-" + randomHex(8), user: user, restored: image != "", gone: make(chan struct{})}
 	s.dir = filepath.Join(state, "calls", s.container)
 	bundle := filepath.Join(s.dir, "bundle")
 	if err := os.MkdirAll(bundle, 0o700); err != nil {
@@ -217,6 +223,9 @@ func (b *Backend) startSandbox(ctx context.Context, cfg Config, runsc, state, ru
 	}
 	logW := &rtclient.LogWriter{Log: b.logger.Named("runtime").With("sandbox", s.container, "label", label)}
 	argv := append(b.globals(runsc, cfg, state), "run", "--bundle", bundle, s.container)
+	if image != "" {
+		argv = append(b.globals(runsc, cfg, state), "restore", "--image-path", image, "--bundle", bundle, s.container)
+	}
 	cmd := exec.Command(runsc, argv[1:]...)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = inR, outW, logW
 	cmd.Dir = s.dir

@@ -50,10 +50,11 @@ func runtimeBinary(t *testing.T) string {
 }
 
 // sessionConfig is the config block of a backend with sessions: the
-// repository's runtime and a data directory of the test's own.
+// repository's runtime and a data and a paused directory of the test's
+// own.
 func sessionConfig(t *testing.T, extra map[string]any) []byte {
 	t.Helper()
-	cfg := map[string]any{"runtime": runtimeBinary(t), "data_dir": filepath.Join(t.TempDir(), "users")}
+	cfg := map[string]any{"runtime": runtimeBinary(t), "data_dir": filepath.Join(t.TempDir(), "users"), "paused_dir": filepath.Join(t.TempDir(), "paused")}
 	for k, v := range extra {
 		cfg[k] = v
 	}

@@ -58,6 +58,7 @@ var allCases = []testCase{
 	{name: "Streaming", needs: []shared.Capability{shared.CapStreaming}, run: caseStreaming},
 	{name: "Sessions", noSession: true, run: caseSessions},
 	{name: "AgentDeath", noSession: true, needs: []shared.Capability{shared.CapSessions, shared.CapStreaming}, run: caseAgentDeath},
+	{name: "Pause", noSession: true, needs: []shared.Capability{shared.CapSessions, shared.CapStreaming}, run: casePause},
 	{name: "UnsafeOptIn", unconfigured: true, run: caseUnsafeOptIn},
 }
 
@@ -936,4 +937,121 @@ func libraryHas(t *testing.T, ctx context.Context, sb shared.Sandbox, sid, name 
 		}
 	}
 	return false
+}
+
+// casePause: a session backend that declares pause implements
+// shared.SessionPauser: a paused session refuses calls
+// (ErrSessionPaused) and a second pause, comes back on Resume under its
+// id and user (with a stateful global kept when it declares
+// pause_memory), refuses a resume when it runs (ErrFailedPrecondition),
+// and a session with a call in flight is not paused (ErrSessionBusy) and
+// finishes its call. One that does not declare pause answers Pause with
+// ErrNotSupported and keeps the session running.
+func casePause(t *testing.T, h *harness) {
+	ctx := h.ctx(t)
+	user := h.cfg.sessionFor
+	if user == "" {
+		user = "conformance"
+	}
+	sid := fmt.Sprintf("conf-pause-%d", time.Now().UnixNano()%1e9)
+	if _, err := h.sb.Open(ctx, shared.OpenRequest{UserID: user, SessionID: sid}); err != nil {
+		t.Fatalf("Open(%q): %v", sid, err)
+	}
+	defer func() {
+		if _, err := h.sb.Close(context.WithoutCancel(ctx), shared.CloseRequest{SessionID: sid}); err != nil {
+			t.Errorf("Close(%q): %v", sid, err)
+		}
+	}()
+	exec := func(req shared.ExecuteRequest) (shared.ExecutionResult, error) {
+		req.SessionID, req.UserID = sid, user
+		resp, err := h.sb.Execute(ctx, req)
+		return resp.Result, err
+	}
+	sp, ok := h.sb.(shared.SessionPauser)
+	if !h.info.Has(shared.CapPause) {
+		if !ok {
+			return // nothing to call: the host refuses pause on the capability
+		}
+		if _, err := sp.Pause(ctx, shared.PauseRequest{SessionID: sid}); !errors.Is(err, shared.ErrNotSupported) {
+			t.Errorf("Pause on a backend without the %q capability: %v, want ErrNotSupported", shared.CapPause, err)
+		}
+		if res, err := exec(shared.ExecuteRequest{Code: "return 1"}); err != nil || !res.Success {
+			t.Errorf("the session after a refused pause: %+v, %v", res, err)
+		}
+		return
+	}
+	if !ok {
+		t.Fatalf("the backend declares %q but does not implement shared.SessionPauser", shared.CapPause)
+	}
+	stateful := h.info.Has(shared.CapStatefulSessions)
+	if stateful {
+		if res, err := exec(shared.ExecuteRequest{Code: "kept = 41\nreturn kept", Stateful: true}); err != nil || !res.Success {
+			t.Fatalf("stateful call before the pause: %+v, %v", res, err)
+		}
+	}
+	p, err := sp.Pause(ctx, shared.PauseRequest{SessionID: sid})
+	if err != nil {
+		t.Fatalf("Pause(%q): %v", sid, err)
+	}
+	if p.Memory != h.info.Has(shared.CapPauseMemory) {
+		t.Errorf("Pause says memory %v; the backend declares pause_memory %v", p.Memory, h.info.Has(shared.CapPauseMemory))
+	}
+	if _, err := exec(shared.ExecuteRequest{Code: "return 1"}); !errors.Is(err, shared.ErrSessionPaused) {
+		t.Errorf("a call on the paused session: %v, want ErrSessionPaused", err)
+	}
+	if _, err := sp.Pause(ctx, shared.PauseRequest{SessionID: sid}); !errors.Is(err, shared.ErrSessionPaused) {
+		t.Errorf("a second Pause: %v, want ErrSessionPaused", err)
+	}
+	r, err := sp.Resume(ctx, shared.ResumeRequest{SessionID: sid})
+	if err != nil {
+		t.Fatalf("Resume(%q): %v", sid, err)
+	}
+	if r.SessionID != sid || r.UserID != user {
+		t.Errorf("Resume answered session %q user %q, want %q %q", r.SessionID, r.UserID, sid, user)
+	}
+	if stateful && h.info.Has(shared.CapPauseMemory) {
+		res, err := exec(shared.ExecuteRequest{Code: "return kept + 1", Stateful: true})
+		if err != nil || !res.Success || string(res.Output) != "42" || res.StateLost {
+			t.Errorf("a global defined before the pause, after Resume: %+v, %v (want 42, state kept)", res, err)
+		}
+	}
+	if _, err := sp.Resume(ctx, shared.ResumeRequest{SessionID: sid}); !errors.Is(err, shared.ErrFailedPrecondition) {
+		t.Errorf("Resume of a running session: %v, want ErrFailedPrecondition", err)
+	}
+	if _, err := sp.Resume(ctx, shared.ResumeRequest{SessionID: "conformance-never-paused"}); !errors.Is(err, shared.ErrSessionNotFound) {
+		t.Errorf("Resume of a session never paused: %v, want ErrSessionNotFound", err)
+	}
+
+	// Mid-call: refused, and the call finishes.
+	st := h.sb.(shared.Streamer)
+	started := make(chan struct{})
+	var once sync.Once
+	type result struct {
+		res shared.ExecutionResult
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		resp, err := st.ExecuteStream(ctx, shared.ExecuteRequest{
+			Code: "import time\nprint('started', flush=True)\ntime.sleep(2)\nreturn 5", AllowedImports: []string{"time"},
+			Timeout: 60 * time.Second, SessionID: sid, UserID: user,
+		}, func(shared.OutputChunk) error {
+			once.Do(func() { close(started) })
+			return nil
+		})
+		done <- result{resp.Result, err}
+	}()
+	select {
+	case <-started:
+	case r := <-done:
+		t.Fatalf("the call ended before it printed: %+v, %v", r.res, r.err)
+	case <-time.After(h.scaled(60 * time.Second)):
+		t.Fatal("the call printed nothing within 60 s")
+	}
+	if _, err := sp.Pause(ctx, shared.PauseRequest{SessionID: sid}); !errors.Is(err, shared.ErrSessionBusy) {
+		t.Errorf("Pause mid-call: %v, want ErrSessionBusy", err)
+	}
+	if r := <-done; r.err != nil || !r.res.Success || string(r.res.Output) != "5" {
+		t.Errorf("the call in flight after a refused pause: %+v, %v", r.res, r.err)
+	}
 }

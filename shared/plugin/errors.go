@@ -30,6 +30,9 @@ var classes = []struct {
 	// first class (the outcome label of metrics) and codes.NotFound.
 	{shared.ErrSessionNotFound, "session_not_found", codes.NotFound},
 	{shared.ErrFailedPrecondition, "failed_precondition", codes.FailedPrecondition},
+	// After failed_precondition, as session_not_found after not_found.
+	{shared.ErrSessionBusy, "session_busy", codes.FailedPrecondition},
+	{shared.ErrSessionPaused, "session_paused", codes.FailedPrecondition},
 	{shared.ErrPermissionDenied, "permission_denied", codes.PermissionDenied},
 	{shared.ErrNotSupported, "not_supported", codes.Unimplemented},
 	{shared.ErrUnavailable, "unavailable", codes.Unavailable},

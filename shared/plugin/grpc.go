@@ -25,6 +25,7 @@ type GRPCClient struct {
 	tools  proto.SessionToolsClient
 	files  proto.FileStoreClient
 	stream proto.StreamingClient
+	pause  proto.SessionPauseClient
 	// exited is done when the plugin process has exited (go-plugin's
 	// plugin-exit context; never done for a connection without a process).
 	exited context.Context
@@ -38,7 +39,7 @@ func NewGRPCClient(conn grpc.ClientConnInterface, exited context.Context) *GRPCC
 	if exited == nil {
 		exited = context.Background()
 	}
-	return &GRPCClient{client: proto.NewSandboxClient(conn), tools: proto.NewSessionToolsClient(conn), files: proto.NewFileStoreClient(conn), stream: proto.NewStreamingClient(conn), exited: exited}
+	return &GRPCClient{client: proto.NewSandboxClient(conn), tools: proto.NewSessionToolsClient(conn), files: proto.NewFileStoreClient(conn), stream: proto.NewStreamingClient(conn), pause: proto.NewSessionPauseClient(conn), exited: exited}
 }
 
 // begin starts a call: it returns the context to make it with and the

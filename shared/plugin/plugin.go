@@ -48,6 +48,9 @@ func (p *SandboxPlugin) GRPCServer(_ *goplugin.GRPCBroker, s *grpc.Server) error
 		// Optional: absent, the host gets codes.Unimplemented.
 		proto.RegisterSessionToolsServer(s, &GRPCToolsServer{Impl: p.Impl.(shared.SessionTools)})
 	}
+	if sp, ok := p.Impl.(shared.SessionPauser); ok {
+		proto.RegisterSessionPauseServer(s, &GRPCPauseServer{Impl: sp})
+	}
 	if fs, ok := p.Impl.(shared.FileStore); ok {
 		proto.RegisterFileStoreServer(s, &GRPCFilesServer{Impl: fs})
 	}

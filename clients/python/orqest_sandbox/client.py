@@ -482,6 +482,23 @@ class Sandbox:
         self._require("close_session", "its sandbox keeps no sessions")
         self._call("close_session", {"session": name})
 
+    def pause_session(self, name: str) -> Dict[str, Any]:
+        """Pauses the named session (``pause_session``): the server saves it
+        to disk and it holds no CPU and no memory until
+        :meth:`resume_session` or its next call. Returns what was saved
+        (``memory``: with its interpreters' memory; ``bytes``; ``not_kept``).
+        A sandbox that cannot pause raises :class:`NotSupportedError`; a
+        session running a call raises an error whose ``classes`` hold
+        ``session_busy`` (nothing changed)."""
+        self._require("pause_session", "its sandbox keeps no sessions")
+        return self._call("pause_session", {"session": name})
+
+    def resume_session(self, name: str) -> Dict[str, Any]:
+        """Resumes the named paused session (``resume_session``); returns
+        ``state_lost`` and, when it is true, ``not_kept``."""
+        self._require("resume_session", "its sandbox keeps no sessions")
+        return self._call("resume_session", {"session": name})
+
     # -- spawned tools -------------------------------------------------
 
     def spawn_tool(

@@ -10,14 +10,22 @@
 // A call on a session it does not hold fails with shared.ErrNotFound, or
 // with shared.ErrSessionNotFound when $ORQEST_TEST_TYPED_NOT_FOUND is 1.
 // Sessions have a workspace (FileStore); a missing file is ErrNotFound.
+// With $ORQEST_TEST_PAUSE_DIR set (or its config block's pause_dir) it declares the pause capability: Pause
+// writes the session (user, counter) to a file there and drops it, Resume
+// reads it back (so a later process resumes it), Close of a paused session
+// removes the file; a call on a paused session is ErrSessionPaused.
 package main
 
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
+	"path/filepath"
 	"sort"
+	"strconv"
 	"sync"
 	"time"
 
@@ -32,7 +40,9 @@ type session struct {
 }
 
 type backend struct {
-	typed bool
+	typed      bool
+	pauseDir   string        // "": no pause capability
+	pauseDelay time.Duration // Pause answers this long after the session is saved ($ORQEST_TEST_PAUSE_DELAY_MS)
 
 	mu       sync.Mutex
 	sessions map[string]*session
@@ -40,11 +50,87 @@ type backend struct {
 }
 
 func (b *backend) Info(context.Context, shared.InfoRequest) (shared.InfoResponse, error) {
+	caps := []shared.Capability{shared.CapSessions, shared.CapFiles, shared.CapFreshProcess}
+	if b.pauseDir != "" {
+		caps = append(caps, shared.CapPause)
+	}
 	return shared.InfoResponse{Name: "sessions", Tier: 2, Version: "0.0.1", APIVersions: []int{shared.APIVersion},
-		Capabilities: []shared.Capability{shared.CapSessions, shared.CapFiles, shared.CapFreshProcess}}, nil
+		Capabilities: caps, ConfigSchema: []shared.ConfigAttribute{{Name: "pause_dir", Type: "string", Description: "where paused sessions are saved (declares the pause capability)"}}}, nil
 }
 
-func (b *backend) Configure(context.Context, shared.ConfigureRequest) (shared.ConfigureResponse, error) {
+// saved is a paused session's file.
+type saved struct {
+	User  string `json:"user"`
+	Count int    `json:"count"`
+}
+
+func (b *backend) savedPath(id string) string { return filepath.Join(b.pauseDir, id+".json") }
+
+// Pause implements shared.SessionPauser.
+func (b *backend) Pause(_ context.Context, req shared.PauseRequest) (shared.PauseResponse, error) {
+	if b.pauseDir == "" {
+		return shared.PauseResponse{}, fmt.Errorf("pause: %w", shared.ErrNotSupported)
+	}
+	s, err := b.get(req.SessionID)
+	if err != nil {
+		return shared.PauseResponse{}, err
+	}
+	b.mu.Lock()
+	raw, _ := json.Marshal(saved{User: s.user, Count: s.count})
+	if err := os.WriteFile(b.savedPath(req.SessionID), raw, 0o600); err != nil {
+		b.mu.Unlock()
+		return shared.PauseResponse{}, fmt.Errorf("pause: %v: %w", err, shared.ErrInternal)
+	}
+	delete(b.sessions, req.SessionID)
+	b.mu.Unlock()
+	time.Sleep(b.pauseDelay)
+	return shared.PauseResponse{Kept: []string{"count"}, Bytes: int64(len(raw))}, nil
+}
+
+// Resume implements shared.SessionPauser.
+func (b *backend) Resume(_ context.Context, req shared.ResumeRequest) (shared.ResumeResponse, error) {
+	if b.pauseDir == "" {
+		return shared.ResumeResponse{}, fmt.Errorf("resume: %w", shared.ErrNotSupported)
+	}
+	raw, err := os.ReadFile(b.savedPath(req.SessionID))
+	if errors.Is(err, fs.ErrNotExist) {
+		return shared.ResumeResponse{}, fmt.Errorf("no paused session %q: %w", req.SessionID, shared.ErrSessionNotFound)
+	}
+	var sv saved
+	if err == nil {
+		err = json.Unmarshal(raw, &sv)
+	}
+	if err != nil {
+		return shared.ResumeResponse{}, fmt.Errorf("resume: %v: %w", err, shared.ErrInternal)
+	}
+	b.mu.Lock()
+	b.sessions[req.SessionID] = &session{user: sv.User, count: sv.Count, files: map[string][]byte{}}
+	b.mu.Unlock()
+	os.Remove(b.savedPath(req.SessionID))
+	return shared.ResumeResponse{SessionID: req.SessionID, UserID: sv.User, Kept: []string{"count"}}, nil
+}
+
+// paused reports whether session id is paused on disk.
+func (b *backend) paused(id string) bool {
+	if b.pauseDir == "" {
+		return false
+	}
+	_, err := os.Stat(b.savedPath(id))
+	return err == nil
+}
+
+func (b *backend) Configure(_ context.Context, req shared.ConfigureRequest) (shared.ConfigureResponse, error) {
+	var cfg struct {
+		PauseDir string `json:"pause_dir"`
+	}
+	if len(req.Config) > 0 {
+		if err := json.Unmarshal(req.Config, &cfg); err != nil {
+			return shared.ConfigureResponse{}, fmt.Errorf("config: %v: %w", err, shared.ErrInvalidArgument)
+		}
+	}
+	if cfg.PauseDir != "" {
+		b.pauseDir = cfg.PauseDir
+	}
 	return shared.ConfigureResponse{}, nil
 }
 
@@ -65,6 +151,9 @@ func (b *backend) get(id string) (*session, error) {
 	defer b.mu.Unlock()
 	s := b.sessions[id]
 	if s == nil {
+		if b.paused(id) {
+			return nil, fmt.Errorf("session %q is paused: %w", id, shared.ErrSessionPaused)
+		}
 		return nil, b.unknown(id)
 	}
 	return s, nil
@@ -89,6 +178,9 @@ func (b *backend) Close(_ context.Context, req shared.CloseRequest) (shared.Clos
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.sessions[req.SessionID] == nil {
+		if b.paused(req.SessionID) {
+			return shared.CloseResponse{}, os.Remove(b.savedPath(req.SessionID))
+		}
 		return shared.CloseResponse{}, b.unknown(req.SessionID)
 	}
 	delete(b.sessions, req.SessionID)
@@ -182,5 +274,7 @@ func (b *backend) ListFiles(_ context.Context, req shared.ListFilesRequest) (sha
 
 func main() {
 	logger := plugin.NewPluginLogger("sessions")
-	plugin.Serve(&backend{typed: os.Getenv("ORQEST_TEST_TYPED_NOT_FOUND") == "1", sessions: map[string]*session{}}, plugin.WithLogger(logger))
+	delay, _ := strconv.Atoi(os.Getenv("ORQEST_TEST_PAUSE_DELAY_MS"))
+	plugin.Serve(&backend{typed: os.Getenv("ORQEST_TEST_TYPED_NOT_FOUND") == "1", pauseDir: os.Getenv("ORQEST_TEST_PAUSE_DIR"),
+		pauseDelay: time.Duration(delay) * time.Millisecond, sessions: map[string]*session{}}, plugin.WithLogger(logger))
 }

@@ -26,6 +26,248 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+type PauseRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	SessionId     string                 `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PauseRequest) Reset() {
+	*x = PauseRequest{}
+	mi := &file_sandbox_proto_msgTypes[0]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PauseRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PauseRequest) ProtoMessage() {}
+
+func (x *PauseRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_sandbox_proto_msgTypes[0]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PauseRequest.ProtoReflect.Descriptor instead.
+func (*PauseRequest) Descriptor() ([]byte, []int) {
+	return file_sandbox_proto_rawDescGZIP(), []int{0}
+}
+
+func (x *PauseRequest) GetSessionId() string {
+	if x != nil {
+		return x.SessionId
+	}
+	return ""
+}
+
+type PauseResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The session's memory was saved (capability "pause_memory").
+	Memory bool `protobuf:"varint,1,opt,name=memory,proto3" json:"memory,omitempty"`
+	// Globals saved and not saved ("agent/name") when memory is false.
+	Kept          []string `protobuf:"bytes,2,rep,name=kept,proto3" json:"kept,omitempty"`
+	NotKept       []string `protobuf:"bytes,3,rep,name=not_kept,json=notKept,proto3" json:"not_kept,omitempty"`
+	Bytes         int64    `protobuf:"varint,4,opt,name=bytes,proto3" json:"bytes,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PauseResponse) Reset() {
+	*x = PauseResponse{}
+	mi := &file_sandbox_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PauseResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PauseResponse) ProtoMessage() {}
+
+func (x *PauseResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_sandbox_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PauseResponse.ProtoReflect.Descriptor instead.
+func (*PauseResponse) Descriptor() ([]byte, []int) {
+	return file_sandbox_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *PauseResponse) GetMemory() bool {
+	if x != nil {
+		return x.Memory
+	}
+	return false
+}
+
+func (x *PauseResponse) GetKept() []string {
+	if x != nil {
+		return x.Kept
+	}
+	return nil
+}
+
+func (x *PauseResponse) GetNotKept() []string {
+	if x != nil {
+		return x.NotKept
+	}
+	return nil
+}
+
+func (x *PauseResponse) GetBytes() int64 {
+	if x != nil {
+		return x.Bytes
+	}
+	return 0
+}
+
+type ResumeRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	SessionId     string                 `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ResumeRequest) Reset() {
+	*x = ResumeRequest{}
+	mi := &file_sandbox_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ResumeRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ResumeRequest) ProtoMessage() {}
+
+func (x *ResumeRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_sandbox_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ResumeRequest.ProtoReflect.Descriptor instead.
+func (*ResumeRequest) Descriptor() ([]byte, []int) {
+	return file_sandbox_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *ResumeRequest) GetSessionId() string {
+	if x != nil {
+		return x.SessionId
+	}
+	return ""
+}
+
+type ResumeResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	SessionId     string                 `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	UserId        string                 `protobuf:"bytes,2,opt,name=user_id,json=userId,proto3" json:"user_id,omitempty"`
+	Memory        bool                   `protobuf:"varint,3,opt,name=memory,proto3" json:"memory,omitempty"`
+	StateLost     bool                   `protobuf:"varint,4,opt,name=state_lost,json=stateLost,proto3" json:"state_lost,omitempty"`
+	Kept          []string               `protobuf:"bytes,5,rep,name=kept,proto3" json:"kept,omitempty"`
+	NotKept       []string               `protobuf:"bytes,6,rep,name=not_kept,json=notKept,proto3" json:"not_kept,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ResumeResponse) Reset() {
+	*x = ResumeResponse{}
+	mi := &file_sandbox_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ResumeResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ResumeResponse) ProtoMessage() {}
+
+func (x *ResumeResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_sandbox_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ResumeResponse.ProtoReflect.Descriptor instead.
+func (*ResumeResponse) Descriptor() ([]byte, []int) {
+	return file_sandbox_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *ResumeResponse) GetSessionId() string {
+	if x != nil {
+		return x.SessionId
+	}
+	return ""
+}
+
+func (x *ResumeResponse) GetUserId() string {
+	if x != nil {
+		return x.UserId
+	}
+	return ""
+}
+
+func (x *ResumeResponse) GetMemory() bool {
+	if x != nil {
+		return x.Memory
+	}
+	return false
+}
+
+func (x *ResumeResponse) GetStateLost() bool {
+	if x != nil {
+		return x.StateLost
+	}
+	return false
+}
+
+func (x *ResumeResponse) GetKept() []string {
+	if x != nil {
+		return x.Kept
+	}
+	return nil
+}
+
+func (x *ResumeResponse) GetNotKept() []string {
+	if x != nil {
+		return x.NotKept
+	}
+	return nil
+}
+
 type OutputChunk struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Stream        string                 `protobuf:"bytes,1,opt,name=stream,proto3" json:"stream,omitempty"` // "stdout" or "stderr"
@@ -36,7 +278,7 @@ type OutputChunk struct {
 
 func (x *OutputChunk) Reset() {
 	*x = OutputChunk{}
-	mi := &file_sandbox_proto_msgTypes[0]
+	mi := &file_sandbox_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -48,7 +290,7 @@ func (x *OutputChunk) String() string {
 func (*OutputChunk) ProtoMessage() {}
 
 func (x *OutputChunk) ProtoReflect() protoreflect.Message {
-	mi := &file_sandbox_proto_msgTypes[0]
+	mi := &file_sandbox_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -61,7 +303,7 @@ func (x *OutputChunk) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OutputChunk.ProtoReflect.Descriptor instead.
 func (*OutputChunk) Descriptor() ([]byte, []int) {
-	return file_sandbox_proto_rawDescGZIP(), []int{0}
+	return file_sandbox_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *OutputChunk) GetStream() string {
@@ -91,7 +333,7 @@ type ExecuteStreamMessage struct {
 
 func (x *ExecuteStreamMessage) Reset() {
 	*x = ExecuteStreamMessage{}
-	mi := &file_sandbox_proto_msgTypes[1]
+	mi := &file_sandbox_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -103,7 +345,7 @@ func (x *ExecuteStreamMessage) String() string {
 func (*ExecuteStreamMessage) ProtoMessage() {}
 
 func (x *ExecuteStreamMessage) ProtoReflect() protoreflect.Message {
-	mi := &file_sandbox_proto_msgTypes[1]
+	mi := &file_sandbox_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -116,7 +358,7 @@ func (x *ExecuteStreamMessage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExecuteStreamMessage.ProtoReflect.Descriptor instead.
 func (*ExecuteStreamMessage) Descriptor() ([]byte, []int) {
-	return file_sandbox_proto_rawDescGZIP(), []int{1}
+	return file_sandbox_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *ExecuteStreamMessage) GetKind() isExecuteStreamMessage_Kind {
@@ -173,7 +415,7 @@ type CallToolStreamMessage struct {
 
 func (x *CallToolStreamMessage) Reset() {
 	*x = CallToolStreamMessage{}
-	mi := &file_sandbox_proto_msgTypes[2]
+	mi := &file_sandbox_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -185,7 +427,7 @@ func (x *CallToolStreamMessage) String() string {
 func (*CallToolStreamMessage) ProtoMessage() {}
 
 func (x *CallToolStreamMessage) ProtoReflect() protoreflect.Message {
-	mi := &file_sandbox_proto_msgTypes[2]
+	mi := &file_sandbox_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -198,7 +440,7 @@ func (x *CallToolStreamMessage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CallToolStreamMessage.ProtoReflect.Descriptor instead.
 func (*CallToolStreamMessage) Descriptor() ([]byte, []int) {
-	return file_sandbox_proto_rawDescGZIP(), []int{2}
+	return file_sandbox_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *CallToolStreamMessage) GetKind() isCallToolStreamMessage_Kind {
@@ -250,7 +492,7 @@ type InfoRequest struct {
 
 func (x *InfoRequest) Reset() {
 	*x = InfoRequest{}
-	mi := &file_sandbox_proto_msgTypes[3]
+	mi := &file_sandbox_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -262,7 +504,7 @@ func (x *InfoRequest) String() string {
 func (*InfoRequest) ProtoMessage() {}
 
 func (x *InfoRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sandbox_proto_msgTypes[3]
+	mi := &file_sandbox_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -275,7 +517,7 @@ func (x *InfoRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InfoRequest.ProtoReflect.Descriptor instead.
 func (*InfoRequest) Descriptor() ([]byte, []int) {
-	return file_sandbox_proto_rawDescGZIP(), []int{3}
+	return file_sandbox_proto_rawDescGZIP(), []int{7}
 }
 
 type ConfigAttribute struct {
@@ -292,7 +534,7 @@ type ConfigAttribute struct {
 
 func (x *ConfigAttribute) Reset() {
 	*x = ConfigAttribute{}
-	mi := &file_sandbox_proto_msgTypes[4]
+	mi := &file_sandbox_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -304,7 +546,7 @@ func (x *ConfigAttribute) String() string {
 func (*ConfigAttribute) ProtoMessage() {}
 
 func (x *ConfigAttribute) ProtoReflect() protoreflect.Message {
-	mi := &file_sandbox_proto_msgTypes[4]
+	mi := &file_sandbox_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -317,7 +559,7 @@ func (x *ConfigAttribute) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConfigAttribute.ProtoReflect.Descriptor instead.
 func (*ConfigAttribute) Descriptor() ([]byte, []int) {
-	return file_sandbox_proto_rawDescGZIP(), []int{4}
+	return file_sandbox_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *ConfigAttribute) GetName() string {
@@ -370,7 +612,7 @@ type InfoResponse struct {
 
 func (x *InfoResponse) Reset() {
 	*x = InfoResponse{}
-	mi := &file_sandbox_proto_msgTypes[5]
+	mi := &file_sandbox_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -382,7 +624,7 @@ func (x *InfoResponse) String() string {
 func (*InfoResponse) ProtoMessage() {}
 
 func (x *InfoResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sandbox_proto_msgTypes[5]
+	mi := &file_sandbox_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -395,7 +637,7 @@ func (x *InfoResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InfoResponse.ProtoReflect.Descriptor instead.
 func (*InfoResponse) Descriptor() ([]byte, []int) {
-	return file_sandbox_proto_rawDescGZIP(), []int{5}
+	return file_sandbox_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *InfoResponse) GetName() string {
@@ -467,7 +709,7 @@ type ConfigureRequest struct {
 
 func (x *ConfigureRequest) Reset() {
 	*x = ConfigureRequest{}
-	mi := &file_sandbox_proto_msgTypes[6]
+	mi := &file_sandbox_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -479,7 +721,7 @@ func (x *ConfigureRequest) String() string {
 func (*ConfigureRequest) ProtoMessage() {}
 
 func (x *ConfigureRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sandbox_proto_msgTypes[6]
+	mi := &file_sandbox_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -492,7 +734,7 @@ func (x *ConfigureRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConfigureRequest.ProtoReflect.Descriptor instead.
 func (*ConfigureRequest) Descriptor() ([]byte, []int) {
-	return file_sandbox_proto_rawDescGZIP(), []int{6}
+	return file_sandbox_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *ConfigureRequest) GetConfigJson() []byte {
@@ -545,7 +787,7 @@ type ConfigureResponse struct {
 
 func (x *ConfigureResponse) Reset() {
 	*x = ConfigureResponse{}
-	mi := &file_sandbox_proto_msgTypes[7]
+	mi := &file_sandbox_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -557,7 +799,7 @@ func (x *ConfigureResponse) String() string {
 func (*ConfigureResponse) ProtoMessage() {}
 
 func (x *ConfigureResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sandbox_proto_msgTypes[7]
+	mi := &file_sandbox_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -570,7 +812,7 @@ func (x *ConfigureResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConfigureResponse.ProtoReflect.Descriptor instead.
 func (*ConfigureResponse) Descriptor() ([]byte, []int) {
-	return file_sandbox_proto_rawDescGZIP(), []int{7}
+	return file_sandbox_proto_rawDescGZIP(), []int{11}
 }
 
 type Finding struct {
@@ -586,7 +828,7 @@ type Finding struct {
 
 func (x *Finding) Reset() {
 	*x = Finding{}
-	mi := &file_sandbox_proto_msgTypes[8]
+	mi := &file_sandbox_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -598,7 +840,7 @@ func (x *Finding) String() string {
 func (*Finding) ProtoMessage() {}
 
 func (x *Finding) ProtoReflect() protoreflect.Message {
-	mi := &file_sandbox_proto_msgTypes[8]
+	mi := &file_sandbox_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -611,7 +853,7 @@ func (x *Finding) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Finding.ProtoReflect.Descriptor instead.
 func (*Finding) Descriptor() ([]byte, []int) {
-	return file_sandbox_proto_rawDescGZIP(), []int{8}
+	return file_sandbox_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *Finding) GetRule() string {
@@ -659,7 +901,7 @@ type ValidateRequest struct {
 
 func (x *ValidateRequest) Reset() {
 	*x = ValidateRequest{}
-	mi := &file_sandbox_proto_msgTypes[9]
+	mi := &file_sandbox_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -671,7 +913,7 @@ func (x *ValidateRequest) String() string {
 func (*ValidateRequest) ProtoMessage() {}
 
 func (x *ValidateRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sandbox_proto_msgTypes[9]
+	mi := &file_sandbox_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -684,7 +926,7 @@ func (x *ValidateRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ValidateRequest.ProtoReflect.Descriptor instead.
 func (*ValidateRequest) Descriptor() ([]byte, []int) {
-	return file_sandbox_proto_rawDescGZIP(), []int{9}
+	return file_sandbox_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *ValidateRequest) GetCode() string {
@@ -710,7 +952,7 @@ type ValidateResponse struct {
 
 func (x *ValidateResponse) Reset() {
 	*x = ValidateResponse{}
-	mi := &file_sandbox_proto_msgTypes[10]
+	mi := &file_sandbox_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -722,7 +964,7 @@ func (x *ValidateResponse) String() string {
 func (*ValidateResponse) ProtoMessage() {}
 
 func (x *ValidateResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sandbox_proto_msgTypes[10]
+	mi := &file_sandbox_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -735,7 +977,7 @@ func (x *ValidateResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ValidateResponse.ProtoReflect.Descriptor instead.
 func (*ValidateResponse) Descriptor() ([]byte, []int) {
-	return file_sandbox_proto_rawDescGZIP(), []int{10}
+	return file_sandbox_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *ValidateResponse) GetFindings() []*Finding {
@@ -773,7 +1015,7 @@ type ExecuteRequest struct {
 
 func (x *ExecuteRequest) Reset() {
 	*x = ExecuteRequest{}
-	mi := &file_sandbox_proto_msgTypes[11]
+	mi := &file_sandbox_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -785,7 +1027,7 @@ func (x *ExecuteRequest) String() string {
 func (*ExecuteRequest) ProtoMessage() {}
 
 func (x *ExecuteRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sandbox_proto_msgTypes[11]
+	mi := &file_sandbox_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -798,7 +1040,7 @@ func (x *ExecuteRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExecuteRequest.ProtoReflect.Descriptor instead.
 func (*ExecuteRequest) Descriptor() ([]byte, []int) {
-	return file_sandbox_proto_rawDescGZIP(), []int{11}
+	return file_sandbox_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *ExecuteRequest) GetCode() string {
@@ -905,7 +1147,7 @@ type Verdict struct {
 
 func (x *Verdict) Reset() {
 	*x = Verdict{}
-	mi := &file_sandbox_proto_msgTypes[12]
+	mi := &file_sandbox_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -917,7 +1159,7 @@ func (x *Verdict) String() string {
 func (*Verdict) ProtoMessage() {}
 
 func (x *Verdict) ProtoReflect() protoreflect.Message {
-	mi := &file_sandbox_proto_msgTypes[12]
+	mi := &file_sandbox_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -930,7 +1172,7 @@ func (x *Verdict) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Verdict.ProtoReflect.Descriptor instead.
 func (*Verdict) Descriptor() ([]byte, []int) {
-	return file_sandbox_proto_rawDescGZIP(), []int{12}
+	return file_sandbox_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *Verdict) GetCodeSha256() []byte {
@@ -965,7 +1207,7 @@ type Limits struct {
 
 func (x *Limits) Reset() {
 	*x = Limits{}
-	mi := &file_sandbox_proto_msgTypes[13]
+	mi := &file_sandbox_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -977,7 +1219,7 @@ func (x *Limits) String() string {
 func (*Limits) ProtoMessage() {}
 
 func (x *Limits) ProtoReflect() protoreflect.Message {
-	mi := &file_sandbox_proto_msgTypes[13]
+	mi := &file_sandbox_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -990,7 +1232,7 @@ func (x *Limits) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Limits.ProtoReflect.Descriptor instead.
 func (*Limits) Descriptor() ([]byte, []int) {
-	return file_sandbox_proto_rawDescGZIP(), []int{13}
+	return file_sandbox_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *Limits) GetTimeoutMs() int64 {
@@ -1039,7 +1281,7 @@ type ExecutionResult struct {
 
 func (x *ExecutionResult) Reset() {
 	*x = ExecutionResult{}
-	mi := &file_sandbox_proto_msgTypes[14]
+	mi := &file_sandbox_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1051,7 +1293,7 @@ func (x *ExecutionResult) String() string {
 func (*ExecutionResult) ProtoMessage() {}
 
 func (x *ExecutionResult) ProtoReflect() protoreflect.Message {
-	mi := &file_sandbox_proto_msgTypes[14]
+	mi := &file_sandbox_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1064,7 +1306,7 @@ func (x *ExecutionResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExecutionResult.ProtoReflect.Descriptor instead.
 func (*ExecutionResult) Descriptor() ([]byte, []int) {
-	return file_sandbox_proto_rawDescGZIP(), []int{14}
+	return file_sandbox_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *ExecutionResult) GetSuccess() bool {
@@ -1172,7 +1414,7 @@ type Artifact struct {
 
 func (x *Artifact) Reset() {
 	*x = Artifact{}
-	mi := &file_sandbox_proto_msgTypes[15]
+	mi := &file_sandbox_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1184,7 +1426,7 @@ func (x *Artifact) String() string {
 func (*Artifact) ProtoMessage() {}
 
 func (x *Artifact) ProtoReflect() protoreflect.Message {
-	mi := &file_sandbox_proto_msgTypes[15]
+	mi := &file_sandbox_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1197,7 +1439,7 @@ func (x *Artifact) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Artifact.ProtoReflect.Descriptor instead.
 func (*Artifact) Descriptor() ([]byte, []int) {
-	return file_sandbox_proto_rawDescGZIP(), []int{15}
+	return file_sandbox_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *Artifact) GetName() string {
@@ -1247,7 +1489,7 @@ type FileInfo struct {
 
 func (x *FileInfo) Reset() {
 	*x = FileInfo{}
-	mi := &file_sandbox_proto_msgTypes[16]
+	mi := &file_sandbox_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1259,7 +1501,7 @@ func (x *FileInfo) String() string {
 func (*FileInfo) ProtoMessage() {}
 
 func (x *FileInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_sandbox_proto_msgTypes[16]
+	mi := &file_sandbox_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1272,7 +1514,7 @@ func (x *FileInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FileInfo.ProtoReflect.Descriptor instead.
 func (*FileInfo) Descriptor() ([]byte, []int) {
-	return file_sandbox_proto_rawDescGZIP(), []int{16}
+	return file_sandbox_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *FileInfo) GetName() string {
@@ -1314,7 +1556,7 @@ type PutFileRequest struct {
 
 func (x *PutFileRequest) Reset() {
 	*x = PutFileRequest{}
-	mi := &file_sandbox_proto_msgTypes[17]
+	mi := &file_sandbox_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1326,7 +1568,7 @@ func (x *PutFileRequest) String() string {
 func (*PutFileRequest) ProtoMessage() {}
 
 func (x *PutFileRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sandbox_proto_msgTypes[17]
+	mi := &file_sandbox_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1339,7 +1581,7 @@ func (x *PutFileRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PutFileRequest.ProtoReflect.Descriptor instead.
 func (*PutFileRequest) Descriptor() ([]byte, []int) {
-	return file_sandbox_proto_rawDescGZIP(), []int{17}
+	return file_sandbox_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *PutFileRequest) GetSessionId() string {
@@ -1372,7 +1614,7 @@ type PutFileResponse struct {
 
 func (x *PutFileResponse) Reset() {
 	*x = PutFileResponse{}
-	mi := &file_sandbox_proto_msgTypes[18]
+	mi := &file_sandbox_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1384,7 +1626,7 @@ func (x *PutFileResponse) String() string {
 func (*PutFileResponse) ProtoMessage() {}
 
 func (x *PutFileResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sandbox_proto_msgTypes[18]
+	mi := &file_sandbox_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1397,7 +1639,7 @@ func (x *PutFileResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PutFileResponse.ProtoReflect.Descriptor instead.
 func (*PutFileResponse) Descriptor() ([]byte, []int) {
-	return file_sandbox_proto_rawDescGZIP(), []int{18}
+	return file_sandbox_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *PutFileResponse) GetFile() *FileInfo {
@@ -1417,7 +1659,7 @@ type GetFileRequest struct {
 
 func (x *GetFileRequest) Reset() {
 	*x = GetFileRequest{}
-	mi := &file_sandbox_proto_msgTypes[19]
+	mi := &file_sandbox_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1429,7 +1671,7 @@ func (x *GetFileRequest) String() string {
 func (*GetFileRequest) ProtoMessage() {}
 
 func (x *GetFileRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sandbox_proto_msgTypes[19]
+	mi := &file_sandbox_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1442,7 +1684,7 @@ func (x *GetFileRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetFileRequest.ProtoReflect.Descriptor instead.
 func (*GetFileRequest) Descriptor() ([]byte, []int) {
-	return file_sandbox_proto_rawDescGZIP(), []int{19}
+	return file_sandbox_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *GetFileRequest) GetSessionId() string {
@@ -1469,7 +1711,7 @@ type GetFileResponse struct {
 
 func (x *GetFileResponse) Reset() {
 	*x = GetFileResponse{}
-	mi := &file_sandbox_proto_msgTypes[20]
+	mi := &file_sandbox_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1481,7 +1723,7 @@ func (x *GetFileResponse) String() string {
 func (*GetFileResponse) ProtoMessage() {}
 
 func (x *GetFileResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sandbox_proto_msgTypes[20]
+	mi := &file_sandbox_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1494,7 +1736,7 @@ func (x *GetFileResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetFileResponse.ProtoReflect.Descriptor instead.
 func (*GetFileResponse) Descriptor() ([]byte, []int) {
-	return file_sandbox_proto_rawDescGZIP(), []int{20}
+	return file_sandbox_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *GetFileResponse) GetFile() *FileInfo {
@@ -1521,7 +1763,7 @@ type ListFilesRequest struct {
 
 func (x *ListFilesRequest) Reset() {
 	*x = ListFilesRequest{}
-	mi := &file_sandbox_proto_msgTypes[21]
+	mi := &file_sandbox_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1533,7 +1775,7 @@ func (x *ListFilesRequest) String() string {
 func (*ListFilesRequest) ProtoMessage() {}
 
 func (x *ListFilesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sandbox_proto_msgTypes[21]
+	mi := &file_sandbox_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1546,7 +1788,7 @@ func (x *ListFilesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListFilesRequest.ProtoReflect.Descriptor instead.
 func (*ListFilesRequest) Descriptor() ([]byte, []int) {
-	return file_sandbox_proto_rawDescGZIP(), []int{21}
+	return file_sandbox_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *ListFilesRequest) GetSessionId() string {
@@ -1572,7 +1814,7 @@ type ListFilesResponse struct {
 
 func (x *ListFilesResponse) Reset() {
 	*x = ListFilesResponse{}
-	mi := &file_sandbox_proto_msgTypes[22]
+	mi := &file_sandbox_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1584,7 +1826,7 @@ func (x *ListFilesResponse) String() string {
 func (*ListFilesResponse) ProtoMessage() {}
 
 func (x *ListFilesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sandbox_proto_msgTypes[22]
+	mi := &file_sandbox_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1597,7 +1839,7 @@ func (x *ListFilesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListFilesResponse.ProtoReflect.Descriptor instead.
 func (*ListFilesResponse) Descriptor() ([]byte, []int) {
-	return file_sandbox_proto_rawDescGZIP(), []int{22}
+	return file_sandbox_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *ListFilesResponse) GetFiles() []*FileInfo {
@@ -1618,7 +1860,7 @@ type Event struct {
 
 func (x *Event) Reset() {
 	*x = Event{}
-	mi := &file_sandbox_proto_msgTypes[23]
+	mi := &file_sandbox_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1630,7 +1872,7 @@ func (x *Event) String() string {
 func (*Event) ProtoMessage() {}
 
 func (x *Event) ProtoReflect() protoreflect.Message {
-	mi := &file_sandbox_proto_msgTypes[23]
+	mi := &file_sandbox_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1643,7 +1885,7 @@ func (x *Event) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Event.ProtoReflect.Descriptor instead.
 func (*Event) Descriptor() ([]byte, []int) {
-	return file_sandbox_proto_rawDescGZIP(), []int{23}
+	return file_sandbox_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *Event) GetType() string {
@@ -1670,7 +1912,7 @@ type ExecuteResponse struct {
 
 func (x *ExecuteResponse) Reset() {
 	*x = ExecuteResponse{}
-	mi := &file_sandbox_proto_msgTypes[24]
+	mi := &file_sandbox_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1682,7 +1924,7 @@ func (x *ExecuteResponse) String() string {
 func (*ExecuteResponse) ProtoMessage() {}
 
 func (x *ExecuteResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sandbox_proto_msgTypes[24]
+	mi := &file_sandbox_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1695,7 +1937,7 @@ func (x *ExecuteResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExecuteResponse.ProtoReflect.Descriptor instead.
 func (*ExecuteResponse) Descriptor() ([]byte, []int) {
-	return file_sandbox_proto_rawDescGZIP(), []int{24}
+	return file_sandbox_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *ExecuteResponse) GetResult() *ExecutionResult {
@@ -1722,7 +1964,7 @@ type OpenRequest struct {
 
 func (x *OpenRequest) Reset() {
 	*x = OpenRequest{}
-	mi := &file_sandbox_proto_msgTypes[25]
+	mi := &file_sandbox_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1734,7 +1976,7 @@ func (x *OpenRequest) String() string {
 func (*OpenRequest) ProtoMessage() {}
 
 func (x *OpenRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sandbox_proto_msgTypes[25]
+	mi := &file_sandbox_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1747,7 +1989,7 @@ func (x *OpenRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OpenRequest.ProtoReflect.Descriptor instead.
 func (*OpenRequest) Descriptor() ([]byte, []int) {
-	return file_sandbox_proto_rawDescGZIP(), []int{25}
+	return file_sandbox_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *OpenRequest) GetUserId() string {
@@ -1773,7 +2015,7 @@ type OpenResponse struct {
 
 func (x *OpenResponse) Reset() {
 	*x = OpenResponse{}
-	mi := &file_sandbox_proto_msgTypes[26]
+	mi := &file_sandbox_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1785,7 +2027,7 @@ func (x *OpenResponse) String() string {
 func (*OpenResponse) ProtoMessage() {}
 
 func (x *OpenResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sandbox_proto_msgTypes[26]
+	mi := &file_sandbox_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1798,7 +2040,7 @@ func (x *OpenResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OpenResponse.ProtoReflect.Descriptor instead.
 func (*OpenResponse) Descriptor() ([]byte, []int) {
-	return file_sandbox_proto_rawDescGZIP(), []int{26}
+	return file_sandbox_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *OpenResponse) GetSessionId() string {
@@ -1817,7 +2059,7 @@ type CloseRequest struct {
 
 func (x *CloseRequest) Reset() {
 	*x = CloseRequest{}
-	mi := &file_sandbox_proto_msgTypes[27]
+	mi := &file_sandbox_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1829,7 +2071,7 @@ func (x *CloseRequest) String() string {
 func (*CloseRequest) ProtoMessage() {}
 
 func (x *CloseRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sandbox_proto_msgTypes[27]
+	mi := &file_sandbox_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1842,7 +2084,7 @@ func (x *CloseRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CloseRequest.ProtoReflect.Descriptor instead.
 func (*CloseRequest) Descriptor() ([]byte, []int) {
-	return file_sandbox_proto_rawDescGZIP(), []int{27}
+	return file_sandbox_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *CloseRequest) GetSessionId() string {
@@ -1860,7 +2102,7 @@ type CloseResponse struct {
 
 func (x *CloseResponse) Reset() {
 	*x = CloseResponse{}
-	mi := &file_sandbox_proto_msgTypes[28]
+	mi := &file_sandbox_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1872,7 +2114,7 @@ func (x *CloseResponse) String() string {
 func (*CloseResponse) ProtoMessage() {}
 
 func (x *CloseResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sandbox_proto_msgTypes[28]
+	mi := &file_sandbox_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1885,7 +2127,7 @@ func (x *CloseResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CloseResponse.ProtoReflect.Descriptor instead.
 func (*CloseResponse) Descriptor() ([]byte, []int) {
-	return file_sandbox_proto_rawDescGZIP(), []int{28}
+	return file_sandbox_proto_rawDescGZIP(), []int{32}
 }
 
 type MintTokenRequest struct {
@@ -1899,7 +2141,7 @@ type MintTokenRequest struct {
 
 func (x *MintTokenRequest) Reset() {
 	*x = MintTokenRequest{}
-	mi := &file_sandbox_proto_msgTypes[29]
+	mi := &file_sandbox_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1911,7 +2153,7 @@ func (x *MintTokenRequest) String() string {
 func (*MintTokenRequest) ProtoMessage() {}
 
 func (x *MintTokenRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sandbox_proto_msgTypes[29]
+	mi := &file_sandbox_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1924,7 +2166,7 @@ func (x *MintTokenRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MintTokenRequest.ProtoReflect.Descriptor instead.
 func (*MintTokenRequest) Descriptor() ([]byte, []int) {
-	return file_sandbox_proto_rawDescGZIP(), []int{29}
+	return file_sandbox_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *MintTokenRequest) GetSessionId() string {
@@ -1958,7 +2200,7 @@ type MintTokenResponse struct {
 
 func (x *MintTokenResponse) Reset() {
 	*x = MintTokenResponse{}
-	mi := &file_sandbox_proto_msgTypes[30]
+	mi := &file_sandbox_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1970,7 +2212,7 @@ func (x *MintTokenResponse) String() string {
 func (*MintTokenResponse) ProtoMessage() {}
 
 func (x *MintTokenResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sandbox_proto_msgTypes[30]
+	mi := &file_sandbox_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1983,7 +2225,7 @@ func (x *MintTokenResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MintTokenResponse.ProtoReflect.Descriptor instead.
 func (*MintTokenResponse) Descriptor() ([]byte, []int) {
-	return file_sandbox_proto_rawDescGZIP(), []int{30}
+	return file_sandbox_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *MintTokenResponse) GetToken() string {
@@ -2013,7 +2255,7 @@ type CallToolRequest struct {
 
 func (x *CallToolRequest) Reset() {
 	*x = CallToolRequest{}
-	mi := &file_sandbox_proto_msgTypes[31]
+	mi := &file_sandbox_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2025,7 +2267,7 @@ func (x *CallToolRequest) String() string {
 func (*CallToolRequest) ProtoMessage() {}
 
 func (x *CallToolRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sandbox_proto_msgTypes[31]
+	mi := &file_sandbox_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2038,7 +2280,7 @@ func (x *CallToolRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CallToolRequest.ProtoReflect.Descriptor instead.
 func (*CallToolRequest) Descriptor() ([]byte, []int) {
-	return file_sandbox_proto_rawDescGZIP(), []int{31}
+	return file_sandbox_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *CallToolRequest) GetSessionId() string {
@@ -2089,7 +2331,7 @@ type ToolPolicy struct {
 
 func (x *ToolPolicy) Reset() {
 	*x = ToolPolicy{}
-	mi := &file_sandbox_proto_msgTypes[32]
+	mi := &file_sandbox_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2101,7 +2343,7 @@ func (x *ToolPolicy) String() string {
 func (*ToolPolicy) ProtoMessage() {}
 
 func (x *ToolPolicy) ProtoReflect() protoreflect.Message {
-	mi := &file_sandbox_proto_msgTypes[32]
+	mi := &file_sandbox_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2114,7 +2356,7 @@ func (x *ToolPolicy) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolPolicy.ProtoReflect.Descriptor instead.
 func (*ToolPolicy) Descriptor() ([]byte, []int) {
-	return file_sandbox_proto_rawDescGZIP(), []int{32}
+	return file_sandbox_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *ToolPolicy) GetAllowedImports() []string {
@@ -2155,7 +2397,7 @@ type CallToolResponse struct {
 
 func (x *CallToolResponse) Reset() {
 	*x = CallToolResponse{}
-	mi := &file_sandbox_proto_msgTypes[33]
+	mi := &file_sandbox_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2167,7 +2409,7 @@ func (x *CallToolResponse) String() string {
 func (*CallToolResponse) ProtoMessage() {}
 
 func (x *CallToolResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sandbox_proto_msgTypes[33]
+	mi := &file_sandbox_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2180,7 +2422,7 @@ func (x *CallToolResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CallToolResponse.ProtoReflect.Descriptor instead.
 func (*CallToolResponse) Descriptor() ([]byte, []int) {
-	return file_sandbox_proto_rawDescGZIP(), []int{33}
+	return file_sandbox_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *CallToolResponse) GetResultJson() []byte {
@@ -2203,7 +2445,7 @@ func (x *CallToolResponse) GetEvents() []*Event {
 type ErrorDetail struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// classes are the names of every error class the error matches: "invalid_argument",
-	// "not_found", "failed_precondition", "permission_denied", "not_supported",
+	// "not_found", "session_not_found", "failed_precondition", "session_busy", "session_paused", "permission_denied", "not_supported",
 	// "unavailable", "plugin_shutdown", "not_run", "internal", "validation",
 	// "deadline_exceeded", "canceled".
 	Classes []string `protobuf:"bytes,1,rep,name=classes,proto3" json:"classes,omitempty"`
@@ -2220,7 +2462,7 @@ type ErrorDetail struct {
 
 func (x *ErrorDetail) Reset() {
 	*x = ErrorDetail{}
-	mi := &file_sandbox_proto_msgTypes[34]
+	mi := &file_sandbox_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2232,7 +2474,7 @@ func (x *ErrorDetail) String() string {
 func (*ErrorDetail) ProtoMessage() {}
 
 func (x *ErrorDetail) ProtoReflect() protoreflect.Message {
-	mi := &file_sandbox_proto_msgTypes[34]
+	mi := &file_sandbox_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2245,7 +2487,7 @@ func (x *ErrorDetail) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ErrorDetail.ProtoReflect.Descriptor instead.
 func (*ErrorDetail) Descriptor() ([]byte, []int) {
-	return file_sandbox_proto_rawDescGZIP(), []int{34}
+	return file_sandbox_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *ErrorDetail) GetClasses() []string {
@@ -2280,7 +2522,27 @@ var File_sandbox_proto protoreflect.FileDescriptor
 
 const file_sandbox_proto_rawDesc = "" +
 	"\n" +
-	"\rsandbox.proto\x12\x11orqest.sandbox.v1\"9\n" +
+	"\rsandbox.proto\x12\x11orqest.sandbox.v1\"-\n" +
+	"\fPauseRequest\x12\x1d\n" +
+	"\n" +
+	"session_id\x18\x01 \x01(\tR\tsessionId\"l\n" +
+	"\rPauseResponse\x12\x16\n" +
+	"\x06memory\x18\x01 \x01(\bR\x06memory\x12\x12\n" +
+	"\x04kept\x18\x02 \x03(\tR\x04kept\x12\x19\n" +
+	"\bnot_kept\x18\x03 \x03(\tR\anotKept\x12\x14\n" +
+	"\x05bytes\x18\x04 \x01(\x03R\x05bytes\".\n" +
+	"\rResumeRequest\x12\x1d\n" +
+	"\n" +
+	"session_id\x18\x01 \x01(\tR\tsessionId\"\xae\x01\n" +
+	"\x0eResumeResponse\x12\x1d\n" +
+	"\n" +
+	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x17\n" +
+	"\auser_id\x18\x02 \x01(\tR\x06userId\x12\x16\n" +
+	"\x06memory\x18\x03 \x01(\bR\x06memory\x12\x1d\n" +
+	"\n" +
+	"state_lost\x18\x04 \x01(\bR\tstateLost\x12\x12\n" +
+	"\x04kept\x18\x05 \x03(\tR\x04kept\x12\x19\n" +
+	"\bnot_kept\x18\x06 \x03(\tR\anotKept\"9\n" +
 	"\vOutputChunk\x12\x16\n" +
 	"\x06stream\x18\x01 \x01(\tR\x06stream\x12\x12\n" +
 	"\x04data\x18\x02 \x01(\fR\x04data\"\x98\x01\n" +
@@ -2470,7 +2732,10 @@ const file_sandbox_proto_rawDesc = "" +
 	"\tListFiles\x12#.orqest.sandbox.v1.ListFilesRequest\x1a$.orqest.sandbox.v1.ListFilesResponse2\xcc\x01\n" +
 	"\tStreaming\x12]\n" +
 	"\rExecuteStream\x12!.orqest.sandbox.v1.ExecuteRequest\x1a'.orqest.sandbox.v1.ExecuteStreamMessage0\x01\x12`\n" +
-	"\x0eCallToolStream\x12\".orqest.sandbox.v1.CallToolRequest\x1a(.orqest.sandbox.v1.CallToolStreamMessage0\x01B8Z6github.com/orqest/sandbox/shared/plugin/internal/protob\x06proto3"
+	"\x0eCallToolStream\x12\".orqest.sandbox.v1.CallToolRequest\x1a(.orqest.sandbox.v1.CallToolStreamMessage0\x012\xa9\x01\n" +
+	"\fSessionPause\x12J\n" +
+	"\x05Pause\x12\x1f.orqest.sandbox.v1.PauseRequest\x1a .orqest.sandbox.v1.PauseResponse\x12M\n" +
+	"\x06Resume\x12 .orqest.sandbox.v1.ResumeRequest\x1a!.orqest.sandbox.v1.ResumeResponseB8Z6github.com/orqest/sandbox/shared/plugin/internal/protob\x06proto3"
 
 var (
 	file_sandbox_proto_rawDescOnce sync.Once
@@ -2484,92 +2749,100 @@ func file_sandbox_proto_rawDescGZIP() []byte {
 	return file_sandbox_proto_rawDescData
 }
 
-var file_sandbox_proto_msgTypes = make([]protoimpl.MessageInfo, 35)
+var file_sandbox_proto_msgTypes = make([]protoimpl.MessageInfo, 39)
 var file_sandbox_proto_goTypes = []any{
-	(*OutputChunk)(nil),           // 0: orqest.sandbox.v1.OutputChunk
-	(*ExecuteStreamMessage)(nil),  // 1: orqest.sandbox.v1.ExecuteStreamMessage
-	(*CallToolStreamMessage)(nil), // 2: orqest.sandbox.v1.CallToolStreamMessage
-	(*InfoRequest)(nil),           // 3: orqest.sandbox.v1.InfoRequest
-	(*ConfigAttribute)(nil),       // 4: orqest.sandbox.v1.ConfigAttribute
-	(*InfoResponse)(nil),          // 5: orqest.sandbox.v1.InfoResponse
-	(*ConfigureRequest)(nil),      // 6: orqest.sandbox.v1.ConfigureRequest
-	(*ConfigureResponse)(nil),     // 7: orqest.sandbox.v1.ConfigureResponse
-	(*Finding)(nil),               // 8: orqest.sandbox.v1.Finding
-	(*ValidateRequest)(nil),       // 9: orqest.sandbox.v1.ValidateRequest
-	(*ValidateResponse)(nil),      // 10: orqest.sandbox.v1.ValidateResponse
-	(*ExecuteRequest)(nil),        // 11: orqest.sandbox.v1.ExecuteRequest
-	(*Verdict)(nil),               // 12: orqest.sandbox.v1.Verdict
-	(*Limits)(nil),                // 13: orqest.sandbox.v1.Limits
-	(*ExecutionResult)(nil),       // 14: orqest.sandbox.v1.ExecutionResult
-	(*Artifact)(nil),              // 15: orqest.sandbox.v1.Artifact
-	(*FileInfo)(nil),              // 16: orqest.sandbox.v1.FileInfo
-	(*PutFileRequest)(nil),        // 17: orqest.sandbox.v1.PutFileRequest
-	(*PutFileResponse)(nil),       // 18: orqest.sandbox.v1.PutFileResponse
-	(*GetFileRequest)(nil),        // 19: orqest.sandbox.v1.GetFileRequest
-	(*GetFileResponse)(nil),       // 20: orqest.sandbox.v1.GetFileResponse
-	(*ListFilesRequest)(nil),      // 21: orqest.sandbox.v1.ListFilesRequest
-	(*ListFilesResponse)(nil),     // 22: orqest.sandbox.v1.ListFilesResponse
-	(*Event)(nil),                 // 23: orqest.sandbox.v1.Event
-	(*ExecuteResponse)(nil),       // 24: orqest.sandbox.v1.ExecuteResponse
-	(*OpenRequest)(nil),           // 25: orqest.sandbox.v1.OpenRequest
-	(*OpenResponse)(nil),          // 26: orqest.sandbox.v1.OpenResponse
-	(*CloseRequest)(nil),          // 27: orqest.sandbox.v1.CloseRequest
-	(*CloseResponse)(nil),         // 28: orqest.sandbox.v1.CloseResponse
-	(*MintTokenRequest)(nil),      // 29: orqest.sandbox.v1.MintTokenRequest
-	(*MintTokenResponse)(nil),     // 30: orqest.sandbox.v1.MintTokenResponse
-	(*CallToolRequest)(nil),       // 31: orqest.sandbox.v1.CallToolRequest
-	(*ToolPolicy)(nil),            // 32: orqest.sandbox.v1.ToolPolicy
-	(*CallToolResponse)(nil),      // 33: orqest.sandbox.v1.CallToolResponse
-	(*ErrorDetail)(nil),           // 34: orqest.sandbox.v1.ErrorDetail
+	(*PauseRequest)(nil),          // 0: orqest.sandbox.v1.PauseRequest
+	(*PauseResponse)(nil),         // 1: orqest.sandbox.v1.PauseResponse
+	(*ResumeRequest)(nil),         // 2: orqest.sandbox.v1.ResumeRequest
+	(*ResumeResponse)(nil),        // 3: orqest.sandbox.v1.ResumeResponse
+	(*OutputChunk)(nil),           // 4: orqest.sandbox.v1.OutputChunk
+	(*ExecuteStreamMessage)(nil),  // 5: orqest.sandbox.v1.ExecuteStreamMessage
+	(*CallToolStreamMessage)(nil), // 6: orqest.sandbox.v1.CallToolStreamMessage
+	(*InfoRequest)(nil),           // 7: orqest.sandbox.v1.InfoRequest
+	(*ConfigAttribute)(nil),       // 8: orqest.sandbox.v1.ConfigAttribute
+	(*InfoResponse)(nil),          // 9: orqest.sandbox.v1.InfoResponse
+	(*ConfigureRequest)(nil),      // 10: orqest.sandbox.v1.ConfigureRequest
+	(*ConfigureResponse)(nil),     // 11: orqest.sandbox.v1.ConfigureResponse
+	(*Finding)(nil),               // 12: orqest.sandbox.v1.Finding
+	(*ValidateRequest)(nil),       // 13: orqest.sandbox.v1.ValidateRequest
+	(*ValidateResponse)(nil),      // 14: orqest.sandbox.v1.ValidateResponse
+	(*ExecuteRequest)(nil),        // 15: orqest.sandbox.v1.ExecuteRequest
+	(*Verdict)(nil),               // 16: orqest.sandbox.v1.Verdict
+	(*Limits)(nil),                // 17: orqest.sandbox.v1.Limits
+	(*ExecutionResult)(nil),       // 18: orqest.sandbox.v1.ExecutionResult
+	(*Artifact)(nil),              // 19: orqest.sandbox.v1.Artifact
+	(*FileInfo)(nil),              // 20: orqest.sandbox.v1.FileInfo
+	(*PutFileRequest)(nil),        // 21: orqest.sandbox.v1.PutFileRequest
+	(*PutFileResponse)(nil),       // 22: orqest.sandbox.v1.PutFileResponse
+	(*GetFileRequest)(nil),        // 23: orqest.sandbox.v1.GetFileRequest
+	(*GetFileResponse)(nil),       // 24: orqest.sandbox.v1.GetFileResponse
+	(*ListFilesRequest)(nil),      // 25: orqest.sandbox.v1.ListFilesRequest
+	(*ListFilesResponse)(nil),     // 26: orqest.sandbox.v1.ListFilesResponse
+	(*Event)(nil),                 // 27: orqest.sandbox.v1.Event
+	(*ExecuteResponse)(nil),       // 28: orqest.sandbox.v1.ExecuteResponse
+	(*OpenRequest)(nil),           // 29: orqest.sandbox.v1.OpenRequest
+	(*OpenResponse)(nil),          // 30: orqest.sandbox.v1.OpenResponse
+	(*CloseRequest)(nil),          // 31: orqest.sandbox.v1.CloseRequest
+	(*CloseResponse)(nil),         // 32: orqest.sandbox.v1.CloseResponse
+	(*MintTokenRequest)(nil),      // 33: orqest.sandbox.v1.MintTokenRequest
+	(*MintTokenResponse)(nil),     // 34: orqest.sandbox.v1.MintTokenResponse
+	(*CallToolRequest)(nil),       // 35: orqest.sandbox.v1.CallToolRequest
+	(*ToolPolicy)(nil),            // 36: orqest.sandbox.v1.ToolPolicy
+	(*CallToolResponse)(nil),      // 37: orqest.sandbox.v1.CallToolResponse
+	(*ErrorDetail)(nil),           // 38: orqest.sandbox.v1.ErrorDetail
 }
 var file_sandbox_proto_depIdxs = []int32{
-	0,  // 0: orqest.sandbox.v1.ExecuteStreamMessage.chunk:type_name -> orqest.sandbox.v1.OutputChunk
-	24, // 1: orqest.sandbox.v1.ExecuteStreamMessage.response:type_name -> orqest.sandbox.v1.ExecuteResponse
-	0,  // 2: orqest.sandbox.v1.CallToolStreamMessage.chunk:type_name -> orqest.sandbox.v1.OutputChunk
-	33, // 3: orqest.sandbox.v1.CallToolStreamMessage.response:type_name -> orqest.sandbox.v1.CallToolResponse
-	4,  // 4: orqest.sandbox.v1.ConfigAttribute.attributes:type_name -> orqest.sandbox.v1.ConfigAttribute
-	4,  // 5: orqest.sandbox.v1.InfoResponse.config_schema:type_name -> orqest.sandbox.v1.ConfigAttribute
-	8,  // 6: orqest.sandbox.v1.ValidateResponse.findings:type_name -> orqest.sandbox.v1.Finding
-	12, // 7: orqest.sandbox.v1.ExecuteRequest.verdict:type_name -> orqest.sandbox.v1.Verdict
-	13, // 8: orqest.sandbox.v1.ExecutionResult.limits:type_name -> orqest.sandbox.v1.Limits
-	8,  // 9: orqest.sandbox.v1.ExecutionResult.findings:type_name -> orqest.sandbox.v1.Finding
-	15, // 10: orqest.sandbox.v1.ExecutionResult.artifacts:type_name -> orqest.sandbox.v1.Artifact
-	16, // 11: orqest.sandbox.v1.PutFileResponse.file:type_name -> orqest.sandbox.v1.FileInfo
-	16, // 12: orqest.sandbox.v1.GetFileResponse.file:type_name -> orqest.sandbox.v1.FileInfo
-	16, // 13: orqest.sandbox.v1.ListFilesResponse.files:type_name -> orqest.sandbox.v1.FileInfo
-	14, // 14: orqest.sandbox.v1.ExecuteResponse.result:type_name -> orqest.sandbox.v1.ExecutionResult
-	23, // 15: orqest.sandbox.v1.ExecuteResponse.events:type_name -> orqest.sandbox.v1.Event
-	32, // 16: orqest.sandbox.v1.CallToolRequest.policy:type_name -> orqest.sandbox.v1.ToolPolicy
-	23, // 17: orqest.sandbox.v1.CallToolResponse.events:type_name -> orqest.sandbox.v1.Event
-	8,  // 18: orqest.sandbox.v1.ErrorDetail.findings:type_name -> orqest.sandbox.v1.Finding
-	3,  // 19: orqest.sandbox.v1.Sandbox.Info:input_type -> orqest.sandbox.v1.InfoRequest
-	6,  // 20: orqest.sandbox.v1.Sandbox.Configure:input_type -> orqest.sandbox.v1.ConfigureRequest
-	9,  // 21: orqest.sandbox.v1.Sandbox.Validate:input_type -> orqest.sandbox.v1.ValidateRequest
-	11, // 22: orqest.sandbox.v1.Sandbox.Execute:input_type -> orqest.sandbox.v1.ExecuteRequest
-	25, // 23: orqest.sandbox.v1.Sandbox.Open:input_type -> orqest.sandbox.v1.OpenRequest
-	27, // 24: orqest.sandbox.v1.Sandbox.Close:input_type -> orqest.sandbox.v1.CloseRequest
-	29, // 25: orqest.sandbox.v1.SessionTools.MintToken:input_type -> orqest.sandbox.v1.MintTokenRequest
-	31, // 26: orqest.sandbox.v1.SessionTools.CallTool:input_type -> orqest.sandbox.v1.CallToolRequest
-	17, // 27: orqest.sandbox.v1.FileStore.PutFile:input_type -> orqest.sandbox.v1.PutFileRequest
-	19, // 28: orqest.sandbox.v1.FileStore.GetFile:input_type -> orqest.sandbox.v1.GetFileRequest
-	21, // 29: orqest.sandbox.v1.FileStore.ListFiles:input_type -> orqest.sandbox.v1.ListFilesRequest
-	11, // 30: orqest.sandbox.v1.Streaming.ExecuteStream:input_type -> orqest.sandbox.v1.ExecuteRequest
-	31, // 31: orqest.sandbox.v1.Streaming.CallToolStream:input_type -> orqest.sandbox.v1.CallToolRequest
-	5,  // 32: orqest.sandbox.v1.Sandbox.Info:output_type -> orqest.sandbox.v1.InfoResponse
-	7,  // 33: orqest.sandbox.v1.Sandbox.Configure:output_type -> orqest.sandbox.v1.ConfigureResponse
-	10, // 34: orqest.sandbox.v1.Sandbox.Validate:output_type -> orqest.sandbox.v1.ValidateResponse
-	24, // 35: orqest.sandbox.v1.Sandbox.Execute:output_type -> orqest.sandbox.v1.ExecuteResponse
-	26, // 36: orqest.sandbox.v1.Sandbox.Open:output_type -> orqest.sandbox.v1.OpenResponse
-	28, // 37: orqest.sandbox.v1.Sandbox.Close:output_type -> orqest.sandbox.v1.CloseResponse
-	30, // 38: orqest.sandbox.v1.SessionTools.MintToken:output_type -> orqest.sandbox.v1.MintTokenResponse
-	33, // 39: orqest.sandbox.v1.SessionTools.CallTool:output_type -> orqest.sandbox.v1.CallToolResponse
-	18, // 40: orqest.sandbox.v1.FileStore.PutFile:output_type -> orqest.sandbox.v1.PutFileResponse
-	20, // 41: orqest.sandbox.v1.FileStore.GetFile:output_type -> orqest.sandbox.v1.GetFileResponse
-	22, // 42: orqest.sandbox.v1.FileStore.ListFiles:output_type -> orqest.sandbox.v1.ListFilesResponse
-	1,  // 43: orqest.sandbox.v1.Streaming.ExecuteStream:output_type -> orqest.sandbox.v1.ExecuteStreamMessage
-	2,  // 44: orqest.sandbox.v1.Streaming.CallToolStream:output_type -> orqest.sandbox.v1.CallToolStreamMessage
-	32, // [32:45] is the sub-list for method output_type
-	19, // [19:32] is the sub-list for method input_type
+	4,  // 0: orqest.sandbox.v1.ExecuteStreamMessage.chunk:type_name -> orqest.sandbox.v1.OutputChunk
+	28, // 1: orqest.sandbox.v1.ExecuteStreamMessage.response:type_name -> orqest.sandbox.v1.ExecuteResponse
+	4,  // 2: orqest.sandbox.v1.CallToolStreamMessage.chunk:type_name -> orqest.sandbox.v1.OutputChunk
+	37, // 3: orqest.sandbox.v1.CallToolStreamMessage.response:type_name -> orqest.sandbox.v1.CallToolResponse
+	8,  // 4: orqest.sandbox.v1.ConfigAttribute.attributes:type_name -> orqest.sandbox.v1.ConfigAttribute
+	8,  // 5: orqest.sandbox.v1.InfoResponse.config_schema:type_name -> orqest.sandbox.v1.ConfigAttribute
+	12, // 6: orqest.sandbox.v1.ValidateResponse.findings:type_name -> orqest.sandbox.v1.Finding
+	16, // 7: orqest.sandbox.v1.ExecuteRequest.verdict:type_name -> orqest.sandbox.v1.Verdict
+	17, // 8: orqest.sandbox.v1.ExecutionResult.limits:type_name -> orqest.sandbox.v1.Limits
+	12, // 9: orqest.sandbox.v1.ExecutionResult.findings:type_name -> orqest.sandbox.v1.Finding
+	19, // 10: orqest.sandbox.v1.ExecutionResult.artifacts:type_name -> orqest.sandbox.v1.Artifact
+	20, // 11: orqest.sandbox.v1.PutFileResponse.file:type_name -> orqest.sandbox.v1.FileInfo
+	20, // 12: orqest.sandbox.v1.GetFileResponse.file:type_name -> orqest.sandbox.v1.FileInfo
+	20, // 13: orqest.sandbox.v1.ListFilesResponse.files:type_name -> orqest.sandbox.v1.FileInfo
+	18, // 14: orqest.sandbox.v1.ExecuteResponse.result:type_name -> orqest.sandbox.v1.ExecutionResult
+	27, // 15: orqest.sandbox.v1.ExecuteResponse.events:type_name -> orqest.sandbox.v1.Event
+	36, // 16: orqest.sandbox.v1.CallToolRequest.policy:type_name -> orqest.sandbox.v1.ToolPolicy
+	27, // 17: orqest.sandbox.v1.CallToolResponse.events:type_name -> orqest.sandbox.v1.Event
+	12, // 18: orqest.sandbox.v1.ErrorDetail.findings:type_name -> orqest.sandbox.v1.Finding
+	7,  // 19: orqest.sandbox.v1.Sandbox.Info:input_type -> orqest.sandbox.v1.InfoRequest
+	10, // 20: orqest.sandbox.v1.Sandbox.Configure:input_type -> orqest.sandbox.v1.ConfigureRequest
+	13, // 21: orqest.sandbox.v1.Sandbox.Validate:input_type -> orqest.sandbox.v1.ValidateRequest
+	15, // 22: orqest.sandbox.v1.Sandbox.Execute:input_type -> orqest.sandbox.v1.ExecuteRequest
+	29, // 23: orqest.sandbox.v1.Sandbox.Open:input_type -> orqest.sandbox.v1.OpenRequest
+	31, // 24: orqest.sandbox.v1.Sandbox.Close:input_type -> orqest.sandbox.v1.CloseRequest
+	33, // 25: orqest.sandbox.v1.SessionTools.MintToken:input_type -> orqest.sandbox.v1.MintTokenRequest
+	35, // 26: orqest.sandbox.v1.SessionTools.CallTool:input_type -> orqest.sandbox.v1.CallToolRequest
+	21, // 27: orqest.sandbox.v1.FileStore.PutFile:input_type -> orqest.sandbox.v1.PutFileRequest
+	23, // 28: orqest.sandbox.v1.FileStore.GetFile:input_type -> orqest.sandbox.v1.GetFileRequest
+	25, // 29: orqest.sandbox.v1.FileStore.ListFiles:input_type -> orqest.sandbox.v1.ListFilesRequest
+	15, // 30: orqest.sandbox.v1.Streaming.ExecuteStream:input_type -> orqest.sandbox.v1.ExecuteRequest
+	35, // 31: orqest.sandbox.v1.Streaming.CallToolStream:input_type -> orqest.sandbox.v1.CallToolRequest
+	0,  // 32: orqest.sandbox.v1.SessionPause.Pause:input_type -> orqest.sandbox.v1.PauseRequest
+	2,  // 33: orqest.sandbox.v1.SessionPause.Resume:input_type -> orqest.sandbox.v1.ResumeRequest
+	9,  // 34: orqest.sandbox.v1.Sandbox.Info:output_type -> orqest.sandbox.v1.InfoResponse
+	11, // 35: orqest.sandbox.v1.Sandbox.Configure:output_type -> orqest.sandbox.v1.ConfigureResponse
+	14, // 36: orqest.sandbox.v1.Sandbox.Validate:output_type -> orqest.sandbox.v1.ValidateResponse
+	28, // 37: orqest.sandbox.v1.Sandbox.Execute:output_type -> orqest.sandbox.v1.ExecuteResponse
+	30, // 38: orqest.sandbox.v1.Sandbox.Open:output_type -> orqest.sandbox.v1.OpenResponse
+	32, // 39: orqest.sandbox.v1.Sandbox.Close:output_type -> orqest.sandbox.v1.CloseResponse
+	34, // 40: orqest.sandbox.v1.SessionTools.MintToken:output_type -> orqest.sandbox.v1.MintTokenResponse
+	37, // 41: orqest.sandbox.v1.SessionTools.CallTool:output_type -> orqest.sandbox.v1.CallToolResponse
+	22, // 42: orqest.sandbox.v1.FileStore.PutFile:output_type -> orqest.sandbox.v1.PutFileResponse
+	24, // 43: orqest.sandbox.v1.FileStore.GetFile:output_type -> orqest.sandbox.v1.GetFileResponse
+	26, // 44: orqest.sandbox.v1.FileStore.ListFiles:output_type -> orqest.sandbox.v1.ListFilesResponse
+	5,  // 45: orqest.sandbox.v1.Streaming.ExecuteStream:output_type -> orqest.sandbox.v1.ExecuteStreamMessage
+	6,  // 46: orqest.sandbox.v1.Streaming.CallToolStream:output_type -> orqest.sandbox.v1.CallToolStreamMessage
+	1,  // 47: orqest.sandbox.v1.SessionPause.Pause:output_type -> orqest.sandbox.v1.PauseResponse
+	3,  // 48: orqest.sandbox.v1.SessionPause.Resume:output_type -> orqest.sandbox.v1.ResumeResponse
+	34, // [34:49] is the sub-list for method output_type
+	19, // [19:34] is the sub-list for method input_type
 	19, // [19:19] is the sub-list for extension type_name
 	19, // [19:19] is the sub-list for extension extendee
 	0,  // [0:19] is the sub-list for field type_name
@@ -2580,11 +2853,11 @@ func file_sandbox_proto_init() {
 	if File_sandbox_proto != nil {
 		return
 	}
-	file_sandbox_proto_msgTypes[1].OneofWrappers = []any{
+	file_sandbox_proto_msgTypes[5].OneofWrappers = []any{
 		(*ExecuteStreamMessage_Chunk)(nil),
 		(*ExecuteStreamMessage_Response)(nil),
 	}
-	file_sandbox_proto_msgTypes[2].OneofWrappers = []any{
+	file_sandbox_proto_msgTypes[6].OneofWrappers = []any{
 		(*CallToolStreamMessage_Chunk)(nil),
 		(*CallToolStreamMessage_Response)(nil),
 	}
@@ -2594,9 +2867,9 @@ func file_sandbox_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_sandbox_proto_rawDesc), len(file_sandbox_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   35,
+			NumMessages:   39,
 			NumExtensions: 0,
-			NumServices:   4,
+			NumServices:   5,
 		},
 		GoTypes:           file_sandbox_proto_goTypes,
 		DependencyIndexes: file_sandbox_proto_depIdxs,

@@ -808,3 +808,149 @@ var Streaming_ServiceDesc = grpc.ServiceDesc{
 	},
 	Metadata: "sandbox.proto",
 }
+
+const (
+	SessionPause_Pause_FullMethodName  = "/orqest.sandbox.v1.SessionPause/Pause"
+	SessionPause_Resume_FullMethodName = "/orqest.sandbox.v1.SessionPause/Resume"
+)
+
+// SessionPauseClient is the client API for SessionPause service.
+//
+// For semantics around ctx use and closing/ending streaming RPCs, please refer to https://pkg.go.dev/google.golang.org/grpc/?tab=doc#ClientConn.NewStream.
+//
+// SessionPause is optional (shared.SessionPauser): a backend without it is
+// not registered, and the host sees codes.Unimplemented.
+type SessionPauseClient interface {
+	Pause(ctx context.Context, in *PauseRequest, opts ...grpc.CallOption) (*PauseResponse, error)
+	Resume(ctx context.Context, in *ResumeRequest, opts ...grpc.CallOption) (*ResumeResponse, error)
+}
+
+type sessionPauseClient struct {
+	cc grpc.ClientConnInterface
+}
+
+func NewSessionPauseClient(cc grpc.ClientConnInterface) SessionPauseClient {
+	return &sessionPauseClient{cc}
+}
+
+func (c *sessionPauseClient) Pause(ctx context.Context, in *PauseRequest, opts ...grpc.CallOption) (*PauseResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(PauseResponse)
+	err := c.cc.Invoke(ctx, SessionPause_Pause_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *sessionPauseClient) Resume(ctx context.Context, in *ResumeRequest, opts ...grpc.CallOption) (*ResumeResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ResumeResponse)
+	err := c.cc.Invoke(ctx, SessionPause_Resume_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// SessionPauseServer is the server API for SessionPause service.
+// All implementations must embed UnimplementedSessionPauseServer
+// for forward compatibility.
+//
+// SessionPause is optional (shared.SessionPauser): a backend without it is
+// not registered, and the host sees codes.Unimplemented.
+type SessionPauseServer interface {
+	Pause(context.Context, *PauseRequest) (*PauseResponse, error)
+	Resume(context.Context, *ResumeRequest) (*ResumeResponse, error)
+	mustEmbedUnimplementedSessionPauseServer()
+}
+
+// UnimplementedSessionPauseServer must be embedded to have
+// forward compatible implementations.
+//
+// NOTE: this should be embedded by value instead of pointer to avoid a nil
+// pointer dereference when methods are called.
+type UnimplementedSessionPauseServer struct{}
+
+func (UnimplementedSessionPauseServer) Pause(context.Context, *PauseRequest) (*PauseResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Pause not implemented")
+}
+func (UnimplementedSessionPauseServer) Resume(context.Context, *ResumeRequest) (*ResumeResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Resume not implemented")
+}
+func (UnimplementedSessionPauseServer) mustEmbedUnimplementedSessionPauseServer() {}
+func (UnimplementedSessionPauseServer) testEmbeddedByValue()                      {}
+
+// UnsafeSessionPauseServer may be embedded to opt out of forward compatibility for this service.
+// Use of this interface is not recommended, as added methods to SessionPauseServer will
+// result in compilation errors.
+type UnsafeSessionPauseServer interface {
+	mustEmbedUnimplementedSessionPauseServer()
+}
+
+func RegisterSessionPauseServer(s grpc.ServiceRegistrar, srv SessionPauseServer) {
+	// If the following call panics, it indicates UnimplementedSessionPauseServer was
+	// embedded by pointer and is nil.  This will cause panics if an
+	// unimplemented method is ever invoked, so we test this at initialization
+	// time to prevent it from happening at runtime later due to I/O.
+	if t, ok := srv.(interface{ testEmbeddedByValue() }); ok {
+		t.testEmbeddedByValue()
+	}
+	s.RegisterService(&SessionPause_ServiceDesc, srv)
+}
+
+func _SessionPause_Pause_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(PauseRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(SessionPauseServer).Pause(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: SessionPause_Pause_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(SessionPauseServer).Pause(ctx, req.(*PauseRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _SessionPause_Resume_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ResumeRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(SessionPauseServer).Resume(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: SessionPause_Resume_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(SessionPauseServer).Resume(ctx, req.(*ResumeRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+// SessionPause_ServiceDesc is the grpc.ServiceDesc for SessionPause service.
+// It's only intended for direct use with grpc.RegisterService,
+// and not to be introspected or modified (even as a copy)
+var SessionPause_ServiceDesc = grpc.ServiceDesc{
+	ServiceName: "orqest.sandbox.v1.SessionPause",
+	HandlerType: (*SessionPauseServer)(nil),
+	Methods: []grpc.MethodDesc{
+		{
+			MethodName: "Pause",
+			Handler:    _SessionPause_Pause_Handler,
+		},
+		{
+			MethodName: "Resume",
+			Handler:    _SessionPause_Resume_Handler,
+		},
+	},
+	Streams:  []grpc.StreamDesc{},
+	Metadata: "sandbox.proto",
+}
