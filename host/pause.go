@@ -119,10 +119,7 @@ func (s *Sandbox) ResumeSession(ctx context.Context, id string) (shared.ResumeRe
 	if r != nil {
 		r.op.Lock()
 		defer r.op.Unlock()
-		t.mu.Lock()
-		state := r.state
-		t.mu.Unlock()
-		if state != SessionPaused {
+		if state := t.stateOf(r); state != SessionPaused {
 			return shared.ResumeResponse{}, fmt.Errorf("sandbox %q: session %q is not paused (%s): %w", s.Name(), id, state, shared.ErrFailedPrecondition)
 		}
 		var resp shared.ResumeResponse
@@ -219,10 +216,7 @@ func (s *Sandbox) resumePaused(ctx context.Context, c *sessionCall, l *launched)
 	t, r := c.t, c.rec
 	r.op.Lock()
 	defer r.op.Unlock()
-	t.mu.Lock()
-	state := r.state
-	t.mu.Unlock()
-	if state != SessionPaused {
+	if t.stateOf(r) != SessionPaused {
 		return fmt.Errorf("sandbox %q: session %q: the plugin says it is paused: %w", s.Name(), r.id, shared.ErrSessionPaused)
 	}
 	resp, err := s.resumeOn(ctx, l, r, ReopenPaused)
@@ -231,4 +225,11 @@ func (s *Sandbox) resumePaused(ctx context.Context, c *sessionCall, l *launched)
 	}
 	c.reopened = c.reopened || resp.StateLost
 	return nil
+}
+
+// stateOf reads r's state under t.mu.
+func (t *sessionTable) stateOf(r *sessionRecord) SessionState {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return r.state
 }
