@@ -71,8 +71,12 @@ func TestCancelAfterReachesPlugin(t *testing.T) {
 		go func() { errc <- call() }()
 		select {
 		case took := <-w.took:
-			if took < after {
-				t.Errorf("%s: the plugin's context ended after %s, before the %s it was given", name, took, after)
+			// The server starts the clock when the request reaches its
+			// transport, a little before the handler runs, so the handler
+			// sees slightly less than the whole span; far less means the
+			// deadline was not the one given.
+			if took < after*9/10 {
+				t.Errorf("%s: the plugin's context ended after %s, well before the %s it was given", name, took, after)
 			}
 		case <-time.After(10 * time.Second):
 			t.Fatalf("%s: the plugin's context did not end", name)
