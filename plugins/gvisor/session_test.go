@@ -23,7 +23,7 @@ import (
 // runtimeBinary returns the agent runtime `make runtime` built into the
 // repository's bin/; without it the session tests skip (fail with
 // ORQEST_REQUIRE_GVISOR=1).
-func runtimeBinary(t *testing.T) string {
+func runtimeBinary(t testing.TB) string {
 	t.Helper()
 	dir, err := os.Getwd()
 	if err != nil {
@@ -52,7 +52,7 @@ func runtimeBinary(t *testing.T) string {
 // sessionConfig is the config block of a backend with sessions: the
 // repository's runtime and a data and a paused directory of the test's
 // own.
-func sessionConfig(t *testing.T, extra map[string]any) []byte {
+func sessionConfig(t testing.TB, extra map[string]any) []byte {
 	t.Helper()
 	cfg := map[string]any{"runtime": runtimeBinary(t), "data_dir": filepath.Join(t.TempDir(), "users"), "paused_dir": filepath.Join(t.TempDir(), "paused")}
 	for k, v := range extra {
@@ -64,7 +64,7 @@ func sessionConfig(t *testing.T, extra map[string]any) []byte {
 
 // newSessionBackend returns a configured backend with sessions; at
 // cleanup it is shut down and no runsc process of it may be left.
-func newSessionBackend(t *testing.T, extra map[string]any) (*Backend, []byte) {
+func newSessionBackend(t testing.TB, extra map[string]any) (*Backend, []byte) {
 	t.Helper()
 	needRunsc(t)
 	raw := sessionConfig(t, extra)
@@ -83,14 +83,14 @@ func newSessionBackend(t *testing.T, extra map[string]any) (*Backend, []byte) {
 
 // testLogger logs the plugin and its runtimes to the test's output under
 // -v; it is quiet otherwise.
-func testLogger(t *testing.T) hclog.Logger {
+func testLogger(t testing.TB) hclog.Logger {
 	if !testing.Verbose() {
 		return hclog.NewNullLogger()
 	}
 	return hclog.New(&hclog.LoggerOptions{Name: t.Name(), Level: hclog.Debug, Output: os.Stderr})
 }
 
-func openSession(t *testing.T, b *Backend, user string) string {
+func openSession(t testing.TB, b *Backend, user string) string {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
