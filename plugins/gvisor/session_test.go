@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -558,5 +559,65 @@ func TestSessionPreparedAndResidentMemory(t *testing.T) {
 	}
 	if r := run("import os\nreturn [os.environ.get('OPENBLAS_NUM_THREADS'), os.environ.get('OMP_NUM_THREADS'), os.environ.get('MPLCONFIGDIR')]", 128, "os"); !r.Success || string(r.Output) != `["1","1","/workspace/cache/matplotlib"]` {
 		t.Fatalf("the interpreter's environment: %+v", r)
+	}
+}
+
+// TestSessionForkServer: a session's stateless calls run in children of
+// the runtime's fork-server inside the Sentry (which has no pidfds: the
+// zygote keeps them by pid), not in one interpreter spawned per call: every
+// call's parent is the same zygote, not the runtime (the sandbox's pid 1).
+// A runaway call is killed at its wall clock and the next call runs in
+// the same zygote; the per-call memory limit holds; the zygote's children
+// are reaped (a hundred calls later it still serves, within the sandbox's
+// pids).
+func TestSessionForkServer(t *testing.T) {
+	b, _ := newSessionBackend(t, nil)
+	id := openSession(t, b, "forker")
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	exec := func(code string, timeout time.Duration, mb int) shared.ExecutionResult {
+		t.Helper()
+		resp, err := b.Execute(ctx, shared.ExecuteRequest{SessionID: id, Code: code, AllowedImports: []string{"os"}, Timeout: timeout, MemoryMB: mb})
+		if err != nil {
+			t.Fatalf("%q: %v", code, err)
+		}
+		return resp.Result
+	}
+	parent := func() string {
+		t.Helper()
+		res := exec("import os\nreturn [os.getppid(), os.getpid()]", 30*time.Second, 128)
+		var pids []int
+		if err := json.Unmarshal(res.Output, &pids); !res.Success || err != nil || len(pids) != 2 {
+			t.Fatalf("pids: %+v (%v)", res, err)
+		}
+		if pids[0] == 1 {
+			t.Fatalf("the call's parent is the runtime (pid 1): spawned, not forked by a zygote")
+		}
+		return strconv.Itoa(pids[0])
+	}
+	zygote := parent()
+	for range 20 {
+		if p := parent(); p != zygote {
+			t.Fatalf("a call's parent %s, the first's %s: want the same zygote", p, zygote)
+		}
+	}
+	start := time.Now()
+	if res := exec("while True:\n    pass", time.Second, 128); res.ErrorKind != shared.KindTimeout {
+		t.Fatalf("runaway: %+v, want a timeout", res)
+	}
+	t.Logf("runaway with a 1 s wall clock returned after %v", time.Since(start))
+	if p := parent(); p != zygote {
+		t.Fatalf("after the runaway the parent is %s, was %s: want the same zygote", p, zygote)
+	}
+	if res := exec("x = bytearray(300 * 1024 * 1024)\nreturn len(x)", 30*time.Second, 128); res.ErrorKind != shared.KindMemory {
+		t.Fatalf("300 MB under a 128 MB limit: %+v, want a memory error", res)
+	}
+	for i := range 100 {
+		if res := exec("return 6 * 7", 30*time.Second, 128); string(res.Output) != "42" {
+			t.Fatalf("call %d: %+v", i, res)
+		}
+	}
+	if p := parent(); p != zygote {
+		t.Fatalf("after 100 calls the parent is %s, was %s: want the same zygote", p, zygote)
 	}
 }
