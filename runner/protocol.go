@@ -47,6 +47,8 @@ var (
 	sealPy string
 	//go:embed py/zygote.py
 	zygotePy string
+	//go:embed py/keep.py
+	keepPy string
 )
 
 // Program returns the Python program the child runs with -c: the
@@ -64,7 +66,7 @@ var program = stripCommentLines(ProgramWithComments())
 
 // ProgramWithComments is Program with its comment lines.
 func ProgramWithComments() string {
-	return protocolPy + "\n\n" + rules.CheckerPy() + "\n" + importsPy + "\n\n" + executePy + "\n\n" + sealPy + "\n\n" + zygotePy
+	return protocolPy + "\n\n" + rules.CheckerPy() + "\n" + importsPy + "\n\n" + executePy + "\n\n" + sealPy + "\n\n" + zygotePy + "\n\n" + keepPy
 }
 
 // stripCommentLines drops the lines whose first non-blank character is
@@ -146,6 +148,18 @@ const OpProbe = "probe"
 // (the wrapper declares them global), so `return` still works at top level.
 // See _orq_session_serve in py/execute.py and pyproc.Notebook.
 const OpSession = "session"
+
+// OpSaveGlobals and OpLoadGlobals are the ops of a session's call (after
+// OpSession) that save its globals as plain data and load them back, for
+// a pause that keeps no memory: the response's output is
+// {"globals": {name: node}, "kept": [names], "not_kept": {name: reason}}
+// (saving) or {"kept", "not_kept"} (loading Args, a saved "globals"
+// object). The encoding is a typed JSON tree, never pickle; see
+// py/keep.py.
+const (
+	OpSaveGlobals = "save_globals"
+	OpLoadGlobals = "load_globals"
+)
 
 // ForkServerArg is the argument that makes the program a fork-server
 // (zygote): `python3 -I -S -B -c <Bootstrap> <Program()> forkserver`. It reads a

@@ -796,6 +796,10 @@ def _orq_session_serve(req, out):
                 cell["rules"] = req.get("rules") or {}
         except BaseException as e:  # noqa: BLE001
             _orq_child_fail(e)
+        if cell.get("op") in ("save_globals", "load_globals"):
+            # The session's globals as plain data (keep.py).
+            _orq_send_response(_orq_keep_serve(cell, state))
+            continue
         _orq_send_response(_orq_execute_child(cell, state))
 
 
