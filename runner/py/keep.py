@@ -24,9 +24,12 @@
 # interpreter has imported them already (sys.modules): the runner imports
 # nothing for the data.
 
+# The bounds of one interpreter's saved globals: nesting, values, and the
+# bytes of the encoding (rtproto.MaxSavedStateBytes for every agent's
+# together: the runtime reads MCP frames of at most 16 MB).
 _orq_keep_max_depth = 32
 _orq_keep_max_nodes = 1000000
-_orq_keep_max_bytes = 32 << 20
+_orq_keep_max_bytes = 12 << 20
 _orq_keep_dtype_kinds = "biufcSUmM"
 
 
@@ -316,12 +319,19 @@ def _orq_keep_user_names(g):
 def _orq_keep_save(g):
     """{"globals": {name: node}, "kept": [names], "not_kept": {name: reason}}
     of globals dict g, within the bounds (a name past them is not kept)."""
+    import json
+
     budget = _orq_keep_budget()
-    nodes, not_kept = {}, {}
+    nodes, not_kept, size = {}, {}, 0
     for name in _orq_keep_user_names(g):
         trial = dict(budget)
         try:
-            nodes[name] = _orq_keep_encode(g[name], trial)
+            node = _orq_keep_encode(g[name], trial)
+            n = len(json.dumps(node, ensure_ascii=True, separators=(",", ":"))) + len(name) + 4
+            if size + n > _orq_keep_max_bytes:
+                raise _orq_KeepRefused("the saved globals would pass %d bytes" % _orq_keep_max_bytes)
+            size += n
+            nodes[name] = node
         except _orq_KeepRefused as e:
             not_kept[name] = str(e)
             continue
