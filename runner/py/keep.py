@@ -1,6 +1,8 @@
-# keep.py — the runner, last part (after zygote.py): a stateful session's globals saved as
-# plain data and loaded back (ops "save_globals" and "load_globals" of a
-# session's call, runner.OpSaveGlobals and runner.OpLoadGlobals).
+# keep.py — a stateful session's globals saved as plain data and loaded
+# back (ops "save_globals" and "load_globals" of a session's call,
+# runner.OpSaveGlobals and runner.OpLoadGlobals). Not part of Program: a
+# session's interpreter gets it in its request (runner.Request.Keep) and
+# compiles it into the runner's globals before its first call.
 #
 # The encoding is a JSON tree written and read only by the functions here,
 # never pickle: loading it builds values of a closed list of exact types
@@ -381,12 +383,20 @@ def _orq_keep_serve(cell, state):
         return json.dumps(r, ensure_ascii=True, separators=(",", ":")).encode("ascii")
 
     try:
+        # Armed as a call is: the values read (a DataFrame's columns) run
+        # their types' methods.
+        _orq_audit_arm(cell.get("rules") or {}, frozenset(), None)
         g = state["globals"]
         if cell.get("op") == "save_globals":
-            return respond(True, _orq_keep_save(g))
-        kept, not_kept = _orq_keep_load(g, cell.get("args"))
-        return respond(True, {"kept": kept, "not_kept": not_kept})
+            out = _orq_keep_save(g)
+        else:
+            kept, not_kept = _orq_keep_load(g, cell.get("args"))
+            out = {"kept": kept, "not_kept": not_kept}
+        _orq_audit_disarm()
+        return respond(True, out)
     except MemoryError:
+        _orq_audit_disarm()
         return respond(False, error="MemoryError while handling the saved globals")
     except BaseException as e:  # noqa: BLE001
+        _orq_audit_disarm()
         return respond(False, error="saved globals: %s: %s" % (type(e).__name__, e))
