@@ -384,8 +384,10 @@ def _orq_keep_serve(cell, state):
 
     try:
         # Armed as a call is: the values read (a DataFrame's columns) run
-        # their types' methods.
-        _orq_audit_arm(cell.get("rules") or {}, frozenset(), None)
+        # their types' methods. The C hook is armed for good by the
+        # session's first call (before it, no code of the user's exists).
+        if not _orq_core:
+            _orq_audit_arm(cell.get("rules") or {}, frozenset(), None)
         g = state["globals"]
         if cell.get("op") == "save_globals":
             out = _orq_keep_save(g)
