@@ -5,12 +5,12 @@ package docker
 // its stateful interpreters' globals that are plain data (save_state: the
 // runner's typed encoding, never pickle; rtproto.SavedState), the plugin
 // writes them with the kit's record into the session's directory under
-// paused_dir, signed with the plugin's key (HMAC-SHA256 over the session id
-// and the file), and removes the container: no process of the session
-// runs. The user's volume stays. Resume checks the signature before it
+// paused_dir with the workspace's files, signed with the plugin's key
+// (HMAC-SHA256 over the session id and the file), and removes the
+// container: no process of the session runs. The user's volume stays. Resume checks the signature before it
 // reads anything, starts a new container for the same session id and user,
-// and gives the globals back to its runtime (restore_state) once MCP is
-// up. What was not plain data (functions, classes, instances, modules,
+// and gives the workspace's files (put_file) and the globals
+// (restore_state) back to its runtime once MCP is up. What was not plain data (functions, classes, instances, modules,
 // generators, open files) is listed as not kept.
 
 import (
@@ -56,6 +56,37 @@ type pausedRecord struct {
 	Globals map[string]json.RawMessage `json:"globals"`
 	Kept    []string                   `json:"kept,omitempty"`
 	NotKept []string                   `json:"not_kept,omitempty"`
+	// Files are the session workspace's files (rtproto.FilesDir, on the
+	// container's tmpfs).
+	Files []pausedFile `json:"files,omitempty"`
+}
+
+// pausedFile is one workspace file saved with a paused session.
+type pausedFile struct {
+	Name string `json:"name"`
+	Data []byte `json:"data"`
+}
+
+// saveWorkspace downloads the workspace's files from t. A file over the
+// per-file cap of get_file is not kept: it is named in notKept by its
+// path in the container.
+func saveWorkspace(ctx context.Context, t rtclient.Target) (files []pausedFile, notKept []string, err error) {
+	ls, err := t.ListFiles(ctx, shared.ListFilesRequest{})
+	if err != nil {
+		return nil, nil, fmt.Errorf("listing the workspace: %w", err)
+	}
+	for _, f := range ls.Files {
+		if f.Size > shared.DefaultMaxFileBytes {
+			notKept = append(notKept, rtproto.FilesDir+"/"+f.Name)
+			continue
+		}
+		got, err := t.GetFile(ctx, shared.GetFileRequest{Path: f.Name})
+		if err != nil {
+			return nil, nil, fmt.Errorf("saving workspace file %q: %w", f.Name, err)
+		}
+		files = append(files, pausedFile{Name: f.Name, Data: got.Data})
+	}
+	return files, notKept, nil
 }
 
 var (
@@ -150,7 +181,12 @@ func (d driver) Pause(ctx context.Context, a session.Agent, id string, meta []by
 	if err := s.runtime.Call(ctx, rtproto.ToolSaveState, struct{}{}, &st); err != nil {
 		return shared.PauseResponse{}, fmt.Errorf("saving the session's globals failed; the session keeps running: %w", err)
 	}
-	data, err := json.Marshal(pausedRecord{Meta: meta, User: s.user, Globals: st.Agents, Kept: st.Kept, NotKept: st.NotKept})
+	files, big, err := saveWorkspace(ctx, s.runtime)
+	if err != nil {
+		return shared.PauseResponse{}, fmt.Errorf("saving the session's workspace failed; the session keeps running: %w", err)
+	}
+	st.NotKept = append(st.NotKept, big...)
+	data, err := json.Marshal(pausedRecord{Meta: meta, User: s.user, Globals: st.Agents, Kept: st.Kept, NotKept: st.NotKept, Files: files})
 	if err != nil {
 		return shared.PauseResponse{}, fmt.Errorf("encoding the saved state: %v: %w", err, shared.ErrInternal)
 	}
@@ -269,6 +305,12 @@ func (a *agent) bound(ctx context.Context, cs *mcp.ClientSession, hello rtproto.
 	rec := a.restore
 	if rec == nil {
 		return cs, nil
+	}
+	for _, f := range rec.Files {
+		if _, err := a.runtime.PutFile(ctx, shared.PutFileRequest{Path: f.Name, Data: f.Data}); err != nil {
+			cs.Close()
+			return nil, fmt.Errorf("restoring the paused session's workspace file %q: %w", f.Name, err)
+		}
 	}
 	var r rtproto.RestoreStateResult
 	if err := a.runtime.Call(ctx, rtproto.ToolRestoreState, rtproto.SavedState{Agents: rec.Globals}, &r); err != nil {

@@ -283,3 +283,48 @@ func TestKeepEncodingDataScience(t *testing.T) {
 	}
 	t.Logf("%s", out)
 }
+
+// TestPauseResumeWorkspace on the runtime image: the session workspace's
+// files (on the container's tmpfs) and a stateful global come back after
+// a pause; a resume brings the session back under the same backend too.
+func TestPauseResumeWorkspace(t *testing.T) {
+	user := testUser(t)
+	dc := requireDocker(t)
+	dir := t.TempDir()
+	b := pauseBackend(t, testImage(), dir, nil)
+	sid := openSession(t, b, user)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	if _, err := b.PutFile(ctx, shared.PutFileRequest{SessionID: sid, Path: "notes/a.txt", Data: []byte("kept\n")}); err != nil {
+		t.Fatalf("PutFile: %v", err)
+	}
+	if res := statefulRun(t, b, sid, "x = 41\nreturn x"); !res.Success {
+		t.Fatalf("define: %+v", res)
+	}
+	pr, err := b.Pause(ctx, shared.PauseRequest{SessionID: sid})
+	if err != nil {
+		t.Fatalf("Pause: %v", err)
+	}
+	if !slices.Equal(pr.Kept, []string{"default/x"}) || len(pr.NotKept) != 0 {
+		t.Errorf("pause: %+v", pr)
+	}
+	if ids := containersOf(t, dc, LabelSession+"="+sid); len(ids) != 0 {
+		t.Errorf("the paused session still has containers: %v", ids)
+	}
+	if _, err := b.Resume(ctx, shared.ResumeRequest{SessionID: sid}); err != nil {
+		t.Fatalf("Resume: %v", err)
+	}
+	got, err := b.GetFile(ctx, shared.GetFileRequest{SessionID: sid, Path: "notes/a.txt"})
+	if err != nil || string(got.Data) != "kept\n" {
+		t.Errorf("the workspace file after resume: %q, %v", got.Data, err)
+	}
+	if res := statefulRun(t, b, sid, "return x + 1"); !res.Success || string(res.Output) != "42" {
+		t.Errorf("after resume: %+v", res)
+	}
+	if _, err := b.Close(ctx, shared.CloseRequest{SessionID: sid}); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	if left := pausedEntries(t, dir); len(left) != 0 {
+		t.Errorf("paused_dir holds %v after Close", left)
+	}
+}
