@@ -328,3 +328,42 @@ func TestPauseResumeWorkspace(t *testing.T) {
 		t.Errorf("paused_dir holds %v after Close", left)
 	}
 }
+
+// BenchmarkPauseResume measures a pause (save_state, the workspace, the
+// signed write, the container's removal) and a resume (a new container to
+// MCP initialize, the globals restored) of a session holding a stateful
+// global, reported separately (pause-ms, resume-ms); an Open of a session
+// (open-ms, BenchmarkOpenClose's measure) is the floor a resume is
+// compared with.
+func BenchmarkPauseResume(b *testing.B) {
+	user := testUser(b)
+	be := configuredBackend(b, map[string]any{"image": testImage(), "paused_dir": b.TempDir()}, nil)
+	ctx := context.Background()
+	t0 := time.Now()
+	sid := openSession(b, be, user)
+	open := time.Since(t0)
+	if resp, err := be.Execute(ctx, shared.ExecuteRequest{SessionID: sid, Code: "x = list(range(1000))\nreturn 1", Stateful: true}); err != nil || !resp.Result.Success {
+		b.Fatalf("define: %v %+v", err, resp.Result)
+	}
+	var pause, resume time.Duration
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		t0 := time.Now()
+		if _, err := be.Pause(ctx, shared.PauseRequest{SessionID: sid}); err != nil {
+			b.Fatal(err)
+		}
+		t1 := time.Now()
+		if _, err := be.Resume(ctx, shared.ResumeRequest{SessionID: sid}); err != nil {
+			b.Fatal(err)
+		}
+		pause += t1.Sub(t0)
+		resume += time.Since(t1)
+	}
+	b.StopTimer()
+	if _, err := be.Close(ctx, shared.CloseRequest{SessionID: sid}); err != nil {
+		b.Fatal(err)
+	}
+	b.ReportMetric(float64(pause.Milliseconds())/float64(b.N), "pause-ms/op")
+	b.ReportMetric(float64(resume.Milliseconds())/float64(b.N), "resume-ms/op")
+	b.ReportMetric(float64(open.Milliseconds()), "open-ms")
+}
