@@ -107,7 +107,7 @@ def _orq_keep_encode(v, budget, depth=0):
     if pd is not None and np is not None:
         if t is pd.DataFrame:
             cols = list(v.columns)
-            if type(v.columns) is not pd.Index or len(set(cols)) != len(cols):
+            if type(v.columns) not in _orq_keep_index_types(pd) or len(set(cols)) != len(cols):
                 raise _orq_KeepRefused("a DataFrame whose columns are not one level of distinct names")
             names = [_orq_keep_scalar(c, budget) for c in cols]
             data = [_orq_keep_column(np, pd, v.iloc[:, i], budget) for i in range(len(cols))]
@@ -144,10 +144,17 @@ def _orq_keep_column(np, pd, s, budget):
     return _orq_keep_array(np, s.to_numpy(), budget)
 
 
+def _orq_keep_index_types(pd):
+    """pandas' own one-level index classes of plain values (pandas 1.x has
+    a class per numeric dtype; pd.Index of such values makes them)."""
+    names = ("Index", "Int64Index", "UInt64Index", "Float64Index", "DatetimeIndex", "TimedeltaIndex")
+    return tuple(getattr(pd, n) for n in names if isinstance(getattr(pd, n, None), type))
+
+
 def _orq_keep_index(np, pd, ix, budget):
     if type(ix) is pd.RangeIndex:
         return ["ri", ix.start, ix.stop, ix.step, _orq_keep_scalar(ix.name, budget)]
-    if type(ix) is not pd.Index:
+    if type(ix) not in _orq_keep_index_types(pd):
         raise _orq_KeepRefused("a pandas index of type %s" % type(ix).__name__)
     return ["ix", _orq_keep_scalar(ix.name, budget), _orq_keep_column(np, pd, pd.Series(ix), budget)]
 

@@ -202,7 +202,10 @@ if pd is not None:
               "ix": pd.DataFrame({"v": [1.0, 2.0]}, index=pd.Index(["r1", "r2"], name="row")),
               "dates": pd.DataFrame({"d": pd.to_datetime(["2024-01-01", "2024-02-01"])}),
               "series": pd.Series([3, 4], name="n", index=pd.RangeIndex(10, 14, 2)),
-              "grouped": pd.DataFrame({"k": ["a", "b", "a"], "v": [1, 2, 3]}).groupby("k")["v"].sum()}
+              "grouped": pd.DataFrame({"k": ["a", "b", "a"], "v": [1, 2, 3]}).groupby("k")["v"].sum(),
+              "intkeys": pd.DataFrame({"k": [1, 2, 1], "v": [1.0, 2.0, 3.0]}).groupby("k")["v"].sum(),
+              "intcols": pd.DataFrame({1: [1.5], 2: [2.5]}),
+              "timeseries": pd.DataFrame({"v": [1, 2]}, index=pd.DatetimeIndex(["2024-01-01", "2024-01-02"]))}
     out, kept, _ = roundtrip(frames)
     for name in frames:
         assert same(frames[name], out[name]), (name, frames[name], out[name])
