@@ -83,6 +83,10 @@ type Config struct {
 	// plugin's own environment is the host's only when the host passes it,
 	// so this is how a remote or rootless engine is named.
 	Endpoint string `json:"endpoint"`
+	// PausedDir holds one directory per paused session (0700: its saved
+	// globals and the kit's record, signed with the key kept beside them,
+	// pause.go), kept across plugin and host restarts.
+	PausedDir string `json:"paused_dir"`
 	// Pool keeps warm containers (PoolConfig); nil or size 0: none.
 	Pool *PoolConfig `json:"pool"`
 	// Promotion is the tool library's policy: the `promotion {}` block
@@ -225,6 +229,7 @@ func (b *Backend) Info(context.Context, shared.InfoRequest) (shared.InfoResponse
 		shared.CapStatefulSessions,
 		shared.CapStreaming,
 		shared.CapFiles,
+		shared.CapPause, // not CapPauseMemory: the plain globals and the volume come back (pause.go)
 	}
 	if b.config().classes {
 		caps = append(caps, shared.CapClasses)
@@ -250,6 +255,7 @@ func (b *Backend) Info(context.Context, shared.InfoRequest) (shared.InfoResponse
 			{Name: "wheel_dir", Type: "string", Description: "absolute host directory of wheels, mounted read-only into the container: the source of `dependencies` (only the policy's allowed_packages are installed: pure-Python wheels into a per-agent venv, native ones for the container's CPython and platform into an exec-allowed, runtime-owned tmpfs)"},
 			{Name: "runtime", Type: "string", Description: `OCI runtime of the session containers (docker run --runtime), e.g. "runsc" where the engine has gVisor registered; default: the engine's (runc)`},
 			{Name: "endpoint", Type: "string", Description: `the Docker engine, e.g. "unix:///run/user/1000/docker.sock" (rootless) or "tcp://host:2376"; default DOCKER_HOST or the local socket`},
+			{Name: "paused_dir", Type: "string", Description: "host directory of paused sessions (one 0700 directory per session id: its plain-data globals and record, HMAC-signed with a key kept in the directory), kept across plugin and host restarts; default: the user cache directory's orqest-sandbox/docker-paused"},
 			warmpool.Schema("container"),
 			toollib.Schema(),
 		},
@@ -304,6 +310,9 @@ func (b *Backend) Configure(ctx context.Context, req shared.ConfigureRequest) (s
 			return shared.ConfigureResponse{}, shared.ConfigError("docker", "open_timeout", nil, "%q: want a positive duration like \"30s\"", cfg.OpenTimeout)
 		}
 		cfg.openTimeout = d
+	}
+	if err := cfg.normalizePaused(); err != nil { // pause.go
+		return shared.ConfigureResponse{}, err
 	}
 	if err := cfg.Pool.Normalize(); err != nil { // pool.go
 		return shared.ConfigureResponse{}, fmt.Errorf("docker config: %w", err)

@@ -58,6 +58,12 @@ type agent struct {
 	hello       rtproto.Hello  // bridge mode: the ids and secret its HTTP tokens carry
 	stopOnce    sync.Once
 	stopErr     error
+	// runtime is the bound runtime (Pause asks it to save); restore is
+	// the saved state a resumed container gets back, and resumed what
+	// came back of it (pause.go).
+	runtime rtclient.Target
+	restore *pausedRecord
+	resumed shared.ResumeResponse
 }
 
 var _ session.Agent = (*agent)(nil)
@@ -246,8 +252,17 @@ func (b *Backend) prepare(ctx context.Context, cfg Config, dc *client.Client, us
 
 // Connect implements session.Agent: the hello line on the container's
 // stdin, then MCP over its attached stdio or, in bridge mode, over
-// Streamable HTTP on the published port.
+// Streamable HTTP on the published port; a resumed container then gets its
+// saved globals back (pause.go).
 func (a *agent) Connect(ctx context.Context, mc *mcp.Client, hello rtproto.Hello) (*mcp.ClientSession, error) {
+	cs, err := a.connect(ctx, mc, hello)
+	if err != nil {
+		return nil, err
+	}
+	return a.bound(ctx, cs, hello)
+}
+
+func (a *agent) connect(ctx context.Context, mc *mcp.Client, hello rtproto.Hello) (*mcp.ClientSession, error) {
 	if !a.bridge {
 		return rtclient.Bind(ctx, mc, hello, &stdinWriter{s: a}, a.stdout)
 	}
