@@ -1,0 +1,367 @@
+package docker
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/moby/moby/api/pkg/stdcopy"
+	"github.com/moby/moby/api/types/container"
+	"github.com/moby/moby/api/types/mount"
+	"github.com/moby/moby/client"
+
+	"github.com/orqest/sandbox/egress"
+	"github.com/orqest/sandbox/shared"
+)
+
+// A session of a sandbox with a network {} block (shared.EgressPolicy)
+// keeps its container on network "none": its network namespace has only
+// a loopback interface, so the kernel routes nothing out of it. A second,
+// small container, the forwarder, joins that namespace (network mode
+// container:<session>) and listens on EgressProxyAddr inside it; each
+// connection it accepts it carries to the session's egress proxy, which
+// runs in this plugin behind a Unix socket bind-mounted into the
+// forwarder alone. HTTP_PROXY and HTTPS_PROXY of the session point at
+// EgressProxyAddr. The forwarder is removed with the session, and the
+// socket's directory with it.
+
+// EgressProxyAddr is where a session reaches its egress proxy, inside its
+// own network namespace.
+const EgressProxyAddr = "127.0.0.1:3128"
+
+// LabelRole marks the forwarder container (value roleForwarder); it
+// carries the owner labels of its session too, so the reaper removes it
+// when its owner is gone.
+const LabelRole = "org.orqest.sandbox.role"
+
+const (
+	roleForwarder = "egress-forwarder"
+	// forwarderSocketDir is where the forwarder sees the proxy's socket.
+	forwarderSocketDir = "/run/orqest-egress"
+	// maxPendingEgressEvents bounds the events waiting for the next
+	// response; past it the oldest are dropped (each is logged too).
+	maxPendingEgressEvents = 4096
+)
+
+// forwarderScript is the forwarder: Python from the session image, the
+// standard library only, run as uid 65534 without capabilities. It
+// accepts on 127.0.0.1:PORT and copies each connection both ways to the
+// Unix socket PATH; "ready" on stdout says it listens.
+const forwarderScript = `import socket, sys, threading
+path, port = sys.argv[1], int(sys.argv[2])
+srv = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+srv.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+srv.bind(("127.0.0.1", port))
+srv.listen(64)
+print("ready", flush=True)
+def pipe(a, b):
+    try:
+        while True:
+            d = a.recv(65536)
+            if not d:
+                break
+            b.sendall(d)
+    except OSError:
+        pass
+    try:
+        b.shutdown(socket.SHUT_WR)
+    except OSError:
+        pass
+def serve(c):
+    u = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        u.connect(path)
+        t = threading.Thread(target=pipe, args=(u, c), daemon=True)
+        t.start()
+        pipe(c, u)
+        t.join()
+    except (OSError, RuntimeError):
+        pass
+    c.close()
+    u.close()
+while True:
+    c, _ = srv.accept()
+    try:
+        threading.Thread(target=serve, args=(c,), daemon=True).start()
+    except RuntimeError:
+        c.close()
+`
+
+// egressEnv is the proxy environment of a session container with egress
+// rules; nil without.
+func egressEnv(cfg Config) []string {
+	if cfg.egress == nil {
+		return nil
+	}
+	u := "http://" + EgressProxyAddr
+	return []string{"HTTP_PROXY=" + u, "HTTPS_PROXY=" + u, "http_proxy=" + u, "https_proxy=" + u, "NO_PROXY=", "no_proxy="}
+}
+
+// configureEgress parses the host's egress policy into cfg: a session
+// container on a network other than "none" could bypass the proxy, so
+// the two are refused together.
+func configureEgress(cfg *Config, p *shared.EgressPolicy) error {
+	if p == nil {
+		return nil
+	}
+	if cfg.Network != NetworkNone {
+		return shared.ConfigError("docker", "network", nil, "%q with a network {} block: the session's only route out must be the egress proxy, so its container stays on network %q (leave network out)", cfg.Network, NetworkNone)
+	}
+	if cfg.Endpoint != "" && !strings.HasPrefix(cfg.Endpoint, "unix://") {
+		return shared.ConfigError("docker", "endpoint", nil, "%q with a network {} block: the egress proxy's socket is bind-mounted from this machine, so the engine must be local", cfg.Endpoint)
+	}
+	pol, err := egress.ParsePolicy(p.Name, p.Allow, p.Deny, p.BudgetBytes)
+	if err != nil {
+		return fmt.Errorf("docker config: the network block: %w: %w", err, shared.ErrInvalidArgument)
+	}
+	pol.MaxConns = p.MaxConnections
+	cfg.egress = &pol
+	return nil
+}
+
+// egressSide is one session container's egress: its proxy, the proxy's
+// socket and the forwarder container.
+type egressSide struct {
+	proxy     *egress.Proxy
+	dir       string
+	listener  net.Listener
+	served    chan struct{}
+	forwarder string // container id
+}
+
+// startEgress starts the proxy of session container a and its forwarder
+// (a must be running: the forwarder joins its network namespace). It
+// returns once the forwarder listens.
+func (b *Backend) startEgress(ctx context.Context, cfg Config, dc *client.Client, a *agent) (retErr error) {
+	if cfg.egress == nil {
+		return nil
+	}
+	e := &egressSide{served: make(chan struct{})}
+	a.egress = e
+	defer func() {
+		if retErr != nil {
+			retErr = fmt.Errorf("open: the egress proxy: %w", retErr)
+		}
+	}()
+	dir, err := os.MkdirTemp("", "orqest-egress-")
+	if err != nil {
+		return fmt.Errorf("%w: %w", err, shared.ErrUnavailable)
+	}
+	e.dir = dir
+	// The forwarder (uid 65534) may traverse the directory and use the
+	// socket; nobody may list the directory to find its name.
+	sock := randomHex(12) + ".sock"
+	if err := os.Chmod(dir, 0o711); err != nil {
+		return fmt.Errorf("%w: %w", err, shared.ErrUnavailable)
+	}
+	l, err := net.Listen("unix", filepath.Join(dir, sock))
+	if err != nil {
+		return fmt.Errorf("%w: %w", err, shared.ErrUnavailable)
+	}
+	if err := os.Chmod(filepath.Join(dir, sock), 0o666); err != nil {
+		l.Close()
+		return fmt.Errorf("%w: %w", err, shared.ErrUnavailable)
+	}
+	e.listener = l
+	e.proxy = egress.New(egress.Options{Policy: *cfg.egress, OnEvent: b.egressEvent})
+	e.proxy.SetSession(a.label, a.user)
+	go func() {
+		defer close(e.served)
+		if err := e.proxy.Serve(l); err != nil {
+			b.logger.Warn("egress proxy", "container", a.name, "error", err)
+		}
+	}()
+
+	_, port, _ := net.SplitHostPort(EgressProxyAddr)
+	pids := int64(2*maxConns(cfg.egress) + 16) // a thread per direction of each connection
+	mem := int64(64 << 20)
+	labels := map[string]string{
+		LabelTier: tierValue, LabelOwnerPID: strconv.Itoa(b.owner.pid), LabelOwnerStart: b.owner.start,
+		LabelOwnerHost: b.owner.host, LabelUser: a.user, LabelSession: a.label, LabelRole: roleForwarder,
+	}
+	cc := &container.Config{
+		Image:        cfg.Image,
+		User:         "65534:65534",
+		Entrypoint:   []string{"python3"},
+		Cmd:          []string{"-I", "-S", "-B", "-c", forwarderScript, forwarderSocketDir + "/" + sock, port},
+		Env:          []string{},
+		Labels:       labels,
+		AttachStdout: true,
+		AttachStderr: true,
+	}
+	hc := &container.HostConfig{
+		Runtime:        cfg.Runtime,
+		NetworkMode:    container.NetworkMode("container:" + a.containerID),
+		AutoRemove:     true,
+		CapDrop:        []string{"ALL"},
+		ReadonlyRootfs: true,
+		SecurityOpt:    []string{"no-new-privileges:true"},
+		Mounts:         []mount.Mount{{Type: mount.TypeBind, Source: dir, Target: forwarderSocketDir, ReadOnly: true}},
+		Resources:      container.Resources{Memory: mem, MemorySwap: mem, NanoCPUs: 5e8, PidsLimit: &pids},
+	}
+	created, err := dc.ContainerCreate(ctx, client.ContainerCreateOptions{Config: cc, HostConfig: hc, Name: a.name + "-egress"})
+	if err != nil {
+		return classifyDocker("creating the forwarder container", err)
+	}
+	e.forwarder = created.ID
+	att, err := dc.ContainerAttach(ctx, e.forwarder, client.ContainerAttachOptions{Stream: true, Stdout: true, Stderr: true})
+	if err != nil {
+		return classifyDocker("attaching to the forwarder container", err)
+	}
+	defer att.Close()
+	if _, err := dc.ContainerStart(ctx, e.forwarder, client.ContainerStartOptions{}); err != nil {
+		return classifyDocker("starting the forwarder container", err)
+	}
+	return waitReady(ctx, att.Reader)
+}
+
+func maxConns(p *egress.Policy) int {
+	if p.MaxConns > 0 {
+		return p.MaxConns
+	}
+	return egress.DefaultMaxConns
+}
+
+// waitReady reads the forwarder's attached output until its "ready" line.
+func waitReady(ctx context.Context, r io.Reader) error {
+	pr, pw := io.Pipe()
+	var stderr strings.Builder
+	go func() {
+		_, err := stdcopy.StdCopy(pw, &limitedWriter{w: &stderr, n: 4096}, r)
+		pw.CloseWithError(err)
+	}()
+	ready := make(chan error, 1)
+	go func() {
+		line, err := bufio.NewReader(pr).ReadString('\n')
+		if err == nil && strings.TrimSpace(line) == "ready" {
+			ready <- nil
+			go func() { _, _ = io.Copy(io.Discard, pr) }()
+			return
+		}
+		ready <- fmt.Errorf("the forwarder did not start (%q, %v)", line, err)
+	}()
+	select {
+	case err := <-ready:
+		if err != nil {
+			return fmt.Errorf("%w: stderr %q: %w", err, stderr.String(), shared.ErrUnavailable)
+		}
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("waiting for the forwarder: %w", ctx.Err())
+	}
+}
+
+type limitedWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+	n  int
+}
+
+func (l *limitedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.n > 0 {
+		k := min(len(p), l.n)
+		_, _ = l.w.Write(p[:k])
+		l.n -= k
+	}
+	return len(p), nil
+}
+
+// bindEgress names the session the proxy's events carry once the agent
+// is bound to one (a warm container learns its session only then).
+func (a *agent) bindEgress(session, user string) {
+	if a.egress != nil && a.egress.proxy != nil {
+		a.egress.proxy.SetSession(session, user)
+	}
+}
+
+// stopEgress removes the forwarder, stops the proxy (cutting its tunnels)
+// and removes the socket's directory. Safe on an agent without egress.
+func (a *agent) stopEgress(ctx context.Context) error {
+	e := a.egress
+	if e == nil {
+		return nil
+	}
+	var errs []error
+	if e.forwarder != "" {
+		errs = append(errs, a.b.removeContainer(ctx, e.forwarder))
+	}
+	if e.proxy != nil {
+		errs = append(errs, e.proxy.Close())
+		if e.listener != nil {
+			<-e.served
+		}
+	} else if e.listener != nil {
+		errs = append(errs, e.listener.Close())
+	}
+	if e.dir != "" {
+		errs = append(errs, os.RemoveAll(e.dir))
+	}
+	return errors.Join(errs...)
+}
+
+// egressEvent keeps a proxy event for the host (the next response's
+// Events) and logs it.
+func (b *Backend) egressEvent(ev egress.Event) {
+	payload, err := json.Marshal(ev)
+	if err != nil {
+		return
+	}
+	b.logger.Info("egress", "type", ev.Type, "session", ev.Session, "host", ev.Host, "port", ev.Port, "bytes_sent", ev.BytesSent, "bytes_received", ev.BytesReceived, "reason", ev.Reason)
+	b.egressMu.Lock()
+	defer b.egressMu.Unlock()
+	if len(b.egressPending) >= maxPendingEgressEvents {
+		b.egressPending = b.egressPending[1:]
+		b.egressDropped++
+	}
+	b.egressPending = append(b.egressPending, shared.Event{Type: ev.Type, Payload: payload})
+}
+
+// takeEgressEvents hands over the events waiting for the host.
+func (b *Backend) takeEgressEvents() []shared.Event {
+	b.egressMu.Lock()
+	defer b.egressMu.Unlock()
+	evs := b.egressPending
+	b.egressPending = nil
+	if b.egressDropped > 0 {
+		payload, _ := json.Marshal(map[string]any{"dropped": b.egressDropped, "time": time.Now().UTC()})
+		evs = append(evs, shared.Event{Type: EventEgressDropped, Payload: payload})
+		b.egressDropped = 0
+	}
+	return evs
+}
+
+// EventEgressDropped reports egress events dropped before a response
+// could carry them (more than maxPendingEgressEvents between two calls).
+const EventEgressDropped = "egress.dropped"
+
+// Execute runs req (session.Manager.Execute) and reports the egress
+// events of every session since the last response: the proxy's
+// connections reach the host's audit log and metrics with the next call.
+func (b *Backend) Execute(ctx context.Context, req shared.ExecuteRequest) (shared.ExecuteResponse, error) {
+	resp, err := b.Manager.Execute(ctx, req)
+	if err == nil {
+		resp.Events = append(resp.Events, b.takeEgressEvents()...)
+	}
+	return resp, err
+}
+
+// ExecuteStream is Execute with the output streamed (shared.Streamer).
+func (b *Backend) ExecuteStream(ctx context.Context, req shared.ExecuteRequest, send func(shared.OutputChunk) error) (shared.ExecuteResponse, error) {
+	resp, err := b.Manager.ExecuteStream(ctx, req, send)
+	if err == nil {
+		resp.Events = append(resp.Events, b.takeEgressEvents()...)
+	}
+	return resp, err
+}
