@@ -159,6 +159,9 @@ type Backend struct {
 	egressMu      sync.Mutex
 	egressPending []shared.Event
 	egressDropped int
+	// egressLookup resolves names for the proxies (nil: the system's
+	// resolver); a test sets it to stand for DNS.
+	egressLookup egress.LookupFunc
 }
 
 var _ shared.Sandbox = (*Backend)(nil)

@@ -173,7 +173,7 @@ func (b *Backend) startEgress(ctx context.Context, cfg Config, dc *client.Client
 		return fmt.Errorf("%w: %w", err, shared.ErrUnavailable)
 	}
 	e.listener = l
-	e.proxy = egress.New(egress.Options{Policy: *cfg.egress, OnEvent: b.egressEvent})
+	e.proxy = egress.New(egress.Options{Policy: *cfg.egress, Lookup: b.egressLookup, OnEvent: b.egressEvent})
 	e.proxy.SetSession(a.label, a.user)
 	go func() {
 		defer close(e.served)
