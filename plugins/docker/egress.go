@@ -21,6 +21,7 @@ import (
 	"github.com/moby/moby/client"
 
 	"github.com/orqest/sandbox/egress"
+	"github.com/orqest/sandbox/internal/procfs"
 	"github.com/orqest/sandbox/shared"
 )
 
@@ -97,6 +98,36 @@ while True:
         c.close()
 `
 
+// egressDirPrefix starts the name of a proxy socket's directory in the
+// temporary directory: orqest-egress-<pid>-<start>-<random>, so that the
+// reaper can tell the directories of a plugin that died.
+const egressDirPrefix = "orqest-egress-"
+
+// reapEgressDirs removes the socket directories of plugins of this
+// machine that are gone (a plugin killed outright cannot remove its own);
+// it returns how many it removed.
+func reapEgressDirs(tmp string) int {
+	entries, err := os.ReadDir(tmp)
+	if err != nil {
+		return 0
+	}
+	n := 0
+	for _, e := range entries {
+		rest, ok := strings.CutPrefix(e.Name(), egressDirPrefix)
+		if !ok || !e.IsDir() {
+			continue
+		}
+		f := strings.SplitN(rest, "-", 3)
+		if len(f) != 3 || procfs.Alive(f[0], f[1]) {
+			continue
+		}
+		if os.RemoveAll(filepath.Join(tmp, e.Name())) == nil {
+			n++
+		}
+	}
+	return n
+}
+
 // egressEnv is the proxy environment of a session container with egress
 // rules; nil without.
 func egressEnv(cfg Config) []string {
@@ -116,6 +147,13 @@ func configureEgress(cfg *Config, p *shared.EgressPolicy) error {
 	}
 	if cfg.Network != NetworkNone {
 		return shared.ConfigError("docker", "network", nil, "%q with a network {} block: the session's only route out must be the egress proxy, so its container stays on network %q (leave network out)", cfg.Network, NetworkNone)
+	}
+	switch cfg.Runtime {
+	case "", "runc", "crun":
+	default:
+		// A runtime with a network stack of its own (runsc's netstack)
+		// does not see the forwarder's listener in the shared namespace.
+		return shared.ConfigError("docker", "runtime", nil, "%q with a network {} block: the forwarder shares the session's kernel network namespace, which a runtime with its own network stack does not use; leave runtime out (runc)", cfg.Runtime)
 	}
 	if cfg.Endpoint != "" && !strings.HasPrefix(cfg.Endpoint, "unix://") {
 		return shared.ConfigError("docker", "endpoint", nil, "%q with a network {} block: the egress proxy's socket is bind-mounted from this machine, so the engine must be local", cfg.Endpoint)
@@ -153,7 +191,7 @@ func (b *Backend) startEgress(ctx context.Context, cfg Config, dc *client.Client
 			retErr = fmt.Errorf("open: the egress proxy: %w", retErr)
 		}
 	}()
-	dir, err := os.MkdirTemp("", "orqest-egress-")
+	dir, err := os.MkdirTemp("", egressDirPrefix+strconv.Itoa(b.owner.pid)+"-"+b.owner.start+"-")
 	if err != nil {
 		return fmt.Errorf("%w: %w", err, shared.ErrUnavailable)
 	}

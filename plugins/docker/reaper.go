@@ -33,6 +33,9 @@ func (b *Backend) reapOnce(ctx context.Context) {
 		} else if n > 0 {
 			b.logger.Info("reaper removed containers left by dead owners", "count", n)
 		}
+		if n := reapEgressDirs(os.TempDir()); n > 0 { // egress.go
+			b.logger.Info("reaper removed egress socket directories left by dead plugins", "count", n)
+		}
 	}
 }
 
