@@ -235,3 +235,61 @@ func TestEgressDocker(t *testing.T) {
 		t.Errorf("the socket directory %s outlived its session: %v", side.dir, err)
 	}
 }
+
+// TestEgressWarmPool: a warm container (pool {}) gets its forwarder when
+// it is started ahead of demand; once bound to a session its proxy works
+// and its events name that session; nothing is left after Shutdown.
+func TestEgressWarmPool(t *testing.T) {
+	addr := hostAddr(t)
+	_, port := serveOn(t, addr, "allowed", false)
+	pol := &shared.EgressPolicy{Name: `sandbox "pool" network {}`, Allow: []string{"allowed.test"}}
+	lookup := func(_ context.Context, host string) ([]netip.Addr, error) {
+		if host == "allowed.test" {
+			return []netip.Addr{addr}, nil
+		}
+		return nil, errors.New("no such host")
+	}
+	b := configuredBackendWith(t, map[string]any{"image": testImage(), "pool": map[string]any{"size": 1}}, shared.ConfigureRequest{Egress: pol},
+		func(b *Backend) { b.egressLookup = lookup })
+	user := testUser(t)
+	s1 := openSession(t, b, user)
+	waitFor(t, "a warm container", 60*time.Second, func() bool { return b.Warm(user) })
+	s2 := openSession(t, b, user)
+	a, err := b.Agent(s2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(a.(*agent).label, "warm-") || a.(*agent).egress == nil || a.(*agent).egress.forwarder == "" {
+		t.Fatalf("session %s is not a warm container with a forwarder: label %q", s2, a.(*agent).label)
+	}
+	url := fmt.Sprintf("get=http://allowed.test:%d/", port)
+	stdout, stderr, code := execIn(t, containerOf(t, b, s2), "65534:65534", "python3", "-I", "-c", probe, url)
+	if code != 0 || !strings.Contains(stdout, "hello from allowed") {
+		t.Fatalf("probe from the warm session: exit %d %s %s", code, stdout, stderr)
+	}
+	resp, err := b.Execute(context.Background(), shared.ExecuteRequest{SessionID: s2, UserID: user, Code: "return 1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, ev := range resp.Events {
+		var e egress.Event
+		if json.Unmarshal(ev.Payload, &e) == nil && ev.Type == egress.EventAllowed {
+			n++
+			if e.Session != s2 || e.User != user {
+				t.Errorf("event of session %q user %q, want %q %q", e.Session, e.User, s2, user)
+			}
+		}
+	}
+	if n != 1 {
+		t.Errorf("%d allowed events, want 1: %+v", n, resp.Events)
+	}
+	// Shutdown removes the sessions (s1, s2), the new warm container and
+	// every forwarder; testUser's cleanup fails the test on any left.
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	b.Shutdown(ctx)
+	if _, err := b.Agent(s1); err == nil {
+		t.Errorf("session %s survived Shutdown", s1)
+	}
+}
