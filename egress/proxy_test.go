@@ -163,17 +163,23 @@ func (f *fixture) url(scheme, host string, srv *httptest.Server, path string) st
 	return fmt.Sprintf("%s://%s:%d%s", scheme, host, srv.Listener.Addr().(*net.TCPAddr).Port, path)
 }
 
+// get fetches url with c and returns the status and body.
+func get(t *testing.T, c *http.Client, url string) (int, string) {
+	t.Helper()
+	resp, err := c.Get(url)
+	if err != nil {
+		t.Fatalf("%s: %v", url, err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(body)
+}
+
 func TestProxyPlainHTTP(t *testing.T) {
 	f := newFixture(t, 0, 0)
 	c := f.client()
-	resp, err := c.Get(f.url("http", "allowed.test", f.plain, "/"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	body, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	if resp.StatusCode != 200 || !strings.Contains(string(body), "hello from allowed.test") {
-		t.Fatalf("allowed: %d %q", resp.StatusCode, body)
+	if code, body := get(t, c, f.url("http", "allowed.test", f.plain, "/")); code != 200 || !strings.Contains(body, "hello from allowed.test") {
+		t.Fatalf("allowed: %d %q", code, body)
 	}
 
 	for _, tc := range []struct{ url, why string }{
@@ -182,14 +188,9 @@ func TestProxyPlainHTTP(t *testing.T) {
 		{"http://169.254.169.254/latest/meta-data/", "no address or CIDR entry"},
 		{f.url("http", "rebind.test", f.other, "/"), "127.0.0.1, a loopback address"},
 	} {
-		resp, err := c.Get(tc.url)
-		if err != nil {
-			t.Fatalf("%s: %v", tc.url, err)
-		}
-		body, _ := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		if resp.StatusCode != http.StatusForbidden || !strings.Contains(string(body), `sandbox "test" network {}`) || !strings.Contains(string(body), tc.why) {
-			t.Errorf("%s: %d %q; want 403 naming the policy and %q", tc.url, resp.StatusCode, body, tc.why)
+		code, body := get(t, c, tc.url)
+		if code != http.StatusForbidden || !strings.Contains(body, `sandbox "test" network {}`) || !strings.Contains(body, tc.why) {
+			t.Errorf("%s: %d %q; want 403 naming the policy and %q", tc.url, code, body, tc.why)
 		}
 	}
 	evs := f.w.waitEvents(t, 5)
@@ -214,14 +215,8 @@ func TestProxyPlainHTTP(t *testing.T) {
 func TestProxyConnectTLS(t *testing.T) {
 	f := newFixture(t, 0, 0)
 	c := f.client()
-	resp, err := c.Get(f.url("https", "allowed.test", f.tlsSrv, "/"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	body, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	if !strings.Contains(string(body), "hello from allowed.test") {
-		t.Fatalf("allowed: %q", body)
+	if code, body := get(t, c, f.url("https", "allowed.test", f.tlsSrv, "/")); code != 200 || !strings.Contains(body, "hello from allowed.test") {
+		t.Fatalf("allowed: %d %q", code, body)
 	}
 	c.CloseIdleConnections()
 
@@ -331,14 +326,8 @@ func TestProxyBudget(t *testing.T) {
 	if used := f.proxy.Used(); used > 16<<10 {
 		t.Errorf("used %d bytes, budget 16384", used)
 	}
-	resp, err = c.Get(f.url("http", "allowed.test", f.plain, "/"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	body, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusForbidden || !strings.Contains(string(body), "budget_bytes 16384 is used up") {
-		t.Errorf("after the budget: %d %q", resp.StatusCode, body)
+	if code, body := get(t, c, f.url("http", "allowed.test", f.plain, "/")); code != http.StatusForbidden || !strings.Contains(body, "budget_bytes 16384 is used up") {
+		t.Errorf("after the budget: %d %q", code, body)
 	}
 	evs := f.w.waitEvents(t, 2)
 	if evs[0].Reason != ErrBudget.Error() {
@@ -392,5 +381,30 @@ func TestProxyCloseCutsTunnels(t *testing.T) {
 	_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
 	if _, err := c.Read(make([]byte, 1)); err == nil || errors.Is(err, errors.ErrUnsupported) {
 		t.Errorf("the tunnel is still open after Close: %v", err)
+	}
+}
+
+// TestProxyPlainHTTPHostHeader: a request for an allowed URL whose Host
+// header names another site (fronting through a shared address) reaches
+// the allowed address with the URL's host: the header is not what is
+// checked, nor what is sent.
+func TestProxyPlainHTTPHostHeader(t *testing.T) {
+	f := newFixture(t, 0, 0)
+	c, err := net.Dial("tcp", f.proxyURL.Host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	u := f.url("http", "allowed.test", f.plain, "/")
+	fmt.Fprintf(c, "GET %s HTTP/1.1\r\nHost: forbidden.test\r\nConnection: close\r\n\r\n", u)
+	_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || !strings.Contains(string(body), "hello from allowed.test:") {
+		t.Errorf("%d %q; want the allowed server, asked for allowed.test", resp.StatusCode, body)
 	}
 }
