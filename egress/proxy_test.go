@@ -408,3 +408,12 @@ func TestProxyPlainHTTPHostHeader(t *testing.T) {
 		t.Errorf("%d %q; want the allowed server, asked for allowed.test", resp.StatusCode, body)
 	}
 }
+
+func mustURL(t *testing.T, s string) *url.URL {
+	t.Helper()
+	u, err := url.Parse(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return u
+}

@@ -8,8 +8,6 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -21,7 +19,6 @@ import (
 	"github.com/moby/moby/client"
 
 	"github.com/orqest/sandbox/egress"
-	"github.com/orqest/sandbox/internal/procfs"
 	"github.com/orqest/sandbox/shared"
 )
 
@@ -38,7 +35,7 @@ import (
 
 // EgressProxyAddr is where a session reaches its egress proxy, inside its
 // own network namespace.
-const EgressProxyAddr = "127.0.0.1:3128"
+const EgressProxyAddr = egress.ListenAddr
 
 // LabelRole marks the forwarder container (value roleForwarder); it
 // carries the owner labels of its session too, so the reaper removes it
@@ -54,88 +51,13 @@ const (
 	maxPendingEgressEvents = 4096
 )
 
-// forwarderScript is the forwarder: Python from the session image, the
-// standard library only, run as uid 65534 without capabilities. It
-// accepts on 127.0.0.1:PORT and copies each connection both ways to the
-// Unix socket PATH; "ready" on stdout says it listens.
-const forwarderScript = `import socket, sys, threading
-path, port = sys.argv[1], int(sys.argv[2])
-srv = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-srv.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-srv.bind(("127.0.0.1", port))
-srv.listen(64)
-print("ready", flush=True)
-def pipe(a, b):
-    try:
-        while True:
-            d = a.recv(65536)
-            if not d:
-                break
-            b.sendall(d)
-    except OSError:
-        pass
-    try:
-        b.shutdown(socket.SHUT_WR)
-    except OSError:
-        pass
-def serve(c):
-    u = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    try:
-        u.connect(path)
-        t = threading.Thread(target=pipe, args=(u, c), daemon=True)
-        t.start()
-        pipe(c, u)
-        t.join()
-    except (OSError, RuntimeError):
-        pass
-    c.close()
-    u.close()
-while True:
-    c, _ = srv.accept()
-    try:
-        threading.Thread(target=serve, args=(c,), daemon=True).start()
-    except RuntimeError:
-        c.close()
-`
-
-// egressDirPrefix starts the name of a proxy socket's directory in the
-// temporary directory: orqest-egress-<pid>-<start>-<random>, so that the
-// reaper can tell the directories of a plugin that died.
-const egressDirPrefix = "orqest-egress-"
-
-// reapEgressDirs removes the socket directories of plugins of this
-// machine that are gone (a plugin killed outright cannot remove its own);
-// it returns how many it removed.
-func reapEgressDirs(tmp string) int {
-	entries, err := os.ReadDir(tmp)
-	if err != nil {
-		return 0
-	}
-	n := 0
-	for _, e := range entries {
-		rest, ok := strings.CutPrefix(e.Name(), egressDirPrefix)
-		if !ok || !e.IsDir() {
-			continue
-		}
-		f := strings.SplitN(rest, "-", 3)
-		if len(f) != 3 || procfs.Alive(f[0], f[1]) {
-			continue
-		}
-		if os.RemoveAll(filepath.Join(tmp, e.Name())) == nil {
-			n++
-		}
-	}
-	return n
-}
-
 // egressEnv is the proxy environment of a session container with egress
 // rules; nil without.
 func egressEnv(cfg Config) []string {
 	if cfg.egress == nil {
 		return nil
 	}
-	u := "http://" + EgressProxyAddr
-	return []string{"HTTP_PROXY=" + u, "HTTPS_PROXY=" + u, "http_proxy=" + u, "https_proxy=" + u, "NO_PROXY=", "no_proxy="}
+	return egress.ProxyEnv()
 }
 
 // configureEgress parses the host's egress policy into cfg: a session
@@ -167,13 +89,10 @@ func configureEgress(cfg *Config, p *shared.EgressPolicy) error {
 	return nil
 }
 
-// egressSide is one session container's egress: its proxy, the proxy's
-// socket and the forwarder container.
+// egressSide is one session container's egress: its proxy on its socket,
+// and the forwarder container.
 type egressSide struct {
-	proxy     *egress.Proxy
-	dir       string
-	listener  net.Listener
-	served    chan struct{}
+	*egress.Endpoint
 	forwarder string // container id
 }
 
@@ -184,42 +103,20 @@ func (b *Backend) startEgress(ctx context.Context, cfg Config, dc *client.Client
 	if cfg.egress == nil {
 		return nil
 	}
-	e := &egressSide{served: make(chan struct{})}
+	e := &egressSide{}
 	a.egress = e
 	defer func() {
 		if retErr != nil {
 			retErr = fmt.Errorf("open: the egress proxy: %w", retErr)
 		}
 	}()
-	dir, err := os.MkdirTemp("", egressDirPrefix+strconv.Itoa(b.owner.pid)+"-"+b.owner.start+"-")
+	ep, err := egress.Listen("", b.owner.pid, b.owner.start, egress.Options{Policy: *cfg.egress, Lookup: b.egressLookup, OnEvent: b.egressEvent},
+		func(err error) { b.logger.Warn("egress proxy", "container", a.name, "error", err) })
 	if err != nil {
 		return fmt.Errorf("%w: %w", err, shared.ErrUnavailable)
 	}
-	e.dir = dir
-	// The forwarder (uid 65534) may traverse the directory and use the
-	// socket; nobody may list the directory to find its name.
-	sock := randomHex(12) + ".sock"
-	if err := os.Chmod(dir, 0o711); err != nil {
-		return fmt.Errorf("%w: %w", err, shared.ErrUnavailable)
-	}
-	l, err := net.Listen("unix", filepath.Join(dir, sock))
-	if err != nil {
-		return fmt.Errorf("%w: %w", err, shared.ErrUnavailable)
-	}
-	if err := os.Chmod(filepath.Join(dir, sock), 0o666); err != nil {
-		l.Close()
-		return fmt.Errorf("%w: %w", err, shared.ErrUnavailable)
-	}
-	e.listener = l
-	e.proxy = egress.New(egress.Options{Policy: *cfg.egress, Lookup: b.egressLookup, OnEvent: b.egressEvent})
-	e.proxy.SetSession(a.label, a.user)
-	go func() {
-		defer close(e.served)
-		if err := e.proxy.Serve(l); err != nil {
-			b.logger.Warn("egress proxy", "container", a.name, "error", err)
-		}
-	}()
-
+	e.Endpoint = ep
+	ep.Proxy.SetSession(a.label, a.user)
 	_, port, _ := net.SplitHostPort(EgressProxyAddr)
 	pids := int64(2*maxConns(cfg.egress) + 16) // a thread per direction of each connection
 	mem := int64(64 << 20)
@@ -231,7 +128,7 @@ func (b *Backend) startEgress(ctx context.Context, cfg Config, dc *client.Client
 		Image:        cfg.Image,
 		User:         "65534:65534",
 		Entrypoint:   []string{"python3"},
-		Cmd:          []string{"-I", "-S", "-B", "-c", forwarderScript, forwarderSocketDir + "/" + sock, port},
+		Cmd:          []string{"-I", "-S", "-B", "-c", egress.ForwarderScript, forwarderSocketDir + "/" + ep.Socket, port},
 		Env:          []string{},
 		Labels:       labels,
 		AttachStdout: true,
@@ -244,7 +141,7 @@ func (b *Backend) startEgress(ctx context.Context, cfg Config, dc *client.Client
 		CapDrop:        []string{"ALL"},
 		ReadonlyRootfs: true,
 		SecurityOpt:    []string{"no-new-privileges:true"},
-		Mounts:         []mount.Mount{{Type: mount.TypeBind, Source: dir, Target: forwarderSocketDir, ReadOnly: true}},
+		Mounts:         []mount.Mount{{Type: mount.TypeBind, Source: ep.Dir, Target: forwarderSocketDir, ReadOnly: true}},
 		Resources:      container.Resources{Memory: mem, MemorySwap: mem, NanoCPUs: 5e8, PidsLimit: &pids},
 	}
 	created, err := dc.ContainerCreate(ctx, client.ContainerCreateOptions{Config: cc, HostConfig: hc, Name: a.name + "-egress"})
@@ -319,8 +216,8 @@ func (l *limitedWriter) Write(p []byte) (int, error) {
 // bindEgress names the session the proxy's events carry once the agent
 // is bound to one (a warm container learns its session only then).
 func (a *agent) bindEgress(session, user string) {
-	if a.egress != nil && a.egress.proxy != nil {
-		a.egress.proxy.SetSession(session, user)
+	if a.egress != nil && a.egress.Endpoint != nil {
+		a.egress.Proxy.SetSession(session, user)
 	}
 }
 
@@ -335,16 +232,8 @@ func (a *agent) stopEgress(ctx context.Context) error {
 	if e.forwarder != "" {
 		errs = append(errs, a.b.removeContainer(ctx, e.forwarder))
 	}
-	if e.proxy != nil {
-		errs = append(errs, e.proxy.Close())
-		if e.listener != nil {
-			<-e.served
-		}
-	} else if e.listener != nil {
-		errs = append(errs, e.listener.Close())
-	}
-	if e.dir != "" {
-		errs = append(errs, os.RemoveAll(e.dir))
+	if e.Endpoint != nil {
+		errs = append(errs, e.Endpoint.Close())
 	}
 	return errors.Join(errs...)
 }

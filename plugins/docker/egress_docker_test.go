@@ -231,8 +231,8 @@ func TestEgressDocker(t *testing.T) {
 	if _, err := dc.ContainerInspect(ctx, side.forwarder, client.ContainerInspectOptions{}); err == nil {
 		t.Errorf("the forwarder %s outlived its session", shortID(side.forwarder))
 	}
-	if _, err := os.Stat(side.dir); !errors.Is(err, os.ErrNotExist) {
-		t.Errorf("the socket directory %s outlived its session: %v", side.dir, err)
+	if _, err := os.Stat(side.Dir); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the socket directory %s outlived its session: %v", side.Dir, err)
 	}
 }
 

@@ -3,9 +3,6 @@ package docker
 import (
 	"encoding/json"
 	"errors"
-	"os"
-	"path/filepath"
-	"strconv"
 	"testing"
 
 	"github.com/orqest/sandbox/egress"
@@ -44,32 +41,6 @@ func TestEgressConfigRefusals(t *testing.T) {
 			t.Errorf("%v: %v, want a refusal of %s", tc.cfg, err, tc.field)
 		case tc.field == "" && !errors.Is(err, egress.ErrInvalidRule):
 			t.Errorf("%v: %v, want ErrInvalidRule", tc.cfg, err)
-		}
-	}
-}
-
-// TestReapEgressDirs: the socket directory of a plugin that is gone is
-// removed; this process's and unrelated directories stay.
-func TestReapEgressDirs(t *testing.T) {
-	tmp := t.TempDir()
-	me := currentOwner()
-	mine := filepath.Join(tmp, egressDirPrefix+strconv.Itoa(me.pid)+"-"+me.start+"-abc")
-	dead := filepath.Join(tmp, egressDirPrefix+strconv.Itoa(me.pid)+"-1-abc") // a recycled pid: another start time
-	other := filepath.Join(tmp, "orqest-egressive")
-	for _, d := range []string{mine, dead, other} {
-		if err := os.Mkdir(d, 0o711); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := os.WriteFile(filepath.Join(dead, "x.sock"), nil, 0o666); err != nil {
-		t.Fatal(err)
-	}
-	if n := reapEgressDirs(tmp); n != 1 {
-		t.Errorf("removed %d, want 1", n)
-	}
-	for d, want := range map[string]bool{mine: true, dead: false, other: true} {
-		if _, err := os.Stat(d); (err == nil) != want {
-			t.Errorf("%s: exists %v, want %v", filepath.Base(d), err == nil, want)
 		}
 	}
 }

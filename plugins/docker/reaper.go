@@ -6,6 +6,7 @@ import (
 
 	"github.com/moby/moby/client"
 
+	"github.com/orqest/sandbox/egress"
 	"github.com/orqest/sandbox/internal/procfs"
 )
 
@@ -33,7 +34,7 @@ func (b *Backend) reapOnce(ctx context.Context) {
 		} else if n > 0 {
 			b.logger.Info("reaper removed containers left by dead owners", "count", n)
 		}
-		if n := reapEgressDirs(os.TempDir()); n > 0 { // egress.go
+		if n := egress.ReapDirs(""); n > 0 {
 			b.logger.Info("reaper removed egress socket directories left by dead plugins", "count", n)
 		}
 	}
