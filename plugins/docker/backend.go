@@ -155,10 +155,9 @@ type Backend struct {
 	dockerAt string // the endpoint docker speaks to ("" = DOCKER_HOST or the local socket)
 	reaped   bool
 
-	// The egress proxies' events waiting for the next response (egress.go).
-	egressMu      sync.Mutex
-	egressPending []shared.Event
-	egressDropped int
+	// egressEvents are the egress proxies' events waiting for the next
+	// response (egress.go).
+	egressEvents egress.Queue
 	// egressLookup resolves names for the proxies (nil: the system's
 	// resolver); a test sets it to stand for DNS.
 	egressLookup egress.LookupFunc

@@ -3,7 +3,6 @@ package docker
 import (
 	"bufio"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -11,7 +10,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"time"
 
 	"github.com/moby/moby/api/pkg/stdcopy"
 	"github.com/moby/moby/api/types/container"
@@ -46,9 +44,6 @@ const (
 	roleForwarder = "egress-forwarder"
 	// forwarderSocketDir is where the forwarder sees the proxy's socket.
 	forwarderSocketDir = "/run/orqest-egress"
-	// maxPendingEgressEvents bounds the events waiting for the next
-	// response; past it the oldest are dropped (each is logged too).
-	maxPendingEgressEvents = 4096
 )
 
 // egressEnv is the proxy environment of a session container with egress
@@ -241,37 +236,9 @@ func (a *agent) stopEgress(ctx context.Context) error {
 // egressEvent keeps a proxy event for the host (the next response's
 // Events) and logs it.
 func (b *Backend) egressEvent(ev egress.Event) {
-	payload, err := json.Marshal(ev)
-	if err != nil {
-		return
-	}
 	b.logger.Info("egress", "type", ev.Type, "session", ev.Session, "host", ev.Host, "port", ev.Port, "bytes_sent", ev.BytesSent, "bytes_received", ev.BytesReceived, "reason", ev.Reason)
-	b.egressMu.Lock()
-	defer b.egressMu.Unlock()
-	if len(b.egressPending) >= maxPendingEgressEvents {
-		b.egressPending = b.egressPending[1:]
-		b.egressDropped++
-	}
-	b.egressPending = append(b.egressPending, shared.Event{Type: ev.Type, Payload: payload})
+	b.egressEvents.Add(ev)
 }
-
-// takeEgressEvents hands over the events waiting for the host.
-func (b *Backend) takeEgressEvents() []shared.Event {
-	b.egressMu.Lock()
-	defer b.egressMu.Unlock()
-	evs := b.egressPending
-	b.egressPending = nil
-	if b.egressDropped > 0 {
-		payload, _ := json.Marshal(map[string]any{"dropped": b.egressDropped, "time": time.Now().UTC()})
-		evs = append(evs, shared.Event{Type: EventEgressDropped, Payload: payload})
-		b.egressDropped = 0
-	}
-	return evs
-}
-
-// EventEgressDropped reports egress events dropped before a response
-// could carry them (more than maxPendingEgressEvents between two calls).
-const EventEgressDropped = "egress.dropped"
 
 // Execute runs req (session.Manager.Execute) and reports the egress
 // events of every session since the last response: the proxy's
@@ -279,7 +246,7 @@ const EventEgressDropped = "egress.dropped"
 func (b *Backend) Execute(ctx context.Context, req shared.ExecuteRequest) (shared.ExecuteResponse, error) {
 	resp, err := b.Manager.Execute(ctx, req)
 	if err == nil {
-		resp.Events = append(resp.Events, b.takeEgressEvents()...)
+		resp.Events = append(resp.Events, b.egressEvents.Take()...)
 	}
 	return resp, err
 }
@@ -288,7 +255,7 @@ func (b *Backend) Execute(ctx context.Context, req shared.ExecuteRequest) (share
 func (b *Backend) ExecuteStream(ctx context.Context, req shared.ExecuteRequest, send func(shared.OutputChunk) error) (shared.ExecuteResponse, error) {
 	resp, err := b.Manager.ExecuteStream(ctx, req, send)
 	if err == nil {
-		resp.Events = append(resp.Events, b.takeEgressEvents()...)
+		resp.Events = append(resp.Events, b.egressEvents.Take()...)
 	}
 	return resp, err
 }
