@@ -16,6 +16,7 @@ import (
 	"github.com/moby/moby/client"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/orqest/sandbox/egress"
 	"github.com/orqest/sandbox/internal/rtproto"
 	"github.com/orqest/sandbox/internal/session"
 	"github.com/orqest/sandbox/internal/warmpool"
@@ -103,6 +104,9 @@ type Config struct {
 	// Stateful, for the runtime's flags (rtproto.RuntimeFlags).
 	prepare  []string
 	stateful bool
+	// egress is ConfigureRequest.Egress parsed (egress.go); nil: no
+	// network at all.
+	egress *egress.Policy
 }
 
 // runtimeFlags are the runtime's command-line flags of cfg: the container's
@@ -154,6 +158,13 @@ type Backend struct {
 	docker   *client.Client
 	dockerAt string // the endpoint docker speaks to ("" = DOCKER_HOST or the local socket)
 	reaped   bool
+
+	// egressEvents are the egress proxies' events waiting for the next
+	// response (egress.go).
+	egressEvents egress.Queue
+	// egressLookup resolves names for the proxies (nil: the system's
+	// resolver); a test sets it to stand for DNS.
+	egressLookup egress.LookupFunc
 }
 
 var _ shared.Sandbox = (*Backend)(nil)
@@ -236,6 +247,8 @@ func (b *Backend) Info(context.Context, shared.InfoRequest) (shared.InfoResponse
 	}
 	if b.config().Network != NetworkNone {
 		caps = slices.DeleteFunc(caps, func(c shared.Capability) bool { return c == shared.CapNetworkIsolation })
+	} else {
+		caps = append(caps, shared.CapEgress) // egress.go
 	}
 	return shared.InfoResponse{
 		Name:         "docker",
@@ -340,6 +353,9 @@ func (b *Backend) Configure(ctx context.Context, req shared.ConfigureRequest) (s
 	case NetworkNone, NetworkBridge:
 	default:
 		return shared.ConfigureResponse{}, shared.ConfigError("docker", "network", nil, "%q: want %q (default, MCP over stdio) or %q (MCP over HTTP published on 127.0.0.1)", cfg.Network, NetworkNone, NetworkBridge)
+	}
+	if err := configureEgress(&cfg, req.Egress); err != nil { // egress.go
+		return shared.ConfigureResponse{}, err
 	}
 	dc, err := b.clientFor(cfg.Endpoint)
 	if err != nil {
