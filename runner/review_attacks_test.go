@@ -9,6 +9,7 @@ package runner_test
 
 import (
 	"context"
+	"os"
 	"strings"
 	"testing"
 
@@ -74,5 +75,113 @@ func TestReviewUserStringFormatFields(t *testing.T) {
 	hooks(t, func(t *testing.T, hook string) {
 		resp, _, _ := run(t, runner.Request{Code: benign, Classes: true, AllowedImports: imports})
 		wantOutput(t, resp, `["v   7", "1!", "1-2"]`)
+	})
+}
+
+// reduceDayName is a __reduce_ex__ whose reconstruction (copy's
+// _reconstruct) sets an attribute of a library instance every call of an
+// interpreter shares: calendar.day_name's format, so that a later
+// calendar.day_name[0] says HACKED instead of Monday.
+const reduceDayName = "lambda self, p: (lambda: calendar.day_name, (), (None, {'format': 'HACKED'}))"
+
+// TestReviewClassGuardOutsideTheUserFrame: the C class guard checked a
+// type() namespace only while the running frame was the user's, so a
+// class whose namespace the code chose but that was built in another
+// frame took any dunder: a Python metaclass's __new__ (type of an ABC:
+// type(collections.abc.Mapping)(...)), type() called back through
+// functools.partial by a dataclass default_factory, a partialmethod or a
+// cached_property. With __reduce_ex__ (or a metaclass's
+// __instancecheck__) copy.copy set attributes of library instances
+// (calendar.day_name) for every later call of the interpreter. Both
+// static layers accept the payloads; the C guard now holds a metaclass's
+// __new__ called from the user's frame to the class-statement rules, and
+// any other frame's namespace to binding no disallowed dunder to the
+// code's functions (or objects, partials, methods wrapping them). The
+// Python hook has no class guard (docs/threat-model.md): C hook only.
+func TestReviewClassGuardOutsideTheUserFrame(t *testing.T) {
+	imports := []string{"collections", "copy", "calendar", "dataclasses", "functools"}
+	ns := "ns = {'__reduce_ex__': " + reduceDayName + "}\n"
+	for _, c := range []struct{ name, code, want string }{
+		{"ABCMeta alias", "import collections.abc, copy, calendar\n" + ns +
+			"R = type(collections.abc.Mapping)('R', (), ns)\ncopy.copy(R())\nreturn calendar.day_name[0]", "may not define __reduce_ex__"},
+		{"ABCMeta alias metaclass", "import collections.abc\nM = type(collections.abc.Mapping)('M', (type(int),), {})\nreturn str(M)", "may not derive from type"},
+		{"default_factory partial", "import dataclasses, functools, copy, calendar\n" + ns +
+			"@dataclasses.dataclass\nclass H:\n    r: object = dataclasses.field(default_factory=functools.partial(type(int), 'R', (), ns))\n" +
+			"copy.copy(H().r())\nreturn calendar.day_name[0]", "may not bind __reduce_ex__"},
+		{"partialmethod", "import functools, copy, calendar\n" + ns +
+			"class S(str):\n    m = functools.partialmethod(type(int), (), ns)\ncopy.copy(S('R').m()())\nreturn calendar.day_name[0]", "may not bind __reduce_ex__"},
+		{"cached_property metaclass", "import functools\nT = type(int)\nclass D(dict):\n    m = functools.cached_property(functools.partial(T, 'M', (T,)))\n" +
+			"M = D({'__instancecheck__': lambda c, x: True}).m\nreturn str(M)", "may not bind __instancecheck__"},
+		{"partial of a lambda", "import functools, copy, calendar\nf = functools.partial(" + reduceDayName + ")\n" +
+			"class D(dict):\n    m = functools.cached_property(functools.partial(type(int), 'R', ()))\nR = D({'__reduce_ex__': f}).m\ncopy.copy(R())\nreturn calendar.day_name[0]", "may not bind __reduce_ex__"},
+		{"bound method of an own object", "import functools, copy, calendar\nclass K:\n    def r(self, me, p):\n        return (lambda: calendar.day_name, (), (None, {'format': 'HACKED'}))\n" +
+			"class D(dict):\n    m = functools.cached_property(functools.partial(type(int), 'R', ()))\nR = D({'__reduce_ex__': K().r}).m\ncopy.copy(R())\nreturn calendar.day_name[0]", "may not bind __reduce_ex__"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			if !goAccepts(t, c.code, imports) {
+				t.Logf("the Go validator refuses %q too", c.name)
+			}
+			if os.Getenv("ORQEST_FORKCORE") == "" {
+				t.Skip("SKIP: ORQEST_FORKCORE is not set (the C class guard, built by `make forkcore`)")
+			}
+			resp, out, _ := run(t, runner.Request{Code: c.code, Classes: true, AllowedImports: imports})
+			wantRefused(t, resp, out, c.want)
+		})
+	}
+}
+
+// TestReviewClassesLibrariesBuild: the benign side: the classes the
+// allowed libraries build for the code, in their own frames or a
+// metaclass's __new__ (Enum, IntFlag, StrEnum, TypedDict, NamedTuple,
+// Generic, Protocol, an ABC, a frozen slots dataclass, namedtuple,
+// cached_property, the functional Enum), on both hooks.
+func TestReviewClassesLibrariesBuild(t *testing.T) {
+	code := `import enum, typing, collections, collections.abc, dataclasses, functools
+class Color(enum.Enum):
+    RED = 1
+class Perm(enum.IntFlag):
+    R = 4
+    W = 2
+class Unit(enum.StrEnum):
+    M = 'm'
+class TD(typing.TypedDict, total=False):
+    a: int
+class P(typing.NamedTuple):
+    x: int
+    y: int = 0
+T = typing.TypeVar('T')
+class G(typing.Generic[T]):
+    def __init__(self, v):
+        self.v = v
+@typing.runtime_checkable
+class Proto(typing.Protocol):
+    def name(self) -> str: ...
+class M(collections.abc.Mapping):
+    def __init__(self, d):
+        self.d = d
+    def __getitem__(self, k):
+        return self.d[k]
+    def __iter__(self):
+        return iter(self.d)
+    def __len__(self):
+        return len(self.d)
+@dataclasses.dataclass(frozen=True, slots=True)
+class F:
+    a: int
+    b: list = dataclasses.field(default_factory=list)
+Pt = collections.namedtuple('Pt', 'x y')
+class Cached:
+    @functools.cached_property
+    def v(self):
+        return 3
+E2 = enum.Enum('E2', 'A B')
+return [Color.RED.name, int(Perm.R | Perm.W), Unit.M.value, TD(a=1), P(1)._asdict(), G(2).v, isinstance(1, Proto), dict(M({'a': 1})), F(1).a, Pt(1, 2).y, Cached().v, E2.B.value]`
+	imports := []string{"enum", "typing", "collections", "dataclasses", "functools"}
+	if !goAccepts(t, code, imports) {
+		t.Fatal("the Go validator refuses the benign body")
+	}
+	hooks(t, func(t *testing.T, hook string) {
+		resp, _, _ := run(t, runner.Request{Code: code, Classes: true, AllowedImports: imports})
+		wantOutput(t, resp, `["RED", 6, "m", {"a": 1}, {"x": 1, "y": 0}, 2, false, {"a": 1}, 1, 2, 3, 2]`)
 	})
 }

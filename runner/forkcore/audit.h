@@ -424,6 +424,94 @@ static int orq_in_user_frame(void)
     return user;
 }
 
+/* Whether the running frame builds a class for the user's code: the user's
+ * frame, or a metaclass's __new__ (ABCMeta's, EnumType's: Python code that
+ * calls type.__new__) called from it, as type(collections.abc.Mapping)(...)
+ * or a class statement with that metaclass does. */
+static int orq_builds_for_user(void)
+{
+    if (orq_in_user_frame())
+        return 1;
+    PyFrameObject *f = PyEval_GetFrame(); /* borrowed */
+    if (f == NULL)
+        return 0;
+    PyCodeObject *co = PyFrame_GetCode(f);
+    int is_new = PyUnicode_Check(co->co_name) && PyUnicode_CompareWithASCIIString(co->co_name, "__new__") == 0;
+    Py_DECREF(co);
+    if (!is_new)
+        return 0;
+    PyFrameObject *back = PyFrame_GetBack(f);
+    if (back == NULL)
+        return 0;
+    co = PyFrame_GetCode(back);
+    int user = PyUnicode_Check(co->co_filename)
+        && PyUnicode_CompareWithASCIIString(co->co_filename, "<sandbox>") == 0;
+    Py_DECREF(co);
+    Py_DECREF(back);
+    return user;
+}
+
+/* Whether v, bound in a class namespace, runs the user's code when the class
+ * or its instances use it: a function compiled from "<sandbox>" (or one whose
+ * closure holds such a value), an object of a class built since arming, a
+ * method, classmethod, staticmethod or property wrapping one, or any other
+ * callable or descriptor that is not a library function (functools.partial,
+ * an lru_cache wrapper, a method-wrapper: they call what they were given).
+ * Data (not callable, no descriptor), classes, builtin functions and the
+ * builtin types' descriptors run no user code. */
+static int orq_runs_user_code(PyObject *v, int depth)
+{
+    if (v == NULL || v == Py_None || PyType_Check(v))
+        return 0;
+    if (depth > 8)
+        return 1;
+    if (orq_made_has((PyObject *)Py_TYPE(v)))
+        return 1;
+    if (PyFunction_Check(v)) {
+        PyCodeObject *co = (PyCodeObject *)PyFunction_GET_CODE(v);
+        if (PyUnicode_Check(co->co_filename)
+            && PyUnicode_CompareWithASCIIString(co->co_filename, "<sandbox>") == 0)
+            return 1;
+        PyObject *cl = PyFunction_GET_CLOSURE(v);
+        for (Py_ssize_t i = 0; cl != NULL && PyTuple_Check(cl) && i < PyTuple_GET_SIZE(cl); i++) {
+            PyObject *c = PyTuple_GET_ITEM(cl, i);
+            if (PyCell_Check(c) && orq_runs_user_code(PyCell_GET(c), depth + 1))
+                return 1;
+        }
+        return 0;
+    }
+    if (PyCFunction_Check(v) || Py_IS_TYPE(v, &PyMethodDescr_Type) || Py_IS_TYPE(v, &PyWrapperDescr_Type)
+        || Py_IS_TYPE(v, &PyClassMethodDescr_Type) || Py_IS_TYPE(v, &PyGetSetDescr_Type)
+        || Py_IS_TYPE(v, &PyMemberDescr_Type))
+        return 0;
+    if (PyMethod_Check(v))
+        return orq_runs_user_code(PyMethod_GET_FUNCTION(v), depth + 1)
+            || orq_runs_user_code(PyMethod_GET_SELF(v), depth + 1);
+    const char *parts[3] = {NULL, NULL, NULL};
+    if (Py_IS_TYPE(v, &PyClassMethod_Type) || Py_IS_TYPE(v, &PyStaticMethod_Type))
+        parts[0] = "__func__";
+    else if (Py_IS_TYPE(v, &PyProperty_Type)) {
+        parts[0] = "fget";
+        parts[1] = "fset";
+        parts[2] = "fdel";
+    }
+    if (parts[0] != NULL) {
+        for (int i = 0; i < 3 && parts[i] != NULL; i++) {
+            PyObject *x = PyObject_GetAttrString(v, parts[i]);
+            if (x == NULL) {
+                PyErr_Clear();
+                return 1;
+            }
+            int r = orq_runs_user_code(x, depth + 1);
+            Py_DECREF(x);
+            if (r)
+                return 1;
+        }
+        return 0;
+    }
+    return PyCallable_Check(v) || Py_TYPE(v)->tp_descr_get != NULL;
+}
+
 /* A class's memory while armed: the class is recorded as built since (before
  * its creation runs __set_name__ and __init_subclass__, which may set its
  * attributes). Every metaclass allocates through here. */
@@ -437,7 +525,32 @@ static PyObject *orq_type_alloc(PyTypeObject *meta, Py_ssize_t n)
 
 static PyObject *orq_type_new(PyTypeObject *meta, PyObject *args, PyObject *kwds)
 {
-    if (orq_audit.armed && PyTuple_Check(args) && PyTuple_GET_SIZE(args) == 3 && orq_in_user_frame()) {
+    int three = orq_audit.armed && PyTuple_Check(args) && PyTuple_GET_SIZE(args) == 3;
+    if (three && !orq_builds_for_user() && PyDict_Check(PyTuple_GET_ITEM(args, 2))) {
+        /* built by library code (namedtuple, dataclass(slots=True), or
+         * type called back through functools.partial, cached_property, a
+         * default_factory): its own functions may take any dunder, the
+         * user's code only those of a class statement */
+        PyObject *k, *v;
+        Py_ssize_t pos = 0;
+        while (PyDict_Next(PyTuple_GET_ITEM(args, 2), &pos, &k, &v)) {
+            const char *u = PyUnicode_Check(k) ? PyUnicode_AsUTF8(k) : NULL;
+            if (u == NULL) {
+                PyErr_Clear();
+                continue;
+            }
+            size_t l = strlen(u);
+            if (l >= 4 && u[0] == '_' && u[1] == '_' && u[l - 1] == '_' && u[l - 2] == '_'
+                && !orq_strs_has(&orq_audit.class_dunders, u) && orq_runs_user_code(v, 0)) {
+                PyErr_Format(PyExc_TypeError,
+                             "a class may not bind %s to the code's functions in the sandbox, "
+                             "whoever builds it (type() called back by a library follows the "
+                             "rules of a class statement)", u);
+                return NULL;
+            }
+        }
+    }
+    if (three && orq_builds_for_user()) {
         PyObject *bases = PyTuple_GET_ITEM(args, 1), *ns = PyTuple_GET_ITEM(args, 2);
         if (PyTuple_Check(bases)) {
             for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(bases); i++) {
