@@ -101,6 +101,7 @@ const reduceDayName = "lambda self, p: (lambda: calendar.day_name, (), (None, {'
 func TestReviewClassGuardOutsideTheUserFrame(t *testing.T) {
 	imports := []string{"collections", "copy", "calendar", "dataclasses", "functools"}
 	ns := "ns = {'__reduce_ex__': " + reduceDayName + "}\n"
+	var cases []struct{ name, code, want string }
 	for _, c := range []struct{ name, code, want string }{
 		{"ABCMeta alias", "import collections.abc, copy, calendar\n" + ns +
 			"R = type(collections.abc.Mapping)('R', (), ns)\ncopy.copy(R())\nreturn calendar.day_name[0]", "may not define __reduce_ex__"},
@@ -117,6 +118,15 @@ func TestReviewClassGuardOutsideTheUserFrame(t *testing.T) {
 		{"bound method of an own object", "import functools, copy, calendar\nclass K:\n    def r(self, me, p):\n        return (lambda: calendar.day_name, (), (None, {'format': 'HACKED'}))\n" +
 			"class D(dict):\n    m = functools.cached_property(functools.partial(type(int), 'R', ()))\nR = D({'__reduce_ex__': K().r}).m\ncopy.copy(R())\nreturn calendar.day_name[0]", "may not bind __reduce_ex__"},
 	} {
+		cases = append(cases, c)
+	}
+	// Library wrappers that call the code's function back: singledispatch
+	// (its registry, a dict in a closure), lru_cache, wraps.
+	for _, w := range []string{"functools.singledispatch(r)", "functools.lru_cache(r)", "functools.wraps(r)(lambda *a: r(*a))"} {
+		cases = append(cases, struct{ name, code, want string }{w, "import functools, copy, calendar\ndef r(self, p):\n    return (lambda: calendar.day_name, (), (None, {'format': 'HACKED'}))\n" +
+			"class D(dict):\n    m = functools.cached_property(functools.partial(type(int), 'R', ()))\nR = D({'__reduce_ex__': " + w + "}).m\ncopy.copy(R())\nreturn calendar.day_name[0]", "may not bind __reduce_ex__"})
+	}
+	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			if !goAccepts(t, c.code, imports) {
 				t.Logf("the Go validator refuses %q too", c.name)

@@ -456,9 +456,10 @@ static int orq_builds_for_user(void)
  * closure holds such a value), an object of a class built since arming, a
  * method, classmethod, staticmethod or property wrapping one, or any other
  * callable or descriptor that is not a library function (functools.partial,
- * an lru_cache wrapper, a method-wrapper: they call what they were given).
- * Data (not callable, no descriptor), classes, builtin functions and the
- * builtin types' descriptors run no user code. */
+ * an lru_cache wrapper, a method-wrapper: they call what they were given);
+ * tuples, lists and dicts (a closure's registry) by their items. Other data
+ * (not callable, no descriptor), classes, builtin functions and the builtin
+ * types' descriptors run no user code. */
 static int orq_runs_user_code(PyObject *v, int depth)
 {
     if (v == NULL || v == Py_None || PyType_Check(v))
@@ -479,6 +480,20 @@ static int orq_runs_user_code(PyObject *v, int depth)
                 return 1;
         }
         return 0;
+    }
+    if (PyTuple_CheckExact(v) || PyList_CheckExact(v) || PyDict_CheckExact(v)) {
+        /* a closure's registry (singledispatch's dispatch table) */
+        PyObject *seq = PyDict_CheckExact(v) ? PyDict_Values(v) : PySequence_Fast(v, "");
+        if (seq == NULL) {
+            PyErr_Clear();
+            return 1;
+        }
+        Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
+        int r = n > 1024;
+        for (Py_ssize_t i = 0; !r && i < n; i++)
+            r = orq_runs_user_code(PySequence_Fast_GET_ITEM(seq, i), depth + 1);
+        Py_DECREF(seq);
+        return r;
     }
     if (PyCFunction_Check(v) || Py_IS_TYPE(v, &PyMethodDescr_Type) || Py_IS_TYPE(v, &PyWrapperDescr_Type)
         || Py_IS_TYPE(v, &PyClassMethodDescr_Type) || Py_IS_TYPE(v, &PyGetSetDescr_Type)
