@@ -195,3 +195,27 @@ return [Color.RED.name, int(Perm.R | Perm.W), Unit.M.value, TD(a=1), P(1)._asdic
 		wantOutput(t, resp, `["RED", 6, "m", {"a": 1}, {"x": 1, "y": 0}, 2, false, {"a": 1}, 1, 2, 3, 2]`)
 	})
 }
+
+// raiseFromStr is a body whose exception's __str__ raises a BaseException
+// (whose own __str__ raises again): the runner's report took texts under
+// `except Exception`, so the BaseException escaped the runner's handlers.
+// A one-shot child then wrote no response (the host saw a crash, with the
+// runner's own traceback on stderr), a session's interpreter ended with
+// its state, and tier 0 formatted the escaped object in C after
+// disarming (review_tier0_test.go).
+const raiseFromStr = "class Bye(BaseException):\n    def __str__(self):\n        raise Bye()\nclass E(Exception):\n    def __str__(self):\n        raise Bye()\nraise E()"
+
+// TestReviewExceptionStrRaisesBaseException: the report says the text
+// failed and the call ends as a runtime error, on both hooks.
+func TestReviewExceptionStrRaisesBaseException(t *testing.T) {
+	if !goAccepts(t, raiseFromStr, nil) {
+		t.Fatal("the Go validator refuses the body (it needs only classes)")
+	}
+	hooks(t, func(t *testing.T, hook string) {
+		resp, out, _ := run(t, runner.Request{Code: raiseFromStr, Classes: true})
+		wantRefused(t, resp, out, "E: <exception str() failed>")
+		if resp.ErrorKind != "runtime" {
+			t.Fatalf("want a runtime error, got %s: %s", resp.ErrorKind, resp.Error)
+		}
+	})
+}

@@ -74,3 +74,27 @@ func TestReviewTier0UserStringCannotReadThePluginEnvironment(t *testing.T) {
 		t.Fatalf("benign UserString.format: %s %s %s", res.Output, res.ErrorKind, res.Error)
 	}
 }
+
+// TestReviewTier0EscapedExceptionFormattedArmed: an exception whose
+// __str__ raised a BaseException escaped the runner; embed.c disarmed the
+// hook and only then took the escaped object's repr, so the code's
+// __repr__ ran unarmed after its call: it built a class with
+// __reduce_ex__ and had copy rewrite calendar.day_name for every later
+// caller. The runner now reports the failed text as a runtime error, and
+// embed.c formats an escaped exception (and frees what it holds) while
+// the call is still armed and timed. The next caller reads Monday.
+func TestReviewTier0EscapedExceptionFormattedArmed(t *testing.T) {
+	b := withClasses(t)
+	allowed := []string{"copy", "calendar"}
+	code := "import copy, calendar\nclass Bye(BaseException):\n    def __str__(self):\n        raise Bye()\n    def __repr__(self):\n" +
+		"        R = type(int)('R', (), {'__reduce_ex__': lambda self, p: (lambda: calendar.day_name, (), (None, {'format': 'UNARMED'}))})\n" +
+		"        copy.copy(R())\n        return 'Bye'\nclass E(Exception):\n    def __str__(self):\n        raise Bye()\nraise E()"
+	res := execute(t, b, shared.ExecuteRequest{Code: code, AllowedImports: allowed})
+	if res.Success || res.ErrorKind != shared.KindRuntime || !strings.Contains(res.Error, "<exception str() failed>") {
+		t.Fatalf("want a runtime error, got success=%v %s %s: %s", res.Success, res.Output, res.ErrorKind, res.Error)
+	}
+	next := execute(t, b, shared.ExecuteRequest{Code: "import calendar\nreturn calendar.day_name[0]", AllowedImports: allowed})
+	if !next.Success || string(next.Output) != `"Monday"` {
+		t.Fatalf("the next caller's calendar: %s %s %s", next.Output, next.ErrorKind, next.Error)
+	}
+}

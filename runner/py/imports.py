@@ -724,7 +724,7 @@ def _orq_exc_texts(exc):
         try:
             t = str(e)
             t = str.__getitem__(t, slice(None))  # a str subclass: an exact copy
-        except Exception:  # noqa: BLE001 - a broken __str__
+        except BaseException:  # noqa: BLE001 - a broken __str__ (even raising SystemExit)
             t = "<exception str() failed>"
         texts[id(e)] = t
         for c in (e.__cause__, e.__context__):
