@@ -219,3 +219,70 @@ func TestReviewExceptionStrRaisesBaseException(t *testing.T) {
 		}
 	})
 }
+
+// TestReviewJailClassics: published Python-jail moves, on tier 1's runner
+// with no imports and classes on. Each is refused by some layer (recorded:
+// the Go validator, the in-child checker, or a run-time guard) and shows
+// nothing of the runner; the few that run hand out only what the code had.
+func TestReviewJailClassics(t *testing.T) {
+	for _, c := range []struct{ name, code, want string }{
+		{"mro of type", "return str(type(int).mro(type(int)))", ""},
+		{"subclasses", "return str(object.__subclasses__())", ""},
+		{"generator frame", "g = (x for x in [1])\nreturn str(g.gi_frame)", ""},
+		{"yieldfrom", "def f():\n    yield\ng = f()\nreturn str(g.gi_yieldfrom)", ""},
+		{"coroutine frame", "async def f():\n    return 1\nc = f()\nr = str(c.cr_frame)\nc.close()\nreturn r", ""},
+		{"traceback", "try:\n    1/0\nexcept Exception as e:\n    return str(e.__traceback__)", ""},
+		{"getattr self", "return str(getattr(len, '__self__'))", ""},
+		{"getattr closure computed", "n = '__clos' + 'ure__'\nreturn str(getattr(setattr, n))", ""},
+		{"getattr closure joined", "n = ''.join(['__clos', 'ure__'])\nreturn str(getattr(setattr, n))", ""},
+		{"vars of a builtin", "return str(vars(len))", ""},
+		{"vars of a class", "class A:\n    pass\nreturn str(vars(A))", ""},
+		{"super's class", "class A:\n    def f(self):\n        return super()\nreturn str(A().f().__self_class__)", ""},
+		{"builtin self", "return str(isinstance.__self__)", ""},
+		{"defaults", "def f(a=1):\n    return a\nf.__defaults__ = (len,)\nreturn str(f())", ""},
+		{"globals", "def f():\n    return 1\nreturn str(f.__globals__)", ""},
+		{"function type", "F = type(lambda: 0)\nreturn str(F(compile, {}))", ""},
+		{"metaclass statement", "class M(type):\n    pass\nreturn 1", ""},
+		{"type getattr", "return str(type(int)('X', (), {'__getattr__': lambda s, n: n})().y)", "may not define __getattr__"},
+		{"keyword pattern", "match len:\n    case object(__self__=s):\n        return str(s)\nreturn 0", ""},
+		{"match_args statement", "class C:\n    __match_args__ = ('__self__',)\nreturn 1", ""},
+		{"str subclass format", "class A(str):\n    pass\nreturn str(A('{0.__class__}').format(1))", "reads the attribute"},
+		{"computed template", "t = '{0.__cl' + 'ass__}'\nreturn t.format(1)", ""},
+		{"unbound str.format", "f = str.format\nreturn f('{0.__class__}', 1)", "reads the attribute"},
+		{"map str.format", "return str(list(map(str.format, ['{0.__class__}'], [1])))", "reads the attribute"},
+		{"set_name by hand", "import functools\ncp = functools.cached_property(len)\nclass A:\n    pass\ncp.__set_name__(A, '__reduce_ex__')\nreturn 1", ""},
+		{"dataclass dunder field", "import dataclasses\nC = dataclasses.dataclass(type(int)('C', (), {'__annotations__': {'__reduce_ex__': object}}))\nreturn 1", "field names must be plain identifiers"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			imports := []string{"functools", "dataclasses"}
+			goOK := goAccepts(t, c.code, imports)
+			resp, out, _ := run(t, runner.Request{Code: c.code, Classes: true, AllowedImports: imports})
+			wantNoEscape(t, resp, out)
+			if resp.Success {
+				t.Fatalf("want a refusal, got %s", resp.Output)
+			}
+			if c.want != "" && !strings.Contains(resp.Error, c.want) {
+				t.Fatalf("want %q, got %s: %s", c.want, resp.ErrorKind, resp.Error)
+			}
+			t.Logf("Go validator accepts: %v; stopped by: %s", goOK, resp.ErrorKind)
+		})
+	}
+	// Frames with the static rules out of the way: the C hook (or the
+	// Python one) refuses the read itself.
+	rules := weakRules(t, []string{"__traceback__"}, []string{"gi_frame", "cr_frame", "tb_frame", "gi_yieldfrom"}, nil)
+	for _, code := range []string{
+		"g = (x for x in [1])\nreturn str(g.gi_frame)",
+		"async def f():\n    return 1\nc = f()\ntry:\n    return str(c.cr_frame)\nfinally:\n    c.close()",
+		"try:\n    1/0\nexcept Exception as e:\n    return str(e.__traceback__.tb_frame)",
+	} {
+		hooks(t, func(t *testing.T, hook string) {
+			resp, out, _ := run(t, runner.Request{Code: code, Classes: true, Rules: rules})
+			wantRefused(t, resp, out, "sandbox: introspection")
+		})
+	}
+	// What runs hands out only what the code had.
+	hooks(t, func(t *testing.T, hook string) {
+		resp, _, _ := run(t, runner.Request{Code: "class S(str):\n    def __hash__(self):\n        return 1\n    def __eq__(self, o):\n        return True\nclass L(list):\n    def __iter__(self):\n        return iter(['EVIL'])\nclass F(float):\n    def __repr__(self):\n        return 'EVIL'\nreturn [{S('a'): 1, S('b'): 2}, L([1, 2]), F(1.5), str(property(len).fget)]", Classes: true})
+		wantOutput(t, resp, `[{"a": 2}, [1, 2], 1.5, "<built-in function len>"]`)
+	})
+}
