@@ -98,3 +98,46 @@ func TestReviewTier0EscapedExceptionFormattedArmed(t *testing.T) {
 		t.Fatalf("the next caller's calendar: %s %s %s", next.Output, next.ErrorKind, next.Error)
 	}
 }
+
+// TestReviewTier0EqualityKeyedCachesEmptied: a call's keys whose __eq__
+// says yes to anything (str subclasses, an object with __hash__ of a
+// string) filled the stdlib caches every call shares; the next caller's
+// lookups matched them: struct.pack('<i', 1) packed as '>q',
+// strptime('%Y-%m-%d') parsed with '%Y-%d-%m', ZoneInfo('Europe/Paris')
+// was UTC, and typing.Annotated[int, 'meta'] held the earlier call's
+// object. The reset after every call empties those caches; the next
+// caller's results are its own.
+func TestReviewTier0EqualityKeyedCachesEmptied(t *testing.T) {
+	b := withClasses(t)
+	allowed := []string{"struct", "datetime", "zoneinfo", "typing"}
+	poison := `import struct, datetime, zoneinfo, typing
+class S(str):
+    def __eq__(self, o):
+        return True
+class K0(S):
+    def __hash__(self):
+        return hash('<i')
+class K1(S):
+    def __hash__(self):
+        return hash('%Y-%m-%d')
+class K2(S):
+    def __hash__(self):
+        return hash('Europe/Paris')
+class M:
+    def __eq__(self, o):
+        return True
+    def __hash__(self):
+        return hash('meta')
+struct.pack(K0('>q'), 1)
+datetime.datetime.strptime('2026-12-07', K1('%Y-%d-%m'))
+zoneinfo.ZoneInfo(K2('UTC'))
+typing.Annotated[int, M()]
+return 1`
+	if res := execute(t, b, shared.ExecuteRequest{Code: poison, AllowedImports: allowed}); !res.Success {
+		t.Fatalf("the poisoning call: %s %s %s", res.Output, res.ErrorKind, res.Error)
+	}
+	res := execute(t, b, shared.ExecuteRequest{Code: "import struct, datetime, zoneinfo, typing\nreturn [list(struct.pack('<i', 1)), str(datetime.datetime.strptime('2026-07-12', '%Y-%m-%d').date()), str(zoneinfo.ZoneInfo('Europe/Paris')), str(typing.get_args(typing.Annotated[int, 'meta'])[1])]", AllowedImports: allowed})
+	if !res.Success || string(res.Output) != `[[1, 0, 0, 0], "2026-07-12", "Europe/Paris", "meta"]` {
+		t.Fatalf("the next caller got an earlier call's cache entries: %s %s %s", res.Output, res.ErrorKind, res.Error)
+	}
+}
