@@ -147,8 +147,8 @@ def _orq_t0_reset():
     this returns): the allowed modules' process-wide state a call can
     change through their public surface put back (the random module's
     generator reseeded, the thread's decimal context a fresh copy of the
-    default, the equality-keyed caches of struct, _strptime, zoneinfo and
-    typing emptied), and the call's garbage collected, so a finaliser of the
+    default, the equality-keyed caches of struct, re's replacement
+    templates, _strptime, zoneinfo and typing emptied), and the call's garbage collected, so a finaliser of the
     call's objects (a generator's finally block) runs now, armed, not
     during a later call. The objects the runner holds were frozen at set-up
     (gc.freeze), so a collection walks only what calls made."""
@@ -176,6 +176,8 @@ def _orq_t0_reset():
     try:
         if "struct" in mods:
             mods["struct"]._clearcache()
+        if "re" in mods:
+            mods["re"]._compile_repl.cache_clear()  # keyed by the replacement
         if "_strptime" in mods:
             mods["_strptime"]._regex_cache.clear()
         if "zoneinfo" in mods:

@@ -104,13 +104,15 @@ func TestReviewTier0EscapedExceptionFormattedArmed(t *testing.T) {
 // string) filled the stdlib caches every call shares; the next caller's
 // lookups matched them: struct.pack('<i', 1) packed as '>q',
 // strptime('%Y-%m-%d') parsed with '%Y-%d-%m', ZoneInfo('Europe/Paris')
-// was UTC, and typing.Annotated[int, 'meta'] held the earlier call's
-// object. The reset after every call empties those caches; the next
-// caller's results are its own.
+// was UTC, typing.Annotated[int, 'meta'] held the earlier call's object
+// and re's sub(r'\1-x') used the earlier call's template. The reset
+// after every call empties those caches; the next caller's results are
+// its own. (Others stay: ipaddress's netmask and lru_cache'd properties,
+// docs/tier0.md.)
 func TestReviewTier0EqualityKeyedCachesEmptied(t *testing.T) {
 	b := withClasses(t)
-	allowed := []string{"struct", "datetime", "zoneinfo", "typing"}
-	poison := `import struct, datetime, zoneinfo, typing
+	allowed := []string{"struct", "datetime", "zoneinfo", "typing", "re"}
+	poison := `import struct, datetime, zoneinfo, typing, re
 class S(str):
     def __eq__(self, o):
         return True
@@ -123,6 +125,9 @@ class K1(S):
 class K2(S):
     def __hash__(self):
         return hash('Europe/Paris')
+class K3(S):
+    def __hash__(self):
+        return hash('\\1-x')
 class M:
     def __eq__(self, o):
         return True
@@ -132,12 +137,13 @@ struct.pack(K0('>q'), 1)
 datetime.datetime.strptime('2026-12-07', K1('%Y-%d-%m'))
 zoneinfo.ZoneInfo(K2('UTC'))
 typing.Annotated[int, M()]
+re.compile('(a)(b)').sub(K3('\\2-EVIL'), 'ab')
 return 1`
 	if res := execute(t, b, shared.ExecuteRequest{Code: poison, AllowedImports: allowed}); !res.Success {
 		t.Fatalf("the poisoning call: %s %s %s", res.Output, res.ErrorKind, res.Error)
 	}
-	res := execute(t, b, shared.ExecuteRequest{Code: "import struct, datetime, zoneinfo, typing\nreturn [list(struct.pack('<i', 1)), str(datetime.datetime.strptime('2026-07-12', '%Y-%m-%d').date()), str(zoneinfo.ZoneInfo('Europe/Paris')), str(typing.get_args(typing.Annotated[int, 'meta'])[1])]", AllowedImports: allowed})
-	if !res.Success || string(res.Output) != `[[1, 0, 0, 0], "2026-07-12", "Europe/Paris", "meta"]` {
+	res := execute(t, b, shared.ExecuteRequest{Code: "import struct, datetime, zoneinfo, typing, re\nreturn [list(struct.pack('<i', 1)), str(datetime.datetime.strptime('2026-07-12', '%Y-%m-%d').date()), str(zoneinfo.ZoneInfo('Europe/Paris')), str(typing.get_args(typing.Annotated[int, 'meta'])[1]), re.compile('(a)(b)').sub(r'\\1-x', 'ab')]", AllowedImports: allowed})
+	if !res.Success || string(res.Output) != `[[1, 0, 0, 0], "2026-07-12", "Europe/Paris", "meta", "a-x"]` {
 		t.Fatalf("the next caller got an earlier call's cache entries: %s %s %s", res.Output, res.ErrorKind, res.Error)
 	}
 }
