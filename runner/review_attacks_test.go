@@ -90,8 +90,8 @@ const reduceDayName = "lambda self, p: (lambda: calendar.day_name, (), (None, {'
 // frame took any dunder: a Python metaclass's __new__ (type of an ABC:
 // type(collections.abc.Mapping)(...)), type() called back through
 // functools.partial by a dataclass default_factory, a partialmethod or a
-// cached_property. With __reduce_ex__ (or a metaclass's
-// __instancecheck__) copy.copy set attributes of library instances
+// cached_property, the functional Enum API. With __reduce_ex__ (or a
+// metaclass's __instancecheck__) copy.copy set attributes of library instances
 // (calendar.day_name) for every later call of the interpreter. Both
 // static layers accept the payloads; the C guard now holds a metaclass's
 // __new__ called from the user's frame to the class-statement rules, and
@@ -99,7 +99,7 @@ const reduceDayName = "lambda self, p: (lambda: calendar.day_name, (), (None, {'
 // code's functions (or objects, partials, methods wrapping them). The
 // Python hook has no class guard (docs/threat-model.md): C hook only.
 func TestReviewClassGuardOutsideTheUserFrame(t *testing.T) {
-	imports := []string{"collections", "copy", "calendar", "dataclasses", "functools"}
+	imports := []string{"collections", "copy", "calendar", "dataclasses", "functools", "enum"}
 	ns := "ns = {'__reduce_ex__': " + reduceDayName + "}\n"
 	var cases []struct{ name, code, want string }
 	for _, c := range []struct{ name, code, want string }{
@@ -111,6 +111,7 @@ func TestReviewClassGuardOutsideTheUserFrame(t *testing.T) {
 			"copy.copy(H().r())\nreturn calendar.day_name[0]", "may not bind __reduce_ex__"},
 		{"partialmethod", "import functools, copy, calendar\n" + ns +
 			"class S(str):\n    m = functools.partialmethod(type(int), (), ns)\ncopy.copy(S('R').m()())\nreturn calendar.day_name[0]", "may not bind __reduce_ex__"},
+		{"functional Enum", "import enum, copy, calendar\nE = enum.Enum('E', {'A': 1, '__reduce_ex__': " + reduceDayName + "})\ncopy.copy(E.A)\nreturn calendar.day_name[0]", "may not bind __reduce_ex__"},
 		{"cached_property metaclass", "import functools\nT = type(int)\nclass D(dict):\n    m = functools.cached_property(functools.partial(T, 'M', (T,)))\n" +
 			"M = D({'__instancecheck__': lambda c, x: True}).m\nreturn str(M)", "may not bind __instancecheck__"},
 		{"partial of a lambda", "import functools, copy, calendar\nf = functools.partial(" + reduceDayName + ")\n" +
