@@ -457,13 +457,17 @@ static int orq_builds_for_user(void)
  * method, classmethod, staticmethod or property wrapping one, or any other
  * callable or descriptor that is not a library function (functools.partial,
  * an lru_cache wrapper, a method-wrapper: they call what they were given);
- * tuples, lists and dicts (a closure's registry) by their items. Other data
- * (not callable, no descriptor), classes, builtin functions and the builtin
- * types' descriptors run no user code. */
-static int orq_runs_user_code(PyObject *v, int depth)
+ * bound as the dunder itself, a class the code built or a builtin type's
+ * method or descriptor (they run on the instance, whose data the code
+ * chose); a builtin method bound to the code's object; tuples, lists and
+ * dicts (a closure's registry) by their items. Other data (not callable,
+ * no descriptor), library classes and builtin functions run no user code. */
+static int orq_runs_user_code(PyObject *v, PyObject *key, int depth)
 {
-    if (v == NULL || v == Py_None || PyType_Check(v))
+    if (v == NULL || v == Py_None)
         return 0;
+    if (PyType_Check(v)) /* called as the dunder: a class the code built runs its code */
+        return depth == 0 && orq_made_has(v);
     if (depth > 8)
         return 1;
     if (orq_made_has((PyObject *)Py_TYPE(v)))
@@ -476,14 +480,15 @@ static int orq_runs_user_code(PyObject *v, int depth)
         PyObject *cl = PyFunction_GET_CLOSURE(v);
         for (Py_ssize_t i = 0; cl != NULL && PyTuple_Check(cl) && i < PyTuple_GET_SIZE(cl); i++) {
             PyObject *c = PyTuple_GET_ITEM(cl, i);
-            if (PyCell_Check(c) && orq_runs_user_code(PyCell_GET(c), depth + 1))
+            if (PyCell_Check(c) && orq_runs_user_code(PyCell_GET(c), NULL, depth + 1))
                 return 1;
         }
         return 0;
     }
     if (PyTuple_CheckExact(v) || PyList_CheckExact(v) || PyDict_CheckExact(v)) {
-        /* a closure's registry (singledispatch's dispatch table) */
-        PyObject *seq = PyDict_CheckExact(v) ? PyDict_Values(v) : PySequence_Fast(v, "");
+        /* a closure's registry (singledispatch's dispatch table), a bound
+         * method's container (its keys' __eq__ runs in a lookup) */
+        PyObject *seq = PyDict_CheckExact(v) ? PyDict_Items(v) : PySequence_Fast(v, "");
         if (seq == NULL) {
             PyErr_Clear();
             return 1;
@@ -491,17 +496,26 @@ static int orq_runs_user_code(PyObject *v, int depth)
         Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
         int r = n > 1024;
         for (Py_ssize_t i = 0; !r && i < n; i++)
-            r = orq_runs_user_code(PySequence_Fast_GET_ITEM(seq, i), depth + 1);
+            r = orq_runs_user_code(PySequence_Fast_GET_ITEM(seq, i), NULL, depth + 1);
         Py_DECREF(seq);
         return r;
     }
-    if (PyCFunction_Check(v) || Py_IS_TYPE(v, &PyMethodDescr_Type) || Py_IS_TYPE(v, &PyWrapperDescr_Type)
-        || Py_IS_TYPE(v, &PyClassMethodDescr_Type) || Py_IS_TYPE(v, &PyGetSetDescr_Type)
-        || Py_IS_TYPE(v, &PyMemberDescr_Type))
-        return 0;
+    if (PyCFunction_Check(v)) { /* a builtin, or a builtin method bound to its object */
+        PyObject *self = PyCFunction_GET_SELF(v);
+        return self != NULL && !PyModule_Check(self) && orq_runs_user_code(self, NULL, depth + 1);
+    }
+    if (Py_IS_TYPE(v, &PyGetSetDescr_Type) || Py_IS_TYPE(v, &PyMemberDescr_Type))
+        /* a slot's value, or another name's: only under its own name (a
+         * class's __weakref__ and slots, copied by dataclass(slots=True)) */
+        return depth == 0 && (key == NULL || PyUnicode_Compare(PyDescr_NAME(v), key) != 0);
+    if (Py_IS_TYPE(v, &PyMethodDescr_Type) || Py_IS_TYPE(v, &PyWrapperDescr_Type)
+        || Py_IS_TYPE(v, &PyClassMethodDescr_Type))
+        /* as the dunder itself it runs on the instance, whose data (a
+         * dict's keys) the code chose */
+        return depth == 0;
     if (PyMethod_Check(v))
-        return orq_runs_user_code(PyMethod_GET_FUNCTION(v), depth + 1)
-            || orq_runs_user_code(PyMethod_GET_SELF(v), depth + 1);
+        return orq_runs_user_code(PyMethod_GET_FUNCTION(v), NULL, depth + 1)
+            || orq_runs_user_code(PyMethod_GET_SELF(v), NULL, depth + 1);
     const char *parts[3] = {NULL, NULL, NULL};
     if (Py_IS_TYPE(v, &PyClassMethod_Type) || Py_IS_TYPE(v, &PyStaticMethod_Type))
         parts[0] = "__func__";
@@ -517,7 +531,7 @@ static int orq_runs_user_code(PyObject *v, int depth)
                 PyErr_Clear();
                 return 1;
             }
-            int r = orq_runs_user_code(x, depth + 1);
+            int r = orq_runs_user_code(x, NULL, depth + 1);
             Py_DECREF(x);
             if (r)
                 return 1;
@@ -556,7 +570,7 @@ static PyObject *orq_type_new(PyTypeObject *meta, PyObject *args, PyObject *kwds
             }
             size_t l = strlen(u);
             if (l >= 4 && u[0] == '_' && u[1] == '_' && u[l - 1] == '_' && u[l - 2] == '_'
-                && !orq_strs_has(&orq_audit.class_dunders, u) && orq_runs_user_code(v, 0)) {
+                && !orq_strs_has(&orq_audit.class_dunders, u) && orq_runs_user_code(v, k, 0)) {
                 PyErr_Format(PyExc_TypeError,
                              "a class may not bind %s to the code's functions in the sandbox, "
                              "whoever builds it (type() called back by a library follows the "
