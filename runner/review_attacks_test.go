@@ -130,8 +130,9 @@ func TestReviewClassGuardOutsideTheUserFrame(t *testing.T) {
 	// Values that look inert but run the code's data: a class the code
 	// built (its __iter__ yields the reduction), a builtin method bound to
 	// the code's dict or unbound on the instance (a key's __eq__ says yes
-	// to 4), a staticmethod of one.
-	lying := "import functools, copy, calendar\ntup = (lambda: calendar.day_name, (), (None, {'format': 'HACKED'}))\n" +
+	// to 4), a staticmethod of one, a library method of another name
+	// (UserDict.get) run on the code's instance.
+	lying := "import functools, copy, calendar, collections\ntup = (lambda: calendar.day_name, (), (None, {'format': 'HACKED'}))\n" +
 		"class K:\n    def __eq__(self, o):\n        return True\n    def __hash__(self):\n        return hash(4)\n" +
 		"class It:\n    def __init__(self, p):\n        pass\n    def __iter__(self):\n        return iter(tup)\nD = {K(): tup}\n"
 	for _, v := range []struct{ name, value, bases, make string }{
@@ -139,10 +140,11 @@ func TestReviewClassGuardOutsideTheUserFrame(t *testing.T) {
 		{"bound dict.get", "D.get", "()", "R()"},
 		{"unbound dict.get", "dict.get", "(dict,)", "R({K(): tup})"},
 		{"staticmethod of a bound get", "staticmethod(D.get)", "()", "R()"},
+		{"a library method of another name", "collections.UserDict.get", "(collections.UserDict,)", "R({K(): tup})"},
 	} {
 		cases = append(cases, struct{ name, code, want string }{v.name, lying +
 			"class Mk(dict):\n    m = functools.cached_property(functools.partial(type(int), 'R', " + v.bases + "))\n" +
-			"R = Mk({'__reduce_ex__': " + v.value + "}).m\ncopy.copy(" + v.make + ")\nreturn calendar.day_name[0]", "may not bind __reduce_ex__"})
+			"R = Mk({'__reduce_ex__': " + v.value + "}).m\ncopy.deepcopy(" + v.make + ")\nreturn calendar.day_name[0]", "may not bind __reduce_ex__"})
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

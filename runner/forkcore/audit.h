@@ -457,11 +457,33 @@ static int orq_builds_for_user(void)
  * method, classmethod, staticmethod or property wrapping one, or any other
  * callable or descriptor that is not a library function (functools.partial,
  * an lru_cache wrapper, a method-wrapper: they call what they were given);
- * bound as the dunder itself, a class the code built or a builtin type's
- * method or descriptor (they run on the instance, whose data the code
- * chose); a builtin method bound to the code's object; tuples, lists and
+ * bound as the dunder itself, a class the code built, a builtin type's
+ * method or descriptor or a library function written for another name
+ * (they run on the instance, whose data the code chose); a builtin method bound to the code's object; tuples, lists and
  * dicts (a closure's registry) by their items. Other data (not callable,
  * no descriptor), library classes and builtin functions run no user code. */
+/* Whether library function f was written for the dunder key: its name is
+ * key, or ends with "_" and key's core (dataclass's _dataclass_getstate
+ * for __getstate__). Another function bound under a dunder runs on the
+ * instance, whose data the code chose (UserDict.get as __reduce_ex__). */
+static int orq_named_for(PyObject *f, PyObject *key)
+{
+    PyObject *name = ((PyFunctionObject *)f)->func_name;
+    const char *n = name != NULL && PyUnicode_Check(name) ? PyUnicode_AsUTF8(name) : NULL;
+    const char *k = PyUnicode_AsUTF8(key);
+    if (n == NULL || k == NULL) {
+        PyErr_Clear();
+        return 0;
+    }
+    if (strcmp(n, k) == 0)
+        return 1;
+    size_t kl = strlen(k), nl = strlen(n);
+    if (kl < 5)
+        return 0;
+    size_t core = kl - 4; /* key without its leading and trailing "__" */
+    return nl > core && n[nl - core - 1] == '_' && strncmp(n + nl - core, k + 2, core) == 0;
+}
+
 static int orq_runs_user_code(PyObject *v, PyObject *key, int depth)
 {
     if (v == NULL || v == Py_None)
@@ -477,6 +499,8 @@ static int orq_runs_user_code(PyObject *v, PyObject *key, int depth)
         if (PyUnicode_Check(co->co_filename)
             && PyUnicode_CompareWithASCIIString(co->co_filename, "<sandbox>") == 0)
             return 1;
+        if (depth == 0 && key != NULL && !orq_named_for(v, key))
+            return 1; /* another method run on the instance (UserDict.get as __reduce_ex__) */
         PyObject *cl = PyFunction_GET_CLOSURE(v);
         for (Py_ssize_t i = 0; cl != NULL && PyTuple_Check(cl) && i < PyTuple_GET_SIZE(cl); i++) {
             PyObject *c = PyTuple_GET_ITEM(cl, i);
