@@ -69,6 +69,7 @@ def _orq_check_prepare(rules):
         "class_builtins": frozenset((rules.get("classes") or {}).get("builtins") or ()),
         "hasattr_dunders": frozenset((rules.get("classes") or {}).get("hasattr_dunders") or ()),
         "own_rules": frozenset((rules.get("classes") or {}).get("own_attribute_rules") or ()),
+        "own_dunders": frozenset((rules.get("classes") or {}).get("own_dunders") or ()),
         "class_methods": frozenset(list((rules.get("classes") or {}).get("methods") or ())
                                    + list((rules.get("classes") or {}).get("hooks") or ())),
         "class_hooks": frozenset((rules.get("classes") or {}).get("hooks") or ()),
@@ -134,6 +135,7 @@ def _orq_check(code, allowed_imports, rules, classes=False):
     class_builtins = P["class_builtins"] if classes else frozenset()
     class_methods = P["class_methods"] if classes else frozenset()
     own_rules = P["own_rules"]
+    own_dunders = P["own_dunders"] if classes else frozenset()
     hasattr_dunders = P["hasattr_dunders"]
     class_hooks = P["class_hooks"] if classes else frozenset()
     type_name_reads = set()  # ids of x.__class__ nodes read as x.__class__.__name__
@@ -373,6 +375,11 @@ def _orq_check(code, allowed_imports, rules, classes=False):
                 return True
             if forbidden_attrs.get(name) in own_rules and not import_rooted(node.value):
                 return True
+            # self.__dict__ / cls.__annotations__, read (never assigned):
+            # the runner hands out a checked snapshot of an own object's
+            if (name in own_dunders and _isinstance(node.ctx, ast.Load)
+                    and not import_rooted(node.value)):
+                return True
         if name == "__class__" and id(node) in type_name_reads:
             return True
         if forbidden_attrs.get(name) == "module-attribute" and not import_rooted(node.value):
@@ -508,7 +515,7 @@ def _orq_check(code, allowed_imports, rules, classes=False):
                 add(class_rule, node)
             else:
                 for kw in node.keywords:
-                    if kw.arg is None or kw.arg == "metaclass":
+                    if kw.arg is None or kw.arg == "metaclass" or kw.arg[:1] == "_":
                         add(class_keyword_rule, kw)
             check_name(node.name, node)
         elif k == 7:  # arg

@@ -410,7 +410,8 @@ func runDriver(t *testing.T, driver string) string {
 	if i < 0 {
 		t.Fatal("runner layout changed: no __main__ block")
 	}
-	cmd := exec.Command(python, append(append([]string{}, runner.PythonFlags...), "-c", prog[:i]+driver)...)
+	argv := runner.ArgvFor(python, prog[:i]+driver)
+	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Env = []string{}
 	out, err := cmd.CombinedOutput()
 	if err != nil {

@@ -219,7 +219,9 @@ func (w *walker) visit(n node, depth int, cx ctxKind, parent category) {
 				case catDictionarySplat:
 					w.add(w.t.Classes.KeywordRule, a, "")
 				case catKeywordArgument:
-					if k := w.childByField(a, kinds.fieldName); k == noNode || w.text(k) == "metaclass" {
+					// metaclass=..., or a private keyword (_root=True:
+					// how typing's internals let themselves be subclassed)
+					if k := w.childByField(a, kinds.fieldName); k == noNode || w.text(k) == "metaclass" || strings.HasPrefix(w.text(k), "_") {
 						w.add(w.t.Classes.KeywordRule, a, "")
 					}
 				}
