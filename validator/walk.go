@@ -573,7 +573,7 @@ func (w *walker) visitAttribute(n node, depth int, cx ctxKind) {
 		case fid == kinds.fieldAttribute && ccat == catIdentifier:
 			an := ch
 			name := identText(w.src[w.start(an):w.end(an)])
-			if !w.attrAllowed(n, object, name) {
+			if !w.attrAllowed(n, object, name, cx) {
 				w.checkAttrName(an, name)
 			}
 			if w.t.formatMethods[name] {
@@ -616,11 +616,20 @@ func (w *walker) visitAttribute(n node, depth int, cx ctxKind) {
 //     object the body made (_orq_own); likewise a name of a
 //     classes.own_attribute_rules rule (self.co_code, self.f_back);
 //   - x.__class__.__name__ (and __qualname__): type(x).__name__;
+//   - with classes, a classes.own_dunders name (self.__dict__,
+//     cls.__annotations__) read, not assigned, of anything but an imported
+//     module or a chain from one: the runner hands out only an own
+//     object's (_orq_odict);
 //   - a module-attribute name (.os, .warnings, .types) of anything but an
 //     imported module or a chain from one: module views hold no module the
-//     policy does not allow, and a record's field may be called os.
-func (w *walker) attrAllowed(n, object node, name string) bool {
+//     policy does not allow, and a record's field may be called os; and of
+//     anything when the policy allows that module (socket.socket with
+//     socket allowed).
+func (w *walker) attrAllowed(n, object node, name string, cx ctxKind) bool {
 	if w.classes {
+		if w.t.ownDunders[name] && cx != ctxTarget && !w.importRooted(object) {
+			return true
+		}
 		if w.t.classMethods[name] && (!w.t.classHooks[name] || w.methodReceiver(object)) {
 			return true
 		}
@@ -640,7 +649,7 @@ func (w *walker) attrAllowed(n, object node, name string) bool {
 			}
 		}
 	}
-	if w.t.ForbiddenAttributes[name] == rules.RuleModuleAttribute && !w.importRooted(object) {
+	if w.t.ForbiddenAttributes[name] == rules.RuleModuleAttribute && (!w.importRooted(object) || w.allowed[name]) {
 		return true
 	}
 	return false

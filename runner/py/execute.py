@@ -362,11 +362,17 @@ def _orq_env(allowed_imports, rules, keep=False, classes=False, state=None):
     safe.update(extra)
     shim, real_import, allowed = _orq_make_import(allowed_imports, rules, safe, made)
     safe["__import__"] = shim
+    surfaces = rules.get("module_surfaces") or {}
     for m in sorted(allowed):
-        try:
-            real_import(m)
-        except Exception:  # noqa: BLE001 - the user's import reports it
-            pass
+        # with a package, the reviewed submodules its surface names
+        # (urllib: urllib.parse), so that urllib.parse works after import urllib
+        subs = [m + "." + n for n in surfaces.get(m) or () if isinstance(n, str)
+                and isinstance(surfaces.get(m + "." + n), list)]
+        for name in [m] + subs:
+            try:
+                real_import(name)
+            except Exception:  # noqa: BLE001 - the user's import reports it
+                pass
     env = (safe, allowed, made)
     if keep and state is None:
         if _orq_envs[0] is not rules:

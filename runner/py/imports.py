@@ -187,7 +187,9 @@ def _orq_make_import(allowed_imports, rules=None, user_builtins=None, made=None)
         memo[key] = v
         surface = surfaces.get(key)
         for k, x in _list(_vars(mod).items()):
-            if k[:1] == "_" or k in hidden_attrs:
+            # (a module-attribute name the policy allows as a module is
+            # fine: socket.socket with socket allowed)
+            if k[:1] == "_" or (k in hidden_attrs and k not in allowed):
                 continue
             # A reviewed module hands out its surface only: no module-level
             # state (copy.dispatch_table), registries or re-exported modules.
