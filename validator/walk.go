@@ -55,7 +55,9 @@ type walker struct {
 	// bindsImport and boundOnlyByClass (each scans the whole tree).
 	bound       map[string]bool
 	importBound map[string]bool
-	classBound  map[string]bool
+	// modules caches importedModule.
+	modules    map[string]string
+	classBound map[string]bool
 }
 
 func (w *walker) timeoutFinding() shared.Finding {
@@ -512,6 +514,21 @@ func (w *walker) surfaceHas(n node, name string) bool {
 	return slices.Contains(w.t.ModuleSurfaces[identText(w.src[w.start(mod):w.end(mod)])], name)
 }
 
+// checkFromSurface applies checkSurface to from m import NAME, n being
+// NAME's identifier.
+func (w *walker) checkFromSurface(n node) {
+	stmt := w.parent(n)
+	for stmt != noNode && w.cat(stmt) != catImportFrom {
+		stmt = w.parent(stmt)
+	}
+	if stmt == noNode {
+		return
+	}
+	if mod := w.childByField(stmt, kinds.fieldModule); mod != noNode && w.cat(mod) == catDottedName {
+		w.checkSurface(n, w.text(mod), w.text(n))
+	}
+}
+
 func (w *walker) checkImportTop(n node, name string) {
 	if !w.allowed[name] {
 		w.add(w.t.ImportRules.NotAllowed, n, fmt.Sprintf("module %q", name))
@@ -553,6 +570,9 @@ func (w *walker) visitDotted(n node, cx ctxKind) {
 			}
 		case cx == ctxImportedName:
 			w.checkIdent(n, ctxImportedName)
+			if i == 0 {
+				w.checkFromSurface(n)
+			}
 		case i == 0:
 			w.checkIdent(n, ctxNone)
 		default:
@@ -575,6 +595,9 @@ func (w *walker) visitAttribute(n node, depth int, cx ctxKind) {
 			name := identText(w.src[w.start(an):w.end(an)])
 			if !w.attrAllowed(n, object, name, cx) {
 				w.checkAttrName(an, name)
+			}
+			if m := w.moduleOf(object); m != "" {
+				w.checkSurface(an, m, name)
 			}
 			if w.t.formatMethods[name] {
 				w.checkFormatCall(n, object, name)
@@ -744,6 +767,117 @@ func memo(m *map[string]bool, name string, f func(string) bool) bool {
 	v := f(name)
 	(*m)[name] = v
 	return v
+}
+
+// moduleOf returns the module expression n names: an identifier that only
+// import statements bind, all to the same module (import io, import
+// urllib.parse as p, from urllib import parse), or a reviewed submodule
+// attribute of one (urllib.parse); "" otherwise.
+func (w *walker) moduleOf(n node) string {
+	switch w.cat(n) {
+	case catIdentifier:
+		return w.importedModule(w.text(n))
+	case catAttribute:
+		m := w.moduleOf(w.childByField(n, kinds.fieldObject))
+		a := w.childByField(n, kinds.fieldAttribute)
+		if m == "" || a == noNode {
+			return ""
+		}
+		if p := m + "." + w.text(a); w.t.ModuleSurfaces[p] != nil {
+			return p
+		}
+	}
+	return ""
+}
+
+// importedModule is moduleOf for a name, remembered for the walk.
+func (w *walker) importedModule(name string) string {
+	if m, ok := w.modules[name]; ok {
+		return m
+	}
+	if w.modules == nil {
+		w.modules = map[string]string{}
+	}
+	m := w.scanImportedModule(name)
+	w.modules[name] = m
+	return m
+}
+
+func (w *walker) scanImportedModule(name string) string {
+	mod := ""
+	for i := range w.nodes {
+		n := node(i)
+		if w.cat(n) != catIdentifier || identText(w.src[w.start(n):w.end(n)]) != name || !w.isBinding(n) {
+			continue
+		}
+		m, ok := w.importBinding(n)
+		if !ok || m == "" || (mod != "" && m != mod) {
+			return ""
+		}
+		mod = m
+	}
+	return mod
+}
+
+// importBinding returns the module the binding identifier n binds, and
+// whether an import statement binds it at all (a relative import binds no
+// module).
+func (w *walker) importBinding(n node) (string, bool) {
+	p := w.parent(n)
+	alias := noNode
+	if p != noNode && w.cat(p) == catAliasedImport {
+		alias, p = p, w.parent(p)
+	} else if p != noNode && w.cat(p) == catDottedName {
+		p = w.parent(p)
+		if p != noNode && w.cat(p) == catAliasedImport {
+			return "", false
+		}
+	}
+	if p == noNode {
+		return "", false
+	}
+	switch w.cat(p) {
+	case catImport:
+		if alias != noNode {
+			if d := w.childByField(alias, kinds.fieldName); d != noNode {
+				return w.text(d), true
+			}
+			return "", true
+		}
+		return w.text(n), true
+	case catImportFrom, catFutureImport:
+		from := w.childByField(p, kinds.fieldModule)
+		if from == noNode || w.cat(from) != catDottedName {
+			return "", true
+		}
+		imported := w.text(n)
+		if alias != noNode {
+			if d := w.childByField(alias, kinds.fieldName); d != noNode {
+				imported = w.text(d)
+			}
+		}
+		if m := w.text(from) + "." + imported; w.t.ModuleSurfaces[m] != nil {
+			return m, true
+		}
+		return "", true
+	}
+	return "", false
+}
+
+// checkSurface refuses m.name (and from m import name) of an allowed module
+// m with a reviewed surface that does not hold name, saying what it holds.
+func (w *walker) checkSurface(n node, m, name string) {
+	surface, ok := w.t.ModuleSurfaces[m]
+	top, _, _ := strings.Cut(m, ".")
+	if !ok || slices.Contains(surface, name) || strings.HasPrefix(name, "_") || w.t.attrRule(name) != "" || !w.allowed[top] {
+		return
+	}
+	offer := slices.Sorted(slices.Values(surface))
+	more := ""
+	if len(offer) > 12 {
+		offer, more = offer[:12], ", ..."
+	}
+	w.add(w.t.ImportRules.NotInSurface, n, fmt.Sprintf("%s.%s is not available; %s offers %s%s", m, name, m, strings.Join(offer, ", "), more))
 }
 
 func (w *walker) scanBindsImport(name string) bool {
