@@ -46,8 +46,8 @@ func TestFormatterGuardHoldsAlone(t *testing.T) {
 }
 
 // The guarded typing.get_type_hints reads only the body's own functions'
-// and classes' annotations and evaluates no string: a string annotation
-// that would run code stays the string.
+// and classes' annotations and evaluates no string: a name not bound stays
+// the string, and a string not written like a type (a call) is refused.
 func TestGetTypeHintsGuardHoldsAlone(t *testing.T) {
 	allow := []string{"typing", "json", "dataclasses"}
 	refused(t, nil, allow, "only of classes and functions the code defines",
@@ -56,9 +56,13 @@ func TestGetTypeHintsGuardHoldsAlone(t *testing.T) {
 		"import typing, json\nreturn str(typing.get_type_hints(json.JSONDecoder))",
 		"import typing\nclass C:\n    x: int\nreturn str(typing.get_type_hints(C()))",
 	)
-	code := "import typing\ndef f(x: \"(1/0, __import__('os').system('echo PWNED'))[0]\", y: 'int') -> None:\n    pass\nclass C:\n    a: 'typing.List[int]'\nh = typing.get_type_hints(f, {'int': str}, None)\nreturn [h['x'][:6], h['y'].__name__, h['return'] is type(None), typing.get_type_hints(C)['a']]"
+	refused(t, nil, allow, "evaluates no annotation",
+		"import typing\ndef f(x: \"__import__('os').getcwd()\"):\n    pass\nreturn typing.get_type_hints(f)['x']",
+		"import typing\nclass C:\n    x: '(1/0)'\nreturn typing.get_type_hints(C)",
+	)
+	code := "import typing\ndef f(x: 'Item', y: 'int', z: 'list[str] | None') -> None:\n    pass\nclass C:\n    a: 'typing.List[int]'\nh = typing.get_type_hints(f, {'int': str}, None)\nreturn [h['x'], h['y'].__name__, h['z'], h['return'] is type(None), typing.get_type_hints(C)['a']]"
 	resp, _, _ := run(t, runner.Request{Code: code, AllowedImports: allow, Classes: true})
-	wantOutput(t, resp, `["(1/0, ", "int", true, "typing.List[int]"]`)
+	wantOutput(t, resp, `["Item", "int", "list[str] | None", true, "typing.List[int]"]`)
 }
 
 // obj.__dict__ with classes: only of what the body made, as a snapshot

@@ -328,7 +328,8 @@ def _orq_guards(user_builtins, rules=None, made=None):
       defined or of the classes the body made on a class's MRO (`made`),
       evaluates nothing, and resolves a string annotation only when it is
       a name bound in the function's globals or the sandbox's builtins (else
-      it stays the string).
+      it stays the string); a string that is not written like a type
+      (a call: "__import__('os')") is refused.
     Every guard is rebound to empty globals (_orq_isolate) and uses only
     names from its closure."""
     import functools
@@ -425,12 +426,24 @@ def _orq_guards(user_builtins, rules=None, made=None):
     tgetattr = type.__getattribute__
     _id, _reversed, _None, _NoneType = id, reversed, None, type(None)
 
+    # the characters of a type written as a string ('list[str]',
+    # 'Optional[Item]', 'int | None'): no call, no operator but |
+    type_chars = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
+                           "_.[], |'\"-")
+    _ValueError = ValueError
+
     def hints_of(ann, ns, out):
         if _type(ann) is not _dict:
             return
         for k, v in ann.items():
-            if _type(v) is _str and v.isidentifier():
-                v = ns.get(v, ub.get(v, v) if ub is not None else v)
+            if _type(v) is _str:
+                if v.isidentifier():
+                    v = ns.get(v, ub.get(v, v) if ub is not None else v)
+                elif not type_chars.issuperset(v):
+                    raise _ValueError(
+                        "typing.get_type_hints: the annotation of %r is the string %r, which is "
+                        "not a type; the sandbox evaluates no annotation: annotate with the type "
+                        "itself (x: int, x: list[str])" % (k, v))
             elif v is _None:
                 v = _NoneType
             out[k] = v
@@ -1175,23 +1188,38 @@ def _orq_abc_guard():
     define (io.IOBase.register(int), collections.abc.Mapping.register(int))
     would change isinstance for every later caller in the process, the
     runner and a session's next call included. For an ABC whose
-    __module__ is not the sandbox's, the guard raises the audit event
-    "abc.register" (rules.json runtime.audit_block), which the armed hook
-    refuses: the standard library's own registrations at import time
-    (before the hook is armed) go through; the code's, however it reaches
-    register, do not. The code's own ABCs (class Shape(ABC)) register as
-    before."""
+    __module__ is not the sandbox's, called with sandboxed code on the
+    stack (a frame whose builtins are not the interpreter's: the body's,
+    or the runner's isolated guards) before any module's top-level code
+    (an import the code set off: pathlib registers with os.PathLike), the
+    guard raises the audit event "abc.register" (rules.json
+    runtime.audit_block), which the armed hook refuses. The standard
+    library's own registrations go through; the code's, however it reaches
+    register (map, functools.partial), do not. The code's own ABCs
+    (class Shape(ABC)) register as before."""
     import abc
+    import builtins
     import sys
 
     real = type.__getattribute__(abc.ABCMeta, "__dict__")["register"]
     if getattr(real, "__name__", "") == "_orq_register":
         return
-    audit, tgetattr = sys.audit, type.__getattribute__
+    audit, tgetattr, getframe = sys.audit, type.__getattribute__, sys._getframe
+    real_builtins = builtins.__dict__
     _RuntimeError, _TypeError = RuntimeError, TypeError
 
+    def sandboxed():
+        f = getframe(2)
+        while f is not None:
+            if f.f_builtins is not real_builtins:
+                return True
+            if f.f_locals is f.f_globals:
+                return False  # a module's top-level code: an import
+            f = f.f_back
+        return False
+
     def _orq_register(cls, subclass):
-        if tgetattr(cls, "__module__") != "__sandbox__":
+        if tgetattr(cls, "__module__") != "__sandbox__" and sandboxed():
             try:
                 audit("abc.register", cls, subclass)
             except _RuntimeError:
@@ -1202,6 +1230,7 @@ def _orq_abc_guard():
                     % (tgetattr(cls, "__name__"),)) from None
         return real(cls, subclass)
 
+    sandboxed = _orq_isolate(sandboxed)
     guard = _orq_isolate(_orq_register)
     guard.__doc__ = real.__doc__
     abc.ABCMeta.register = guard
