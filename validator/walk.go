@@ -55,9 +55,10 @@ type walker struct {
 	// bindsImport and boundOnlyByClass (each scans the whole tree).
 	bound       map[string]bool
 	importBound map[string]bool
-	// modules caches importedModule.
-	modules    map[string]string
-	classBound map[string]bool
+	// modules caches importedModule, attrModules moduleOf of attributes.
+	modules     map[string]string
+	attrModules map[node]string
+	classBound  map[string]bool
 }
 
 func (w *walker) timeoutFinding() shared.Finding {
@@ -778,14 +779,22 @@ func (w *walker) moduleOf(n node) string {
 	case catIdentifier:
 		return w.importedModule(w.text(n))
 	case catAttribute:
+		// remembered per node: each node of a long chain (a.b.c...) asks
+		// for its object's
+		if m, ok := w.attrModules[n]; ok {
+			return m
+		}
 		m := w.moduleOf(w.childByField(n, kinds.fieldObject))
 		a := w.childByField(n, kinds.fieldAttribute)
-		if m == "" || a == noNode {
-			return ""
+		p := ""
+		if m != "" && a != noNode && w.t.ModuleSurfaces[m+"."+w.text(a)] != nil {
+			p = m + "." + w.text(a)
 		}
-		if p := m + "." + w.text(a); w.t.ModuleSurfaces[p] != nil {
-			return p
+		if w.attrModules == nil {
+			w.attrModules = map[node]string{}
 		}
+		w.attrModules[n] = p
+		return p
 	}
 	return ""
 }
