@@ -69,6 +69,8 @@ def _orq_check_prepare(rules):
         "class_builtins": frozenset((rules.get("classes") or {}).get("builtins") or ()),
         "hasattr_dunders": frozenset((rules.get("classes") or {}).get("hasattr_dunders") or ()),
         "own_rules": frozenset((rules.get("classes") or {}).get("own_attribute_rules") or ()),
+        "own_dunders": frozenset((rules.get("classes") or {}).get("own_dunders") or ()),
+        "surface_rule": (rules.get("import_rules") or {}).get("not_in_surface") or "not-in-surface",
         "class_methods": frozenset(list((rules.get("classes") or {}).get("methods") or ())
                                    + list((rules.get("classes") or {}).get("hooks") or ())),
         "class_hooks": frozenset((rules.get("classes") or {}).get("hooks") or ()),
@@ -134,6 +136,7 @@ def _orq_check(code, allowed_imports, rules, classes=False):
     class_builtins = P["class_builtins"] if classes else frozenset()
     class_methods = P["class_methods"] if classes else frozenset()
     own_rules = P["own_rules"]
+    own_dunders = P["own_dunders"] if classes else frozenset()
     hasattr_dunders = P["hasattr_dunders"]
     class_hooks = P["class_hooks"] if classes else frozenset()
     type_name_reads = set()  # ids of x.__class__ nodes read as x.__class__.__name__
@@ -156,9 +159,12 @@ def _orq_check(code, allowed_imports, rules, classes=False):
 
     def bindings():
         """(every bound name, the names only class statements bind, the
-        names import statements bind): one walk, on first use."""
+        names import statements bind, {name: module} of the names only
+        import statements bind, each to one module): one walk, on first
+        use."""
         if not bound:
             other, classes_, imported_ = set(), set(), set()
+            mods = {}
             for n in ast.walk(tree):
                 t = type(n)
                 if t is ast.Name and isinstance(n.ctx, ast.Store):
@@ -167,6 +173,18 @@ def _orq_check(code, allowed_imports, rules, classes=False):
                     other.add(n.arg)
                 elif t is ast.alias:  # only import statements have aliases
                     imported_.add(n.asname or n.name.partition(".")[0])
+                elif t is ast.Import:
+                    for a in n.names:
+                        k = a.asname or a.name.partition(".")[0]
+                        m = a.name if a.asname else k
+                        mods[k] = m if mods.get(k, m) == m else None
+                elif t is ast.ImportFrom and not n.level and n.module:
+                    for a in n.names:
+                        k, m = a.asname or a.name, n.module + "." + a.name
+                        if m in surfaces:
+                            mods[k] = m if mods.get(k, m) == m else None
+                        else:
+                            mods[k] = None
                 elif t is ast.ClassDef:
                     classes_.add(n.name)
                 elif t in (ast.FunctionDef, ast.AsyncFunctionDef):
@@ -175,9 +193,11 @@ def _orq_check(code, allowed_imports, rules, classes=False):
                     other.add(n.name)
                 elif t is ast.MatchMapping and n.rest:
                     other.add(n.rest)
+            mods = {k: m for k, m in mods.items()
+                    if m is not None and k not in other and k not in classes_}
             other |= imported_
             bound.append((frozenset(other | classes_), frozenset(classes_ - other),
-                          frozenset(imported_)))
+                          frozenset(imported_), mods))
         return bound[0]
 
     def add(rule, node, detail=""):
@@ -355,6 +375,31 @@ def _orq_check(code, allowed_imports, rules, classes=False):
         """The names the body binds only by class statements."""
         return bindings()[1]
 
+    surface_rule = P["surface_rule"]
+
+    def module_of(v):
+        """The module v names (a name only imports bind, or a reviewed
+        submodule of one: urllib.parse), or None."""
+        if _isinstance(v, ast.Name):
+            return bindings()[3].get(v.id)
+        if _isinstance(v, ast.Attribute):
+            m = module_of(v.value)
+            if m is not None and m + "." + v.attr in surfaces:
+                return m + "." + v.attr
+        return None
+
+    def check_surface(m, name, node):
+        """m.name of an allowed module with a reviewed surface that does
+        not hand out name: refused, with what it does hand out."""
+        surface = surfaces.get(m)
+        if (surface is None or name in surface or name[:1] == "_" or attr_rule(name)
+                or m.partition(".")[0] not in allowed):
+            return
+        offer = sorted(surface)
+        more = ", ..." if len(offer) > 12 else ""
+        add(surface_rule, node, "%s.%s is not available; %s offers %s%s"
+            % (m, name, m, ", ".join(offer[:12]), more))
+
     def import_rooted(v):
         """Is v a name an import binds, or an attribute chain from one?"""
         while _isinstance(v, ast.Attribute):
@@ -373,9 +418,15 @@ def _orq_check(code, allowed_imports, rules, classes=False):
                 return True
             if forbidden_attrs.get(name) in own_rules and not import_rooted(node.value):
                 return True
+            # self.__dict__ / cls.__annotations__, read (never assigned):
+            # the runner hands out a checked snapshot of an own object's
+            if (name in own_dunders and _isinstance(node.ctx, ast.Load)
+                    and not import_rooted(node.value)):
+                return True
         if name == "__class__" and id(node) in type_name_reads:
             return True
-        if forbidden_attrs.get(name) == "module-attribute" and not import_rooted(node.value):
+        if forbidden_attrs.get(name) == "module-attribute" and (
+                not import_rooted(node.value) or name in allowed):
             return True
         return False
 
@@ -480,6 +531,9 @@ def _orq_check(code, allowed_imports, rules, classes=False):
                 type_name_reads.add(id(node.value))
             if not attr_allowed(node):
                 check_attr(node.attr, node)
+            m = module_of(node.value)
+            if m is not None:
+                check_surface(m, node.attr, node)
             if node.attr in format_methods:
                 # A literal template is checked here; any other is formatted
                 # at run time by a formatter with the same rule (_orq_fmt).
@@ -508,7 +562,7 @@ def _orq_check(code, allowed_imports, rules, classes=False):
                 add(class_rule, node)
             else:
                 for kw in node.keywords:
-                    if kw.arg is None or kw.arg == "metaclass":
+                    if kw.arg is None or kw.arg == "metaclass" or kw.arg[:1] == "_":
                         add(class_keyword_rule, kw)
             check_name(node.name, node)
         elif k == 7:  # arg
@@ -560,6 +614,8 @@ def _orq_check(code, allowed_imports, rules, classes=False):
                 if al.name == "*":
                     add(rule_star, node)
                     continue
+                if not node.level and node.module:
+                    check_surface(node.module, al.name, node)
                 # from m import NAME reads m.NAME: a forbidden builtin name
                 # is refused here even though the import binds it, unless
                 # m's reviewed surface hands out that name (re.compile).

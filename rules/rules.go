@@ -120,6 +120,11 @@ type Table struct {
 		NotAllowed string `json:"not_allowed"`
 		Relative   string `json:"relative"`
 		Star       string `json:"star"`
+		// NotInSurface refuses m.name and from m import name where m is
+		// an allowed module with a reviewed surface (ModuleSurfaces) that
+		// does not hold name (io.open): the module view has no such name
+		// at run time either.
+		NotInSurface string `json:"not_in_surface"`
 	} `json:"import_rules"`
 	ClassRule string `json:"class_rule"`
 	// ClassPatternRule refuses a class pattern with positional
@@ -147,12 +152,20 @@ type Table struct {
 		// through only of a function or class the body defines or their
 		// instances (the user's self.co_code, never a frame's f_back).
 		OwnAttributeRules []string `json:"own_attribute_rules"`
-		// HasattrDunders are dunder names (__dict__) hasattr may test by
-		// name on anything: it hands out a bool. Reading them stays
-		// refused (an instance's real __dict__ would take dunder keys
-		// that copy and other stdlib code look up on the instance); the
-		// runner's vars(obj) returns a copy of an own object's.
+		// HasattrDunders are dunder names (__dict__, __iter__, __len__)
+		// hasattr may test by name on anything: it hands out a bool.
+		// Reading them by name stays refused.
 		HasattrDunders []string `json:"hasattr_dunders"`
+		// OwnDunders are dunder attributes (__dict__, __annotations__)
+		// that with classes on pass statically when read (never as an
+		// assignment target) of anything but an imported module or a
+		// chain from one: the runner routes every read through
+		// _orq_odict, which hands out only an own object's: a snapshot of
+		// an instance's or a function's __dict__ whose writes go through
+		// to it but refuse the names setattr refuses (the real dict would
+		// take dunder keys that copy and other stdlib code look up on the
+		// instance), a copy of a class's or function's annotations.
+		OwnDunders []string `json:"own_dunders"`
 		// Hooks a class body may define too, but code may read only of
 		// super(), a class it defines or a builtin type (a stdlib
 		// __init__ or descriptor run on a foreign object writes or reads

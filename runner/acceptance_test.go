@@ -134,15 +134,13 @@ func TestOwnAttributesNamedLikeInternals(t *testing.T) {
 
 // With classes on the static rules let g().gi_frame through (g might be
 // the user's object): the runner's read guard alone refuses a generator's
-// frame, a traceback's frame and an inherited BaseException.with_traceback,
-// whatever the static rules say.
+// frame and a traceback's frame, whatever the static rules say.
 func TestOwnAttributeGuardHoldsAlone(t *testing.T) {
 	rules := weakRules(t, []string{"__traceback__"}, nil, nil)
 	for _, code := range []string{
 		"def g():\n    yield 1\nreturn str(g().gi_frame.f_globals)",
 		"def g():\n    yield 1\nx = g()\nreturn str(x.gi_code.co_consts)",
 		"try:\n    1 / 0\nexcept Exception as e:\n    return str(e.__traceback__.tb_frame.f_back.f_globals)",
-		"class E(Exception):\n    pass\nreturn str(E().with_traceback(None))",
 		"async def c():\n    pass\nx = c()\nreturn str(x.cr_frame)",
 	} {
 		resp, _, _ := run(t, runner.Request{Code: code, Classes: true, Rules: rules})
@@ -161,13 +159,15 @@ func TestVarsOfOwnInstancesRuns(t *testing.T) {
 	wantOutput(t, resp, `[{"a": 1, "b": "two"}, ["a", "b"], {"tag": 1}, true, false, false]`)
 }
 
-// The static rules let any plain vars call through, and a weakened table
-// lets __dict__ through: the runner alone refuses a namespace, a module
+// A weakened table lets vars() through (the static rules want one
+// argument): the runner alone refuses a namespace, a module
 // view's, a class's (a mappingproxy of its methods and descriptors), an
 // exception's and a stdlib object's dict; and what vars hands out is a
 // copy, so no dunder key reaches an instance (copy.copy would call an
 // instance's __reduce_ex__).
 func TestVarsGuardHoldsAlone(t *testing.T) {
+	// vars is no forbidden name here: vars() passes the static rules
+	rules := weakRules(t, nil, []string{"vars"}, nil)
 	for _, c := range []struct{ code, want string }{
 		{"return vars()", "takes one argument"},
 		{"import json\nreturn str(vars(json))", "readable only of"},
@@ -177,7 +177,7 @@ func TestVarsGuardHoldsAlone(t *testing.T) {
 		{"import decimal\nreturn str(vars(decimal.getcontext()))", "readable only of"},
 		{"import copy\nclass P:\n    pass\np = P()\nvars(p)[''.join(['__reduce', '_ex__'])] = lambda proto: (len, ('abc',))\nreturn type(copy.copy(p)).__name__", "P"},
 	} {
-		resp, _, _ := run(t, runner.Request{Code: c.code, Classes: true, AllowedImports: []string{"json", "decimal", "copy"}})
+		resp, _, _ := run(t, runner.Request{Code: c.code, Classes: true, AllowedImports: []string{"json", "decimal", "copy"}, Rules: rules})
 		if c.want == "P" {
 			// the copy is a P, not len('abc')
 			if !resp.Success || string(resp.Output) != `"P"` {

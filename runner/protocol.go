@@ -5,7 +5,7 @@
 // The program (the in-child checker of package rules, then the runner
 // parts) is run as
 //
-//	/usr/bin/python3 -I -S -B -c <Program()>
+//	/usr/bin/python3 -I -S -B -c <Bootstrap> <ProgramArg(Program())>
 //
 // The protocol is one JSON document each way:
 //
@@ -24,7 +24,9 @@ package runner
 
 import (
 	"bytes"
+	"compress/zlib"
 	_ "embed"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"sort"
@@ -115,20 +117,48 @@ func stripCommentLines(src string) string {
 var PythonFlags = []string{"-I", "-S", "-B"}
 
 // Bootstrap is the -c command of every interpreter that runs the program:
-// it compiles and runs the program given as the next argument (and takes
-// it out of sys.argv). The program is not the -c command itself because
-// CPython keeps the AST of a -c command alive until the command returns,
-// which a fork-server zygote never does: ~3.5 MB of AST for this program
-// that every fork would copy page tables for and every child exit would
-// unmap. Nothing is bound in __main__ but what the program defines.
-const Bootstrap = `exec(compile(__import__("sys").argv.pop(1), "<string>", "exec"))`
+// it decodes the program given as the next argument (ProgramArg: zlib,
+// then base64), compiles and runs it, and takes it out of sys.argv. The
+// program is not the -c command itself because CPython keeps the AST of a
+// -c command alive until the command returns, which a fork-server zygote
+// never does: ~3.5 MB of AST for this program that every fork would copy
+// page tables for and every child exit would unmap. It travels compressed
+// because Linux bounds one argument to MAX_ARG_STRLEN (128 KB), which the
+// plain text nears. zlib and binascii are built into the interpreter (no
+// file is opened). Nothing is bound in __main__ but what the program
+// defines.
+const Bootstrap = `exec(compile(__import__("zlib").decompress(__import__("binascii").a2b_base64(__import__("sys").argv.pop(1))), "<string>", "exec"))`
+
+// ProgramArg returns prog (Program(), or a test variant of it) encoded as
+// the argument Bootstrap decodes: zlib-compressed, then base64 (an
+// argument cannot hold a NUL byte).
+func ProgramArg(prog string) string {
+	if prog == program {
+		return programArg
+	}
+	return encodeProgram(prog)
+}
+
+// programArg is Program's ProgramArg, encoded once.
+var programArg = encodeProgram(program)
+
+func encodeProgram(prog string) string {
+	var b bytes.Buffer
+	w, err := zlib.NewWriterLevel(&b, zlib.BestCompression)
+	if err != nil {
+		panic(err) // only for an invalid level
+	}
+	w.Write([]byte(prog)) // a bytes.Buffer does not fail
+	w.Close()
+	return base64.StdEncoding.EncodeToString(b.Bytes())
+}
 
 // ArgvFor returns the argument vector that runs prog (Program(), or a test
 // variant of it) with the interpreter at python, followed by extra
 // arguments (ForkServerArg).
 func ArgvFor(python, prog string, extra ...string) []string {
 	a := append([]string{python}, PythonFlags...)
-	a = append(a, "-c", Bootstrap, prog)
+	a = append(a, "-c", Bootstrap, ProgramArg(prog))
 	return append(a, extra...)
 }
 
@@ -170,7 +200,7 @@ const (
 )
 
 // ForkServerArg is the argument that makes the program a fork-server
-// (zygote): `python3 -I -S -B -c <Bootstrap> <Program()> forkserver`. It reads a
+// (zygote): `python3 -I -S -B -c <Bootstrap> <ProgramArg(Program())> forkserver`. It reads a
 // ForkServerConfig from stdin and serves a SOCK_SEQPACKET control socket on
 // fd 3; see _orq_forkserver_main in runner.py for the messages.
 const ForkServerArg = "forkserver"

@@ -3,6 +3,7 @@ package runner_test
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"io"
 	"os"
 	"os/exec"
@@ -321,9 +322,10 @@ func TestImportDeniedThroughExecute(t *testing.T) {
 
 func TestAllowedModuleViewHidesDisallowedSubmodules(t *testing.T) {
 	// re imports enum and functools, which import sys: the view the shim
-	// hands out drops modules that are not allowed themselves.
+	// hands out drops modules that are not allowed themselves (read through
+	// an alias the static not-in-surface rule does not follow).
 	resp, _, _ := run(t, runner.Request{
-		Code:           "import re\ntry:\n    re.enum\n    return 'reachable'\nexcept Exception:\n    return 'hidden'",
+		Code:           "import re\nm = re\ntry:\n    m.enum\n    return 'reachable'\nexcept Exception:\n    return 'hidden'",
 		AllowedImports: []string{"re"},
 	})
 	wantOutput(t, resp, `"hidden"`)
@@ -409,7 +411,8 @@ func runDriver(t *testing.T, driver string) string {
 	if i < 0 {
 		t.Fatal("runner layout changed: no __main__ block")
 	}
-	cmd := exec.Command(python, append(append([]string{}, runner.PythonFlags...), "-c", prog[:i]+driver)...)
+	argv := runner.ArgvFor(python, prog[:i]+driver)
+	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Env = []string{}
 	out, err := cmd.CombinedOutput()
 	if err != nil {
@@ -478,13 +481,31 @@ print(_j.dumps([
 	}
 }
 
-// TestProgramFitsOneArgument: the program travels as one argv string, and
-// Linux refuses a single argument longer than MAX_ARG_STRLEN (32 pages,
-// 128 KB) with E2BIG; every tier would fail to start.
+// TestProgramFitsOneArgument: the program travels as one argv string
+// (ProgramArg), and Linux refuses a single argument longer than
+// MAX_ARG_STRLEN (32 pages, 128 KB) with E2BIG; every tier would fail to
+// start. The encoded argument decodes back to the program, and a program
+// whose plain text would not fit one argument still runs through it.
 func TestProgramFitsOneArgument(t *testing.T) {
 	const maxArgStrlen = 32 * 4096
-	if n := len(runner.Program()); n > maxArgStrlen*7/8 {
-		t.Fatalf("runner.Program() is %d bytes: within 1/8 of the kernel's %d-byte limit on one argument; pass it another way (a sealed memfd) before it grows more", n, maxArgStrlen)
+	arg := runner.ProgramArg(runner.Program())
+	if n := len(arg); n > maxArgStrlen/2 {
+		t.Fatalf("runner.ProgramArg(runner.Program()) is %d bytes: within half of the kernel's %d-byte limit on one argument; pass it another way (a sealed memfd) before it grows more", n, maxArgStrlen)
+	}
+	if strings.ContainsRune(arg, 0) {
+		t.Fatal("the program argument holds a NUL byte: exec would cut it there")
+	}
+	if _, err := os.Stat(python); err != nil {
+		t.Skipf("%s not available: %v", python, err)
+	}
+	// A program with 200 KB of padding: more than one plain argument holds.
+	big := "_orq_pad = '" + strings.Repeat("x", 200<<10) + "'\nprint(len(_orq_pad), __import__('sys').argv[1:])\n"
+	out, err := exec.Command(python, runner.ArgvFor(python, big, "forkserver")[1:]...).CombinedOutput()
+	if err != nil {
+		t.Fatalf("a 200 KB program through ProgramArg: %v: %s", err, out)
+	}
+	if got, want := strings.TrimSpace(string(out)), fmt.Sprintf("%d ['forkserver']", 200<<10); got != want {
+		t.Fatalf("got %q, want %q (the program decoded, its argument taken out of sys.argv)", got, want)
 	}
 }
 

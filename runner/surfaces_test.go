@@ -65,17 +65,25 @@ print(json.dumps(bad))
 
 // What an allowed module gives user code is its reviewed surface: the
 // copy + collections escape starts from copy.dispatch_table (a user reducer
-// there makes copy.copy call setattr on any object); it is not there. With
-// the validator out of the way (a table that allows the dunders), the views
-// themselves are checked.
+// there makes copy.copy call setattr on any object); it is not there. The
+// views themselves are checked (user code reads no module's __dict__).
 func TestModuleViewsAreSurfaces(t *testing.T) {
+	out := viewNames(t, []string{"copy", "collections"}, "sorted(k for k in vars(v) if not k.startswith('_'))")
+	if want := `{"copy": ["Error", "copy", "deepcopy", "error"], "collections": ["ChainMap", "Counter", "OrderedDict", "UserDict", "UserList", "UserString", "abc", "defaultdict", "deque", "namedtuple"]}`; out != want {
+		t.Fatalf("got %s\nwant %s", out, want)
+	}
+	out = viewNames(t, []string{"copy", "json", "re", "typing", "collections.abc"},
+		"[k in vars(v) for k in ('dispatch_table', 'decoder', 'codecs', 'copyreg', 'sys', 'ForwardRef')] + [v.__name__]")
+	if want := `{"copy": [false, false, false, false, false, false, "copy"], "json": [false, false, false, false, false, false, "json"], "re": [false, false, false, false, false, false, "re"], "typing": [false, false, false, false, false, false, "typing"], "collections.abc": [false, false, false, false, false, false, "collections.abc"]}`; out != want {
+		t.Fatalf("got %s\nwant %s", out, want)
+	}
+	// with the static rules out of the way, a module view's namespace is
+	// not readable by user code
 	rules := weakRules(t, []string{"__dict__"}, nil, nil)
-	resp, _, _ := run(t, runner.Request{
-		Code: "import copy, collections, typing, json, re\nreturn {m.__name__: sorted(k for k in m.__dict__ if not k.startswith('_')) for m in (copy, collections)} | " +
-			"{'has': [k in m.__dict__ for m, k in ((copy, 'dispatch_table'), (json, 'decoder'), (json, 'codecs'), (re, 'copyreg'), (typing, 'sys'), (typing, 'get_type_hints'))]," +
-			" 'abc': sorted(collections.abc.__dict__)[:0] == [] and collections.abc.Mapping.__name__}",
-		AllowedImports: []string{"copy", "collections", "typing", "json", "re"}, Rules: rules})
-	wantOutput(t, resp, `{"copy": ["Error", "copy", "deepcopy", "error"], "collections": ["ChainMap", "Counter", "OrderedDict", "UserDict", "UserList", "UserString", "abc", "defaultdict", "deque", "namedtuple"], "has": [false, false, false, false, false, false], "abc": "Mapping"}`)
+	resp, _, _ := run(t, runner.Request{Code: "import copy\nm = copy\nreturn sorted(m.__dict__)", AllowedImports: []string{"copy"}, Rules: rules, Classes: true})
+	if resp.Success || !strings.Contains(resp.Error, "readable only of") {
+		t.Fatalf("a module view's __dict__: success=%v %s %s", resp.Success, resp.Output, resp.Error)
+	}
 }
 
 // operator.attrgetter and methodcaller turn strings into attribute reads:

@@ -25,7 +25,15 @@ var stdAllow = []string{"re", "json", "math", "collections", "itertools", "datet
 // attacks: every entry must be rejected with the named rule.
 var attacks = []tcase{
 	{"__dict__ without classes", "dunder-attribute", "def f():\n    pass\nreturn f.__dict__", nil},
-	{"class: __dict__ of an own instance", "dunder-attribute", "class P:\n    def __init__(self, f):\n        self.__dict__['__reduce_ex__'] = f\nreturn P(len)", nil},
+	{"class: __dict__ assigned", "dunder-attribute", "class P:\n    pass\np = P()\np.__dict__ = {'__reduce_ex__': len}\nreturn p", nil},
+	{"class: __annotations__ of an imported chain", "dunder-attribute", "import json\nreturn json.dumps.__annotations__", []string{"json"}},
+	{"class: private class keyword", "class-keyword", "import typing\nclass X(type(typing.List[int]), _root=True):\n    pass\nreturn X", []string{"typing"}},
+	{"vars without an argument", "forbidden-builtin", "return vars()", nil},
+	// an allowed module's names outside its reviewed surface
+	{"io.open", "not-in-surface", "import io\nreturn io.open('/etc/passwd').read()", []string{"io"}},
+	{"io.open through an alias", "not-in-surface", "import io as i\nreturn i.FileIO('/etc/passwd').read()", []string{"io"}},
+	{"from io import FileIO", "not-in-surface", "from io import FileIO\nreturn FileIO('/etc/passwd').read()", []string{"io"}},
+	{"urllib.parse submodule name", "not-in-surface", "from urllib import parse\nreturn parse.urlopen", []string{"urllib"}},
 	{"class: __dict__ of an imported module", "dunder-attribute", "import json\nreturn json.__dict__", []string{"json"}},
 	{"class: getattr __dict__ by string", "forbidden-string", "class A:\n    pass\nreturn getattr(A(), '__dict__')", nil},
 	{"hasattr another dunder", "forbidden-string", "return hasattr(args, '__class__')", nil},
@@ -199,8 +207,6 @@ var attacks = []tcase{
 	{"types attr", "module-attribute", "import re\nreturn re.enum.types", stdAllow},
 	{"builtins attr", "module-attribute", "import re\nreturn re.functools.builtins", stdAllow},
 	// reflection-attribute
-	{"string.Formatter", "reflection-attribute", "import string\nreturn string.Formatter().format('{0}', 1)", stdAllow},
-	{"get_type_hints", "reflection-attribute", "import typing\nreturn typing.get_type_hints(f)", stdAllow},
 	{"mro", "reflection-attribute", "return int.mro()", nil},
 	// format-string
 	{"format traversal", "format-string", "return '{0.real}'.format(1)", nil},
@@ -268,12 +274,9 @@ var attacks = []tcase{
 	// published techniques the rules above stop (the run-time half is in
 	// plugins/subprocess/redteam_test.go)
 	{"update_wrapper updated globals", "forbidden-string", "import functools, json\ndef g():\n    pass\nfunctools.update_wrapper(g, json.loads, (), ['__globals__'])\nreturn g.__globals__['codecs']", stdAllow},
-	{"string formatter get_field", "reflection-attribute", "import string\nreturn string.Formatter().get_field('0.__class__', [1], {})", stdAllow},
 	{"methodcaller format", "format-string", "import operator\nreturn operator.methodcaller('format', 1)('{0.real}')", stdAllow},
 	{"getattr format", "format-string", "t = args['t']\nreturn getattr(t, 'format')(1)", nil},
 	{"attrgetter format_map", "format-string", "from operator import attrgetter\nreturn attrgetter('format_map')(args['t'])({})", stdAllow},
-	{"get_type_hints", "reflection-attribute", "import typing\ndef f(x: 'int'):\n    pass\nreturn typing.get_type_hints(f)", stdAllow},
-	{"exception traceback frame", "introspection-attribute", "try:\n    1 / 0\nexcept Exception as e:\n    return e.with_traceback(None)", nil},
 	{"except star traceback", "dunder-attribute", "try:\n    1 / 0\nexcept* ZeroDivisionError as eg:\n    return eg.__traceback__\n", nil},
 	{"coroutine frame", "introspection-attribute", "async def f():\n    return 1\nreturn f().cr_frame.f_back", nil},
 	{"async generator frame", "introspection-attribute", "async def f():\n    yield 1\nreturn f().ag_frame", nil},
@@ -305,6 +308,15 @@ func deepParens(n int) string {
 var benign = []tcase{
 	{"class: vars of own instances", "", "class P:\n    def __init__(self, **kw):\n        for k, v in kw.items():\n            setattr(self, k, v)\n    def to_dict(self):\n        return vars(self)\n    def __repr__(self):\n        return repr(vars(self))\nx = P(a=1)\nreturn [x.to_dict(), hasattr(x, '__dict__'), hasattr(1, '__dict__')]", nil},
 	{"hasattr __dict__ without classes", "", "x = args.get('x')\nreturn hasattr(x, '__dict__')", nil},
+	{"class: own __dict__ and __annotations__", "", "class P:\n    a: int = 0\n    def __init__(self, **kw):\n        self.__dict__.update(kw)\n        self.__dict__['b'] = 2\n    def fields(self):\n        return {k: v for k, v in self.__dict__.items()}\nreturn [P(a=1).fields(), sorted(P.__annotations__)]", nil},
+	{"hasattr protocol dunders", "", "x = args.get('x')\nreturn [hasattr(x, '__iter__'), hasattr(x, '__len__'), hasattr(x, '__getitem__')]", nil},
+	{"string.Formatter parse", "", "import string\nreturn [p[1] for p in string.Formatter().parse('{a} {b:>3}')]", stdAllow},
+	{"class: string.Formatter subclass", "", "import string\nclass U(string.Formatter):\n    def format_field(self, v, spec):\n        return str(v).upper() if spec == 'u' else super().format_field(v, spec)\nreturn U().format('{x:u}', x='a')", stdAllow},
+	{"class: typing.get_type_hints", "", "import typing\nclass C:\n    x: int\ndef f(a: int) -> str:\n    return ''\nreturn [str(typing.get_type_hints(C)), str(typing.get_type_hints(f))]", stdAllow},
+	{"import urllib then urllib.parse", "", "import urllib\nreturn urllib.parse.quote('a b')", []string{"urllib"}},
+	{"io in-memory streams", "", "import io\nb = io.StringIO()\nb.write('x')\nreturn [b.getvalue(), io.BytesIO(b'y').read().decode(), io.SEEK_SET]", []string{"io"}},
+	{"socket when allowed", "", "import socket\ns = socket.socket(socket.AF_INET, socket.SOCK_STREAM)\ns.close()\nreturn 1", []string{"socket"}},
+	{"OSError aliases and with_traceback", "", "try:\n    raise IOError('x')\nexcept EnvironmentError as e:\n    return [str(e.with_traceback(None)), IOError is OSError]", nil},
 	// with classes, the user's own attribute names may be introspection words
 	{"class: own attributes named like internals", "", "class Fn:\n    def __init__(self, name, code):\n        self.co_name = name\n        self.co_code = code\n        self.f_back = None\n    def key(self):\n        return (self.co_name, self.co_code, self.f_back)\nreturn Fn('f', 'x').key()", nil},
 	// urllib's reviewed surface is urllib.parse; io's the in-memory streams

@@ -55,6 +55,7 @@ type table struct {
 	classBuiltins map[string]bool
 	ownRules      map[string]bool // forbidden_attributes rules a body's own objects may use
 	hasattrDunder map[string]bool // dunders hasattr may test by name
+	ownDunders    map[string]bool // dunders read of a body's own objects (self.__dict__)
 	safeBuiltins  map[string]bool
 }
 
@@ -85,6 +86,7 @@ func newTable(rt *rules.Table) *table {
 		classBuiltins: set(rt.Classes.Builtins),
 		ownRules:      set(rt.Classes.OwnAttributeRules),
 		hasattrDunder: set(rt.Classes.HasattrDunders),
+		ownDunders:    set(rt.Classes.OwnDunders),
 		safeBuiltins:  set(rt.SafeBuiltins),
 	}
 }

@@ -86,6 +86,7 @@ var neighbours = map[string][]string{
 	"import-not-allowed":       {"re findall", "conditional imports", "datetime module"},
 	"relative-import":          {"collections"},
 	"star-import":              {"collections"},
+	"not-in-surface":           {"io in-memory streams", "import urllib then urllib.parse"},
 	"class-definition":         {"dataclass-free record", "nested functions closures"},
 	"attribute-write":          {"subscript writes", "attribute reads", "function attribute"},
 	"class-keyword":            {"class: dataclass records", "class: custom exception"},

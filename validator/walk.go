@@ -55,6 +55,9 @@ type walker struct {
 	// bindsImport and boundOnlyByClass (each scans the whole tree).
 	bound       map[string]bool
 	importBound map[string]bool
+	// modules caches importedModule, attrModules moduleOf of attributes.
+	modules     map[string]string
+	attrModules map[node]string
 	classBound  map[string]bool
 }
 
@@ -219,7 +222,9 @@ func (w *walker) visit(n node, depth int, cx ctxKind, parent category) {
 				case catDictionarySplat:
 					w.add(w.t.Classes.KeywordRule, a, "")
 				case catKeywordArgument:
-					if k := w.childByField(a, kinds.fieldName); k == noNode || w.text(k) == "metaclass" {
+					// metaclass=..., or a private keyword (_root=True:
+					// how typing's internals let themselves be subclassed)
+					if k := w.childByField(a, kinds.fieldName); k == noNode || w.text(k) == "metaclass" || strings.HasPrefix(w.text(k), "_") {
 						w.add(w.t.Classes.KeywordRule, a, "")
 					}
 				}
@@ -510,6 +515,21 @@ func (w *walker) surfaceHas(n node, name string) bool {
 	return slices.Contains(w.t.ModuleSurfaces[identText(w.src[w.start(mod):w.end(mod)])], name)
 }
 
+// checkFromSurface applies checkSurface to from m import NAME, n being
+// NAME's identifier.
+func (w *walker) checkFromSurface(n node) {
+	stmt := w.parent(n)
+	for stmt != noNode && w.cat(stmt) != catImportFrom {
+		stmt = w.parent(stmt)
+	}
+	if stmt == noNode {
+		return
+	}
+	if mod := w.childByField(stmt, kinds.fieldModule); mod != noNode && w.cat(mod) == catDottedName {
+		w.checkSurface(n, w.text(mod), w.text(n))
+	}
+}
+
 func (w *walker) checkImportTop(n node, name string) {
 	if !w.allowed[name] {
 		w.add(w.t.ImportRules.NotAllowed, n, fmt.Sprintf("module %q", name))
@@ -551,6 +571,9 @@ func (w *walker) visitDotted(n node, cx ctxKind) {
 			}
 		case cx == ctxImportedName:
 			w.checkIdent(n, ctxImportedName)
+			if i == 0 {
+				w.checkFromSurface(n)
+			}
 		case i == 0:
 			w.checkIdent(n, ctxNone)
 		default:
@@ -571,8 +594,11 @@ func (w *walker) visitAttribute(n node, depth int, cx ctxKind) {
 		case fid == kinds.fieldAttribute && ccat == catIdentifier:
 			an := ch
 			name := identText(w.src[w.start(an):w.end(an)])
-			if !w.attrAllowed(n, object, name) {
+			if !w.attrAllowed(n, object, name, cx) {
 				w.checkAttrName(an, name)
+			}
+			if m := w.moduleOf(object); m != "" {
+				w.checkSurface(an, m, name)
 			}
 			if w.t.formatMethods[name] {
 				w.checkFormatCall(n, object, name)
@@ -614,11 +640,20 @@ func (w *walker) visitAttribute(n node, depth int, cx ctxKind) {
 //     object the body made (_orq_own); likewise a name of a
 //     classes.own_attribute_rules rule (self.co_code, self.f_back);
 //   - x.__class__.__name__ (and __qualname__): type(x).__name__;
+//   - with classes, a classes.own_dunders name (self.__dict__,
+//     cls.__annotations__) read, not assigned, of anything but an imported
+//     module or a chain from one: the runner hands out only an own
+//     object's (_orq_odict);
 //   - a module-attribute name (.os, .warnings, .types) of anything but an
 //     imported module or a chain from one: module views hold no module the
-//     policy does not allow, and a record's field may be called os.
-func (w *walker) attrAllowed(n, object node, name string) bool {
+//     policy does not allow, and a record's field may be called os; and of
+//     anything when the policy allows that module (socket.socket with
+//     socket allowed).
+func (w *walker) attrAllowed(n, object node, name string, cx ctxKind) bool {
 	if w.classes {
+		if w.t.ownDunders[name] && cx != ctxTarget && !w.importRooted(object) {
+			return true
+		}
 		if w.t.classMethods[name] && (!w.t.classHooks[name] || w.methodReceiver(object)) {
 			return true
 		}
@@ -638,7 +673,7 @@ func (w *walker) attrAllowed(n, object node, name string) bool {
 			}
 		}
 	}
-	if w.t.ForbiddenAttributes[name] == rules.RuleModuleAttribute && !w.importRooted(object) {
+	if w.t.ForbiddenAttributes[name] == rules.RuleModuleAttribute && (!w.importRooted(object) || w.allowed[name]) {
 		return true
 	}
 	return false
@@ -733,6 +768,125 @@ func memo(m *map[string]bool, name string, f func(string) bool) bool {
 	v := f(name)
 	(*m)[name] = v
 	return v
+}
+
+// moduleOf returns the module expression n names: an identifier that only
+// import statements bind, all to the same module (import io, import
+// urllib.parse as p, from urllib import parse), or a reviewed submodule
+// attribute of one (urllib.parse); "" otherwise.
+func (w *walker) moduleOf(n node) string {
+	switch w.cat(n) {
+	case catIdentifier:
+		return w.importedModule(w.text(n))
+	case catAttribute:
+		// remembered per node: each node of a long chain (a.b.c...) asks
+		// for its object's
+		if m, ok := w.attrModules[n]; ok {
+			return m
+		}
+		m := w.moduleOf(w.childByField(n, kinds.fieldObject))
+		a := w.childByField(n, kinds.fieldAttribute)
+		p := ""
+		if m != "" && a != noNode && w.t.ModuleSurfaces[m+"."+w.text(a)] != nil {
+			p = m + "." + w.text(a)
+		}
+		if w.attrModules == nil {
+			w.attrModules = map[node]string{}
+		}
+		w.attrModules[n] = p
+		return p
+	}
+	return ""
+}
+
+// importedModule is moduleOf for a name, remembered for the walk.
+func (w *walker) importedModule(name string) string {
+	if m, ok := w.modules[name]; ok {
+		return m
+	}
+	if w.modules == nil {
+		w.modules = map[string]string{}
+	}
+	m := w.scanImportedModule(name)
+	w.modules[name] = m
+	return m
+}
+
+func (w *walker) scanImportedModule(name string) string {
+	mod := ""
+	for i := range w.nodes {
+		n := node(i)
+		if w.cat(n) != catIdentifier || identText(w.src[w.start(n):w.end(n)]) != name || !w.isBinding(n) {
+			continue
+		}
+		m, ok := w.importBinding(n)
+		if !ok || m == "" || (mod != "" && m != mod) {
+			return ""
+		}
+		mod = m
+	}
+	return mod
+}
+
+// importBinding returns the module the binding identifier n binds, and
+// whether an import statement binds it at all (a relative import binds no
+// module).
+func (w *walker) importBinding(n node) (string, bool) {
+	p := w.parent(n)
+	alias := noNode
+	if p != noNode && w.cat(p) == catAliasedImport {
+		alias, p = p, w.parent(p)
+	} else if p != noNode && w.cat(p) == catDottedName {
+		p = w.parent(p)
+		if p != noNode && w.cat(p) == catAliasedImport {
+			return "", false
+		}
+	}
+	if p == noNode {
+		return "", false
+	}
+	switch w.cat(p) {
+	case catImport:
+		if alias != noNode {
+			if d := w.childByField(alias, kinds.fieldName); d != noNode {
+				return w.text(d), true
+			}
+			return "", true
+		}
+		return w.text(n), true
+	case catImportFrom, catFutureImport:
+		from := w.childByField(p, kinds.fieldModule)
+		if from == noNode || w.cat(from) != catDottedName {
+			return "", true
+		}
+		imported := w.text(n)
+		if alias != noNode {
+			if d := w.childByField(alias, kinds.fieldName); d != noNode {
+				imported = w.text(d)
+			}
+		}
+		if m := w.text(from) + "." + imported; w.t.ModuleSurfaces[m] != nil {
+			return m, true
+		}
+		return "", true
+	}
+	return "", false
+}
+
+// checkSurface refuses m.name (and from m import name) of an allowed module
+// m with a reviewed surface that does not hold name, saying what it holds.
+func (w *walker) checkSurface(n node, m, name string) {
+	surface, ok := w.t.ModuleSurfaces[m]
+	top, _, _ := strings.Cut(m, ".")
+	if !ok || slices.Contains(surface, name) || strings.HasPrefix(name, "_") || w.t.attrRule(name) != "" || !w.allowed[top] {
+		return
+	}
+	offer := slices.Sorted(slices.Values(surface))
+	more := ""
+	if len(offer) > 12 {
+		offer, more = offer[:12], ", ..."
+	}
+	w.add(w.t.ImportRules.NotInSurface, n, fmt.Sprintf("%s.%s is not available; %s offers %s%s", m, name, m, strings.Join(offer, ", "), more))
 }
 
 func (w *walker) scanBindsImport(name string) bool {

@@ -752,7 +752,7 @@ func (b *Backend) run(ctx context.Context, runsc string, cfg Config, state strin
 		prog = b.test.program
 	}
 	args := append([]string{cfg.Python}, runner.PythonFlags...)
-	args = append(args, "-c", respBootstrap(cfg.core != "")+runner.Bootstrap, prog)
+	args = append(args, "-c", respBootstrap(cfg.core != "")+runner.Bootstrap, runner.ProgramArg(prog))
 	sp, err := spec(filepath.Join(state, "rootfs"), io, cfg.core, args, l.MemoryMB, l.CPUSeconds())
 	if err == nil {
 		err = os.Mkdir(io, 0o755)

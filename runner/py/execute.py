@@ -172,7 +172,7 @@ def _orq_guard_writes(tree, private_allow=(), own_names=()):
         ast.AST, ast.Attribute, ast.Load, ast.Store, ast.Del, ast.Name, ast.Call, ast.Constant)
     kinds = (Attribute, Load, Constant, Name, Call)
     fr = _orq_format_read
-    fmt = ("format", "format_map", "__setattr__")
+    fmt = _orq_guarded_reads
     private_allow = frozenset(private_allow)
     own_names = frozenset(own_names)
     # One walk: each node's own children are queued before the node is
@@ -286,19 +286,28 @@ def _orq_guard_patterns(tree, rules):
     return None
 
 
+# The attribute reads _orq_format_read routes through a run-time guard.
+_orq_guarded_reads = ("format", "format_map", "__setattr__", "__dict__", "__annotations__")
+
+
 def _orq_format_read(node, kinds):
     """_orq_fmt(o, 'format') for a node `o.format` / `o.format_map` (o not
     a str literal; o itself rewritten when it is such a read), else None."""
     Attribute, Load, Constant, Name, Call = kinds
-    if (type(node) is not Attribute or node.attr not in ("format", "format_map", "__setattr__")
+    if (type(node) is not Attribute or node.attr not in _orq_guarded_reads
             or type(node.ctx) is not Load):
         return None
     v = node.value
-    if type(v) is Constant and type(v.value) is str and node.attr != "__setattr__":
+    if type(v) is Constant and type(v.value) is str and node.attr[:1] != "_":
         return None
     v = _orq_format_read(v, kinds) or v
     loc = {"lineno": node.lineno, "col_offset": node.col_offset,
            "end_lineno": node.end_lineno, "end_col_offset": node.end_col_offset}
+    if node.attr in ("__dict__", "__annotations__"):
+        # obj.__dict__ (a snapshot whose writes are checked), obj.__annotations__
+        # (a copy), of what the body made only: _orq_odict
+        return Call(func=Name(id="_orq_odict", ctx=Load(), **loc),
+                    args=[v, Constant(value=node.attr, **loc)], keywords=[], **loc)
     if node.attr == "__setattr__":
         # object.__setattr__(self, name, value) (a frozen dataclass's
         # __post_init__), super().__setattr__(name, value): _orq_sa
@@ -351,13 +360,19 @@ def _orq_env(allowed_imports, rules, keep=False, classes=False, state=None):
     extra, made = _orq_env_builtins(rules, safe, classes,
                                     state["made"] if state is not None else None)
     safe.update(extra)
-    shim, real_import, allowed = _orq_make_import(allowed_imports, rules, safe)
+    shim, real_import, allowed = _orq_make_import(allowed_imports, rules, safe, made)
     safe["__import__"] = shim
+    surfaces = rules.get("module_surfaces") or {}
     for m in sorted(allowed):
-        try:
-            real_import(m)
-        except Exception:  # noqa: BLE001 - the user's import reports it
-            pass
+        # with a package, the reviewed submodules its surface names
+        # (urllib: urllib.parse), so that urllib.parse works after import urllib
+        subs = [m + "." + n for n in surfaces.get(m) or () if isinstance(n, str)
+                and isinstance(surfaces.get(m + "." + n), list)]
+        for name in [m] + subs:
+            try:
+                real_import(name)
+            except Exception:  # noqa: BLE001 - the user's import reports it
+                pass
     env = (safe, allowed, made)
     if keep and state is None:
         if _orq_envs[0] is not rules:

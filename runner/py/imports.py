@@ -128,7 +128,7 @@ def _orq_guarded_builtins(rules):
     return {n: out[n] for n in rules.get("guarded_builtins") or () if n in out}
 
 
-def _orq_make_import(allowed_imports, rules=None, user_builtins=None):
+def _orq_make_import(allowed_imports, rules=None, user_builtins=None, made=None):
     """Return the `__import__` shim handed to user code.
 
     It honours absolute imports whose top-level module is in
@@ -166,7 +166,7 @@ def _orq_make_import(allowed_imports, rules=None, user_builtins=None):
     hidden_attrs = frozenset((rules.get("forbidden_attributes") or {}).keys())
     surfaces = {m: frozenset(ns) for m, ns in (rules.get("module_surfaces") or {}).items()
                 if isinstance(m, str) and isinstance(ns, list)}
-    guards = _orq_guards(user_builtins, rules)
+    guards = _orq_guards(user_builtins, rules, made)
     # guards of names that exist only once their module is imported: built
     # now (a function built while the audit hook is armed is refused), given
     # the real one when a view first hands it out
@@ -187,7 +187,9 @@ def _orq_make_import(allowed_imports, rules=None, user_builtins=None):
         memo[key] = v
         surface = surfaces.get(key)
         for k, x in _list(_vars(mod).items()):
-            if k[:1] == "_" or k in hidden_attrs:
+            # (a module-attribute name the policy allows as a module is
+            # fine: socket.socket with socket allowed)
+            if k[:1] == "_" or (k in hidden_attrs and k not in allowed):
                 continue
             # A reviewed module hands out its surface only: no module-level
             # state (copy.dispatch_table), registries or re-exported modules.
@@ -300,7 +302,7 @@ def _orq_dataclass_guard():
     return dataclass, box
 
 
-def _orq_guards(user_builtins, rules=None):
+def _orq_guards(user_builtins, rules=None, made=None):
     """Guarded replacements for public stdlib helpers that turn strings into
     attribute access or code, keyed by (module, name). They are handed out
     in module views instead of the real ones.
@@ -318,6 +320,16 @@ def _orq_guards(user_builtins, rules=None):
       string annotations in the function's globals. The guarded register
       takes the class from the annotation itself and accepts only classes
       (and unions of classes).
+    - string.Formatter: the guarded Formatter of _orq_format_guard (the
+      real one's get_field reads any attribute a template names).
+    - typing.get_type_hints: the real one eval()s string annotations in
+      the object's globals and reads the annotations of any object. The
+      guard reads only the `__annotations__` of a function the body
+      defined or of the classes the body made on a class's MRO (`made`),
+      evaluates nothing, and resolves a string annotation only when it is
+      a name bound in the function's globals or the sandbox's builtins (else
+      it stays the string); a string that is not written like a type
+      (a call: "__import__('os')") is refused.
     Every guard is rebound to empty globals (_orq_isolate) and uses only
     names from its closure."""
     import functools
@@ -410,6 +422,49 @@ def _orq_guards(user_builtins, rules=None):
             raise _TypeError("operator.methodcaller: %r is not a method name" % (name,))
         return real_methodcaller(name, *args, **kwargs)
 
+    made = {} if made is None else made
+    tgetattr = type.__getattribute__
+    _id, _reversed, _None, _NoneType = id, reversed, None, type(None)
+
+    # the characters of a type written as a string ('list[str]',
+    # 'Optional[Item]', 'int | None'): no call, no operator but |
+    type_chars = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
+                           "_.[], |'\"-")
+    _ValueError = ValueError
+
+    def hints_of(ann, ns, out):
+        if _type(ann) is not _dict:
+            return
+        for k, v in ann.items():
+            if _type(v) is _str:
+                if v.isidentifier():
+                    v = ns.get(v, ub.get(v, v) if ub is not None else v)
+                elif not type_chars.issuperset(v):
+                    raise _ValueError(
+                        "typing.get_type_hints: the annotation of %r is the string %r, which is "
+                        "not a type; the sandbox evaluates no annotation: annotate with the type "
+                        "itself (x: int, x: list[str])" % (k, v))
+            elif v is _None:
+                v = _NoneType
+            out[k] = v
+
+    def get_type_hints(obj, globalns=None, localns=None, include_extras=False):
+        out = {}
+        if _type(obj) is FunctionType and ub is not None and obj.__builtins__ is ub:
+            hints_of(obj.__annotations__, obj.__globals__, out)
+        elif _isinstance(obj, _cls) and made.get(_id(obj)) is obj:
+            for k in _reversed(tgetattr(obj, "__mro__")):
+                if made.get(_id(k)) is k:
+                    hints_of(tgetattr(k, "__dict__").get("__annotations__"), {}, out)
+        else:
+            raise _TypeError("typing.get_type_hints: in the sandbox only of classes and "
+                             "functions the code defines (get_type_hints(MyClass)), not of %s "
+                             "objects" % _type(obj).__name__)
+        return out
+
+    hints_of = _orq_isolate(hints_of)
+    get_type_hints = _orq_isolate(get_type_hints)
+    get_type_hints.__module__ = "typing"
     plain = _orq_isolate(plain)
     attrgetter = _orq_isolate(attrgetter)
     methodcaller = _orq_isolate(methodcaller)
@@ -425,7 +480,9 @@ def _orq_guards(user_builtins, rules=None):
             ("functools", "wraps"): wraps,
             ("functools", "singledispatch"): singledispatch,
             ("operator", "attrgetter"): attrgetter,
-            ("operator", "methodcaller"): methodcaller}
+            ("operator", "methodcaller"): methodcaller,
+            ("string", "Formatter"): _orq_format_guard()[1],
+            ("typing", "get_type_hints"): get_type_hints}
 
 
 # The request's extra_read_paths (runner.Request.ExtraReadPaths), set by
@@ -868,26 +925,35 @@ def _orq_encoder():
     return encode
 
 
-# The safe str.format of this process (built once): [_orq_fmt].
+# The safe str.format of this process and its Formatter class (built
+# once): [_orq_fmt, Formatter].
 _orq_format_guards = []
 
 
 def _orq_format_guard():
-    """Return _orq_fmt(obj, name), what `obj.format` / `obj.format_map`
-    compile to (see _orq_guard_writes): obj's attribute, except that
-    str.format and str.format_map (bound to any string, or unbound) come
-    back as versions whose formatter refuses attribute fields ({0.name})
-    and index keys that start with '_' ({0[_x]}) at run time, the rule the
-    static checkers apply to literal templates. Index keys into data
-    ({row[name]}) work as in str.format."""
+    """Return (_orq_fmt, Formatter). _orq_fmt(obj, name) is what
+    `obj.format` / `obj.format_map` compile to (see _orq_guard_writes):
+    obj's attribute, except that str.format and str.format_map (bound to
+    any string, or unbound) come back as versions that format with
+    Formatter. Formatter is string.Formatter as module views hand it out:
+    the same methods (format, vformat, parse, get_field, get_value,
+    convert_field, format_field, check_unused_args), but its field walk
+    refuses attribute fields ({0.name}) and index keys that start with '_'
+    ({0[_x]}) at run time, the rule the static checkers apply to literal
+    templates; index keys into data ({row[name]}) work as in str.format.
+    It does not derive from the real string.Formatter, so no super() of a
+    subclass reaches the real walk (which reads any attribute a template
+    names). Its methods are isolated functions."""
     if _orq_format_guards:
-        return _orq_format_guards[0]
+        return tuple(_orq_format_guards)
     import _string
-    import string
     import types
 
-    split = _string.formatter_field_name_split
-    _type, _str, _ValueError, _isinstance, _TypeError = type, str, ValueError, isinstance, TypeError
+    split, parser = _string.formatter_field_name_split, _string.formatter_parser
+    _type, _str, _ValueError, _isinstance, _TypeError, _int, _set = (
+        type, str, ValueError, isinstance, TypeError, int, set)
+    import builtins
+    _format, _repr, _ascii = builtins.format, repr, ascii
     real_getattr = getattr
     BuiltinMethod, MethodType = types.BuiltinMethodType, types.MethodType
     str_format, str_format_map = str.format, str.format_map
@@ -895,23 +961,96 @@ def _orq_format_guard():
     UserString = collections.UserString
     us_format, us_format_map = UserString.format, UserString.format_map
 
-    class _OrqFormatter(string.Formatter):
-        def get_field(self, field_name, args, kwargs):
-            first, rest = split(field_name)
-            obj = self.get_value(first, args, kwargs)
-            for is_attr, key in rest:
-                if is_attr:
-                    raise _ValueError(
-                        "format field %r reads the attribute %r: the sandbox formats only "
-                        "names and index keys; pass the value itself ('{x}'.format(x=value))"
-                        % (field_name, key))
-                if _isinstance(key, _str) and key[:1] == "_":
-                    raise _ValueError("format field %r: index keys may not start with '_'"
-                                      % (field_name,))
-                obj = obj[key]
-            return obj, first
+    def get_field(self, field_name, args, kwargs):
+        first, rest = split(field_name)
+        obj = self.get_value(first, args, kwargs)
+        for is_attr, key in rest:
+            if is_attr:
+                raise _ValueError(
+                    "format field %r reads the attribute %r: the sandbox formats only "
+                    "names and index keys; pass the value itself ('{x}'.format(x=value))"
+                    % (field_name, key))
+            if _isinstance(key, _str) and key[:1] == "_":
+                raise _ValueError("format field %r: index keys may not start with '_'"
+                                  % (field_name,))
+            obj = obj[key]
+        return obj, first
 
-    vformat = _OrqFormatter().vformat
+    def get_value(self, key, args, kwargs):
+        if _isinstance(key, _int):
+            return args[key]
+        return kwargs[key]
+
+    def check_unused_args(self, used_args, args, kwargs):
+        pass
+
+    def format_field(self, value, format_spec):
+        return _format(value, format_spec)
+
+    def convert_field(self, value, conversion):
+        if conversion is None:
+            return value
+        if conversion == "s":
+            return _str(value)
+        if conversion == "r":
+            return _repr(value)
+        if conversion == "a":
+            return _ascii(value)
+        raise _ValueError("Unknown conversion specifier %s" % (conversion,))
+
+    def parse(self, format_string):
+        return parser(format_string)
+
+    def walk(self, format_string, args, kwargs, used, depth, auto=0):
+        # string.Formatter._vformat
+        if depth < 0:
+            raise _ValueError("Max string recursion exceeded")
+        out = []
+        for literal, field, spec, conversion in self.parse(format_string):
+            if literal:
+                out.append(literal)
+            if field is None:
+                continue
+            if field == "":
+                if auto is False:
+                    raise _ValueError("cannot switch from manual field specification to "
+                                      "automatic field numbering")
+                field = _str(auto)
+                auto += 1
+            elif field.isdigit():
+                if auto:
+                    raise _ValueError("cannot switch from manual field specification to "
+                                      "automatic field numbering")
+                auto = False
+            obj, arg_used = self.get_field(field, args, kwargs)
+            used.add(arg_used)
+            obj = self.convert_field(obj, conversion)
+            spec, auto = walk(self, spec, args, kwargs, used, depth - 1, auto)
+            out.append(self.format_field(obj, spec))
+        return "".join(out), auto
+
+    def vformat(self, format_string, args, kwargs):
+        used = _set()
+        result, _ = walk(self, format_string, args, kwargs, used, 2)
+        self.check_unused_args(used, args, kwargs)
+        return result
+
+    def format_(self, format_string, /, *args, **kwargs):
+        return self.vformat(format_string, args, kwargs)
+
+    walk = _orq_isolate(walk)
+    ns = {"__module__": "string", "__qualname__": "Formatter",
+          "__doc__": "string.Formatter whose field walk reads no attribute."}
+    for name, f in (("format", format_), ("vformat", vformat), ("parse", parse),
+                    ("get_field", get_field), ("get_value", get_value),
+                    ("check_unused_args", check_unused_args), ("format_field", format_field),
+                    ("convert_field", convert_field)):
+        f = _orq_isolate(f)
+        f.__name__ = name
+        f.__qualname__ = "Formatter." + name
+        ns[name] = f
+    Formatter = _type("Formatter", (), ns)
+    vformat = Formatter().vformat
 
     def template_of(t, what):
         if _isinstance(t, UserString):  # its format/format_map call data's
@@ -956,8 +1095,8 @@ def _orq_format_guard():
     format = _orq_isolate(format)
     format_map = _orq_isolate(format_map)
     fmt = _orq_isolate(fmt)
-    _orq_format_guards.append(fmt)
-    return fmt
+    _orq_format_guards[:] = [fmt, Formatter]
+    return fmt, Formatter
 
 
 def _orq_class_pattern_guard(rules):
@@ -1056,6 +1195,60 @@ def _orq_class_pattern_meta(rules):
     return m
 
 
+def _orq_abc_guard():
+    """Put a guard in front of abc.ABCMeta.register (once per process,
+    before any user code): registering a class with an ABC the code did not
+    define (io.IOBase.register(int), collections.abc.Mapping.register(int))
+    would change isinstance for every later caller in the process, the
+    runner and a session's next call included. For an ABC whose
+    __module__ is not the sandbox's, called with sandboxed code on the
+    stack (a frame whose builtins are not the interpreter's: the body's,
+    or the runner's isolated guards) before any module's top-level code
+    (an import the code set off: pathlib registers with os.PathLike), the
+    guard raises the audit event "abc.register" (rules.json
+    runtime.audit_block), which the armed hook refuses. The standard
+    library's own registrations go through; the code's, however it reaches
+    register (map, functools.partial), do not. The code's own ABCs
+    (class Shape(ABC)) register as before."""
+    import abc
+    import builtins
+    import sys
+
+    real = type.__getattribute__(abc.ABCMeta, "__dict__")["register"]
+    if getattr(real, "__name__", "") == "_orq_register":
+        return
+    audit, tgetattr, getframe = sys.audit, type.__getattribute__, sys._getframe
+    real_builtins = builtins.__dict__
+    _RuntimeError, _TypeError = RuntimeError, TypeError
+
+    def sandboxed():
+        f = getframe(2)
+        while f is not None:
+            if f.f_builtins is not real_builtins:
+                return True
+            if f.f_locals is f.f_globals:
+                return False  # a module's top-level code: an import
+            f = f.f_back
+        return False
+
+    def _orq_register(cls, subclass):
+        if tgetattr(cls, "__module__") != "__sandbox__" and sandboxed():
+            try:
+                audit("abc.register", cls, subclass)
+            except _RuntimeError:
+                raise _TypeError(
+                    "%s.register: the sandbox does not let code register classes with an "
+                    "abstract base class it did not define (that changes isinstance for all "
+                    "code); subclass it, or define your own ABC and register with that"
+                    % (tgetattr(cls, "__name__"),)) from None
+        return real(cls, subclass)
+
+    sandboxed = _orq_isolate(sandboxed)
+    guard = _orq_isolate(_orq_register)
+    guard.__doc__ = real.__doc__
+    abc.ABCMeta.register = guard
+
+
 def _orq_env_builtins(rules, ub, classes, made=None):
     """The builtins an execution adds to its curated builtins dict `ub`:
     always _orq_w, the run-time guard of attribute writes, _orq_own, that of
@@ -1069,6 +1262,7 @@ def _orq_env_builtins(rules, ub, classes, made=None):
 
     if made is None:
         made = {}
+    _orq_abc_guard()
     import sys
 
     FunctionType = types.FunctionType
@@ -1094,6 +1288,8 @@ def _orq_env_builtins(rules, ub, classes, made=None):
                          "the value in a dict or a local variable" % t.__name__)
 
     type_getattribute = type.__getattribute__
+    object_getattribute = object.__getattribute__
+    _AttributeError, _dict = AttributeError, dict
 
     def own(obj, name):
         # A private attribute (a leading '_') of a function the body
@@ -1122,7 +1318,19 @@ def _orq_env_builtins(rules, ub, classes, made=None):
                             return obj
                         break
                 else:
-                    return obj
+                    # No class defines it: only an instance's own
+                    # attribute, never what a foreign __getattr__ would
+                    # make of the name (typing's aliases forward it to
+                    # their __origin__).
+                    if cls is t:
+                        try:
+                            d = object_getattribute(obj, "__dict__")
+                        except _AttributeError:
+                            d = None
+                        if _type(d) is _dict and name in d:
+                            return obj
+                    raise _AttributeError("%r object has no attribute %r"
+                                          % (type_getattribute(t, "__name__"), name))
         if name[:2] == "__":
             raise _TypeError("%s is readable only of functions and classes' instances the code "
                              "defines (vars(self)), not of %s objects; return data instead"
@@ -1139,7 +1347,7 @@ def _orq_env_builtins(rules, ub, classes, made=None):
     real_setattr = builtins.setattr
     name_ok = _orq_attr_name_ok(rules)
 
-    _len, _dict = len, dict
+    _len = len
 
     def vars(*obj):
         # vars(obj) of what the body made: a copy of obj.__dict__ (never
@@ -1186,9 +1394,103 @@ def _orq_env_builtins(rules, ub, classes, made=None):
             return bound
         return r
 
+    own_dunders = frozenset((rules.get("classes") or {}).get("own_dunders") or ())
+    _isinstance, _cls = isinstance, type
+    # id(obj) -> (obj, its snapshot): one snapshot per object, refreshed on
+    # every read (the execution's environment holds them)
+    snaps = {}
+
+    def key_ok(k):
+        if not name_ok(k):
+            raise _TypeError("__dict__: %r is not an attribute the sandbox lets code set by name; "
+                             "use plain public names" % (k,))
+
+    def real_of(snap):
+        got = snaps.get(_id(snap))
+        return got[1] if got is not None and got[0] is snap else None
+
+    class OwnDict(dict):
+        # obj.__dict__ of what the body made: a snapshot of the real dict
+        # whose writes go through to it, refusing names setattr refuses
+        # (no dunder key: copy.copy looks __reduce_ex__ up on the instance)
+        __slots__ = ()
+
+        def __setitem__(self, k, v):
+            key_ok(k)
+            real_of(self)[k] = v
+            _dict.__setitem__(self, k, v)
+
+        def __delitem__(self, k):
+            del real_of(self)[k]
+            _dict.__delitem__(self, k)
+
+        def update(self, *a, **kw):
+            for k, v in _dict(*a, **kw).items():
+                self[k] = v
+
+        def __ior__(self, other):
+            self.update(other)
+            return self
+
+        def setdefault(self, k, v=None):
+            if k not in self:
+                self[k] = v
+            return _dict.__getitem__(self, k)
+
+        def pop(self, k, *d):
+            if k in self:
+                real_of(self).pop(k, None)
+            return _dict.pop(self, k, *d)
+
+        def popitem(self):
+            k, v = _dict.popitem(self)
+            real_of(self).pop(k, None)
+            return k, v
+
+        def clear(self):
+            real_of(self).clear()
+            _dict.clear(self)
+
+    for n in ("__setitem__", "__delitem__", "update", "__ior__", "setdefault", "pop",
+              "popitem", "clear"):
+        f = _orq_isolate(type_getattribute(OwnDict, "__dict__")[n])
+        _cls.__setattr__(OwnDict, n, f)
+    OwnDict.__name__ = OwnDict.__qualname__ = "dict"
+    key_ok = _orq_isolate(key_ok)
+    real_of = _orq_isolate(real_of)
+
+    def odict(obj, name):
+        # obj.__dict__ / obj.__annotations__ read in the body (with classes)
+        if name not in own_dunders:
+            raise _TypeError("%s is not readable in the sandbox" % (name,))
+        t = _type(obj)
+        mine = (t is FunctionType and obj.__builtins__ is ub) or made.get(_id(t)) is t
+        if name == "__annotations__":
+            if t is FunctionType and mine:
+                return _dict(obj.__annotations__)
+            c = obj if made.get(_id(obj)) is obj else (t if mine else None)
+            if c is not None:
+                a = type_getattribute(c, "__dict__").get("__annotations__")
+                return _dict(a) if _type(a) is _dict else {}
+        elif mine:
+            real = object_getattribute(obj, "__dict__")
+            got = snaps.get(_id(obj))
+            if got is not None and got[0] is obj:
+                snap = got[1]
+                _dict.clear(snap)
+            else:
+                snap = OwnDict()
+                snaps[_id(obj)] = (obj, snap)
+                snaps[_id(snap)] = (snap, real)
+            _dict.update(snap, real)
+            return snap
+        raise _TypeError("%s is readable only of functions and classes the code defines and "
+                         "their instances (self.%s), not of %s objects; return data instead"
+                         % (name, name, t.__name__))
+
     w = _orq_isolate(w)  # setattr calls it through its closure
-    out = {"_orq_w": w, "_orq_own": _orq_isolate(own), "_orq_fmt": _orq_format_guard(),
-           "_orq_cpat": _orq_class_pattern_guard(rules), "_orq_sa": _orq_isolate(sa)}
+    out = {"_orq_w": w, "_orq_own": _orq_isolate(own), "_orq_fmt": _orq_format_guard()[0],
+           "_orq_cpat": _orq_class_pattern_guard(rules), "_orq_sa": _orq_isolate(sa), "_orq_odict": _orq_isolate(odict)}
     if "setattr" in (rules.get("guarded_builtins") or ()):
         out["setattr"] = _orq_isolate(setattr)
     if "vars" in (rules.get("guarded_builtins") or ()):
@@ -1200,6 +1502,12 @@ def _orq_env_builtins(rules, ub, classes, made=None):
     def build_class(func, name, /, *bases, **kw):
         if "metaclass" in kw:
             raise _TypeError("a class may not choose its metaclass in the sandbox")
+        for k in kw:
+            if k[:1] == "_":
+                # typing's internals take _root=True to be subclassed
+                raise _TypeError("class keyword %r: private class keywords are not allowed in "
+                                 "the sandbox; pass public keywords to your own "
+                                 "__init_subclass__" % (k,))
         cls = real_build_class(func, name, *bases, **kw)
         made[_id(cls)] = cls
         return cls
