@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/orqest/sandbox/internal/session"
 	"github.com/orqest/sandbox/runner"
 	"github.com/orqest/sandbox/shared"
 )
@@ -47,7 +48,7 @@ func pausedEntries(t *testing.T, dir string) []string {
 	}
 	var out []string
 	for _, e := range ents {
-		if e.Name() != pauseKeyFile {
+		if e.Name() != session.PausedKeyFile {
 			out = append(out, e.Name())
 		}
 	}
@@ -147,7 +148,7 @@ func TestPauseTamperedRefused(t *testing.T) {
 		sids = append(sids, sid)
 	}
 	a, c := sids[0], sids[1]
-	state := filepath.Join(dir, a, pausedState)
+	state := filepath.Join(dir, a, session.PausedStateFile)
 	data, err := os.ReadFile(state)
 	if err != nil {
 		t.Fatal(err)
@@ -165,7 +166,7 @@ func TestPauseTamperedRefused(t *testing.T) {
 		t.Errorf("resume of a tampered state: %v, want ErrPermissionDenied naming the signature", err)
 	}
 	// Session c's state and signature, copied over a's: bound to c's id.
-	for _, f := range []string{pausedState, pausedSig} {
+	for _, f := range []string{session.PausedStateFile, session.PausedSigFile} {
 		raw, err := os.ReadFile(filepath.Join(dir, c, f))
 		if err != nil {
 			t.Fatal(err)

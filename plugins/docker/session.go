@@ -59,12 +59,9 @@ type agent struct {
 	egress      *egressSide    // the egress proxy and forwarder (egress.go); nil without a network block
 	stopOnce    sync.Once
 	stopErr     error
-	// runtime is the bound runtime (Pause asks it to save); restore is
-	// the saved state a resumed container gets back, and resumed what
-	// came back of it (pause.go).
-	runtime rtclient.Target
-	restore *pausedRecord
-	resumed shared.ResumeResponse
+	// PlainResume: the bound runtime (Pause asks it to save) and, for a
+	// resumed container, the saved state it gets back (pause.go).
+	session.PlainResume
 }
 
 var _ session.Agent = (*agent)(nil)
