@@ -219,10 +219,11 @@ func sessionSpec(root, runtime, data string, cfg Config) ([]byte, error) {
 		specs.Mount{Destination: RuntimePath, Type: "bind", Source: runtime, Options: []string{"bind", "ro", "nosuid", "nodev"}},
 	)
 	s.Mounts = append(s.Mounts, coreMount(cfg.core)...)
-	// spawn: one interpreter per call. The runtime's fork-server keeps its
-	// children by pidfd (pidfd_open, pidfd_send_signal), which the Sentry
-	// of runsc 20221219 does not implement (ENOSYS): its pre-fork fails.
-	args := append([]string{RuntimePath, "-python", cfg.Python, "-workdir", "/workspace", "-exec-mode", "spawn"}, cfg.runtimeFlags().Args()...)
+	// The runtime's default mode, the fork-server: where the Sentry has no
+	// pidfds (runsc 20221219: pidfd_open is ENOSYS) its zygote keeps its
+	// children by pid, and should a zygote not start at all the runtime
+	// spawns one interpreter per call and logs why.
+	args := append([]string{RuntimePath, "-python", cfg.Python, "-workdir", "/workspace"}, cfg.runtimeFlags().Args()...)
 	caps := slices.Clone(runtimeCaps)
 	s.Process = &specs.Process{
 		User:            specs.User{UID: 0, GID: 0},
