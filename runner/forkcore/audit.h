@@ -451,6 +451,40 @@ static int orq_builds_for_user(void)
     return user;
 }
 
+/* Whether code co is a library module's body (an import: "<module>", not
+ * the user's "<sandbox>"). */
+static int orq_module_body(PyCodeObject *co)
+{
+    return PyUnicode_Check(co->co_name) && PyUnicode_CompareWithASCIIString(co->co_name, "<module>") == 0
+        && PyUnicode_Check(co->co_filename)
+        && PyUnicode_CompareWithASCIIString(co->co_filename, "<sandbox>") != 0;
+}
+
+/* Whether the class being built is a class statement of a library module's
+ * body (a module the call imports for the first time: weakref's
+ * WeakKeyDictionary binds __copy__ = copy): the running frame is that body,
+ * or a metaclass's __new__ called from it. */
+static int orq_builds_for_import(void)
+{
+    PyFrameObject *f = PyEval_GetFrame(); /* borrowed */
+    if (f == NULL)
+        return 0;
+    PyCodeObject *co = PyFrame_GetCode(f);
+    int r = orq_module_body(co);
+    int is_new = PyUnicode_Check(co->co_name) && PyUnicode_CompareWithASCIIString(co->co_name, "__new__") == 0;
+    Py_DECREF(co);
+    if (r || !is_new)
+        return r;
+    PyFrameObject *back = PyFrame_GetBack(f);
+    if (back == NULL)
+        return 0;
+    co = PyFrame_GetCode(back);
+    r = orq_module_body(co);
+    Py_DECREF(co);
+    Py_DECREF(back);
+    return r;
+}
+
 /* Whether v, bound in a class namespace, runs the user's code when the class
  * or its instances use it: a function compiled from "<sandbox>" (or one whose
  * closure holds such a value), an object of a class built since arming, a
@@ -579,11 +613,12 @@ static PyObject *orq_type_alloc(PyTypeObject *meta, Py_ssize_t n)
 static PyObject *orq_type_new(PyTypeObject *meta, PyObject *args, PyObject *kwds)
 {
     int three = orq_audit.armed && PyTuple_Check(args) && PyTuple_GET_SIZE(args) == 3;
-    if (three && !orq_builds_for_user() && PyDict_Check(PyTuple_GET_ITEM(args, 2))) {
-        /* built by library code (namedtuple, dataclass(slots=True), or
-         * type called back through functools.partial, cached_property, a
-         * default_factory): its own functions may take any dunder, the
-         * user's code only those of a class statement */
+    if (three && !orq_builds_for_user() && !orq_builds_for_import() && PyDict_Check(PyTuple_GET_ITEM(args, 2))) {
+        /* built by library code at run time (namedtuple,
+         * dataclass(slots=True), or type called back through
+         * functools.partial, cached_property, a default_factory; not a
+         * module's class statement): its own functions may take any
+         * dunder, the user's code only those of a class statement */
         PyObject *k, *v;
         Py_ssize_t pos = 0;
         while (PyDict_Next(PyTuple_GET_ITEM(args, 2), &pos, &k, &v)) {
