@@ -211,6 +211,8 @@ var runtimeCaps = []string{"CAP_CHOWN", "CAP_KILL", "CAP_SETGID", "CAP_SETUID"}
 // with the host paths of hostMounts, the user's data directory on /data,
 // tmpfs on /workspace (0711: the children traverse it to their agent's
 // directory) and /tmp, and the sandbox's memory capped at cfg.SessionMB.
+// With egress rules (eg) it also binds the proxy socket's directory and
+// sets the proxy environment (egress.go).
 func sessionSpec(root, runtime, data string, cfg Config, eg *egressSide) ([]byte, error) {
 	s := baseSpec(root)
 	s.Mounts = append(s.Mounts,
