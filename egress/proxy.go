@@ -377,15 +377,25 @@ func (p *Proxy) tunnel(ctx context.Context, client net.Conn, host string, port i
 	var wg sync.WaitGroup
 	var upErr, downErr error
 	wg.Add(2)
+	// One direction at its end half-closes the other side; the budget
+	// used up cuts both at once.
+	cut := func(err error, half net.Conn) {
+		if errors.Is(err, ErrBudget) {
+			client.Close()
+			up.Close()
+			return
+		}
+		closeWrite(half)
+	}
 	go func() {
 		defer wg.Done()
 		upErr = f.copy(up, client, &sent)
-		closeWrite(up)
+		cut(upErr, up)
 	}()
 	go func() {
 		defer wg.Done()
 		downErr = f.copy(client, up, &received)
-		closeWrite(client)
+		cut(downErr, client)
 	}()
 	wg.Wait()
 	if errors.Is(upErr, ErrBudget) || errors.Is(downErr, ErrBudget) {

@@ -417,3 +417,27 @@ func mustURL(t *testing.T, s string) *url.URL {
 	}
 	return u
 }
+
+// TestProxyTunnelBudget: a tunnel that reaches the budget is cut both
+// ways at once, though the client keeps its side open, and the slot and
+// the event come back.
+func TestProxyTunnelBudget(t *testing.T) {
+	f := newFixture(t, 32<<10, 1)
+	target := f.url("", "allowed.test", f.tlsSrv, "")[len("://"):]
+	c, status := connect(t, f.proxyURL, target)
+	defer c.Close()
+	if !strings.HasPrefix(status, "HTTP/1.1 200") {
+		t.Fatalf("CONNECT: %s", status)
+	}
+	tc := tls.Client(c, &tls.Config{ServerName: "allowed.test", InsecureSkipVerify: true})
+	_ = tc.SetDeadline(time.Now().Add(10 * time.Second))
+	fmt.Fprint(tc, "GET /big HTTP/1.1\r\nHost: allowed.test\r\n\r\n") // 64 KiB answer, the connection kept open
+	n, err := io.Copy(io.Discard, tc)
+	if err == nil && n >= 64<<10 {
+		t.Fatalf("read %d bytes through a 32 KiB budget", n)
+	}
+	evs := f.w.waitEvents(t, 1)
+	if evs[0].Type != EventAllowed || evs[0].Reason != ErrBudget.Error() || evs[0].BytesSent+evs[0].BytesReceived > 32<<10 {
+		t.Errorf("event: %+v", evs[0])
+	}
+}
