@@ -472,3 +472,20 @@ func TestProxyTunnelIdle(t *testing.T) {
 		t.Errorf("the slot did not come back: %s", status)
 	}
 }
+
+// TestProxyIgnoresItsEnvironment: a proxy environment of the plugin
+// (HTTP_PROXY, HTTPS_PROXY: goproxy's defaults read them) is not a route:
+// the proxy dials the checked address itself.
+func TestProxyIgnoresItsEnvironment(t *testing.T) {
+	for _, k := range []string{"HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy"} {
+		t.Setenv(k, "http://127.0.0.1:9") // the discard port: nothing listens
+	}
+	f := newFixture(t, 0, 0)
+	c := f.client()
+	if code, body := get(t, c, f.url("http", "allowed.test", f.plain, "/")); code != 200 || !strings.Contains(body, "hello from allowed.test") {
+		t.Errorf("plain: %d %q", code, body)
+	}
+	if code, body := get(t, c, f.url("https", "allowed.test", f.tlsSrv, "/")); code != 200 || !strings.Contains(body, "hello from allowed.test") {
+		t.Errorf("tunnel: %d %q", code, body)
+	}
+}
