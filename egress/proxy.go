@@ -11,6 +11,7 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -69,7 +70,14 @@ type Options struct {
 	// HandshakeTimeout bounds the wait for a tunnel's ClientHello
 	// (default DefaultHandshakeTimeout).
 	HandshakeTimeout time.Duration
+	// IdleTimeout ends a tunnel that carried nothing either way for this
+	// long, so an idle one does not hold a connection slot forever
+	// (default DefaultIdleTimeout).
+	IdleTimeout time.Duration
 }
+
+// DefaultIdleTimeout is how long a tunnel may carry nothing.
+const DefaultIdleTimeout = 5 * time.Minute
 
 // Proxy is one session's egress proxy. It is an http.Handler; Serve runs
 // it on a listener. It is safe for concurrent use.
@@ -104,6 +112,9 @@ func New(opts Options) *Proxy {
 	}
 	if opts.HandshakeTimeout <= 0 {
 		opts.HandshakeTimeout = DefaultHandshakeTimeout
+	}
+	if opts.IdleTimeout <= 0 {
+		opts.IdleTimeout = DefaultIdleTimeout
 	}
 	n := opts.Policy.MaxConns
 	if n <= 0 {
@@ -362,7 +373,7 @@ func (p *Proxy) tunnel(ctx context.Context, client net.Conn, host string, port i
 		}
 		first = hello
 	}
-	f := &flow{p: p}
+	f := &flow{p: p, idle: p.opts.IdleTimeout, conns: []net.Conn{client, up}}
 	var sent, received atomic.Int64
 	defer func() {
 		ev.BytesSent, ev.BytesReceived = sent.Load(), received.Load()
@@ -377,19 +388,32 @@ func (p *Proxy) tunnel(ctx context.Context, client net.Conn, host string, port i
 	var wg sync.WaitGroup
 	var upErr, downErr error
 	wg.Add(2)
+	// One direction at its end half-closes the other side; the budget
+	// used up cuts both at once.
+	cut := func(err error, half net.Conn) {
+		if errors.Is(err, ErrBudget) || errors.Is(err, os.ErrDeadlineExceeded) {
+			client.Close()
+			up.Close()
+			return
+		}
+		closeWrite(half)
+	}
 	go func() {
 		defer wg.Done()
 		upErr = f.copy(up, client, &sent)
-		closeWrite(up)
+		cut(upErr, up)
 	}()
 	go func() {
 		defer wg.Done()
 		downErr = f.copy(client, up, &received)
-		closeWrite(client)
+		cut(downErr, client)
 	}()
 	wg.Wait()
-	if errors.Is(upErr, ErrBudget) || errors.Is(downErr, ErrBudget) {
+	switch {
+	case errors.Is(upErr, ErrBudget) || errors.Is(downErr, ErrBudget):
 		ev.Reason = ErrBudget.Error()
+	case errors.Is(upErr, os.ErrDeadlineExceeded) || errors.Is(downErr, os.ErrDeadlineExceeded):
+		ev.Reason = fmt.Sprintf("idle for %s", p.opts.IdleTimeout)
 	}
 }
 
@@ -439,8 +463,25 @@ func (readOnlyConn) SetDeadline(time.Time) error      { return nil }
 func (readOnlyConn) SetReadDeadline(time.Time) error  { return nil }
 func (readOnlyConn) SetWriteDeadline(time.Time) error { return nil }
 
-// flow charges a connection's bytes to the proxy's budget.
-type flow struct{ p *Proxy }
+// flow charges a connection's bytes to the proxy's budget. A tunnel's
+// flow (idle > 0) also keeps its conns' deadlines idle ahead while bytes
+// move, either way.
+type flow struct {
+	p     *Proxy
+	idle  time.Duration
+	conns []net.Conn
+}
+
+// touch moves the tunnel's idle deadline on.
+func (f *flow) touch() {
+	if f.idle <= 0 {
+		return
+	}
+	d := time.Now().Add(f.idle)
+	for _, c := range f.conns {
+		_ = c.SetDeadline(d)
+	}
+}
 
 // take reserves up to n bytes of the budget and returns how many.
 func (f *flow) take(n int) int {
@@ -485,9 +526,11 @@ func (f *flow) write(w io.Writer, b []byte, count *atomic.Int64) (int, error) {
 // copy copies src to dst within the budget.
 func (f *flow) copy(dst io.Writer, src io.Reader, count *atomic.Int64) error {
 	buf := make([]byte, 32<<10)
+	f.touch()
 	for {
 		n, rerr := src.Read(buf)
 		if n > 0 {
+			f.touch()
 			if _, err := f.write(dst, buf[:n], count); err != nil {
 				return err
 			}

@@ -88,7 +88,7 @@ type fixture struct {
 	other    *httptest.Server // "forbidden.test"
 }
 
-func newFixture(t *testing.T, budget int64, maxConns int) *fixture {
+func newFixture(t *testing.T, budget int64, maxConns int, opts ...func(*Options)) *fixture {
 	t.Helper()
 	hello := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path == "/big" {
@@ -121,7 +121,7 @@ func newFixture(t *testing.T, budget int64, maxConns int) *fixture {
 		t.Fatal(err)
 	}
 	pol.MaxConns = maxConns
-	f.proxy = New(Options{
+	po := Options{
 		Policy: pol,
 		Lookup: resolver(map[string][]string{
 			"allowed.test":   {"203.0.113.10"},
@@ -132,7 +132,11 @@ func newFixture(t *testing.T, budget int64, maxConns int) *fixture {
 		}),
 		Dial:    f.w.dial,
 		OnEvent: f.w.onEvent,
-	})
+	}
+	for _, o := range opts {
+		o(&po)
+	}
+	f.proxy = New(po)
 	f.proxy.SetSession("s-1", "alice")
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -416,4 +420,72 @@ func mustURL(t *testing.T, s string) *url.URL {
 		t.Fatal(err)
 	}
 	return u
+}
+
+// TestProxyTunnelBudget: a tunnel that reaches the budget is cut both
+// ways at once, though the client keeps its side open, and the slot and
+// the event come back.
+func TestProxyTunnelBudget(t *testing.T) {
+	f := newFixture(t, 32<<10, 1)
+	target := f.url("", "allowed.test", f.tlsSrv, "")[len("://"):]
+	c, status := connect(t, f.proxyURL, target)
+	defer c.Close()
+	if !strings.HasPrefix(status, "HTTP/1.1 200") {
+		t.Fatalf("CONNECT: %s", status)
+	}
+	tc := tls.Client(c, &tls.Config{ServerName: "allowed.test", InsecureSkipVerify: true})
+	_ = tc.SetDeadline(time.Now().Add(10 * time.Second))
+	fmt.Fprint(tc, "GET /big HTTP/1.1\r\nHost: allowed.test\r\n\r\n") // 64 KiB answer, the connection kept open
+	n, err := io.Copy(io.Discard, tc)
+	if err == nil && n >= 64<<10 {
+		t.Fatalf("read %d bytes through a 32 KiB budget", n)
+	}
+	evs := f.w.waitEvents(t, 1)
+	if evs[0].Type != EventAllowed || evs[0].Reason != ErrBudget.Error() || evs[0].BytesSent+evs[0].BytesReceived > 32<<10 {
+		t.Errorf("event: %+v", evs[0])
+	}
+}
+
+// TestProxyTunnelIdle: a tunnel that carries nothing for IdleTimeout ends,
+// and its slot comes back.
+func TestProxyTunnelIdle(t *testing.T) {
+	f := newFixture(t, 0, 1, func(o *Options) { o.IdleTimeout = 200 * time.Millisecond })
+	target := f.url("", "allowed.test", f.tlsSrv, "")[len("://"):]
+	c, status := connect(t, f.proxyURL, target)
+	defer c.Close()
+	tc := tls.Client(c, &tls.Config{ServerName: "allowed.test", InsecureSkipVerify: true})
+	_ = tc.SetDeadline(time.Now().Add(10 * time.Second))
+	if !strings.HasPrefix(status, "HTTP/1.1 200") || tc.Handshake() != nil {
+		t.Fatalf("CONNECT: %s", status)
+	}
+	// Then nothing: the proxy ends the tunnel.
+	if _, err := tc.Read(make([]byte, 1)); err == nil {
+		t.Fatal("read a byte from an idle tunnel")
+	}
+	evs := f.w.waitEvents(t, 1)
+	if !strings.Contains(evs[0].Reason, "idle for 200ms") {
+		t.Errorf("event: %+v", evs[0])
+	}
+	c2, status := connect(t, f.proxyURL, target)
+	c2.Close()
+	if !strings.HasPrefix(status, "HTTP/1.1 200") {
+		t.Errorf("the slot did not come back: %s", status)
+	}
+}
+
+// TestProxyIgnoresItsEnvironment: a proxy environment of the plugin
+// (HTTP_PROXY, HTTPS_PROXY: goproxy's defaults read them) is not a route:
+// the proxy dials the checked address itself.
+func TestProxyIgnoresItsEnvironment(t *testing.T) {
+	for _, k := range []string{"HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy"} {
+		t.Setenv(k, "http://127.0.0.1:9") // the discard port: nothing listens
+	}
+	f := newFixture(t, 0, 0)
+	c := f.client()
+	if code, body := get(t, c, f.url("http", "allowed.test", f.plain, "/")); code != 200 || !strings.Contains(body, "hello from allowed.test") {
+		t.Errorf("plain: %d %q", code, body)
+	}
+	if code, body := get(t, c, f.url("https", "allowed.test", f.tlsSrv, "/")); code != 200 || !strings.Contains(body, "hello from allowed.test") {
+		t.Errorf("tunnel: %d %q", code, body)
+	}
 }

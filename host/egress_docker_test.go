@@ -5,10 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net"
-	"net/http"
-	"net/http/httptest"
-	"net/netip"
 	"os"
 	"os/exec"
 	"strings"
@@ -18,40 +14,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/orqest/sandbox/egress"
+	"github.com/orqest/sandbox/egress/egresstest"
 	"github.com/orqest/sandbox/shared"
 )
-
-// egressTestAddr is a non-loopback IPv4 address of this machine, standing
-// for a host on the network.
-func egressTestAddr(t *testing.T) netip.Addr {
-	t.Helper()
-	addrs, err := net.InterfaceAddrs()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, a := range addrs {
-		if p, err := netip.ParsePrefix(a.String()); err == nil && p.Addr().Is4() && !p.Addr().IsLoopback() && !p.Addr().IsLinkLocalUnicast() {
-			return p.Addr()
-		}
-	}
-	t.Skip("SKIPPING: no non-loopback IPv4 address to stand for a remote host")
-	return netip.Addr{}
-}
-
-// egressServer serves "hello from NAME" on addr:0 and returns its port.
-func egressServer(t *testing.T, addr netip.Addr, name string) int {
-	t.Helper()
-	l, err := net.Listen("tcp", netip.AddrPortFrom(addr, 0).String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := &httptest.Server{Listener: l, Config: &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		fmt.Fprintf(w, "hello from %s", name)
-	})}}
-	srv.Start()
-	t.Cleanup(srv.Close)
-	return l.Addr().(*net.TCPAddr).Port
-}
 
 // TestDockerEgressAudited: through the host, with the real docker plugin
 // process and its system resolver, a session of a sandbox with a network
@@ -60,9 +25,9 @@ func egressServer(t *testing.T, addr netip.Addr, name string) int {
 // record of the audit log (session, user, host, port, bytes) and counted
 // in orqest_egress_connections_total.
 func TestDockerEgressAudited(t *testing.T) {
-	addr := egressTestAddr(t)
-	allowedPort := egressServer(t, addr, "allowed")
-	forbiddenPort := egressServer(t, addr, "forbidden")
+	addr := egresstest.HostAddr(t)
+	allowedPort := egresstest.Serve(t, addr, "allowed", false)
+	forbiddenPort := egresstest.Serve(t, addr, "forbidden", false)
 	user := testUser("orqtest-egress-")
 	network := fmt.Sprintf("network {\n    allow = [%q, \"localhost\"]\n  }", fmt.Sprintf("%s:%d", addr, allowedPort))
 	h, sb := dockerHost(t, `audit_log = "audit.jsonl"`, network, user)

@@ -5,11 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
-	"log"
-	"net"
-	"net/http"
-	"net/http/httptest"
 	"net/netip"
 	"os"
 	"strings"
@@ -19,49 +14,9 @@ import (
 	"github.com/moby/moby/client"
 
 	"github.com/orqest/sandbox/egress"
+	"github.com/orqest/sandbox/egress/egresstest"
 	"github.com/orqest/sandbox/shared"
 )
-
-// hostAddr is a non-loopback IPv4 address of this machine (the docker
-// bridge's gateway or an interface's): servers bound to it stand for
-// hosts on the network, reachable from the plugin but, with the session
-// on network "none", not from the session's own namespace.
-func hostAddr(t *testing.T) netip.Addr {
-	t.Helper()
-	addrs, err := net.InterfaceAddrs()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, a := range addrs {
-		if p, err := netip.ParsePrefix(a.String()); err == nil && p.Addr().Is4() && !p.Addr().IsLoopback() && !p.Addr().IsLinkLocalUnicast() {
-			return p.Addr()
-		}
-	}
-	t.Skip("SKIPPING: this machine has no non-loopback IPv4 address to stand for a remote host")
-	return netip.Addr{}
-}
-
-// serveOn starts an HTTP (or HTTPS) server on addr:0 answering with its name.
-func serveOn(t *testing.T, addr netip.Addr, name string, tlsToo bool) (*httptest.Server, int) {
-	t.Helper()
-	l, err := net.Listen("tcp", netip.AddrPortFrom(addr, 0).String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		fmt.Fprintf(w, "hello from %s", name)
-	}))
-	srv.Listener.Close()
-	srv.Listener = l
-	srv.Config.ErrorLog = log.New(io.Discard, "", 0)
-	if tlsToo {
-		srv.StartTLS()
-	} else {
-		srv.Start()
-	}
-	t.Cleanup(srv.Close)
-	return srv, l.Addr().(*net.TCPAddr).Port
-}
 
 // egressBackend is a backend configured with a network block; lookup
 // stands for DNS.
@@ -119,10 +74,10 @@ type probeResult struct {
 // is an event of the next response; Close leaves no forwarder, socket or
 // directory behind.
 func TestEgressDocker(t *testing.T) {
-	addr := hostAddr(t)
-	_, allowedPort := serveOn(t, addr, "allowed", false)
-	_, tlsPort := serveOn(t, addr, "allowed-tls", true)
-	_, forbiddenPort := serveOn(t, addr, "forbidden", false)
+	addr := egresstest.HostAddr(t)
+	allowedPort := egresstest.Serve(t, addr, "allowed", false)
+	tlsPort := egresstest.Serve(t, addr, "allowed-tls", true)
+	forbiddenPort := egresstest.Serve(t, addr, "forbidden", false)
 	pol := &shared.EgressPolicy{Name: `sandbox "egress-test" network {}`, Allow: []string{"allowed.test", "rebind.test"}, BudgetBytes: 1 << 20}
 	lookup := func(_ context.Context, host string) ([]netip.Addr, error) {
 		switch host {
@@ -240,8 +195,8 @@ func TestEgressDocker(t *testing.T) {
 // it is started ahead of demand; once bound to a session its proxy works
 // and its events name that session; nothing is left after Shutdown.
 func TestEgressWarmPool(t *testing.T) {
-	addr := hostAddr(t)
-	_, port := serveOn(t, addr, "allowed", false)
+	addr := egresstest.HostAddr(t)
+	port := egresstest.Serve(t, addr, "allowed", false)
 	pol := &shared.EgressPolicy{Name: `sandbox "pool" network {}`, Allow: []string{"allowed.test"}}
 	lookup := func(_ context.Context, host string) ([]netip.Addr, error) {
 		if host == "allowed.test" {

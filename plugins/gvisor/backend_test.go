@@ -94,7 +94,7 @@ func assertNoSandboxes(t testing.TB) {
 	t.Helper()
 	deadline := time.Now().Add(5 * time.Second)
 	for {
-		left := runscProcesses(t, "orqest-gvisor-")
+		left := runscProcesses(t, statePrefix+strconv.Itoa(os.Getpid())+"-")
 		if len(left) == 0 {
 			return
 		}

@@ -211,7 +211,9 @@ var runtimeCaps = []string{"CAP_CHOWN", "CAP_KILL", "CAP_SETGID", "CAP_SETUID"}
 // with the host paths of hostMounts, the user's data directory on /data,
 // tmpfs on /workspace (0711: the children traverse it to their agent's
 // directory) and /tmp, and the sandbox's memory capped at cfg.SessionMB.
-func sessionSpec(root, runtime, data string, cfg Config) ([]byte, error) {
+// With egress rules (eg) it also binds the proxy socket's directory and
+// sets the proxy environment (egress.go).
+func sessionSpec(root, runtime, data string, cfg Config, eg *egressSide) ([]byte, error) {
 	s := baseSpec(root)
 	s.Mounts = append(s.Mounts,
 		specs.Mount{Destination: "/workspace", Type: "tmpfs", Source: "tmpfs", Options: []string{"nosuid", "nodev", "noexec", "size=" + memLimit(cfg.WorkspaceMB), "mode=0711"}},
@@ -236,6 +238,9 @@ func sessionSpec(root, runtime, data string, cfg Config) ([]byte, error) {
 	}
 	mem := int64(cfg.SessionMB) << 20
 	s.Linux.Resources = &specs.LinuxResources{Memory: &specs.LinuxMemory{Limit: &mem, Swap: &mem}}
+	if eg != nil {
+		egressSpec(s, eg.Endpoint) // egress.go
+	}
 	return json.Marshal(s)
 }
 

@@ -67,16 +67,28 @@ func sessionConfig(t testing.TB, extra map[string]any) []byte {
 // cleanup it is shut down and no runsc process of it may be left.
 func newSessionBackend(t testing.TB, extra map[string]any) (*Backend, []byte) {
 	t.Helper()
+	return newSessionBackendWith(t, extra, shared.ConfigureRequest{Classes: true}, nil)
+}
+
+// newSessionBackendWith is newSessionBackend with the rest of the
+// ConfigureRequest (its Config is the session config) and setup run on
+// the backend before Configure.
+func newSessionBackendWith(t *testing.T, extra map[string]any, req shared.ConfigureRequest, setup func(*Backend)) (*Backend, []byte) {
+	t.Helper()
 	needRunsc(t)
 	raw := sessionConfig(t, extra)
 	b := NewBackend(testLogger(t))
+	if setup != nil {
+		setup(b)
+	}
 	t.Cleanup(func() {
 		b.Shutdown()
 		assertNoSandboxes(t)
 	})
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	if _, err := b.Configure(ctx, shared.ConfigureRequest{Config: raw, Classes: true}); err != nil {
+	req.Config = raw
+	if _, err := b.Configure(ctx, req); err != nil {
 		t.Fatalf("Configure: %v", err)
 	}
 	return b, raw
