@@ -199,7 +199,8 @@ FUZZ_TARGETS ?= \
 	./agent:FuzzReadHello \
 	./internal/rtproto:FuzzVerify \
 	./internal/rtproto:FuzzCheckID \
-	./validator:FuzzCheck
+	./validator:FuzzCheck \
+	./egress:FuzzParseRule
 FUZZTIME       ?= 60s
 FUZZMINIMIZE   ?= 60s
 FUZZTIME_SHORT ?= 8s
