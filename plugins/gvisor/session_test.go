@@ -73,7 +73,7 @@ func newSessionBackend(t testing.TB, extra map[string]any) (*Backend, []byte) {
 // newSessionBackendWith is newSessionBackend with the rest of the
 // ConfigureRequest (its Config is the session config) and setup run on
 // the backend before Configure.
-func newSessionBackendWith(t *testing.T, extra map[string]any, req shared.ConfigureRequest, setup func(*Backend)) (*Backend, []byte) {
+func newSessionBackendWith(t testing.TB, extra map[string]any, req shared.ConfigureRequest, setup func(*Backend)) (*Backend, []byte) {
 	t.Helper()
 	needRunsc(t)
 	raw := sessionConfig(t, extra)
