@@ -28,7 +28,8 @@ func TestConformance(t *testing.T) {
 			_, _ = dc.VolumeRemove(ctx, anon, client.VolumeRemoveOptions{Force: true})
 		})
 	}
-	cfg, _ := json.Marshal(map[string]any{"image": testImage()})
+	// Paused sessions (the Pause case) go to a directory of the test.
+	cfg, _ := json.Marshal(map[string]any{"image": testImage(), "paused_dir": t.TempDir()})
 	conformance.Run(t, func(t *testing.T) shared.Sandbox {
 		b := NewBackend(hclog.NewNullLogger())
 		t.Cleanup(func() {

@@ -137,18 +137,26 @@ def _orq_keep_array(np, a, budget):
 
 def _orq_keep_column(np, pd, s, budget):
     dt = s.dtype
-    if type(dt) is np.dtype and dt.kind == "O":
-        return ["ol", [_orq_keep_scalar(x, budget) for x in s.tolist()]]
-    if type(dt) is not np.dtype:
+    if not isinstance(dt, np.dtype):  # a pandas extension dtype
         raise _orq_KeepRefused("a pandas column of dtype %s" % dt)
+    if dt.kind == "O":
+        return ["ol", [_orq_keep_scalar(x, budget) for x in s.tolist()]]
     return _orq_keep_array(np, s.to_numpy(), budget)
 
 
 def _orq_keep_index_types(pd):
     """pandas' own one-level index classes of plain values (pandas 1.x has
-    a class per numeric dtype; pd.Index of such values makes them)."""
-    names = ("Index", "Int64Index", "UInt64Index", "Float64Index", "DatetimeIndex", "TimedeltaIndex")
-    return tuple(getattr(pd, n) for n in names if isinstance(getattr(pd, n, None), type))
+    a class per numeric dtype, which pd.Index of such values makes; read
+    from their module, not pandas' deprecated names)."""
+    import sys
+
+    out = [pd.Index, pd.DatetimeIndex, pd.TimedeltaIndex]
+    numeric = sys.modules.get("pandas.core.indexes.numeric")
+    for n in ("Int64Index", "UInt64Index", "Float64Index", "NumericIndex"):
+        c = getattr(numeric, n, None) if numeric is not None else None
+        if isinstance(c, type):
+            out.append(c)
+    return tuple(out)
 
 
 def _orq_keep_index(np, pd, ix, budget):
