@@ -35,7 +35,7 @@ func (s *Sandbox) pauser(ctx context.Context, op string) error {
 		return err
 	}
 	if !info.Has(shared.CapPause) {
-		return fmt.Errorf("sandbox %q: %s: plugin %q cannot pause sessions (no %q capability; gvisor can): %w",
+		return fmt.Errorf("sandbox %q: %s: plugin %q cannot pause sessions (no %q capability; gvisor, docker and kubernetes sessions can): %w",
 			s.cfg.Name, op, s.cfg.Plugin, shared.CapPause, shared.ErrNotSupported)
 	}
 	return nil
