@@ -266,6 +266,7 @@ func (rt *runtime) server() *mcp.Server {
 	}, rt.runtimeInfo)
 	rt.fileTools(s)    // put_file, get_file, list_files (files.go)
 	rt.libraryTools(s) // list_tools, promote_tool, forget_tool and the promoted tools (library.go)
+	rt.keepTools(s)    // save_state, restore_state (keep.go)
 	return s
 }
 

@@ -117,6 +117,9 @@ type executor struct {
 	// notebooks are the stateful interpreters, one per agent (notebook.go).
 	nbMu      sync.Mutex
 	notebooks map[string]*notebook
+	// kept are the globals a resumed session brought for agents without
+	// an interpreter yet (keep.go).
+	kept keptGlobals
 }
 
 func (e *executor) logger() *slog.Logger {

@@ -35,6 +35,8 @@ func (e *executor) runStateful(ctx context.Context, agent, dir, python string, e
 	if err != nil {
 		return shared.ExecutionResult{}, err
 	}
+	// The globals a paused session kept go into its agent's new interpreter.
+	note := e.loadPending(ctx, agent, nb)
 	res, lost, err := nb.Run(ctx, job)
 	if errors.Is(err, pyproc.ErrNotebookGone) {
 		// It ended between calls (killed from outside, crashed): a new one
@@ -54,6 +56,7 @@ func (e *executor) runStateful(ctx context.Context, agent, dir, python string, e
 		return res, err
 	}
 	res.StateLost = lost || replaced
+	res.Stderr = note + res.Stderr
 	if lost && !res.Success {
 		res.Error = strings.TrimRight(res.Error, "\n") + " (the stateful session's interpreter was killed: its state is lost; the next stateful call starts clean)"
 	}
@@ -91,6 +94,7 @@ func (e *executor) notebook(ctx context.Context, agent, dir, python, key string,
 		Classes:        e.classes,
 		ExtraSysPath:   extraPath,
 		ExtraReadPaths: e.system.dataDirs(),
+		Keep:           runner.KeepProgram(), // save_state, restore_state (keep.go)
 	}, pyproc.NotebookOptions{Dir: dir, Stderr: logWriter{e.logger()}, Logger: e.logger(), Env: e.pythonEnv(), Prepare: e.prepare, Core: e.core})
 	if err != nil {
 		return nil, false, fmt.Errorf("stateful call: %w", err)

@@ -72,6 +72,7 @@ var defaultHCL []byte
 //	  idle_timeout = "10m"        # a session unused this long is closed (session tiers)
 //	  max_lifetime = "24h"        # a session open this long is closed
 //	  config { mode = "spawn" }   # backend-specific; checked against the plugin's schema
+//	  network { allow = ["api.example.com:443"] }  # egress rules (NetworkConfig); none: no network
 //	}
 //
 // Use ParseConfig, LoadConfigFile or DefaultConfig to obtain one; they also
@@ -211,6 +212,10 @@ type SandboxConfig struct {
 	// (nil: the default) or "pause" (SessionLifecycle.OnIdle).
 	OnIdle *string        `hcl:"on_idle,optional"`
 	Config *BackendConfig `hcl:"config,block"`
+	// Network is the `network {}` block: what the sandbox's sessions may
+	// reach through the backend's egress proxy (config_network.go). nil:
+	// no network at all.
+	Network *NetworkConfig `hcl:"network,block"`
 	// Promotion is a promotion block at the sandbox level, its old place:
 	// refused with a diagnostic that says to move it into config (library.go).
 	Promotion *LegacyPromotion `hcl:"promotion,block"`
@@ -451,6 +456,7 @@ func (c *Config) check() hcl.Diagnostics {
 		}
 		seenSandbox[s.Name] = s
 		diags = append(diags, s.Promotion.check(s.Name)...) // library.go
+		diags = append(diags, s.Network.check(s.Name)...)   // config_network.go
 		_, d := s.lifecycle()                               // sessionconfig.go
 		diags = append(diags, d...)
 		if !pluginNameRe.MatchString(s.Plugin) {

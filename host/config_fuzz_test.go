@@ -48,6 +48,8 @@ func FuzzParseConfig(f *testing.F) {
 		"policy \"default\" {\n  timeout = \"5s\"\n  memory_mb = 64\n  ceiling {\n    timeout = \"1m\"\n    memory_mb = 512\n    max_output_bytes = 8388608\n  }\n  max_concurrency = 2\n  max_queue = 0\n}\nsandbox \"a\" { plugin = \"subprocess\" }\n",
 		"sessions {\n  max_sessions = 4\n  max_sessions_per_user = 2\n  reclaim_idle_after = \"0s\"\n}\nsandbox \"d\" {\n  plugin = \"docker\"\n  idle_timeout = \"2s\"\n  max_lifetime = \"1h\"\n  stateful = true\n  config {\n    image = \"x\"\n    pool {\n      size = 2\n    }\n    promotion {\n      policy = \"manual\"\n    }\n  }\n}\n",
 		"sandbox \"t0\" {\n  plugin = \"inprocess\"\n  unsafe = true\n  unsafe_shared = true\n  classes = false\n}\n",
+		"sandbox \"d\" {\n  plugin = \"docker\"\n  network {\n    allow = [\"api.example.com:443\", \"*.internal.example\", \"10.0.0.0/8:5432\", \"[fd00::/8]:443\"]\n    deny = [\"secret.internal.example\"]\n    budget_bytes = 1048576\n    max_connections = 4\n  }\n}\n",
+		"sandbox \"d\" {\n  plugin = \"docker\"\n  network {\n    allow = [\"*\", 1, \"x:0\", \"a b\"]\n    budget_bytes = -1\n  }\n}\n",
 		"policy \"p\" {\n  allowed_imports = [\"os\", \"re\"]\n  allow_dangerous_imports = [\"os\"]\n  allow_unreviewed_imports = [\"yaml\"]\n  allowed_packages = [\"numpy\", \"pandas==2\"]\n}\nsandbox \"a\" {\n  plugin = \"subprocess\"\n  policy = \"p\"\n}\n",
 		"sandbox \"a\" {\n  plugin = \"subprocess\"\n  promotion { policy = \"auto\" }\n}\n",
 		"sandbox \"a\" {\n  plugin = \"subprocess\"\n  policy = \n}\n",

@@ -62,6 +62,7 @@ func (s *Sandbox) publish(evs []shared.Event) {
 				payload = map[string]any{"raw": string(ev.Payload)}
 			}
 		}
+		s.host.metrics.egress.observe(s.Name(), ev.Type, payload) // egress.go
 		s.host.bus.Emit(ev.Type, s.Name(), payload)
 	}
 }

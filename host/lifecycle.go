@@ -263,7 +263,7 @@ func (in *instance) get(ctx context.Context) (*launched, error) {
 	// per call): a backend installs only those, whatever a request says.
 	pol := in.host.cfg.SandboxPolicy(in.sb)
 	cctx, cancel := context.WithTimeout(ctx, in.host.opts.callTimeout)
-	_, err = l.impl.Configure(cctx, shared.ConfigureRequest{Config: cfgJSON, Unsafe: in.sb.Unsafe, AllowedPackages: pol.AllowedPackages, Classes: pol.Classes, AllowedImports: pol.AllowedImports, Stateful: in.sb.Stateful})
+	_, err = l.impl.Configure(cctx, shared.ConfigureRequest{Config: cfgJSON, Unsafe: in.sb.Unsafe, AllowedPackages: pol.AllowedPackages, Classes: pol.Classes, AllowedImports: pol.AllowedImports, Stateful: in.sb.Stateful, Egress: in.host.cfg.SandboxEgress(in.sb)})
 	cancel()
 	if err != nil {
 		l.kill()
@@ -278,6 +278,10 @@ func (in *instance) get(ctx context.Context) (*launched, error) {
 		l.kill()
 		return nil, &DiagnosticsError{Files: in.host.cfg.Files, Diagnostics: hcl.Diagnostics{errDiag(in.sb.DefRange, "Stateful sessions not supported",
 			fmt.Sprintf("Sandbox %q sets stateful = true, but plugin %q keeps no session interpreters (no %q capability): remove the attribute or use a session tier such as docker.", in.sb.Name, in.entry.Name, shared.CapStatefulSessions))}}
+	}
+	if err := in.checkEgress(info); err != nil { // config_network.go
+		l.kill()
+		return nil, err
 	}
 	if in.sb.OnIdle != nil && *in.sb.OnIdle == OnIdlePause && !info.Has(shared.CapPause) {
 		l.kill()

@@ -89,6 +89,7 @@ type metrics struct {
 	reclaimed    *prometheus.CounterVec
 	reopened     *prometheus.CounterVec
 	refused      *prometheus.CounterVec
+	egress       *egressMetrics // egress.go
 }
 
 // latencyBuckets span a warm fork (about a millisecond) to a long timeout.
@@ -152,6 +153,7 @@ func newMetrics() *metrics {
 	}
 	reg.MustRegister(m.executions, m.queueWait, m.pluginCall, m.total, m.rejections, m.kills, m.launches, m.relaunches, m.sessionTools,
 		m.reclaimed, m.reopened, m.refused)
+	m.egress = newEgressMetrics(reg)
 	return m
 }
 

@@ -47,6 +47,8 @@ var (
 	executePy string
 	//go:embed py/seal.py
 	sealPy string
+	//go:embed py/keep.py
+	keepPy string
 	//go:embed py/zygote.py
 	zygotePy string
 )
@@ -68,6 +70,14 @@ var program = stripCommentLines(ProgramWithComments())
 func ProgramWithComments() string {
 	return protocolPy + "\n\n" + rules.CheckerPy() + "\n" + importsPy + "\n\n" + executePy + "\n\n" + sealPy + "\n\n" + zygotePy
 }
+
+// KeepProgram returns py/keep.py, the encoding of a session's saved
+// globals (OpSaveGlobals, OpLoadGlobals), for Request.Keep: a session's
+// interpreter compiles it when it starts, before any call, rather than
+// every process carrying it in Program.
+func KeepProgram() string { return keepProgram }
+
+var keepProgram = stripCommentLines(keepPy)
 
 // stripCommentLines drops the lines whose first non-blank character is
 // '#' and the blank lines, and indents each level by one space instead of
@@ -176,6 +186,18 @@ const OpProbe = "probe"
 // (the wrapper declares them global), so `return` still works at top level.
 // See _orq_session_serve in py/execute.py and pyproc.Notebook.
 const OpSession = "session"
+
+// OpSaveGlobals and OpLoadGlobals are the ops of a session's call (after
+// OpSession) that save its globals as plain data and load them back, for
+// a pause that keeps no memory: the response's output is
+// {"globals": {name: node}, "kept": [names], "not_kept": {name: reason}}
+// (saving) or {"kept", "not_kept"} (loading Args, a saved "globals"
+// object). The encoding is a typed JSON tree, never pickle; see
+// py/keep.py.
+const (
+	OpSaveGlobals = "save_globals"
+	OpLoadGlobals = "load_globals"
+)
 
 // ForkServerArg is the argument that makes the program a fork-server
 // (zygote): `python3 -I -S -B -c <Bootstrap> <ProgramArg(Program())> forkserver`. It reads a
@@ -418,6 +440,10 @@ type Request struct {
 	// runner's audit hook then runs in C (runner/forkcore/audit.h), its
 	// armed state out of Python's reach; without it the Python hook runs.
 	CoreFD int `json:"core_fd,omitempty"`
+	// Keep is, for OpSession, KeepProgram(): the interpreter compiles it
+	// before its first call and serves OpSaveGlobals and OpLoadGlobals
+	// with it ("": it serves neither).
+	Keep string `json:"keep,omitempty"`
 }
 
 // Response is what the child writes to fd 3.

@@ -106,6 +106,12 @@ const (
 	// `runsc checkpoint`): every global of every interpreter, the
 	// workspace, open files. Declared together with CapPause.
 	CapPauseMemory Capability = "pause_memory"
+	// CapEgress: the backend enforces ConfigureRequest.Egress: a session's
+	// only route out is an egress proxy outside the session that lets
+	// through what the policy allows, and the session's kernel network
+	// lets nothing bypass it. The host refuses a sandbox with a `network
+	// {}` block on a backend without it.
+	CapEgress Capability = "egress"
 )
 
 // Capabilities that name one sealing layer of the Python runner each; a
@@ -199,6 +205,9 @@ type ConfigureRequest struct {
 	// by default, so a session backend may start the stateful interpreter
 	// before the first call.
 	Stateful bool
+	// Egress is the sandbox's `network {}` block (nil without one: no
+	// network at all). Only a backend with CapEgress is handed one.
+	Egress *EgressPolicy
 }
 
 // ConfigureResponse is returned by Configure.

@@ -139,6 +139,9 @@ type policyReport struct {
 	// Sessions are the session limits in force, host-wide and per
 	// sandbox (defaults filled in).
 	Sessions *sessionsReport `json:"sessions,omitempty"`
+	// Network is what each sandbox's network {} block lets its sessions
+	// reach (networkreport.go); a sandbox without one has no network.
+	Network map[string]networkReport `json:"network,omitempty"`
 }
 
 // sessionsReport is the effective session policy of `policy check`.
@@ -233,6 +236,7 @@ func cmdPolicy(ctx context.Context, e *env, args []string) int {
 		}
 		rep.File, files = cfg.Filename, cfg.Files
 		rep.Policies = len(cfg.Policies)
+		rep.Network = networkReports(cfg) // networkreport.go
 		diags = append(diags, host.LintPolicy(cfg)...)
 		h, err := host.Load(ctx, cfg)
 		if err != nil {
@@ -328,6 +332,7 @@ func cmdPolicy(ctx context.Context, e *env, args []string) int {
 			}
 		}
 	}
+	writeNetworkReport(e.stdout, rep.Sandboxes, rep.Network)
 	return code
 }
 

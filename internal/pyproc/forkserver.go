@@ -50,6 +50,18 @@ type ForkServerOptions struct {
 	// Env is the zygote's (and its children's) environment (nil: empty). -I makes Python
 	// ignore PYTHON* variables whatever it holds.
 	Env []string
+	// NoPidfds makes the zygote keep its children by pid even where the
+	// kernel has pidfds, as it does where pidfd_open is ENOSYS (gVisor's
+	// Sentry): the way that path is tested on any host. Only Go code sets
+	// it; no request or config block reaches it.
+	NoPidfds bool
+}
+
+// zygoteConfig is what the zygote reads on its stdin: the caller's
+// runner.ForkServerConfig and this package's own switches.
+type zygoteConfig struct {
+	runner.ForkServerConfig
+	NoPidfds bool `json:"no_pidfds,omitempty"`
 }
 
 // ForkServer is one running zygote (python3 -c <Program()> forkserver) and
@@ -57,12 +69,15 @@ type ForkServerOptions struct {
 //
 // The zygote keeps a pool of pre-forked children that warm up and seal
 // themselves while idle, and hands each one's control socket and a pidfd
-// to Go as soon as it exists ({"t":"idle"}, SCM_RIGHTS). Run takes a ready
+// to Go as soon as it exists ({"t":"idle"}, SCM_RIGHTS; where pidfds do
+// not exist, the socket only: see runner.KillFormat). Run takes a ready
 // child, sends it the child's ends of four pipes (stdin, stdout, stderr,
 // response) directly, and tells the zygote to refill ({"t":"took"}); the
 // child takes them as fd 0-3 and runs the request it reads from fd 0, so Go
 // reads its stdout, stderr and response directly. The wall clock kills
-// through the pidfd (race-free); the zygote reaps every child and reports
+// through the pidfd (race-free), or, without pidfds, through the zygote (a
+// kill message: it signals only a child it has not reaped, which is
+// race-free too); the zygote reaps every child and reports
 // {"t":"exit"} with its wait status and CPU time. When Run returns, the
 // child is SIGKILLed or gone: it never runs again, and it is reaped soon
 // after (a child without a usable response is reaped before Run returns).
@@ -79,6 +94,7 @@ type ForkServer struct {
 	hotNew int    // pages copied on top while most bodies are new (fsMsg.HotPagesNew)
 	noFork bool   // seccomp in force: children cannot fork
 	noWarm bool   // ForkServerOptions.NoWarm
+	pidfds bool   // the zygote hands over a pidfd with each child
 
 	wmu sync.Mutex // serialises sends
 
@@ -104,8 +120,8 @@ type ForkServer struct {
 // fsChild is one pre-forked child the zygote handed over.
 type fsChild struct {
 	pid    int
-	sock   int // its control socket: the execution's descriptors go here
-	pidfd  int
+	sock   int         // its control socket: the execution's descriptors go here
+	pidfd  int         // -1 from a zygote without pidfds
 	exited chan fsExit // the zygote's report (buffered)
 }
 
@@ -145,6 +161,10 @@ type fsMsg struct {
 	// top of those; the C loop's children copy them too while most recent
 	// executions had a new body (the took messages say which).
 	HotPagesNew int `json:"hot_pages_new"`
+	// PIDFDs says the zygote keeps its children by pidfd and hands one
+	// over with each; false: by pid (pidfd_open is ENOSYS there, or
+	// ForkServerOptions.NoPidfds), and Go kills through the zygote.
+	PIDFDs bool `json:"pidfds"`
 }
 
 // StartForkServer launches a zygote with argv (runner.ForkServerArgv, or
@@ -162,7 +182,7 @@ func StartForkServer(argv []string, cfg runner.ForkServerConfig, opts ForkServer
 		extra = append(extra, core) // fd 4
 		cfg.CoreFD = 4
 	}
-	cfgJSON, err := json.Marshal(cfg)
+	cfgJSON, err := json.Marshal(zygoteConfig{ForkServerConfig: cfg, NoPidfds: opts.NoPidfds})
 	if err != nil {
 		return nil, err
 	}
@@ -232,10 +252,10 @@ func StartForkServer(argv []string, cfg runner.ForkServerConfig, opts ForkServer
 		return nil, err
 	}
 	fs.layers, fs.miss = m.Layers, m.Missing
-	fs.core, fs.coreEr, fs.hot, fs.hotNew = m.Core, m.CoreErr, m.HotPages, m.HotPagesNew
+	fs.core, fs.coreEr, fs.hot, fs.hotNew, fs.pidfds = m.Core, m.CoreErr, m.HotPages, m.HotPagesNew, m.PIDFDs
 	fs.noFork = slices.Contains(m.Layers, runner.LayerSeccomp)
 	go fs.read()
-	logger.Debug("fork-server ready", "pid", fs.pid, "layers", m.Layers, "c_loop", m.Core, "hot_pages", m.HotPages, "hot_pages_new", m.HotPagesNew)
+	logger.Debug("fork-server ready", "pid", fs.pid, "layers", m.Layers, "c_loop", m.Core, "hot_pages", m.HotPages, "hot_pages_new", m.HotPagesNew, "pidfds", m.PIDFDs)
 	return fs, nil
 }
 
@@ -267,6 +287,10 @@ func (fs *ForkServer) Missing() map[string]string { return fs.miss }
 // Core reports whether the zygote runs forkcore's C loop and, if a core
 // was offered and not used, why.
 func (fs *ForkServer) Core() (bool, string) { return fs.core, fs.coreEr }
+
+// PIDFDs reports whether the zygote keeps its children by pidfd (false:
+// by pid, where the kernel has no pidfds; kills go through the zygote).
+func (fs *ForkServer) PIDFDs() bool { return fs.pidfds }
 
 // HotPages is how many of the zygote's pages each idle child copies ahead
 // of its execution (0: none; see runner.ForkServerConfig.NoHotPages).
@@ -345,8 +369,9 @@ func (fs *ForkServer) read() {
 }
 
 // handle dispatches the control message b, which came with the
-// descriptors fds: an idle child's go to it (its socket and pidfd), any
-// other message's are closed.
+// descriptors fds: an idle child's go to it (its socket and pidfd, or its
+// socket only from a zygote without pidfds), any other message's are
+// closed.
 func (fs *ForkServer) handle(b []byte, fds []int) {
 	var m fsMsg
 	if err := json.Unmarshal(b, &m); err != nil {
@@ -356,12 +381,19 @@ func (fs *ForkServer) handle(b []byte, fds []int) {
 	}
 	switch m.T {
 	case runner.MsgIdle:
-		if len(fds) != 2 {
+		want := 1
+		if fs.pidfds {
+			want = 2
+		}
+		if len(fds) != want || m.PID <= 1 {
 			closeFDs(fds)
-			fs.logger.Warn("fork-server: idle child without its socket and pidfd", "pid", m.PID)
+			fs.logger.Warn("fork-server: idle child without its socket and pidfd", "pid", m.PID, "descriptors", len(fds))
 			return
 		}
-		c := &fsChild{pid: m.PID, sock: fds[0], pidfd: fds[1], exited: make(chan fsExit, 1)}
+		c := &fsChild{pid: m.PID, sock: fds[0], pidfd: -1, exited: make(chan fsExit, 1)}
+		if fs.pidfds {
+			c.pidfd = fds[1]
+		}
 		fs.mu.Lock()
 		fs.kids[c.pid] = c
 		fs.mu.Unlock()
@@ -438,6 +470,24 @@ func (fs *ForkServer) took(c *fsChild, isNew bool) error {
 		fs.fail(fmt.Errorf("fork-server (pid %d): send: %v", fs.pid, err))
 	}
 	return err
+}
+
+// kill SIGKILLs child c: through its pidfd, or, from a zygote without
+// pidfds, through the zygote, which signals it (and its process group) only
+// if it has not reaped it yet. Best effort: a zygote that is gone took its
+// children with it (PDEATHSIG).
+func (fs *ForkServer) kill(c *fsChild) {
+	if c.pidfd >= 0 {
+		_ = unix.PidfdSendSignal(c.pidfd, unix.SIGKILL, nil, 0)
+		return
+	}
+	msg := fmt.Appendf(nil, runner.KillFormat, c.pid)
+	fs.wmu.Lock()
+	_, err := fs.conn.Write(msg)
+	fs.wmu.Unlock()
+	if err != nil {
+		fs.fail(fmt.Errorf("fork-server (pid %d): send: %v", fs.pid, err))
+	}
 }
 
 // warmMax is how many bodies Go remembers having seen or warmed; below
@@ -770,9 +820,10 @@ func (p *callPipes) start(job *Job, payload []byte, o *outcome) (respDone, pipes
 // Run runs job in a child of the zygote and classifies the outcome like
 // Spawn. When Run returns, the child has been sent SIGKILL through its
 // pidfd after its usable response (it runs nothing any more; the zygote
-// reaps it asynchronously), or, without a usable response, has been reaped
-// by the zygote; a child that made itself a process group leader has its
-// group killed until empty.
+// reaps it asynchronously) — without pidfds, the zygote has been asked to
+// send it, which it does on its next turn — or, without a usable
+// response, has been reaped by the zygote; a child that made itself a
+// process group leader has its group killed until empty.
 func (fs *ForkServer) Run(ctx context.Context, job Job) (shared.ExecutionResult, error) {
 	if !fs.acquire() {
 		return shared.ExecutionResult{}, fmt.Errorf("execute: fork-server (pid %d) is closing: %w: %w", fs.pid, shared.ErrUnavailable, shared.ErrNotRun)
@@ -826,7 +877,7 @@ func (fs *ForkServer) run(ctx context.Context, job Job) (shared.ExecutionResult,
 	}
 	pipes.sent()
 	defer c.closeFDs()
-	kill := func() { _ = unix.PidfdSendSignal(c.pidfd, unix.SIGKILL, nil, 0) }
+	kill := func() { fs.kill(c) }
 	timer := time.NewTimer(job.Limits.Timeout)
 	defer timer.Stop()
 
@@ -888,14 +939,21 @@ wait:
 		break
 	}
 	// From here on the child is reaped before Run returns, and so is the
-	// waiter's duplicate pidfd closed.
-	gone := make(chan struct{})
-	if reported {
+	// waiter's duplicate pidfd closed. Without a pidfd only the zygote's
+	// report says the child is gone (gone stays nil).
+	var gone chan struct{}
+	switch {
+	case reported:
+		gone = make(chan struct{})
 		close(gone)
-	} else {
+	case c.pidfd >= 0:
+		gone = make(chan struct{})
 		go waitPidfd(dupFD(c.pidfd), gone) // a duplicate: c.pidfd is closed on return
 	}
 	defer func() {
+		if gone == nil {
+			return
+		}
 		select {
 		case <-gone:
 		case <-time.After(time.Second):

@@ -19,7 +19,8 @@ import (
 // which JSON never holds raw), the i-th carrying fds[i]%4 descriptors.
 // The first must be "ready" or "fatal" (readyMessage); the others never
 // panic the dispatcher (handle), every descriptor they carry ends up
-// either with an idle child (exactly its socket and pidfd) or closed,
+// either with an idle child (exactly its socket and pidfd; its socket only
+// when the ready message said "pidfds": false) or closed,
 // the idle pool never overflows, and an exit report reaches the child it
 // names with the status and CPU time it says, which ClassifyDeath
 // explains.
@@ -28,13 +29,16 @@ func FuzzControlMessages(f *testing.F) {
 		data string
 		fds  []byte
 	}{
-		{`{"t":"ready","pid":10,"layers":["no_new_privs","seccomp"],"missing":{"landlock":"kernel too old"},"core":true,"hot_pages":12,"hot_pages_new":3}` +
+		{`{"t":"ready","pid":10,"layers":["no_new_privs","seccomp"],"missing":{"landlock":"kernel too old"},"core":true,"hot_pages":12,"hot_pages_new":3,"pidfds":true}` +
 			"\x00" + `{"t":"idle","pid":11}` +
 			"\x00" + `{"t":"idle","pid":12}` +
 			"\x00" + `{"t":"exit","pid":11,"status":9,"utime":0.25,"stime":0.5}` +
 			"\x00" + `{"t":"exit","pid":12,"status":256,"utime":0,"stime":0}`, []byte{0, 2, 2, 0, 0}},
 		{`{"t":"fatal","error":"landlock: not supported"}`, nil},
-		{`{"t":"ready"}` + "\x00" + `{"t":"idle","pid":1}` + "\x00" + `{"t":"idle","pid":1}` + "\x00" + `{"t":"exit","pid":1,"status":4608}`, []byte{0, 2, 2, 1}},
+		{`{"t":"ready","pid":10,"pidfds":false}` +
+			"\x00" + `{"t":"idle","pid":11}` + "\x00" + `{"t":"idle","pid":12}` + "\x00" + `{"t":"kill","pid":11}` +
+			"\x00" + `{"t":"exit","pid":11,"status":9,"utime":0.25,"stime":0.5}`, []byte{1, 2, 0, 0}},
+		{`{"t":"ready","pidfds":true}` + "\x00" + `{"t":"idle","pid":1}` + "\x00" + `{"t":"idle","pid":1}` + "\x00" + `{"t":"exit","pid":1,"status":4608}`, []byte{0, 2, 2, 1}},
 		{`{"t":"ready"}` + "\x00" + `{"t":"idle","pid":2}` + "\x00" + `{"t":"idle","pid":3}` + "\x00" + `{"t":"warm"}` + "\x00" + `{"t":"ready"}`, []byte{0, 1, 3, 2, 2}},
 		{`{"t":"ready"}` + "\x00" + `{"t":"exit","pid":99,"status":-1,"utime":1e308,"stime":1e308}` + "\x00" + `{"t":"exit","pid":"x"}` + "\x00" + `not json`, []byte{0, 0, 2, 3}},
 		{`{"t":"took","pid":1,"new":1}`, nil},
@@ -66,7 +70,7 @@ func FuzzControlMessages(f *testing.F) {
 		if m.T != runner.MsgReady {
 			t.Fatalf("ready message of type %q", m.T)
 		}
-		fs := &ForkServer{logger: nopLogger{}, idle: make(chan *fsChild, 16), kids: map[int]*fsChild{}, done: make(chan struct{})}
+		fs := &ForkServer{logger: nopLogger{}, idle: make(chan *fsChild, 16), kids: map[int]*fsChild{}, done: make(chan struct{}), pidfds: m.PIDFDs}
 
 		// Every descriptor first, so that none is reused while the
 		// messages are handled.
@@ -108,10 +112,13 @@ func FuzzControlMessages(f *testing.F) {
 		held := map[int]bool{}
 		for len(fs.idle) > 0 {
 			c := <-fs.idle
-			if c.sock < 0 || c.pidfd < 0 || c.sock == c.pidfd || held[c.sock] || held[c.pidfd] {
-				t.Fatalf("idle child %d with socket %d and pidfd %d", c.pid, c.sock, c.pidfd)
+			if c.sock < 0 || held[c.sock] || (fs.pidfds && (c.pidfd < 0 || c.sock == c.pidfd || held[c.pidfd])) || (!fs.pidfds && c.pidfd != -1) {
+				t.Fatalf("idle child %d with socket %d and pidfd %d (pidfds %v)", c.pid, c.sock, c.pidfd, fs.pidfds)
 			}
-			held[c.sock], held[c.pidfd] = true, true
+			held[c.sock] = true
+			if c.pidfd >= 0 {
+				held[c.pidfd] = true
+			}
 			defer c.closeFDs()
 			if m, ok := exits[c]; ok {
 				select {

@@ -20,6 +20,12 @@ import (
 // ORQEST_FORKCORE as `make test` sets it; skipped loudly without) and one
 // looping in Python. prog is the program the zygote runs.
 func zygoteLoops(t *testing.T, prog string, rules json.RawMessage, f func(t *testing.T, fs *pyproc.ForkServer)) {
+	zygoteLoopsWith(t, prog, rules, pyproc.ForkServerOptions{}, f)
+}
+
+// zygoteLoopsWith is zygoteLoops with base as the zygotes' options (the
+// C loop's Core set on top).
+func zygoteLoopsWith(t *testing.T, prog string, rules json.RawMessage, base pyproc.ForkServerOptions, f func(t *testing.T, fs *pyproc.ForkServer)) {
 	if _, err := os.Stat(python); err != nil {
 		t.Skip(err)
 	}
@@ -29,7 +35,7 @@ func zygoteLoops(t *testing.T, prog string, rules json.RawMessage, f func(t *tes
 	}
 	for _, loop := range []string{"c", "python"} {
 		t.Run(loop, func(t *testing.T) {
-			var opts pyproc.ForkServerOptions
+			opts := base
 			if loop == "c" {
 				opts.Core = forkCore(t)
 			}

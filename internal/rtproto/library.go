@@ -62,7 +62,7 @@ var toolNamePattern = regexp.MustCompile(`^[a-zA-Z][a-zA-Z0-9_]{0,63}$`)
 // name would replace them.
 var ReservedToolNames = []string{
 	ToolExecute, ToolInfo,
-	ToolPutFile, ToolGetFile, ToolListFiles,
+	ToolPutFile, ToolGetFile, ToolListFiles, ToolSaveState, ToolRestoreState,
 	toollib.ToolListTools, toollib.ToolPromote, toollib.ToolForget,
 }
 

@@ -30,6 +30,13 @@ type Pauser interface {
 	Forget(id string) (bool, error)
 }
 
+// Resumed is optional for an Agent that Pauser.Resume returned without
+// the memory it had: once it is bound, it sets in resp what came back of
+// the session (Memory false, StateLost, the globals Kept and NotKept).
+type Resumed interface {
+	Resumed(resp *shared.ResumeResponse)
+}
+
 // pausedMeta is the kit's record of a paused session, saved with it.
 type pausedMeta struct {
 	User   string    `json:"user"`
@@ -164,8 +171,12 @@ func (m *Manager) Resume(ctx context.Context, req shared.ResumeRequest) (shared.
 	if _, ferr := p.Forget(id); ferr != nil {
 		m.log.Warn("resume: removing the saved state of a resumed session", "session", id, "error", ferr)
 	}
-	m.log.Info("session resumed", "session", id, "user", user, "agent", c.conn.agent.Name())
-	return shared.ResumeResponse{SessionID: id, UserID: user, Memory: true}, nil
+	resp := shared.ResumeResponse{SessionID: id, UserID: user, Memory: true}
+	if r, ok := c.conn.agent.(Resumed); ok {
+		r.Resumed(&resp)
+	}
+	m.log.Info("session resumed", "session", id, "user", user, "agent", c.conn.agent.Name(), "memory", resp.Memory, "not_kept", len(resp.NotKept))
+	return resp, nil
 }
 
 // restored is a resumed agent bound to its session.

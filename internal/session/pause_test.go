@@ -187,3 +187,45 @@ func TestPauseRefusals(t *testing.T) {
 		t.Errorf("pause without a Pauser: %v", err)
 	}
 }
+
+// resumedAgent is a memAgent that came back without its memory: it says
+// so through Resumed.
+type resumedAgent struct{ *memAgent }
+
+func (resumedAgent) Resumed(resp *shared.ResumeResponse) {
+	resp.Memory, resp.StateLost = false, true
+	resp.Kept, resp.NotKept = []string{"default/x"}, []string{"default/f"}
+}
+
+// dataPauser is a memPauser whose resumed agents keep no memory.
+type dataPauser struct{ *memPauser }
+
+func (p dataPauser) Resume(ctx context.Context, id string) (Agent, []byte, error) {
+	a, meta, err := p.memPauser.Resume(ctx, id)
+	if err != nil {
+		return nil, nil, err
+	}
+	return resumedAgent{a.(*memAgent)}, meta, nil
+}
+
+// An agent that implements Resumed sets what the Resume answers: memory
+// false, state lost, its kept and not kept lists; the kit fills the id
+// and user.
+func TestResumeReportsWhatCameBack(t *testing.T) {
+	p := dataPauser{newPauser()}
+	m := New(Config{Impl: &mcp.Implementation{Name: "test", Version: "0"}, Driver: p, MaxCodeBytes: 1 << 16, StopTimeout: 5 * time.Second})
+	t.Cleanup(func() { m.Shutdown(context.Background()) })
+	if _, err := m.Open(ctx(t), shared.OpenRequest{UserID: "alice", SessionID: "s1"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m.Pause(ctx(t), shared.PauseRequest{SessionID: "s1"}); err != nil {
+		t.Fatal(err)
+	}
+	r, err := m.Resume(ctx(t), shared.ResumeRequest{SessionID: "s1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.SessionID != "s1" || r.UserID != "alice" || r.Memory || !r.StateLost || len(r.Kept) != 1 || r.Kept[0] != "default/x" || len(r.NotKept) != 1 || r.NotKept[0] != "default/f" {
+		t.Errorf("resume: %+v", r)
+	}
+}

@@ -16,6 +16,7 @@ import (
 	"github.com/moby/moby/client"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/orqest/sandbox/egress"
 	"github.com/orqest/sandbox/internal/rtproto"
 	"github.com/orqest/sandbox/internal/session"
 	"github.com/orqest/sandbox/internal/warmpool"
@@ -83,6 +84,10 @@ type Config struct {
 	// plugin's own environment is the host's only when the host passes it,
 	// so this is how a remote or rootless engine is named.
 	Endpoint string `json:"endpoint"`
+	// PausedDir holds one directory per paused session (0700: its saved
+	// globals and the kit's record, signed with the key kept beside them,
+	// pause.go), kept across plugin and host restarts.
+	PausedDir string `json:"paused_dir"`
 	// Pool keeps warm containers (PoolConfig); nil or size 0: none.
 	Pool *PoolConfig `json:"pool"`
 	// Promotion is the tool library's policy: the `promotion {}` block
@@ -99,6 +104,9 @@ type Config struct {
 	// Stateful, for the runtime's flags (rtproto.RuntimeFlags).
 	prepare  []string
 	stateful bool
+	// egress is ConfigureRequest.Egress parsed (egress.go); nil: no
+	// network at all.
+	egress *egress.Policy
 }
 
 // runtimeFlags are the runtime's command-line flags of cfg: the container's
@@ -150,6 +158,13 @@ type Backend struct {
 	docker   *client.Client
 	dockerAt string // the endpoint docker speaks to ("" = DOCKER_HOST or the local socket)
 	reaped   bool
+
+	// egressEvents are the egress proxies' events waiting for the next
+	// response (egress.go).
+	egressEvents egress.Queue
+	// egressLookup resolves names for the proxies (nil: the system's
+	// resolver); a test sets it to stand for DNS.
+	egressLookup egress.LookupFunc
 }
 
 var _ shared.Sandbox = (*Backend)(nil)
@@ -225,12 +240,15 @@ func (b *Backend) Info(context.Context, shared.InfoRequest) (shared.InfoResponse
 		shared.CapStatefulSessions,
 		shared.CapStreaming,
 		shared.CapFiles,
+		shared.CapPause, // not CapPauseMemory: the plain globals and the volume come back (pause.go)
 	}
 	if b.config().classes {
 		caps = append(caps, shared.CapClasses)
 	}
 	if b.config().Network != NetworkNone {
 		caps = slices.DeleteFunc(caps, func(c shared.Capability) bool { return c == shared.CapNetworkIsolation })
+	} else {
+		caps = append(caps, shared.CapEgress) // egress.go
 	}
 	return shared.InfoResponse{
 		Name:         "docker",
@@ -250,6 +268,7 @@ func (b *Backend) Info(context.Context, shared.InfoRequest) (shared.InfoResponse
 			{Name: "wheel_dir", Type: "string", Description: "absolute host directory of wheels, mounted read-only into the container: the source of `dependencies` (only the policy's allowed_packages are installed: pure-Python wheels into a per-agent venv, native ones for the container's CPython and platform into an exec-allowed, runtime-owned tmpfs)"},
 			{Name: "runtime", Type: "string", Description: `OCI runtime of the session containers (docker run --runtime), e.g. "runsc" where the engine has gVisor registered; default: the engine's (runc)`},
 			{Name: "endpoint", Type: "string", Description: `the Docker engine, e.g. "unix:///run/user/1000/docker.sock" (rootless) or "tcp://host:2376"; default DOCKER_HOST or the local socket`},
+			{Name: "paused_dir", Type: "string", Description: "host directory of paused sessions (one 0700 directory per session id: its plain-data globals and record, HMAC-signed with a key kept in the directory), kept across plugin and host restarts; default: the user cache directory's orqest-sandbox/docker-paused"},
 			warmpool.Schema("container"),
 			toollib.Schema(),
 		},
@@ -305,6 +324,9 @@ func (b *Backend) Configure(ctx context.Context, req shared.ConfigureRequest) (s
 		}
 		cfg.openTimeout = d
 	}
+	if err := cfg.normalizePaused(); err != nil { // pause.go
+		return shared.ConfigureResponse{}, err
+	}
 	if err := cfg.Pool.Normalize(); err != nil { // pool.go
 		return shared.ConfigureResponse{}, fmt.Errorf("docker config: %w", err)
 	}
@@ -331,6 +353,9 @@ func (b *Backend) Configure(ctx context.Context, req shared.ConfigureRequest) (s
 	case NetworkNone, NetworkBridge:
 	default:
 		return shared.ConfigureResponse{}, shared.ConfigError("docker", "network", nil, "%q: want %q (default, MCP over stdio) or %q (MCP over HTTP published on 127.0.0.1)", cfg.Network, NetworkNone, NetworkBridge)
+	}
+	if err := configureEgress(&cfg, req.Egress); err != nil { // egress.go
+		return shared.ConfigureResponse{}, err
 	}
 	dc, err := b.clientFor(cfg.Endpoint)
 	if err != nil {

@@ -68,16 +68,27 @@ func newBackend(t testing.TB) *Backend {
 // fails) without Docker as requireDocker does.
 func configuredBackend(t testing.TB, cfg map[string]any, allowed []string) *Backend {
 	t.Helper()
+	return configuredBackendWith(t, cfg, shared.ConfigureRequest{AllowedPackages: allowed}, nil)
+}
+
+// configuredBackendWith is configuredBackend with the rest of the
+// ConfigureRequest (its Config is cfg) and setup run on the backend
+// before Configure.
+func configuredBackendWith(t testing.TB, cfg map[string]any, req shared.ConfigureRequest, setup func(*Backend)) *Backend {
+	t.Helper()
 	requireDocker(t)
 	level := hclog.Warn
 	if testing.Verbose() {
 		level = hclog.Debug
 	}
 	b := NewBackend(hclog.New(&hclog.LoggerOptions{Name: "docker-test", Level: level, Output: os.Stderr}))
-	raw, _ := json.Marshal(cfg)
+	if setup != nil {
+		setup(b)
+	}
+	req.Config, _ = json.Marshal(cfg)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	if _, err := b.Configure(ctx, shared.ConfigureRequest{Config: raw, AllowedPackages: allowed}); err != nil {
+	if _, err := b.Configure(ctx, req); err != nil {
 		t.Fatalf("Configure: %v", err)
 	}
 	t.Cleanup(func() {

@@ -6,6 +6,7 @@ import (
 
 	"github.com/moby/moby/client"
 
+	"github.com/orqest/sandbox/egress"
 	"github.com/orqest/sandbox/internal/procfs"
 )
 
@@ -32,6 +33,9 @@ func (b *Backend) reapOnce(ctx context.Context) {
 			b.logger.Warn("reaper", "error", err)
 		} else if n > 0 {
 			b.logger.Info("reaper removed containers left by dead owners", "count", n)
+		}
+		if n := egress.ReapDirs(""); n > 0 {
+			b.logger.Info("reaper removed egress socket directories left by dead plugins", "count", n)
 		}
 	}
 }

@@ -56,8 +56,12 @@ type agent struct {
 	stdout      *io.PipeReader // the runtime's stdout (MCP), demultiplexed from the attach stream
 	endpoint    string         // bridge mode: the runtime's MCP URL on 127.0.0.1
 	hello       rtproto.Hello  // bridge mode: the ids and secret its HTTP tokens carry
+	egress      *egressSide    // the egress proxy and forwarder (egress.go); nil without a network block
 	stopOnce    sync.Once
 	stopErr     error
+	// PlainResume: the bound runtime (Pause asks it to save) and, for a
+	// resumed container, the saved state it gets back (pause.go).
+	session.PlainResume
 }
 
 var _ session.Agent = (*agent)(nil)
@@ -121,6 +125,7 @@ func hardenedConfig(cfg Config, owner ownerInfo, user, sessionID string) (*conta
 		Labels:       labels,
 		WorkingDir:   "/workspace",
 	}
+	cc.Env = append(cc.Env, egressEnv(cfg)...) // egress.go
 	cc.Cmd = cfg.runtimeFlags().Args()
 	if cfg.Network == NetworkBridge {
 		cc.Cmd = append(cc.Cmd, "--listen", ":"+runtimePort)
@@ -241,13 +246,26 @@ func (b *Backend) prepare(ctx context.Context, cfg Config, dc *client.Client, us
 	if _, err := dc.ContainerStart(ctx, s.containerID, client.ContainerStartOptions{}); err != nil {
 		return nil, classifyDocker("open: starting the container", err)
 	}
+	if err := b.startEgress(ctx, cfg, dc, s); err != nil { // egress.go
+		return nil, err
+	}
 	return s, nil
 }
 
 // Connect implements session.Agent: the hello line on the container's
 // stdin, then MCP over its attached stdio or, in bridge mode, over
-// Streamable HTTP on the published port.
+// Streamable HTTP on the published port; a resumed container then gets its
+// saved globals back (pause.go).
 func (a *agent) Connect(ctx context.Context, mc *mcp.Client, hello rtproto.Hello) (*mcp.ClientSession, error) {
+	a.bindEgress(hello.Session, hello.User) // egress.go
+	cs, err := a.connect(ctx, mc, hello)
+	if err != nil {
+		return nil, err
+	}
+	return a.bound(ctx, cs, hello)
+}
+
+func (a *agent) connect(ctx context.Context, mc *mcp.Client, hello rtproto.Hello) (*mcp.ClientSession, error) {
 	if !a.bridge {
 		return rtclient.Bind(ctx, mc, hello, &stdinWriter{s: a}, a.stdout)
 	}
@@ -333,7 +351,8 @@ type stdinWriter struct{ s *agent }
 func (w *stdinWriter) Write(p []byte) (int, error) { return w.s.hijack.Conn.Write(p) }
 func (w *stdinWriter) Close() error                { return w.s.hijack.CloseWrite() }
 
-// Stop implements session.Agent: it force-removes the container, waiting
+// Stop implements session.Agent: it force-removes the container (and its
+// egress forwarder, proxy and socket, egress.go), waiting
 // until the engine no longer lists it, and closes the attach stream. The
 // user's volume stays. Safe to call more than once.
 func (a *agent) Stop(ctx context.Context) error {
@@ -342,6 +361,7 @@ func (a *agent) Stop(ctx context.Context) error {
 		if a.hijack.Conn != nil {
 			a.hijack.Close()
 		}
+		a.stopErr = errors.Join(a.stopErr, a.stopEgress(ctx)) // egress.go
 	})
 	return a.stopErr
 }

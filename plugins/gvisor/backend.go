@@ -27,6 +27,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"golang.org/x/sys/unix"
 
+	"github.com/orqest/sandbox/egress"
 	"github.com/orqest/sandbox/internal/forkcore"
 	"github.com/orqest/sandbox/internal/pyproc"
 	"github.com/orqest/sandbox/internal/rtproto"
@@ -105,6 +106,9 @@ type Config struct {
 	// Stateful, for the runtime's flags (rtproto.RuntimeFlags).
 	prepare  []string
 	stateful bool
+	// egress is ConfigureRequest.Egress parsed (egress.go); nil: no
+	// network at all.
+	egress *egress.Policy
 }
 
 // runtimeFlags are the runtime's command-line flags of cfg. A call's
@@ -165,6 +169,12 @@ type Backend struct {
 	pending sync.WaitGroup
 
 	test testHooks
+
+	// egressEvents are the egress proxies' events waiting for the next
+	// response; egressLookup resolves names for the proxies (nil: the
+	// system's resolver; a test sets it to stand for DNS). egress.go.
+	egressEvents egress.Queue
+	egressLookup egress.LookupFunc
 }
 
 var _ shared.Sandbox = (*Backend)(nil)
@@ -255,6 +265,7 @@ func (b *Backend) Info(context.Context, shared.InfoRequest) (shared.InfoResponse
 	if b.runtime != "" {
 		c = append(c, shared.CapSessions, shared.CapToolLibrary, shared.CapStatefulSessions, shared.CapFiles, shared.CapPause, shared.CapPauseMemory)
 	}
+	c = egressCaps(c, b.cfg) // egress.go
 	b.mu.RUnlock()
 	return shared.InfoResponse{
 		Name:         "gvisor",
@@ -303,6 +314,9 @@ func (b *Backend) Configure(ctx context.Context, req shared.ConfigureRequest) (s
 	}
 	cfg.classes = req.Classes
 	cfg.prepare, cfg.stateful = append([]string(nil), req.AllowedImports...), req.Stateful
+	if err := configureEgress(&cfg, req.Egress); err != nil { // egress.go
+		return shared.ConfigureResponse{}, err
+	}
 	if err := cfg.runtimeFlags().Check(); err != nil {
 		return shared.ConfigureResponse{}, fmt.Errorf("gvisor config: %w: %w", err, shared.ErrInvalidArgument)
 	}
@@ -547,6 +561,9 @@ func (b *Backend) reapOnce(runsc string) {
 	} else if n > 0 {
 		b.logger.Info("reaper removed the sandboxes and state of dead plugin processes", "count", n)
 	}
+	if n := egress.ReapDirs(""); n > 0 {
+		b.logger.Info("reaper removed egress socket directories of dead plugin processes", "count", n)
+	}
 }
 
 // Shutdown ends every open session's sandbox and removes the plugin's
@@ -581,7 +598,7 @@ func (b *Backend) Validate(ctx context.Context, req shared.ValidateRequest) (sha
 // (req.SessionID) or, without one, in a fresh gVisor sandbox.
 func (b *Backend) Execute(ctx context.Context, req shared.ExecuteRequest) (shared.ExecuteResponse, error) {
 	if req.SessionID != "" {
-		return b.Manager.Execute(ctx, req)
+		return b.executeWithEgress(b.Manager.Execute(ctx, req)) // egress.go
 	}
 	return b.execute(ctx, req, nil)
 }
@@ -591,7 +608,7 @@ func (b *Backend) Execute(ctx context.Context, req shared.ExecuteRequest) (share
 // streams them). A send that fails cancels the call.
 func (b *Backend) ExecuteStream(ctx context.Context, req shared.ExecuteRequest, send func(shared.OutputChunk) error) (shared.ExecuteResponse, error) {
 	if req.SessionID != "" {
-		return b.Manager.ExecuteStream(ctx, req, send)
+		return b.executeWithEgress(b.Manager.ExecuteStream(ctx, req, send)) // egress.go
 	}
 	return shared.StreamExecute(ctx, send, func(ctx context.Context, onChunk func(shared.OutputChunk)) (shared.ExecuteResponse, error) {
 		return b.execute(ctx, req, onChunk)

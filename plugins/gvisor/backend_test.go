@@ -24,7 +24,7 @@ import (
 
 // needRunsc skips (loudly) when runsc is absent, unless
 // ORQEST_REQUIRE_GVISOR=1 makes that a failure (CI sets it).
-func needRunsc(t *testing.T) {
+func needRunsc(t testing.TB) {
 	t.Helper()
 	if _, err := lookRunsc(""); err != nil {
 		if os.Getenv("ORQEST_REQUIRE_GVISOR") == "1" {
@@ -77,7 +77,7 @@ func TestRunsInGVisor(t *testing.T) {
 }
 
 // runscProcesses lists runsc processes whose command line names dir.
-func runscProcesses(t *testing.T, dir string) []string {
+func runscProcesses(t testing.TB, dir string) []string {
 	out, _ := exec.Command("ps", "-eo", "pid,args").Output()
 	var found []string
 	for _, l := range strings.Split(string(out), "\n") {
@@ -90,11 +90,11 @@ func runscProcesses(t *testing.T, dir string) []string {
 
 // assertNoSandboxes fails when a runsc process of this test process's
 // backends (their state directories are named orqest-gvisor-*) is left.
-func assertNoSandboxes(t *testing.T) {
+func assertNoSandboxes(t testing.TB) {
 	t.Helper()
 	deadline := time.Now().Add(5 * time.Second)
 	for {
-		left := runscProcesses(t, "orqest-gvisor-")
+		left := runscProcesses(t, statePrefix+strconv.Itoa(os.Getpid())+"-")
 		if len(left) == 0 {
 			return
 		}

@@ -211,7 +211,9 @@ var runtimeCaps = []string{"CAP_CHOWN", "CAP_KILL", "CAP_SETGID", "CAP_SETUID"}
 // with the host paths of hostMounts, the user's data directory on /data,
 // tmpfs on /workspace (0711: the children traverse it to their agent's
 // directory) and /tmp, and the sandbox's memory capped at cfg.SessionMB.
-func sessionSpec(root, runtime, data string, cfg Config) ([]byte, error) {
+// With egress rules (eg) it also binds the proxy socket's directory and
+// sets the proxy environment (egress.go).
+func sessionSpec(root, runtime, data string, cfg Config, eg *egressSide) ([]byte, error) {
 	s := baseSpec(root)
 	s.Mounts = append(s.Mounts,
 		specs.Mount{Destination: "/workspace", Type: "tmpfs", Source: "tmpfs", Options: []string{"nosuid", "nodev", "noexec", "size=" + memLimit(cfg.WorkspaceMB), "mode=0711"}},
@@ -219,10 +221,11 @@ func sessionSpec(root, runtime, data string, cfg Config) ([]byte, error) {
 		specs.Mount{Destination: RuntimePath, Type: "bind", Source: runtime, Options: []string{"bind", "ro", "nosuid", "nodev"}},
 	)
 	s.Mounts = append(s.Mounts, coreMount(cfg.core)...)
-	// spawn: one interpreter per call. The runtime's fork-server keeps its
-	// children by pidfd (pidfd_open, pidfd_send_signal), which the Sentry
-	// of runsc 20221219 does not implement (ENOSYS): its pre-fork fails.
-	args := append([]string{RuntimePath, "-python", cfg.Python, "-workdir", "/workspace", "-exec-mode", "spawn"}, cfg.runtimeFlags().Args()...)
+	// The runtime's default mode, the fork-server: where the Sentry has no
+	// pidfds (runsc 20221219: pidfd_open is ENOSYS) its zygote keeps its
+	// children by pid, and should a zygote not start at all the runtime
+	// spawns one interpreter per call and logs why.
+	args := append([]string{RuntimePath, "-python", cfg.Python, "-workdir", "/workspace"}, cfg.runtimeFlags().Args()...)
 	caps := slices.Clone(runtimeCaps)
 	s.Process = &specs.Process{
 		User:            specs.User{UID: 0, GID: 0},
@@ -235,6 +238,9 @@ func sessionSpec(root, runtime, data string, cfg Config) ([]byte, error) {
 	}
 	mem := int64(cfg.SessionMB) << 20
 	s.Linux.Resources = &specs.LinuxResources{Memory: &specs.LinuxMemory{Limit: &mem, Swap: &mem}}
+	if eg != nil {
+		egressSpec(s, eg.Endpoint) // egress.go
+	}
 	return json.Marshal(s)
 }
 

@@ -77,6 +77,7 @@ type agent struct {
 	stdin     io.WriteCloser
 	stdout    io.ReadCloser
 	gone      chan struct{} // closed when runsc run has exited
+	egress    *egressSide   // the egress proxy and forwarder (egress.go); nil without a network block
 	stopOnce  sync.Once
 	stopErr   error
 }
@@ -92,6 +93,9 @@ func (a *agent) Done() <-chan struct{} { return a.gone }
 // Connect implements session.Agent: the hello line and MCP over the
 // sandbox's stdio.
 func (a *agent) Connect(ctx context.Context, client *mcp.Client, hello rtproto.Hello) (*mcp.ClientSession, error) {
+	if a.egress != nil {
+		a.egress.Proxy.SetSession(hello.Session, hello.User) // egress.go
+	}
 	if a.restored {
 		return rtclient.Reconnect(ctx, client, a.stdin, a.stdout)
 	}
@@ -200,17 +204,33 @@ func (b *Backend) startSandbox(ctx context.Context, cfg Config, runsc, state, ru
 	if err := os.MkdirAll(bundle, 0o700); err != nil {
 		return nil, fmt.Errorf("open: session directory: %w: %w", err, shared.ErrInternal)
 	}
-	sp, err := sessionSpec(filepath.Join(state, "rootfs"), runtime, data, cfg)
+	if image != "" && cfg.egress != nil {
+		os.RemoveAll(s.dir)
+		return nil, fmt.Errorf("resume: a paused session cannot come back under a network block (its checkpoint has no egress forwarder): %w", shared.ErrFailedPrecondition)
+	}
+	eg, err := b.listenEgress(cfg, user, label) // egress.go
+	if err != nil {
+		os.RemoveAll(s.dir)
+		return nil, err
+	}
+	closeEgress := func() {
+		if eg != nil {
+			eg.Endpoint.Close()
+		}
+	}
+	sp, err := sessionSpec(filepath.Join(state, "rootfs"), runtime, data, cfg, eg)
 	if err == nil {
 		err = os.WriteFile(filepath.Join(bundle, "config.json"), sp, 0o600)
 	}
 	if err != nil {
+		closeEgress()
 		os.RemoveAll(s.dir)
 		return nil, fmt.Errorf("open: session bundle: %w: %w", err, shared.ErrInternal)
 	}
 
 	inR, inW, err := os.Pipe()
 	if err != nil {
+		closeEgress()
 		os.RemoveAll(s.dir)
 		return nil, fmt.Errorf("open: stdin pipe: %w: %w", err, shared.ErrInternal)
 	}
@@ -218,6 +238,7 @@ func (b *Backend) startSandbox(ctx context.Context, cfg Config, runsc, state, ru
 	if err != nil {
 		inR.Close()
 		inW.Close()
+		closeEgress()
 		os.RemoveAll(s.dir)
 		return nil, fmt.Errorf("open: stdout pipe: %w: %w", err, shared.ErrInternal)
 	}
@@ -237,6 +258,7 @@ func (b *Backend) startSandbox(ctx context.Context, cfg Config, runsc, state, ru
 		inW.Close()
 		outR.Close()
 		outW.Close()
+		closeEgress()
 		os.RemoveAll(s.dir)
 		return nil, fmt.Errorf("open: starting runsc: %w: %w", err, shared.ErrUnavailable)
 	}
@@ -248,6 +270,11 @@ func (b *Backend) startSandbox(ctx context.Context, cfg Config, runsc, state, ru
 		logW.Flush()
 		close(s.gone)
 	}()
+	s.egress = eg
+	if err := s.startForwarder(ctx, runsc, b.globals(runsc, cfg, state), cfg); err != nil { // egress.go
+		_ = s.Stop(ctx)
+		return nil, err
+	}
 	b.logger.Debug("session sandbox started", "label", label, "user", user, "sandbox", s.container)
 	return s, nil
 }
@@ -256,6 +283,7 @@ func (b *Backend) startSandbox(ctx context.Context, cfg Config, runsc, state, ru
 // included).
 func (b *Backend) globals(runsc string, cfg Config, state string) []string {
 	g := []string{runsc, "--root=" + filepath.Join(state, "runsc"), "--network=none", "--platform=" + cfg.Platform, "--host-fifo=open"}
+	g = append(g, egressGlobals(cfg)...) // egress.go
 	if os.Geteuid() != 0 {
 		g = append(g, "--rootless")
 	}
@@ -292,6 +320,7 @@ func (s *agent) Stop(context.Context) error {
 		}
 		s.stdout.Close()
 		os.RemoveAll(s.dir)
+		s.stopErr = errors.Join(s.stopErr, s.stopEgress()) // egress.go
 	})
 	return s.stopErr
 }

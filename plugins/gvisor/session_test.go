@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -23,7 +24,7 @@ import (
 // runtimeBinary returns the agent runtime `make runtime` built into the
 // repository's bin/; without it the session tests skip (fail with
 // ORQEST_REQUIRE_GVISOR=1).
-func runtimeBinary(t *testing.T) string {
+func runtimeBinary(t testing.TB) string {
 	t.Helper()
 	dir, err := os.Getwd()
 	if err != nil {
@@ -52,7 +53,7 @@ func runtimeBinary(t *testing.T) string {
 // sessionConfig is the config block of a backend with sessions: the
 // repository's runtime and a data and a paused directory of the test's
 // own.
-func sessionConfig(t *testing.T, extra map[string]any) []byte {
+func sessionConfig(t testing.TB, extra map[string]any) []byte {
 	t.Helper()
 	cfg := map[string]any{"runtime": runtimeBinary(t), "data_dir": filepath.Join(t.TempDir(), "users"), "paused_dir": filepath.Join(t.TempDir(), "paused")}
 	for k, v := range extra {
@@ -64,18 +65,30 @@ func sessionConfig(t *testing.T, extra map[string]any) []byte {
 
 // newSessionBackend returns a configured backend with sessions; at
 // cleanup it is shut down and no runsc process of it may be left.
-func newSessionBackend(t *testing.T, extra map[string]any) (*Backend, []byte) {
+func newSessionBackend(t testing.TB, extra map[string]any) (*Backend, []byte) {
+	t.Helper()
+	return newSessionBackendWith(t, extra, shared.ConfigureRequest{Classes: true}, nil)
+}
+
+// newSessionBackendWith is newSessionBackend with the rest of the
+// ConfigureRequest (its Config is the session config) and setup run on
+// the backend before Configure.
+func newSessionBackendWith(t *testing.T, extra map[string]any, req shared.ConfigureRequest, setup func(*Backend)) (*Backend, []byte) {
 	t.Helper()
 	needRunsc(t)
 	raw := sessionConfig(t, extra)
 	b := NewBackend(testLogger(t))
+	if setup != nil {
+		setup(b)
+	}
 	t.Cleanup(func() {
 		b.Shutdown()
 		assertNoSandboxes(t)
 	})
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	if _, err := b.Configure(ctx, shared.ConfigureRequest{Config: raw, Classes: true}); err != nil {
+	req.Config = raw
+	if _, err := b.Configure(ctx, req); err != nil {
 		t.Fatalf("Configure: %v", err)
 	}
 	return b, raw
@@ -83,14 +96,14 @@ func newSessionBackend(t *testing.T, extra map[string]any) (*Backend, []byte) {
 
 // testLogger logs the plugin and its runtimes to the test's output under
 // -v; it is quiet otherwise.
-func testLogger(t *testing.T) hclog.Logger {
+func testLogger(t testing.TB) hclog.Logger {
 	if !testing.Verbose() {
 		return hclog.NewNullLogger()
 	}
 	return hclog.New(&hclog.LoggerOptions{Name: t.Name(), Level: hclog.Debug, Output: os.Stderr})
 }
 
-func openSession(t *testing.T, b *Backend, user string) string {
+func openSession(t testing.TB, b *Backend, user string) string {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -558,5 +571,65 @@ func TestSessionPreparedAndResidentMemory(t *testing.T) {
 	}
 	if r := run("import os\nreturn [os.environ.get('OPENBLAS_NUM_THREADS'), os.environ.get('OMP_NUM_THREADS'), os.environ.get('MPLCONFIGDIR')]", 128, "os"); !r.Success || string(r.Output) != `["1","1","/workspace/cache/matplotlib"]` {
 		t.Fatalf("the interpreter's environment: %+v", r)
+	}
+}
+
+// TestSessionForkServer: a session's stateless calls run in children of
+// the runtime's fork-server inside the Sentry (which has no pidfds: the
+// zygote keeps them by pid), not in one interpreter spawned per call: every
+// call's parent is the same zygote, not the runtime (the sandbox's pid 1).
+// A runaway call is killed at its wall clock and the next call runs in
+// the same zygote; the per-call memory limit holds; the zygote's children
+// are reaped (a hundred calls later it still serves, within the sandbox's
+// pids).
+func TestSessionForkServer(t *testing.T) {
+	b, _ := newSessionBackend(t, nil)
+	id := openSession(t, b, "forker")
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	exec := func(code string, timeout time.Duration, mb int) shared.ExecutionResult {
+		t.Helper()
+		resp, err := b.Execute(ctx, shared.ExecuteRequest{SessionID: id, Code: code, AllowedImports: []string{"os"}, Timeout: timeout, MemoryMB: mb})
+		if err != nil {
+			t.Fatalf("%q: %v", code, err)
+		}
+		return resp.Result
+	}
+	parent := func() string {
+		t.Helper()
+		res := exec("import os\nreturn [os.getppid(), os.getpid()]", 30*time.Second, 128)
+		var pids []int
+		if err := json.Unmarshal(res.Output, &pids); !res.Success || err != nil || len(pids) != 2 {
+			t.Fatalf("pids: %+v (%v)", res, err)
+		}
+		if pids[0] == 1 {
+			t.Fatalf("the call's parent is the runtime (pid 1): spawned, not forked by a zygote")
+		}
+		return strconv.Itoa(pids[0])
+	}
+	zygote := parent()
+	for range 20 {
+		if p := parent(); p != zygote {
+			t.Fatalf("a call's parent %s, the first's %s: want the same zygote", p, zygote)
+		}
+	}
+	start := time.Now()
+	if res := exec("while True:\n    pass", time.Second, 128); res.ErrorKind != shared.KindTimeout {
+		t.Fatalf("runaway: %+v, want a timeout", res)
+	}
+	t.Logf("runaway with a 1 s wall clock returned after %v", time.Since(start))
+	if p := parent(); p != zygote {
+		t.Fatalf("after the runaway the parent is %s, was %s: want the same zygote", p, zygote)
+	}
+	if res := exec("x = bytearray(300 * 1024 * 1024)\nreturn len(x)", 30*time.Second, 128); res.ErrorKind != shared.KindMemory {
+		t.Fatalf("300 MB under a 128 MB limit: %+v, want a memory error", res)
+	}
+	for i := range 100 {
+		if res := exec("return 6 * 7", 30*time.Second, 128); string(res.Output) != "42" {
+			t.Fatalf("call %d: %+v", i, res)
+		}
+	}
+	if p := parent(); p != zygote {
+		t.Fatalf("after 100 calls the parent is %s, was %s: want the same zygote", p, zygote)
 	}
 }

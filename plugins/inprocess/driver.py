@@ -147,7 +147,8 @@ def _orq_t0_reset():
     this returns): the allowed modules' process-wide state a call can
     change through their public surface put back (the random module's
     generator reseeded, the thread's decimal context a fresh copy of the
-    default), and the call's garbage collected, so a finaliser of the
+    default, the equality-keyed caches of struct, re's replacement
+    templates, _strptime, zoneinfo and typing emptied), and the call's garbage collected, so a finaliser of the
     call's objects (a generator's finally block) runs now, armed, not
     during a later call. The objects the runner holds were frozen at set-up
     (gc.freeze), so a collection walks only what calls made."""
@@ -166,6 +167,26 @@ def _orq_t0_reset():
             m.setcontext(m.Context())
         except Exception:  # noqa: BLE001
             pass
+    # Caches keyed by the calls' objects, which a later caller's lookup
+    # compares with: a key whose __eq__ says yes to anything (a str
+    # subclass) handed the later caller the earlier call's entry
+    # (strptime's regex of another format, another zone, typing's alias
+    # holding the call's object, struct's format). Emptied, not trusted.
+    mods = sys.modules
+    try:
+        if "struct" in mods:
+            mods["struct"]._clearcache()
+        if "re" in mods:
+            mods["re"]._compile_repl.cache_clear()  # keyed by the replacement
+        if "_strptime" in mods:
+            mods["_strptime"]._regex_cache.clear()
+        if "zoneinfo" in mods:
+            mods["zoneinfo"].ZoneInfo.clear_cache()
+        if "typing" in mods:
+            for clear in mods["typing"]._cleanups:
+                clear()
+    except Exception:  # noqa: BLE001
+        pass
     gc.collect()
 
 

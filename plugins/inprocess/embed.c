@@ -196,12 +196,17 @@ int orq_call(long id, const char *req, ptrdiff_t req_len, long max_out, orq_resu
 	}
 	__atomic_store_n(&orq_cur, id, __ATOMIC_SEQ_CST);
 	PyObject *res = PyObject_CallFunction(orq_call_fn, "y#l", req, (Py_ssize_t)req_len, max_out);
-	orq_core_disarm();
-	__atomic_store_n(&orq_cur, 0, __ATOMIC_SEQ_CST);
 	if (res == NULL) {
+		/* Still armed and still this call's (its timeout applies): the
+		 * exception's repr and what its traceback frees (the code's
+		 * generators) may run the code's methods. */
 		*errmsg = orq_strdup_err("tier-0 driver");
+		orq_core_disarm();
+		__atomic_store_n(&orq_cur, 0, __ATOMIC_SEQ_CST);
 		return 1;
 	}
+	orq_core_disarm();
+	__atomic_store_n(&orq_cur, 0, __ATOMIC_SEQ_CST);
 	PyObject *resp, *out, *err;
 	int out_trunc, err_trunc;
 	char *p;

@@ -104,6 +104,10 @@ type Config struct {
 	Pool *PoolConfig `json:"pool"`
 	// Promotion is the tool library's policy (the `promotion {}` block).
 	Promotion *toollib.Promotion `json:"promotion"`
+	// PausedDir holds one directory per paused session (0700: its signed
+	// saved state; pause.go) on the plugin's machine, kept across plugin
+	// and host restarts.
+	PausedDir string `json:"paused_dir"`
 
 	openTimeout time.Duration
 	librarySize resource.Quantity
@@ -210,6 +214,7 @@ func (b *Backend) Info(context.Context, shared.InfoRequest) (shared.InfoResponse
 		shared.CapStatefulSessions,
 		shared.CapStreaming,
 		shared.CapFiles,
+		shared.CapPause, // not CapPauseMemory: the plain globals and the workspace's files come back (pause.go)
 	}
 	if b.config().classes {
 		caps = append(caps, shared.CapClasses)
@@ -241,6 +246,7 @@ func configSchema() []shared.ConfigAttribute {
 		{Name: "workspace_mb", Type: "number", Description: "size of the /workspace emptyDir (medium Memory), MB (default 64)"},
 		{Name: "run_as_user", Type: "number", Description: "non-root uid and gid of the runtime (default 1000)"},
 		{Name: "open_timeout", Type: "string", Description: `pod creation to MCP initialize bound (default "60s")`},
+		{Name: "paused_dir", Type: "string", Description: "directory on the plugin's machine of paused sessions (one 0700 directory per session id: its plain-data globals, workspace files and record, HMAC-signed with a key kept in the directory), kept across plugin and host restarts; default: the user cache directory's orqest-sandbox/kubernetes-paused"},
 		warmpool.Schema("pod"),
 		toollib.Schema(),
 	}
@@ -319,6 +325,9 @@ func decodeConfig(raw []byte, classes bool) (Config, error) {
 		cfg.openTimeout = d
 	}
 	if err := cfg.normalizePromotion(); err != nil { // library.go
+		return cfg, err
+	}
+	if err := session.NormalizePausedDir("kubernetes", &cfg.PausedDir, "kubernetes-paused"); err != nil { // pause.go
 		return cfg, err
 	}
 	if err := cfg.Pool.Normalize(); err != nil { // pool.go

@@ -45,6 +45,9 @@ type agent struct {
 	attachErr error         // why it ended (set before gone closes)
 	stopOnce  sync.Once
 	stopErr   error
+	// PlainResume: the bound runtime (Pause asks it to save) and, for a
+	// resumed pod, the saved state it gets back (pause.go).
+	session.PlainResume
 }
 
 var _ session.Agent = (*agent)(nil)
@@ -56,13 +59,16 @@ func (s *agent) Name() string { return "the session pod " + s.pod }
 func (s *agent) Done() <-chan struct{} { return s.gone }
 
 // Connect implements session.Agent: the hello line and MCP over the
-// attach stream.
+// attach stream; a resumed pod then gets its saved state back (pause.go).
 func (s *agent) Connect(ctx context.Context, client *mcp.Client, hello rtproto.Hello) (*mcp.ClientSession, error) {
 	cs, err := rtclient.Bind(ctx, client, hello, s.stdin, s.stdout)
 	if err != nil && isClosedChan(s.gone) {
 		return nil, fmt.Errorf("the attach stream to %s ended before the runtime answered (%v): %w", s.pod, s.attachErr, shared.ErrUnavailable)
 	}
-	return cs, err
+	if err != nil {
+		return nil, err
+	}
+	return s.Bound(ctx, cs, rtclient.Target{MCP: cs, Secret: hello.Secret, User: hello.User, Session: hello.Session, Name: s.Name(), Gone: s.gone})
 }
 
 func isClosedChan(c <-chan struct{}) bool {

@@ -424,6 +424,181 @@ static int orq_in_user_frame(void)
     return user;
 }
 
+/* Whether the running frame builds a class for the user's code: the user's
+ * frame, or a metaclass's __new__ (ABCMeta's, EnumType's: Python code that
+ * calls type.__new__) called from it, as type(collections.abc.Mapping)(...)
+ * or a class statement with that metaclass does. */
+static int orq_builds_for_user(void)
+{
+    if (orq_in_user_frame())
+        return 1;
+    PyFrameObject *f = PyEval_GetFrame(); /* borrowed */
+    if (f == NULL)
+        return 0;
+    PyCodeObject *co = PyFrame_GetCode(f);
+    int is_new = PyUnicode_Check(co->co_name) && PyUnicode_CompareWithASCIIString(co->co_name, "__new__") == 0;
+    Py_DECREF(co);
+    if (!is_new)
+        return 0;
+    PyFrameObject *back = PyFrame_GetBack(f);
+    if (back == NULL)
+        return 0;
+    co = PyFrame_GetCode(back);
+    int user = PyUnicode_Check(co->co_filename)
+        && PyUnicode_CompareWithASCIIString(co->co_filename, "<sandbox>") == 0;
+    Py_DECREF(co);
+    Py_DECREF(back);
+    return user;
+}
+
+/* Whether code co is a library module's body (an import: "<module>", not
+ * the user's "<sandbox>"). */
+static int orq_module_body(PyCodeObject *co)
+{
+    return PyUnicode_Check(co->co_name) && PyUnicode_CompareWithASCIIString(co->co_name, "<module>") == 0
+        && PyUnicode_Check(co->co_filename)
+        && PyUnicode_CompareWithASCIIString(co->co_filename, "<sandbox>") != 0;
+}
+
+/* Whether the class being built is a class statement of a library module's
+ * body (a module the call imports for the first time: weakref's
+ * WeakKeyDictionary binds __copy__ = copy): the running frame is that body,
+ * or a metaclass's __new__ called from it. */
+static int orq_builds_for_import(void)
+{
+    PyFrameObject *f = PyEval_GetFrame(); /* borrowed */
+    if (f == NULL)
+        return 0;
+    PyCodeObject *co = PyFrame_GetCode(f);
+    int r = orq_module_body(co);
+    int is_new = PyUnicode_Check(co->co_name) && PyUnicode_CompareWithASCIIString(co->co_name, "__new__") == 0;
+    Py_DECREF(co);
+    if (r || !is_new)
+        return r;
+    PyFrameObject *back = PyFrame_GetBack(f);
+    if (back == NULL)
+        return 0;
+    co = PyFrame_GetCode(back);
+    r = orq_module_body(co);
+    Py_DECREF(co);
+    Py_DECREF(back);
+    return r;
+}
+
+/* Whether v, bound in a class namespace, runs the user's code when the class
+ * or its instances use it: a function compiled from "<sandbox>" (or one whose
+ * closure holds such a value), an object of a class built since arming, a
+ * method, classmethod, staticmethod or property wrapping one, or any other
+ * callable or descriptor that is not a library function (functools.partial,
+ * an lru_cache wrapper, a method-wrapper: they call what they were given);
+ * bound as the dunder itself, a class the code built, a builtin type's
+ * method or descriptor or a library function written for another name
+ * (they run on the instance, whose data the code chose); a builtin method bound to the code's object; tuples, lists and
+ * dicts (a closure's registry) by their items. Other data (not callable,
+ * no descriptor), library classes and builtin functions run no user code. */
+/* Whether library function f was written for the dunder key: its name is
+ * key, or ends with "_" and key's core (dataclass's _dataclass_getstate
+ * for __getstate__). Another function bound under a dunder runs on the
+ * instance, whose data the code chose (UserDict.get as __reduce_ex__). */
+static int orq_named_for(PyObject *f, PyObject *key)
+{
+    PyObject *name = ((PyFunctionObject *)f)->func_name;
+    const char *n = name != NULL && PyUnicode_Check(name) ? PyUnicode_AsUTF8(name) : NULL;
+    const char *k = PyUnicode_AsUTF8(key);
+    if (n == NULL || k == NULL) {
+        PyErr_Clear();
+        return 0;
+    }
+    if (strcmp(n, k) == 0)
+        return 1;
+    size_t kl = strlen(k), nl = strlen(n);
+    if (kl < 5)
+        return 0;
+    size_t core = kl - 4; /* key without its leading and trailing "__" */
+    return nl > core && n[nl - core - 1] == '_' && strncmp(n + nl - core, k + 2, core) == 0;
+}
+
+static int orq_runs_user_code(PyObject *v, PyObject *key, int depth)
+{
+    if (v == NULL || v == Py_None)
+        return 0;
+    if (PyType_Check(v)) /* called as the dunder: a class the code built runs its code */
+        return depth == 0 && orq_made_has(v);
+    if (depth > 8)
+        return 1;
+    if (orq_made_has((PyObject *)Py_TYPE(v)))
+        return 1;
+    if (PyFunction_Check(v)) {
+        PyCodeObject *co = (PyCodeObject *)PyFunction_GET_CODE(v);
+        if (PyUnicode_Check(co->co_filename)
+            && PyUnicode_CompareWithASCIIString(co->co_filename, "<sandbox>") == 0)
+            return 1;
+        if (depth == 0 && key != NULL && !orq_named_for(v, key))
+            return 1; /* another method run on the instance (UserDict.get as __reduce_ex__) */
+        PyObject *cl = PyFunction_GET_CLOSURE(v);
+        for (Py_ssize_t i = 0; cl != NULL && PyTuple_Check(cl) && i < PyTuple_GET_SIZE(cl); i++) {
+            PyObject *c = PyTuple_GET_ITEM(cl, i);
+            if (PyCell_Check(c) && orq_runs_user_code(PyCell_GET(c), NULL, depth + 1))
+                return 1;
+        }
+        return 0;
+    }
+    if (PyTuple_CheckExact(v) || PyList_CheckExact(v) || PyDict_CheckExact(v)) {
+        /* a closure's registry (singledispatch's dispatch table), a bound
+         * method's container (its keys' __eq__ runs in a lookup) */
+        PyObject *seq = PyDict_CheckExact(v) ? PyDict_Items(v) : PySequence_Fast(v, "");
+        if (seq == NULL) {
+            PyErr_Clear();
+            return 1;
+        }
+        Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
+        int r = n > 1024;
+        for (Py_ssize_t i = 0; !r && i < n; i++)
+            r = orq_runs_user_code(PySequence_Fast_GET_ITEM(seq, i), NULL, depth + 1);
+        Py_DECREF(seq);
+        return r;
+    }
+    if (PyCFunction_Check(v)) { /* a builtin, or a builtin method bound to its object */
+        PyObject *self = PyCFunction_GET_SELF(v);
+        return self != NULL && !PyModule_Check(self) && orq_runs_user_code(self, NULL, depth + 1);
+    }
+    if (Py_IS_TYPE(v, &PyGetSetDescr_Type) || Py_IS_TYPE(v, &PyMemberDescr_Type))
+        /* a slot's value, or another name's: only under its own name (a
+         * class's __weakref__ and slots, copied by dataclass(slots=True)) */
+        return depth == 0 && (key == NULL || PyUnicode_Compare(PyDescr_NAME(v), key) != 0);
+    if (Py_IS_TYPE(v, &PyMethodDescr_Type) || Py_IS_TYPE(v, &PyWrapperDescr_Type)
+        || Py_IS_TYPE(v, &PyClassMethodDescr_Type))
+        /* as the dunder itself it runs on the instance, whose data (a
+         * dict's keys) the code chose */
+        return depth == 0;
+    if (PyMethod_Check(v))
+        return orq_runs_user_code(PyMethod_GET_FUNCTION(v), NULL, depth + 1)
+            || orq_runs_user_code(PyMethod_GET_SELF(v), NULL, depth + 1);
+    const char *parts[3] = {NULL, NULL, NULL};
+    if (Py_IS_TYPE(v, &PyClassMethod_Type) || Py_IS_TYPE(v, &PyStaticMethod_Type))
+        parts[0] = "__func__";
+    else if (Py_IS_TYPE(v, &PyProperty_Type)) {
+        parts[0] = "fget";
+        parts[1] = "fset";
+        parts[2] = "fdel";
+    }
+    if (parts[0] != NULL) {
+        for (int i = 0; i < 3 && parts[i] != NULL; i++) {
+            PyObject *x = PyObject_GetAttrString(v, parts[i]);
+            if (x == NULL) {
+                PyErr_Clear();
+                return 1;
+            }
+            int r = orq_runs_user_code(x, NULL, depth + 1);
+            Py_DECREF(x);
+            if (r)
+                return 1;
+        }
+        return 0;
+    }
+    return PyCallable_Check(v) || Py_TYPE(v)->tp_descr_get != NULL;
+}
+
 /* A class's memory while armed: the class is recorded as built since (before
  * its creation runs __set_name__ and __init_subclass__, which may set its
  * attributes). Every metaclass allocates through here. */
@@ -437,7 +612,33 @@ static PyObject *orq_type_alloc(PyTypeObject *meta, Py_ssize_t n)
 
 static PyObject *orq_type_new(PyTypeObject *meta, PyObject *args, PyObject *kwds)
 {
-    if (orq_audit.armed && PyTuple_Check(args) && PyTuple_GET_SIZE(args) == 3 && orq_in_user_frame()) {
+    int three = orq_audit.armed && PyTuple_Check(args) && PyTuple_GET_SIZE(args) == 3;
+    if (three && !orq_builds_for_user() && !orq_builds_for_import() && PyDict_Check(PyTuple_GET_ITEM(args, 2))) {
+        /* built by library code at run time (namedtuple,
+         * dataclass(slots=True), or type called back through
+         * functools.partial, cached_property, a default_factory; not a
+         * module's class statement): its own functions may take any
+         * dunder, the user's code only those of a class statement */
+        PyObject *k, *v;
+        Py_ssize_t pos = 0;
+        while (PyDict_Next(PyTuple_GET_ITEM(args, 2), &pos, &k, &v)) {
+            const char *u = PyUnicode_Check(k) ? PyUnicode_AsUTF8(k) : NULL;
+            if (u == NULL) {
+                PyErr_Clear();
+                continue;
+            }
+            size_t l = strlen(u);
+            if (l >= 4 && u[0] == '_' && u[1] == '_' && u[l - 1] == '_' && u[l - 2] == '_'
+                && !orq_strs_has(&orq_audit.class_dunders, u) && orq_runs_user_code(v, k, 0)) {
+                PyErr_Format(PyExc_TypeError,
+                             "a class may not bind %s to the code's functions in the sandbox, "
+                             "whoever builds it (type() called back by a library follows the "
+                             "rules of a class statement)", u);
+                return NULL;
+            }
+        }
+    }
+    if (three && orq_builds_for_user()) {
         PyObject *bases = PyTuple_GET_ITEM(args, 1), *ns = PyTuple_GET_ITEM(args, 2);
         if (PyTuple_Check(bases)) {
             for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(bases); i++) {

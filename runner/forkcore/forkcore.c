@@ -9,7 +9,9 @@
  * (runner/childproto.go states it; protocol.h is generated from it):
  *
  *   zygote -> Go  {"t":"idle","pid":N} with SCM_RIGHTS [child socket, pidfd]
+ *                 ([child socket] without pidfds)
  *   Go -> zygote  {"t":"took","pid":N,"new":B}
+ *   Go -> zygote  {"t":"kill","pid":N}  (SIGKILL a child not reaped yet)
  *   zygote -> Go  {"t":"exit","pid":N,"status":S,"utime":U,"stime":T}
  *   Go -> zygote  {"t":"warm",...}  (handed to the Python callable `warm`:
  *                 check and compile a body once, in the zygote, so the
@@ -32,6 +34,12 @@
  * callable `serve`, which runs its execution and ends the process (without
  * one, orq_zygote_loop returns in the child). In the zygote it never
  * returns: EOF on the control socket kills every child and exits.
+ *
+ * Where pidfd_open is ENOSYS (gVisor's Sentry, kernels before 5.3) the
+ * zygote tells the loop so (pidfds = 0) and the loop keeps its children by
+ * pid: it polls a self-pipe its SIGCHLD handler writes to and reaps with
+ * wait4(-1, WNOHANG); a kill message names a pid it signals only while it
+ * has not reaped it, so the pid cannot have been reused.
  */
 #define _GNU_SOURCE
 #include <Python.h>
@@ -90,9 +98,23 @@ const unsigned long orq_python_hexversion = PY_VERSION_HEX;
 
 struct orq_kid {
     pid_t pid;
-    int pidfd;
+    int pidfd; /* -1 without pidfds */
     int idle;
 };
+
+/* Without pidfds: the write end of the self-pipe the SIGCHLD handler
+ * wakes the loop with (-1: none). Set once, before the loop forks. */
+static int orq_sigchld_w = -1;
+
+static void orq_on_sigchld(int sig)
+{
+    (void)sig;
+    int saved = errno;
+    if (write(orq_sigchld_w, "c", 1) < 0) {
+        /* full: a wake-up is pending already */
+    }
+    errno = saved;
+}
 
 /* Room for the descriptors of one message (at most 8 here). */
 union orq_cmsg {
@@ -418,17 +440,21 @@ static int orq_send(int ctl, const char *msg, int len, const int *fds, int nfds)
 static void orq_shutdown(struct orq_kid *kids, int nkids)
 {
     for (int i = 0; i < nkids; i++) {
-        syscall(SYS_pidfd_send_signal, kids[i].pidfd, SIGKILL, NULL, 0);
+        if (kids[i].pidfd >= 0)
+            syscall(SYS_pidfd_send_signal, kids[i].pidfd, SIGKILL, NULL, 0);
+        else
+            kill(kids[i].pid, SIGKILL); /* not reaped yet: still ours */
         while (waitpid(kids[i].pid, NULL, 0) < 0 && errno == EINTR)
             ;
     }
     _exit(0);
 }
 
-/* Pre-fork one child. Returns the child's socket in the child, 0 in the
- * zygote, -1 on failure (logged). */
-static int orq_spawn(int ctl, pid_t me, int ruleset_fd, const void *bpf, long long fsize, struct orq_kid *kids,
-                     int *nkids, int *nidle)
+/* Pre-fork one child (kept by pidfd when pidfds, else by pid). Returns
+ * the child's socket in the child, 0 in the zygote, -1 on failure
+ * (logged). */
+static int orq_spawn(int ctl, pid_t me, int ruleset_fd, const void *bpf, long long fsize, int pidfds,
+                     struct orq_kid *kids, int *nkids, int *nidle)
 {
     if (*nkids >= ORQ_MAX_KIDS) {
         errno = EMFILE;
@@ -444,6 +470,10 @@ static int orq_spawn(int ctl, pid_t me, int ruleset_fd, const void *bpf, long lo
         return -1;
     }
     if (pid == 0) {
+        /* The zygote's SIGCHLD handler is not the child's (its self-pipe
+         * is closed below). */
+        if (orq_sigchld_w >= 0)
+            signal(SIGCHLD, SIG_DFL);
         /* What os.fork does in a child: Python's state for this process
          * (the GIL, the import lock, threads) and the at-fork hooks. */
         PyOS_AfterFork_Child();
@@ -462,8 +492,8 @@ static int orq_spawn(int ctl, pid_t me, int ruleset_fd, const void *bpf, long lo
     }
     close(sp[1]);
     setpgid(pid, pid); /* as the child does: no window either way */
-    int pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
-    if (pidfd < 0) {
+    int pidfd = pidfds ? (int)syscall(SYS_pidfd_open, pid, 0) : -1;
+    if (pidfds && pidfd < 0) {
         close(sp[0]);
         kill(pid, SIGKILL);
         while (waitpid(pid, NULL, 0) < 0 && errno == EINTR)
@@ -478,7 +508,7 @@ static int orq_spawn(int ctl, pid_t me, int ruleset_fd, const void *bpf, long lo
     char msg[64];
     int len = snprintf(msg, sizeof(msg), "{\"t\":\"idle\",\"pid\":%d}", (int)pid);
     int fds[2] = {sp[0], pidfd};
-    int rc = orq_send(ctl, msg, len, fds, 2);
+    int rc = orq_send(ctl, msg, len, fds, pidfds ? 2 : 1);
     close(sp[0]);
     if (rc != 0)
         orq_shutdown(kids, *nkids);
@@ -520,8 +550,22 @@ static void orq_control(int ctl, struct orq_kid *kids, int *nkids, int *nidle, P
         }
         return;
     }
-    /* Anything else must be exactly the took message Go writes. */
+    /* Anything else must be exactly the kill or the took message Go
+     * writes. */
     int pid = 0, isnew = 0, end = 0;
+    if (sscanf(buf, ORQ_KILL_FORMAT "%n", &pid, &end) == 1 && end == (int)n && pid > 0) {
+        /* Only a child not reaped yet (in the table): neither its pid nor
+         * its process group's can have been reused. */
+        for (int i = 0; i < *nkids; i++) {
+            if (kids[i].pid == (pid_t)pid) {
+                kill(-(pid_t)pid, SIGKILL);
+                kill((pid_t)pid, SIGKILL);
+                return;
+            }
+        }
+        return;
+    }
+    end = 0;
     if (sscanf(buf, ORQ_TOOK_FORMAT "%n", &pid, &isnew, &end) != 2 || end != (int)n || pid <= 0)
         return;
     /* A moving share of new bodies (a quarter of the way to this one's):
@@ -537,15 +581,13 @@ static void orq_control(int ctl, struct orq_kid *kids, int *nkids, int *nidle, P
     }
 }
 
-/* Reap kids[i] and report its exit. */
-static void orq_reap(int ctl, struct orq_kid *kids, int *nkids, int *nidle, int i)
+/* Report the exit of kids[i], reaped with status and ru, and drop it. */
+static void orq_report(int ctl, struct orq_kid *kids, int *nkids, int *nidle, int i, int status,
+                       const struct rusage *r)
 {
-    int status = 0;
-    struct rusage ru;
-    memset(&ru, 0, sizeof(ru));
-    while (wait4(kids[i].pid, &status, 0, &ru) < 0 && errno == EINTR)
-        ;
-    close(kids[i].pidfd);
+    struct rusage ru = *r;
+    if (kids[i].pidfd >= 0)
+        close(kids[i].pidfd);
     if (kids[i].idle)
         (*nidle)--;
     char msg[160];
@@ -559,23 +601,90 @@ static void orq_reap(int ctl, struct orq_kid *kids, int *nkids, int *nidle, int 
         orq_shutdown(kids, *nkids);
 }
 
+/* Reap kids[i] (its pidfd is readable) and report its exit. */
+static void orq_reap(int ctl, struct orq_kid *kids, int *nkids, int *nidle, int i)
+{
+    int status = 0;
+    struct rusage ru;
+    memset(&ru, 0, sizeof(ru));
+    while (wait4(kids[i].pid, &status, 0, &ru) < 0 && errno == EINTR)
+        ;
+    orq_report(ctl, kids, nkids, nidle, i, status, &ru);
+}
+
+/* Without pidfds, after SIGCHLD: drain the self-pipe (rd), then reap and
+ * report every child that has exited. The handler writes after the exit,
+ * so an exit after the last wait4 leaves a byte for the next poll. */
+static void orq_reap_any(int ctl, int rd, struct orq_kid *kids, int *nkids, int *nidle)
+{
+    char sink[64];
+    while (read(rd, sink, sizeof(sink)) > 0)
+        ;
+    for (;;) {
+        int status = 0;
+        struct rusage ru;
+        memset(&ru, 0, sizeof(ru));
+        pid_t pid = wait4(-1, &status, WNOHANG, &ru);
+        if (pid < 0 && errno == EINTR)
+            continue;
+        if (pid <= 0)
+            return;
+        for (int i = 0; i < *nkids; i++) {
+            if (kids[i].pid == pid) {
+                orq_report(ctl, kids, nkids, nidle, i, status, &ru);
+                break;
+            }
+        }
+    }
+}
+
+/* Set up the SIGCHLD self-pipe of a loop without pidfds; returns its read
+ * end, -1 with errno set on failure. */
+static int orq_sigchld_pipe(void)
+{
+    int p[2];
+    if (pipe2(p, O_CLOEXEC | O_NONBLOCK) != 0)
+        return -1;
+    orq_sigchld_w = p[1];
+    struct sigaction sa;
+    memset(&sa, 0, sizeof(sa));
+    sa.sa_handler = orq_on_sigchld;
+    sa.sa_flags = SA_RESTART | SA_NOCLDSTOP;
+    sigemptyset(&sa.sa_mask);
+    if (sigaction(SIGCHLD, &sa, NULL) != 0) {
+        int e = errno;
+        close(p[0]);
+        close(p[1]);
+        orq_sigchld_w = -1;
+        errno = e;
+        return -1;
+    }
+    return p[0];
+}
+
 /* The zygote's loop: keep `pool` children pre-forked, reap and report
  * every exit. ruleset_fd is the Landlock ruleset each child restricts
  * itself with (-1: none), bpf the struct sock_fprog of the child seccomp
  * filter (NULL: none), fsize each child's RLIMIT_FSIZE (0: it writes no
- * file; a workspace's per-file cap otherwise), warm the Python callable
+ * file; a workspace's per-file cap otherwise), pidfds whether to keep the
+ * children by pidfd (0: by pid, where pidfd_open is ENOSYS), warm the
+ * Python callable
  * for warm messages (NULL or
  * None: ignore them), serve the Python callable a new child calls, sealed
  * and holding fd 0-3, to run its execution (it never returns; NULL or
  * None: return to the caller instead). Returns the child's socket in a new
  * child (without serve); -1 with errno set if the zygote cannot serve at
  * all. */
-int orq_zygote_loop(int ctl, int pool, int ruleset_fd, const void *bpf, long long fsize, PyObject *warm, PyObject *serve)
+int orq_zygote_loop(int ctl, int pool, int ruleset_fd, const void *bpf, long long fsize, int pidfds, PyObject *warm,
+                    PyObject *serve)
 {
     static struct orq_kid kids[ORQ_MAX_KIDS];
     static struct pollfd pfds[ORQ_MAX_KIDS + 1];
     int nkids = 0, nidle = 0;
     pid_t me = getpid();
+    int sigchld_r = -1;
+    if (!pidfds && (sigchld_r = orq_sigchld_pipe()) < 0)
+        return -1;
     if (pool < 1)
         pool = 1;
     if (pool > 8)
@@ -589,7 +698,7 @@ int orq_zygote_loop(int ctl, int pool, int ruleset_fd, const void *bpf, long lon
                 if (poll(&q, 1, 0) > 0)
                     break;
             }
-            int s = orq_spawn(ctl, me, ruleset_fd, bpf, fsize < 0 ? 0 : fsize, kids, &nkids, &nidle);
+            int s = orq_spawn(ctl, me, ruleset_fd, bpf, fsize < 0 ? 0 : fsize, pidfds, kids, &nkids, &nidle);
             if (s > 0) { /* the new child */
                 if (serve == NULL || serve == Py_None)
                     return s;
@@ -609,17 +718,27 @@ int orq_zygote_loop(int ctl, int pool, int ruleset_fd, const void *bpf, long lon
         pfds[0].fd = ctl;
         pfds[0].events = POLLIN;
         pfds[0].revents = 0;
-        for (int i = 0; i < nkids; i++) {
+        /* The children's pidfds, or the SIGCHLD self-pipe. */
+        int nk = pidfds ? nkids : 0;
+        for (int i = 0; i < nk; i++) {
             pfds[i + 1].fd = kids[i].pidfd;
             pfds[i + 1].events = POLLIN;
             pfds[i + 1].revents = 0;
         }
-        int nk = nkids;
-        if (poll(pfds, (nfds_t)nk + 1, -1) < 0) {
+        nfds_t nfds = (nfds_t)nk + 1;
+        if (!pidfds) {
+            pfds[1].fd = sigchld_r;
+            pfds[1].events = POLLIN;
+            pfds[1].revents = 0;
+            nfds = 2;
+        }
+        if (poll(pfds, nfds, -1) < 0) {
             if (errno == EINTR)
                 continue;
             return -1;
         }
+        if (!pidfds && pfds[1].revents != 0)
+            orq_reap_any(ctl, sigchld_r, kids, &nkids, &nidle);
         /* Exits first, from the highest index (orq_reap moves the last
          * entry into the reaped one's slot). */
         for (int i = nk - 1; i >= 0; i--)

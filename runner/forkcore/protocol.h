@@ -6,6 +6,7 @@
 #define ORQ_PROTOCOL_H
 
 #define ORQ_TOOK_FORMAT "{\"t\":\"took\",\"pid\":%d,\"new\":%d}"
+#define ORQ_KILL_FORMAT "{\"t\":\"kill\",\"pid\":%d}"
 #define ORQ_EXEC_FORMAT "r %d %d"
 #define ORQ_CONTROL_MAX 131072
 #define ORQ_EXIT_ZYGOTE_FAILED 69 /* the fork-server could not start or its loop ended */

@@ -780,6 +780,8 @@ def _orq_session_serve(req, out):
     out.close()
     b = {}
     state = {"builtins": b, "made": {}, "globals": {"__builtins__": b, "__name__": "__sandbox__"}}
+    if req.get("keep"):
+        exec(compile(req["keep"], "<keep>", "exec"), globals())  # _orq_keep_serve
     # The session's modules imported before the first call (and before Go
     # reads the threads their libraries start).
     _orq_prepare(req, req.get("rules") or {}, state=state)
@@ -813,6 +815,10 @@ def _orq_session_serve(req, out):
                 cell["rules"] = req.get("rules") or {}
         except BaseException as e:  # noqa: BLE001
             _orq_child_fail(e)
+        if cell.get("op") in ("save_globals", "load_globals"):
+            # The session's globals as plain data (keep.py).
+            _orq_send_response(_orq_keep_serve(cell, state))
+            continue
         _orq_send_response(_orq_execute_child(cell, state))
 
 

@@ -784,7 +784,7 @@ def _orq_exc_texts(exc):
         try:
             t = str(e)
             t = str.__getitem__(t, slice(None))  # a str subclass: an exact copy
-        except Exception:  # noqa: BLE001 - a broken __str__
+        except BaseException:  # noqa: BLE001 - a broken __str__ (even raising SystemExit)
             t = "<exception str() failed>"
         texts[id(e)] = t
         for c in (e.__cause__, e.__context__):
@@ -958,8 +958,11 @@ def _orq_format_guard():
     import builtins
     _format, _repr, _ascii = builtins.format, repr, ascii
     real_getattr = getattr
-    BuiltinMethod = types.BuiltinMethodType
+    BuiltinMethod, MethodType = types.BuiltinMethodType, types.MethodType
     str_format, str_format_map = str.format, str.format_map
+    import collections
+    UserString = collections.UserString
+    us_format, us_format_map = UserString.format, UserString.format_map
 
     def get_field(self, field_name, args, kwargs):
         first, rest = split(field_name)
@@ -1053,6 +1056,8 @@ def _orq_format_guard():
     vformat = Formatter().vformat
 
     def template_of(t, what):
+        if _isinstance(t, UserString):  # its format/format_map call data's
+            t = t.data
         if not _isinstance(t, _str):
             raise _TypeError("descriptor '%s' for 'str' objects doesn't apply to a '%s' object"
                              % (what, _type(t).__name__))
@@ -1066,13 +1071,21 @@ def _orq_format_guard():
 
     def fmt(obj, name):
         r = real_getattr(obj, name)
-        if r is str_format:
+        n = 0
+        # UserString's format/format_map call its data's: the method it calls
+        while _type(r) is MethodType and (r.__func__ is us_format or r.__func__ is us_format_map):
+            if n == 64:
+                raise _TypeError("format: UserString nested too deep")
+            r = real_getattr(r.__self__.data, "format" if r.__func__ is us_format else "format_map")
+            n += 1
+        if r is str_format or r is us_format:
             return format
-        if r is str_format_map:
+        if r is str_format_map or r is us_format_map:
             return format_map
-        if _type(r) is BuiltinMethod and _isinstance(r.__self__, _str) and r.__name__ == name:
+        if (_type(r) is BuiltinMethod and _isinstance(r.__self__, _str)
+                and r.__name__ in ("format", "format_map")):
             s = r.__self__
-            if name == "format":
+            if r.__name__ == "format":
                 def bound(*args, **kwargs):
                     return vformat(s, args, kwargs)
             else:

@@ -9,6 +9,7 @@ _orq_msg_idle = "idle"
 _orq_msg_took = "took"
 _orq_msg_exit = "exit"
 _orq_msg_warm = "warm"
+_orq_msg_kill = "kill"
 _orq_exec_format = "r %d %d"
 _orq_control_max = 131072
 _orq_warm_max_bytes = 16384

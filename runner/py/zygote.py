@@ -63,9 +63,14 @@ def _orq_forkserver_child(sock_fd, st, zygote_pid, rules):
     same in C.) Never returns."""
     import array
     import os
+    import signal
     import socket
 
     try:
+        # The zygote's SIGCHLD handler and wakeup descriptor (without
+        # pidfds) are not the child's.
+        signal.set_wakeup_fd(-1)
+        signal.signal(signal.SIGCHLD, signal.SIG_DFL)
         st["pdeathsig"]()
         if os.getppid() != zygote_pid:
             os._exit(_orq_exit_parent_gone)
@@ -234,10 +239,13 @@ def _orq_forkserver_main():
     zygote only refills the pool, reaps, and reports every exit (the
     messages and their constants are runner/childproto.go's):
 
-      zygote -> Go  {"t":"ready","pid","layers","missing"} | {"t":"fatal","error"}
+      zygote -> Go  {"t":"ready","pid","layers","missing","pidfds"} | {"t":"fatal","error"}
       zygote -> Go  {"t":"idle","pid"} with SCM_RIGHTS [child socket, pidfd]
+                    ([child socket] without pidfds)
       Go -> child   "r MB S" with SCM_RIGHTS [stdin, stdout, stderr, response]
       Go -> zygote  {"t":"took","pid"}  (refill the pool)
+      Go -> zygote  {"t":"kill","pid"}  (without pidfds: SIGKILL a child
+                    not reaped yet, and its process group)
       zygote -> Go  {"t":"exit","pid","status","utime","stime"} (every
                     child, reaped, whether it ran an execution or died idle)
       Go -> zygote  {"t":"warm","code","allowed_imports"} (a body a child
@@ -247,6 +255,7 @@ def _orq_forkserver_main():
     EOF on the control socket (the plugin went away) kills every child and
     exits."""
     import array
+    import errno
     import gc
     import json
     import os
@@ -300,7 +309,7 @@ def _orq_forkserver_main():
                         sys.hexversion >> 24, (sys.hexversion >> 16) & 0xFF))
                 core.orq_zygote_loop.argtypes = [ctypes.c_int, ctypes.c_int,
                                                  ctypes.c_int, ctypes.c_void_p,
-                                                 ctypes.c_longlong,
+                                                 ctypes.c_longlong, ctypes.c_int,
                                                  ctypes.py_object, ctypes.py_object]
                 core.orq_zygote_loop.restype = ctypes.c_int
                 core.orq_core_module.restype = ctypes.py_object
@@ -309,10 +318,19 @@ def _orq_forkserver_main():
                 core, core_error = None, "%s: %s" % (type(e).__name__, e)
             finally:
                 os.close(core_fd)
-        # The zygote keeps its children by pidfd: where there are none (an
-        # old kernel, gVisor's Sentry), say so now as a fatal start, and
-        # the caller spawns instead of waiting for a child that never comes.
-        os.close(os.pidfd_open(os.getpid()))
+        # The zygote keeps its children by pidfd where the kernel has
+        # them; where pidfd_open is ENOSYS (gVisor's Sentry, kernels before
+        # 5.3), or Go asked for it (no_pidfds: the test seam of that path),
+        # by pid: it is their parent, so it reaps them on SIGCHLD, and Go
+        # kills them through it (the kill message).
+        pidfds = not cfg.get("no_pidfds")
+        if pidfds:
+            try:
+                os.close(os.pidfd_open(os.getpid()))
+            except OSError as e:
+                if e.errno != errno.ENOSYS:
+                    raise
+                pidfds = False
         # For the C loop's hot pages (_orq_hot_pages): opened before the
         # seal, which forbids opening anything under /proc.
         hot_fds = ()
@@ -362,7 +380,7 @@ def _orq_forkserver_main():
             os.close(f)
     send({"t": _orq_msg_ready, "pid": me, "layers": st["layers"], "missing": st["missing"],
           "core": core is not None, "core_error": core_error, "hot_pages": hot,
-          "hot_pages_new": hot_new})
+          "hot_pages_new": hot_new, "pidfds": pidfds})
     pool = max(1, min(int(cfg.get("pool") or 2), 8))
 
     if core is not None:
@@ -376,15 +394,22 @@ def _orq_forkserver_main():
         # zygote cannot serve (poll failed).
         core.orq_zygote_loop(ctl.fileno(), pool, ruleset,
                              ctypes.addressof(bpf[1]) if bpf else None,
-                             st["fsize"],
+                             st["fsize"], 1 if pidfds else 0,
                              lambda msg: _orq_warm(msg, rules),
                              lambda: _orq_forkserver_serve(rules, st["max_procs"]))
         os._exit(_orq_exit_zygote_failed)
 
     poller = select.poll()
     poller.register(ctl.fileno(), select.POLLIN)
-    children = {}  # pidfd -> pid
+    children = {}  # pid -> pidfd (-1 without pidfds), until reaped
+    byfd = {}      # pidfd -> pid
     idle = set()   # pids pre-forked and not yet taken by Go
+    wake = -1      # without pidfds: SIGCHLD's wakeup descriptor
+    if not pidfds:
+        wake, wake_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
+        signal.signal(signal.SIGCHLD, lambda *_: None)
+        signal.set_wakeup_fd(wake_w, warn_on_full_buffer=False)
+        poller.register(wake, select.POLLIN)
 
     def spawn_idle():
         a, b = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
@@ -401,29 +426,61 @@ def _orq_forkserver_main():
             os.setpgid(pid, pid)  # as the child does: no window either way
         except OSError:
             pass
-        try:
-            pfd = os.pidfd_open(pid)
-        except BaseException:
-            a.close()
-            raise
-        children[pfd] = pid
-        poller.register(pfd, select.POLLIN)
+        pfd = -1
+        if pidfds:
+            try:
+                pfd = os.pidfd_open(pid)
+            except BaseException:
+                a.close()
+                raise
+            byfd[pfd] = pid
+            poller.register(pfd, select.POLLIN)
+        children[pid] = pfd
         idle.add(pid)
         try:
-            send({"t": _orq_msg_idle, "pid": pid}, [a.fileno(), pfd])
+            send({"t": _orq_msg_idle, "pid": pid}, [a.fileno(), pfd] if pidfds else [a.fileno()])
         except OSError:
             shutdown()
         finally:
             a.close()
 
-    def shutdown():
-        for pfd, pid in list(children.items()):
+    def kill(pid):
+        # Only a child not reaped yet: its pid (and its group's) cannot
+        # have been reused.
+        if pid not in children:
+            return
+        for target in (-pid, pid):
             try:
-                signal.pidfd_send_signal(pfd, signal.SIGKILL)
+                os.kill(target, signal.SIGKILL)
+            except OSError:
+                pass
+
+    def shutdown():
+        for pid, pfd in list(children.items()):
+            try:
+                if pfd >= 0:
+                    signal.pidfd_send_signal(pfd, signal.SIGKILL)
+                else:
+                    os.kill(pid, signal.SIGKILL)
                 os.waitpid(pid, 0)
             except OSError:
                 pass
         os._exit(0)
+
+    def reaped(pid, status, ru):
+        # Report a child's exit (pid reaped, its pidfd still open).
+        pfd = children.pop(pid, -1)
+        if pfd >= 0:
+            byfd.pop(pfd, None)
+            poller.unregister(pfd)
+            os.close(pfd)
+        idle.discard(pid)
+        try:
+            send({"t": _orq_msg_exit, "pid": pid, "status": status,
+                  "utime": ru.ru_utime if ru else 0.0,
+                  "stime": ru.ru_stime if ru else 0.0})
+        except OSError:
+            shutdown()
 
     fdsize = array.array("i").itemsize
     # One receive buffer for every control message (a fresh 128 KB one
@@ -444,21 +501,31 @@ def _orq_forkserver_main():
         except InterruptedError:
             continue
         for fd, ev in events:
+            if fd == wake:
+                # SIGCHLD: reap every child that exited (the byte is
+                # written after the exit, so none is missed).
+                try:
+                    while os.read(wake, 512):
+                        pass
+                except BlockingIOError:
+                    pass
+                while True:
+                    try:
+                        pid, status, ru = os.wait4(-1, os.WNOHANG)
+                    except ChildProcessError:
+                        break
+                    if pid == 0:
+                        break
+                    if pid in children:
+                        reaped(pid, status, ru)
+                continue
             if fd != ctl.fileno():
-                pid = children.pop(fd)
-                poller.unregister(fd)
+                pid = byfd[fd]
                 try:
                     _, status, ru = os.wait4(pid, 0)
                 except ChildProcessError:
                     status, ru = 0, None
-                os.close(fd)
-                idle.discard(pid)
-                try:
-                    send({"t": _orq_msg_exit, "pid": pid, "status": status,
-                          "utime": ru.ru_utime if ru else 0.0,
-                          "stime": ru.ru_stime if ru else 0.0})
-                except OSError:
-                    shutdown()
+                reaped(pid, status, ru)
                 continue
             try:
                 n, anc, _, _ = ctl.recvmsg_into([rbuf], socket.CMSG_SPACE(8 * fdsize))
@@ -479,6 +546,10 @@ def _orq_forkserver_main():
                 doc = json.loads(msg)
                 if doc.get("t") == _orq_msg_took:
                     idle.discard(doc.get("pid"))
+                elif doc.get("t") == _orq_msg_kill:
+                    pid = doc.get("pid")
+                    if isinstance(pid, int) and pid > 0:
+                        kill(pid)
                 elif doc.get("t") == _orq_msg_warm:
                     _orq_warm(msg, rules)
             except Exception as e:  # noqa: BLE001

@@ -3,6 +3,7 @@ package plugin
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"time"
 
 	"github.com/orqest/sandbox/shared"
@@ -84,8 +85,15 @@ func (c *GRPCClient) Info(ctx context.Context, _ shared.InfoRequest) (shared.Inf
 
 // Configure implements shared.Sandbox.
 func (c *GRPCClient) Configure(ctx context.Context, req shared.ConfigureRequest) (shared.ConfigureResponse, error) {
+	var egress []byte
+	if req.Egress != nil {
+		var err error
+		if egress, err = json.Marshal(req.Egress); err != nil {
+			return shared.ConfigureResponse{}, fmt.Errorf("encoding the egress policy: %w: %w", err, shared.ErrInternal)
+		}
+	}
 	ctx, done := c.begin(ctx)
-	_, err := c.client.Configure(ctx, &proto.ConfigureRequest{ConfigJson: req.Config, Unsafe: req.Unsafe, AllowedPackages: req.AllowedPackages, Classes: req.Classes, AllowedImports: req.AllowedImports, Stateful: req.Stateful})
+	_, err := c.client.Configure(ctx, &proto.ConfigureRequest{ConfigJson: req.Config, Unsafe: req.Unsafe, AllowedPackages: req.AllowedPackages, Classes: req.Classes, AllowedImports: req.AllowedImports, Stateful: req.Stateful, EgressJson: egress})
 	return shared.ConfigureResponse{}, done(err)
 }
 
@@ -154,7 +162,14 @@ func (s *GRPCServer) Info(ctx context.Context, _ *proto.InfoRequest) (*proto.Inf
 
 // Configure implements proto.SandboxServer.
 func (s *GRPCServer) Configure(ctx context.Context, req *proto.ConfigureRequest) (*proto.ConfigureResponse, error) {
-	_, err := s.Impl.Configure(ctx, shared.ConfigureRequest{Config: json.RawMessage(req.GetConfigJson()), Unsafe: req.GetUnsafe(), AllowedPackages: req.GetAllowedPackages(), Classes: req.GetClasses(), AllowedImports: req.GetAllowedImports(), Stateful: req.GetStateful()})
+	var egress *shared.EgressPolicy
+	if b := req.GetEgressJson(); len(b) > 0 {
+		egress = new(shared.EgressPolicy)
+		if err := json.Unmarshal(b, egress); err != nil {
+			return nil, ToGRPC(fmt.Errorf("decoding the egress policy: %w: %w", err, shared.ErrInvalidArgument))
+		}
+	}
+	_, err := s.Impl.Configure(ctx, shared.ConfigureRequest{Config: json.RawMessage(req.GetConfigJson()), Unsafe: req.GetUnsafe(), AllowedPackages: req.GetAllowedPackages(), Classes: req.GetClasses(), AllowedImports: req.GetAllowedImports(), Stateful: req.GetStateful(), Egress: egress})
 	if err != nil {
 		return nil, ToGRPC(err)
 	}

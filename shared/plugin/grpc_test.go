@@ -63,7 +63,8 @@ func TestRequestsRoundTripGRPC(t *testing.T) {
 	sb := dispense(t, rec)
 	ctx := context.Background()
 	cfg := shared.ConfigureRequest{Config: json.RawMessage(`{"a":1}`), Unsafe: true, AllowedPackages: []string{"orqdemo", "six"}, Classes: true,
-		AllowedImports: []string{"pandas", "json"}, Stateful: true}
+		AllowedImports: []string{"pandas", "json"}, Stateful: true,
+		Egress: &shared.EgressPolicy{Name: `sandbox "d" network {}`, Allow: []string{"api.example.com:443", "10.0.0.0/8:5432"}, Deny: []string{"*.bad.example"}, BudgetBytes: 1 << 20, MaxConnections: 4}}
 	if _, err := sb.Configure(ctx, cfg); err != nil {
 		t.Fatal(err)
 	}

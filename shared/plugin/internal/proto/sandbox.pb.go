@@ -702,7 +702,10 @@ type ConfigureRequest struct {
 	// import before the first call.
 	AllowedImports []string `protobuf:"bytes,5,rep,name=allowed_imports,json=allowedImports,proto3" json:"allowed_imports,omitempty"`
 	// The sandbox's session calls are stateful by default (sandbox `stateful`).
-	Stateful      bool `protobuf:"varint,6,opt,name=stateful,proto3" json:"stateful,omitempty"`
+	Stateful bool `protobuf:"varint,6,opt,name=stateful,proto3" json:"stateful,omitempty"`
+	// The sandbox's network {} block (shared.EgressPolicy as JSON); empty
+	// without one.
+	EgressJson    []byte `protobuf:"bytes,7,opt,name=egress_json,json=egressJson,proto3" json:"egress_json,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -777,6 +780,13 @@ func (x *ConfigureRequest) GetStateful() bool {
 		return x.Stateful
 	}
 	return false
+}
+
+func (x *ConfigureRequest) GetEgressJson() []byte {
+	if x != nil {
+		return x.EgressJson
+	}
+	return nil
 }
 
 type ConfigureResponse struct {
@@ -2570,7 +2580,7 @@ const file_sandbox_proto_rawDesc = "" +
 	"\fapi_versions\x18\x04 \x03(\x05R\vapiVersions\x12\"\n" +
 	"\fcapabilities\x18\x05 \x03(\tR\fcapabilities\x12G\n" +
 	"\rconfig_schema\x18\x06 \x03(\v2\".orqest.sandbox.v1.ConfigAttributeR\fconfigSchema\x12 \n" +
-	"\vdescription\x18\a \x01(\tR\vdescription\"\xd5\x01\n" +
+	"\vdescription\x18\a \x01(\tR\vdescription\"\xf6\x01\n" +
 	"\x10ConfigureRequest\x12\x1f\n" +
 	"\vconfig_json\x18\x01 \x01(\fR\n" +
 	"configJson\x12\x16\n" +
@@ -2578,7 +2588,9 @@ const file_sandbox_proto_rawDesc = "" +
 	"\x10allowed_packages\x18\x03 \x03(\tR\x0fallowedPackages\x12\x18\n" +
 	"\aclasses\x18\x04 \x01(\bR\aclasses\x12'\n" +
 	"\x0fallowed_imports\x18\x05 \x03(\tR\x0eallowedImports\x12\x1a\n" +
-	"\bstateful\x18\x06 \x01(\bR\bstateful\"\x13\n" +
+	"\bstateful\x18\x06 \x01(\bR\bstateful\x12\x1f\n" +
+	"\vegress_json\x18\a \x01(\fR\n" +
+	"egressJson\"\x13\n" +
 	"\x11ConfigureResponse\"}\n" +
 	"\aFinding\x12\x12\n" +
 	"\x04rule\x18\x01 \x01(\tR\x04rule\x12\x18\n" +

@@ -1,0 +1,250 @@
+package docker
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/netip"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/moby/moby/client"
+
+	"github.com/orqest/sandbox/egress"
+	"github.com/orqest/sandbox/egress/egresstest"
+	"github.com/orqest/sandbox/shared"
+)
+
+// egressBackend is a backend configured with a network block; lookup
+// stands for DNS.
+func egressBackend(t *testing.T, pol *shared.EgressPolicy, lookup egress.LookupFunc) *Backend {
+	t.Helper()
+	return configuredBackendWith(t, map[string]any{"image": testImage()}, shared.ConfigureRequest{Egress: pol}, func(b *Backend) { b.egressLookup = lookup })
+}
+
+// probe is Python run with docker exec in the session container as the
+// user code's uid (65534), with the container's environment (HTTP_PROXY
+// and HTTPS_PROXY): user code on tier 2 cannot open sockets itself (the
+// validator, the runner's audit hook and seccomp refuse it), so the
+// probe stands for what a socket-using tool of the image would do.
+const probe = `import json, socket, ssl, sys, urllib.request, urllib.error
+def get(url):
+    try:
+        ctx = ssl._create_unverified_context()
+        with urllib.request.urlopen(url, timeout=10, context=ctx) as r:
+            return {"status": r.status, "body": r.read().decode()}
+    except urllib.error.HTTPError as e:
+        return {"status": e.code, "body": e.read().decode()}
+    except Exception as e:
+        return {"error": str(e)}
+def direct(host, port):
+    try:
+        socket.create_connection((host, port), timeout=5).close()
+        return {"connected": True}
+    except OSError as e:
+        return {"errno": e.errno, "error": str(e)}
+out = {}
+for arg in sys.argv[1:]:
+    kind, _, target = arg.partition("=")
+    if kind == "direct":
+        h, _, p = target.rpartition(":")
+        out[arg] = direct(h, int(p))
+    else:
+        out[arg] = get(target)
+print(json.dumps(out))
+`
+
+type probeResult struct {
+	Status    int    `json:"status"`
+	Body      string `json:"body"`
+	Error     string `json:"error"`
+	Errno     int    `json:"errno"`
+	Connected bool   `json:"connected"`
+}
+
+// TestEgressDocker: a session of a sandbox with a network block reaches
+// the allowed server, over plain HTTP and over TLS through CONNECT, and
+// nothing else: the forbidden server, a raw address, the metadata
+// address and a name resolving to 127.0.0.1 are refused with a 403 that
+// names the policy; a connection that skips the proxy fails at the
+// kernel (ENETUNREACH: the container is on network none). Every attempt
+// is an event of the next response; Close leaves no forwarder, socket or
+// directory behind.
+func TestEgressDocker(t *testing.T) {
+	addr := egresstest.HostAddr(t)
+	allowedPort := egresstest.Serve(t, addr, "allowed", false)
+	tlsPort := egresstest.Serve(t, addr, "allowed-tls", true)
+	forbiddenPort := egresstest.Serve(t, addr, "forbidden", false)
+	pol := &shared.EgressPolicy{Name: `sandbox "egress-test" network {}`, Allow: []string{"allowed.test", "rebind.test"}, BudgetBytes: 1 << 20}
+	lookup := func(_ context.Context, host string) ([]netip.Addr, error) {
+		switch host {
+		case "allowed.test":
+			return []netip.Addr{addr}, nil
+		case "forbidden.test":
+			return []netip.Addr{addr}, nil
+		case "rebind.test": // an allowed name that answers with loopback
+			return []netip.Addr{netip.MustParseAddr("127.0.0.1")}, nil
+		}
+		return nil, errors.New("no such host")
+	}
+	b := egressBackend(t, pol, lookup)
+	info, err := b.Info(context.Background(), shared.InfoRequest{})
+	if err != nil || !info.Has(shared.CapEgress) {
+		t.Fatalf("Info: %v, egress capability %v", err, info.Has(shared.CapEgress))
+	}
+	user := testUser(t)
+	sid := openSession(t, b, user)
+	ctr := containerOf(t, b, sid)
+	a, err := b.Agent(sid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	side := a.(*agent).egress
+	if side == nil || side.forwarder == "" {
+		t.Fatal("the session has no egress forwarder")
+	}
+
+	cases := []struct {
+		arg    string
+		status int
+		want   string
+	}{
+		{fmt.Sprintf("get=http://allowed.test:%d/", allowedPort), 200, "hello from allowed"},
+		{fmt.Sprintf("get=https://allowed.test:%d/", tlsPort), 200, "hello from allowed-tls"},
+		{fmt.Sprintf("get=http://forbidden.test:%d/", forbiddenPort), 403, "forbidden.test:" + fmt.Sprint(forbiddenPort) + " is not in allow"},
+		{fmt.Sprintf("get=https://forbidden.test:%d/", tlsPort), 0, "is not in allow"},
+		{fmt.Sprintf("get=http://%s:%d/", addr, forbiddenPort), 403, "no address or CIDR entry"},
+		{"get=http://169.254.169.254/latest/meta-data/", 403, "no address or CIDR entry"},
+		{fmt.Sprintf("get=http://rebind.test:%d/", forbiddenPort), 403, "127.0.0.1, a loopback address"},
+	}
+	args := []string{"python3", "-I", "-c", probe}
+	for _, c := range cases {
+		args = append(args, c.arg)
+	}
+	direct := fmt.Sprintf("direct=%s:%d", addr, allowedPort)
+	args = append(args, direct)
+	stdout, stderr, code := execIn(t, ctr, "65534:65534", args...)
+	if code != 0 {
+		t.Fatalf("probe exit %d: %s", code, stderr)
+	}
+	var got map[string]probeResult
+	if err := json.Unmarshal([]byte(stdout), &got); err != nil {
+		t.Fatalf("probe output %q: %v", stdout, err)
+	}
+	for _, c := range cases {
+		r := got[c.arg]
+		text := r.Body + r.Error
+		if r.Status != c.status || !strings.Contains(text, c.want) {
+			t.Errorf("%s: %+v; want status %d and %q", c.arg, r, c.status, c.want)
+		}
+		if c.status != 200 && !strings.Contains(text, pol.Name) {
+			t.Errorf("%s: the refusal %q does not name the policy", c.arg, text)
+		}
+	}
+	if r := got[direct]; r.Connected || r.Errno != 101 { // ENETUNREACH
+		t.Errorf("a direct connection: %+v; want ENETUNREACH (101) from the kernel", r)
+	}
+	t.Logf("probe: %s", stdout)
+
+	// The attempts reach the host with the next response.
+	resp, err := b.Execute(context.Background(), shared.ExecuteRequest{SessionID: sid, UserID: user, Code: "return 1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var allowed, refused int
+	for _, ev := range resp.Events {
+		var e egress.Event
+		if err := json.Unmarshal(ev.Payload, &e); err != nil {
+			t.Fatal(err)
+		}
+		if e.Session != sid || e.User != user {
+			t.Errorf("event %s of session %q user %q, want %q %q", ev.Type, e.Session, e.User, sid, user)
+		}
+		switch ev.Type {
+		case egress.EventAllowed:
+			allowed++
+			if e.BytesReceived == 0 || e.Addr != addr.String() {
+				t.Errorf("allowed event: %+v", e)
+			}
+		case egress.EventRefused:
+			refused++
+		}
+	}
+	if allowed != 2 || refused != 5 {
+		t.Errorf("%d allowed and %d refused events, want 2 and 5: %+v", allowed, refused, resp.Events)
+	}
+
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	if _, err := b.Close(ctx, shared.CloseRequest{SessionID: sid}); err != nil {
+		t.Fatal(err)
+	}
+	dc := requireDocker(t)
+	if _, err := dc.ContainerInspect(ctx, side.forwarder, client.ContainerInspectOptions{}); err == nil {
+		t.Errorf("the forwarder %s outlived its session", shortID(side.forwarder))
+	}
+	if _, err := os.Stat(side.Dir); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the socket directory %s outlived its session: %v", side.Dir, err)
+	}
+}
+
+// TestEgressWarmPool: a warm container (pool {}) gets its forwarder when
+// it is started ahead of demand; once bound to a session its proxy works
+// and its events name that session; nothing is left after Shutdown.
+func TestEgressWarmPool(t *testing.T) {
+	addr := egresstest.HostAddr(t)
+	port := egresstest.Serve(t, addr, "allowed", false)
+	pol := &shared.EgressPolicy{Name: `sandbox "pool" network {}`, Allow: []string{"allowed.test"}}
+	lookup := func(_ context.Context, host string) ([]netip.Addr, error) {
+		if host == "allowed.test" {
+			return []netip.Addr{addr}, nil
+		}
+		return nil, errors.New("no such host")
+	}
+	b := configuredBackendWith(t, map[string]any{"image": testImage(), "pool": map[string]any{"size": 1}}, shared.ConfigureRequest{Egress: pol},
+		func(b *Backend) { b.egressLookup = lookup })
+	user := testUser(t)
+	s1 := openSession(t, b, user)
+	waitFor(t, "a warm container", 60*time.Second, func() bool { return b.Warm(user) })
+	s2 := openSession(t, b, user)
+	a, err := b.Agent(s2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(a.(*agent).label, "warm-") || a.(*agent).egress == nil || a.(*agent).egress.forwarder == "" {
+		t.Fatalf("session %s is not a warm container with a forwarder: label %q", s2, a.(*agent).label)
+	}
+	url := fmt.Sprintf("get=http://allowed.test:%d/", port)
+	stdout, stderr, code := execIn(t, containerOf(t, b, s2), "65534:65534", "python3", "-I", "-c", probe, url)
+	if code != 0 || !strings.Contains(stdout, "hello from allowed") {
+		t.Fatalf("probe from the warm session: exit %d %s %s", code, stdout, stderr)
+	}
+	resp, err := b.Execute(context.Background(), shared.ExecuteRequest{SessionID: s2, UserID: user, Code: "return 1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, ev := range resp.Events {
+		var e egress.Event
+		if json.Unmarshal(ev.Payload, &e) == nil && ev.Type == egress.EventAllowed {
+			n++
+			if e.Session != s2 || e.User != user {
+				t.Errorf("event of session %q user %q, want %q %q", e.Session, e.User, s2, user)
+			}
+		}
+	}
+	if n != 1 {
+		t.Errorf("%d allowed events, want 1: %+v", n, resp.Events)
+	}
+	// Shutdown removes the sessions (s1, s2), the new warm container and
+	// every forwarder; testUser's cleanup fails the test on any left.
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	b.Shutdown(ctx)
+	if _, err := b.Agent(s1); err == nil {
+		t.Errorf("session %s survived Shutdown", s1)
+	}
+}
