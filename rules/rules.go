@@ -66,6 +66,9 @@ type Text struct {
 
 // Shapes a reflection builtin may be used in (Table.BuiltinShapes).
 const (
+	// ShapeOneArgOrClassCheck: a call with exactly one positional
+	// argument (type(x), vars(self)), or the class argument of
+	// isinstance/issubclass, or a name in an annotation.
 	ShapeOneArgOrClassCheck = "one-argument-or-class-check"
 	ShapeLiteralAttribute   = "literal-attribute"
 	// ShapeGuardedCall: any plain call (the runner's guarded version
@@ -107,8 +110,8 @@ type Table struct {
 	// attribute names: each dotted part must pass the attribute rules.
 	AttributeNameCalls []string `json:"attribute_name_calls"`
 	// BuiltinShapes lets a reflection builtin through in one shape:
-	// "one-argument-or-class-check" (type(x); type as the class argument
-	// of isinstance/issubclass) or "literal-attribute" (getattr(obj,
+	// "one-argument-or-class-check" (type(x), vars(self); type as the
+	// class argument of isinstance/issubclass) or "literal-attribute" (getattr(obj,
 	// 'name'[, default]), hasattr(obj, 'name') with a plain literal name).
 	BuiltinShapes map[string]string `json:"builtin_shapes"`
 	// GuardedBuiltins are the builtins the runner hands out as guarded

@@ -46,8 +46,10 @@ func TestFormatterGuardHoldsAlone(t *testing.T) {
 }
 
 // The guarded typing.get_type_hints reads only the body's own functions'
-// and classes' annotations and evaluates no string: a name not bound stays
-// the string, and a string not written like a type (a call) is refused.
+// and classes' annotations and evaluates no string: a name neither bound
+// in the function's globals nor a builtin class stays the string ('print'
+// is not the builtin), and a string not written like a type (a call) is
+// refused.
 func TestGetTypeHintsGuardHoldsAlone(t *testing.T) {
 	allow := []string{"typing", "json", "dataclasses"}
 	refused(t, nil, allow, "only of classes and functions the code defines",
@@ -60,9 +62,9 @@ func TestGetTypeHintsGuardHoldsAlone(t *testing.T) {
 		"import typing\ndef f(x: \"__import__('os').getcwd()\"):\n    pass\nreturn typing.get_type_hints(f)['x']",
 		"import typing\nclass C:\n    x: '(1/0)'\nreturn typing.get_type_hints(C)",
 	)
-	code := "import typing\ndef f(x: 'Item', y: 'int', z: 'list[str] | None') -> None:\n    pass\nclass C:\n    a: 'typing.List[int]'\nh = typing.get_type_hints(f, {'int': str}, None)\nreturn [h['x'], h['y'].__name__, h['z'], h['return'] is type(None), typing.get_type_hints(C)['a']]"
+	code := "import typing\ndef f(x: 'Item', y: 'int', z: 'list[str] | None') -> None:\n    pass\nclass C:\n    a: 'typing.List[int]'\ndef g(p: 'print'):\n    pass\nh = typing.get_type_hints(f, {'int': str}, None)\nreturn [h['x'], h['y'].__name__, h['z'], h['return'] is type(None), typing.get_type_hints(C)['a'], typing.get_type_hints(g)['p']]"
 	resp, _, _ := run(t, runner.Request{Code: code, AllowedImports: allow, Classes: true})
-	wantOutput(t, resp, `["Item", "int", "list[str] | None", true, "typing.List[int]"]`)
+	wantOutput(t, resp, `["Item", "int", "list[str] | None", true, "typing.List[int]", "print"]`)
 }
 
 // obj.__dict__ with classes: only of what the body made, as a snapshot

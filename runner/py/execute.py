@@ -109,7 +109,8 @@ def _orq_accept(code, allowed_imports, rules, classes=False, stateful=False):
     if classes:
         own_rules = (rules.get("classes") or {}).get("own_attribute_rules") or ()
         own = [n for n, r in (rules.get("forbidden_attributes") or {}).items() if r in own_rules]
-    _orq_guard_writes(body, (rules.get("private") or {}).get("allow") or (), own)
+    _orq_guard_writes(body, (rules.get("private") or {}).get("allow") or (), own,
+                      (rules.get("classes") or {}).get("own_dunders") or ())
     # (a match statement needs the word: most bodies skip the walk)
     bad = _orq_guard_patterns(body, rules) if "match" in code else None
     if bad is not None:
@@ -149,7 +150,7 @@ def _orq_accept(code, allowed_imports, rules, classes=False, stateful=False):
     return compiled, None
 
 
-def _orq_guard_writes(tree, private_allow=(), own_names=()):
+def _orq_guard_writes(tree, private_allow=(), own_names=(), own_dunders=()):
     """Route what the static rules leave to run time through the run-time
     guards:
       - every attribute write and delete: `o.a = v` becomes
@@ -165,14 +166,17 @@ def _orq_guard_writes(tree, private_allow=(), own_names=()):
         user's own objects, never a frame's or a generator's);
       - every `o.format` / `o.format_map` read whose o is not a string
         literal (the static rules checked those): `_orq_fmt(o, 'format')`
-        (see _orq_format_guard)."""
+        (see _orq_format_guard); every `o.__setattr__` read: `_orq_sa(o)`;
+        every read of own_dunders (rules.json classes.own_dunders:
+        `o.__dict__`, `o.__annotations__`): `_orq_odict(o, '__dict__')`."""
     import ast
 
     AST, Attribute, Load, Store, Del, Name, Call, Constant = (
         ast.AST, ast.Attribute, ast.Load, ast.Store, ast.Del, ast.Name, ast.Call, ast.Constant)
     kinds = (Attribute, Load, Constant, Name, Call)
     fr = _orq_format_read
-    fmt = _orq_guarded_reads
+    fmt = ("format", "format_map", "__setattr__") + tuple(
+        n for n in own_dunders if n in ("__dict__", "__annotations__"))
     private_allow = frozenset(private_allow)
     own_names = frozenset(own_names)
     # One walk: each node's own children are queued before the node is
@@ -192,7 +196,7 @@ def _orq_guard_writes(tree, private_allow=(), own_names=()):
             private = (a[:1] == "_" and a not in private_allow
                        and not (a[:2] == "__" and a[-2:] == "__")) or a in own_names
             if write or private:
-                v = fr(v, kinds) or v
+                v = fr(v, kinds, fmt) or v
                 loc = {"lineno": v.lineno, "col_offset": v.col_offset,
                        "end_lineno": v.end_lineno, "end_col_offset": v.end_col_offset}
                 if write:
@@ -202,7 +206,7 @@ def _orq_guard_writes(tree, private_allow=(), own_names=()):
                     parent.value = Call(func=Name(id="_orq_own", ctx=Load(), **loc),
                                         args=[v, Constant(value=a, **loc)], keywords=[], **loc)
             elif type(v) is Attribute and v.attr in fmt:
-                r = fr(v, kinds)
+                r = fr(v, kinds, fmt)
                 if r is not None:
                     parent.value = r
             continue
@@ -215,13 +219,13 @@ def _orq_guard_writes(tree, private_allow=(), own_names=()):
                     if isinstance(item, AST):
                         push(item)
                         if type(item) is Attribute and item.attr in fmt:
-                            r = fr(item, kinds)
+                            r = fr(item, kinds, fmt)
                             if r is not None:
                                 val[i] = r
             elif isinstance(val, AST):
                 push(val)
                 if type(val) is Attribute and val.attr in fmt:
-                    r = fr(val, kinds)
+                    r = fr(val, kinds, fmt)
                     if r is not None:
                         setattr(parent, field, r)
 
@@ -286,21 +290,19 @@ def _orq_guard_patterns(tree, rules):
     return None
 
 
-# The attribute reads _orq_format_read routes through a run-time guard.
-_orq_guarded_reads = ("format", "format_map", "__setattr__", "__dict__", "__annotations__")
-
-
-def _orq_format_read(node, kinds):
+def _orq_format_read(node, kinds, fmt=("format", "format_map", "__setattr__")):
     """_orq_fmt(o, 'format') for a node `o.format` / `o.format_map` (o not
-    a str literal; o itself rewritten when it is such a read), else None."""
+    a str literal; o itself rewritten when it is such a read), _orq_sa(o)
+    for `o.__setattr__`, _orq_odict(o, name) for `o.__dict__` and
+    `o.__annotations__`, each when its name is in fmt; else None."""
     Attribute, Load, Constant, Name, Call = kinds
-    if (type(node) is not Attribute or node.attr not in _orq_guarded_reads
+    if (type(node) is not Attribute or node.attr not in fmt
             or type(node.ctx) is not Load):
         return None
     v = node.value
     if type(v) is Constant and type(v.value) is str and node.attr[:1] != "_":
         return None
-    v = _orq_format_read(v, kinds) or v
+    v = _orq_format_read(v, kinds, fmt) or v
     loc = {"lineno": node.lineno, "col_offset": node.col_offset,
            "end_lineno": node.end_lineno, "end_col_offset": node.end_col_offset}
     if node.attr in ("__dict__", "__annotations__"):

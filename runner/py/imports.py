@@ -327,8 +327,8 @@ def _orq_guards(user_builtins, rules=None, made=None):
       guard reads only the `__annotations__` of a function the body
       defined or of the classes the body made on a class's MRO (`made`),
       evaluates nothing, and resolves a string annotation only when it is
-      a name bound in the function's globals or the sandbox's builtins (else
-      it stays the string); a string that is not written like a type
+      a name bound in the function's globals or a builtin class ('int';
+      else it stays the string); a string that is not written like a type
       (a call: "__import__('os')") is refused.
     Every guard is rebound to empty globals (_orq_isolate) and uses only
     names from its closure."""
@@ -438,7 +438,10 @@ def _orq_guards(user_builtins, rules=None, made=None):
         for k, v in ann.items():
             if _type(v) is _str:
                 if v.isidentifier():
-                    v = ns.get(v, ub.get(v, v) if ub is not None else v)
+                    # a name of the function's globals, or a builtin class
+                    got = ns.get(v, ub.get(v) if ub is not None else None)
+                    if got is not None and (v in ns or _isinstance(got, _cls)):
+                        v = got
                 elif not type_chars.issuperset(v):
                     raise _ValueError(
                         "typing.get_type_hints: the annotation of %r is the string %r, which is "
