@@ -205,6 +205,35 @@ func (p PausedStore) Save(id string, rec PausedRecord) (int64, error) {
 	return int64(len(data)), nil
 }
 
+// Pause saves what the runtime a reaches through t holds (SaveRuntime) as
+// session id's state, with user and the kit's meta, and then stops a: no
+// process of the session runs afterwards. A save that fails leaves a
+// running and nothing on disk; so does a stop that fails, unless a has
+// ended meanwhile (its next call then starts a fresh one).
+func (p PausedStore) Pause(ctx context.Context, a Agent, t rtclient.Target, id, user string, meta []byte) (shared.PauseResponse, error) {
+	if t.MCP == nil {
+		return shared.PauseResponse{}, fmt.Errorf("%s is not bound to its runtime: %w", a.Name(), shared.ErrInternal)
+	}
+	rec, err := SaveRuntime(ctx, t, user, meta)
+	if err != nil {
+		return shared.PauseResponse{}, err
+	}
+	n, err := p.Save(id, rec)
+	if err != nil {
+		return shared.PauseResponse{}, err
+	}
+	if err := a.Stop(ctx); err != nil {
+		_, _ = p.Forget(id)
+		select {
+		case <-a.Done():
+			return shared.PauseResponse{}, fmt.Errorf("stopping %s after its state was saved: %w (it has ended; its next call starts a fresh one)", a.Name(), err)
+		default:
+			return shared.PauseResponse{}, fmt.Errorf("stopping %s after its state was saved: %w; the session keeps running", a.Name(), err)
+		}
+	}
+	return shared.PauseResponse{Kept: rec.Kept, NotKept: rec.NotKept, Bytes: n}, nil
+}
+
 // Load reads and checks session id's saved state: its signature first,
 // then its record. Nothing saved is an error wrapping
 // shared.ErrSessionNotFound; a bad signature one wrapping

@@ -23,7 +23,7 @@ func TestPausedStore(t *testing.T) {
 	rec := PausedRecord{Meta: json.RawMessage(`{"user":"alice"}`), User: "alice",
 		Globals: map[string]json.RawMessage{"a1": json.RawMessage(`{"x":{"int":"41"}}`)},
 		Kept:    []string{"a1/x"}, NotKept: []string{"a1/f"},
-		Files:   []PausedFile{{Name: "data.csv", Data: []byte("k,v\na,1\n")}}}
+		Files: []PausedFile{{Name: "data.csv", Data: []byte("k,v\na,1\n")}}}
 	n, err := store.Save("s-1", rec)
 	if err != nil || n <= 0 {
 		t.Fatalf("Save: %d, %v", n, err)

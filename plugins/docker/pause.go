@@ -46,27 +46,14 @@ func (d driver) paused() session.PausedStore {
 // nothing on disk.
 func (d driver) Pause(ctx context.Context, a session.Agent, id string, meta []byte) (shared.PauseResponse, error) {
 	s, ok := a.(*agent)
-	if !ok || s.Runtime.MCP == nil {
-		return shared.PauseResponse{}, fmt.Errorf("not a bound session container: %w", shared.ErrInternal)
+	if !ok {
+		return shared.PauseResponse{}, fmt.Errorf("not a session container: %w", shared.ErrInternal)
 	}
-	rec, err := session.SaveRuntime(ctx, s.Runtime, s.user, meta)
-	if err != nil {
-		return shared.PauseResponse{}, err
+	resp, err := d.paused().Pause(ctx, s, s.Runtime, id, s.user, meta)
+	if err == nil {
+		d.b.logger.Debug("session container paused", "session", id, "container", s.name, "kept", len(resp.Kept), "not_kept", len(resp.NotKept), "bytes", resp.Bytes)
 	}
-	store := d.paused()
-	n, err := store.Save(id, rec)
-	if err != nil {
-		return shared.PauseResponse{}, err
-	}
-	if err := s.Stop(ctx); err != nil {
-		_, _ = store.Forget(id)
-		if s.dead() {
-			return shared.PauseResponse{}, fmt.Errorf("removing the session container after its state was saved: %w (it has ended; its next call starts a fresh one)", err)
-		}
-		return shared.PauseResponse{}, fmt.Errorf("removing the session container after its state was saved: %w; the session keeps running", err)
-	}
-	d.b.logger.Debug("session container paused", "session", id, "container", s.name, "kept", len(rec.Kept), "not_kept", len(rec.NotKept), "bytes", n)
-	return shared.PauseResponse{Kept: rec.Kept, NotKept: rec.NotKept, Bytes: n}, nil
+	return resp, err
 }
 
 // Resume implements session.Pauser: a new container for the session's id

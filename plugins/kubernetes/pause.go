@@ -35,24 +35,14 @@ func (d driver) paused() session.PausedStore {
 // fails leaves the pod running and nothing on disk.
 func (d driver) Pause(ctx context.Context, a session.Agent, id string, meta []byte) (shared.PauseResponse, error) {
 	s, ok := a.(*agent)
-	if !ok || s.Runtime.MCP == nil {
-		return shared.PauseResponse{}, fmt.Errorf("not a bound session pod: %w", shared.ErrInternal)
+	if !ok {
+		return shared.PauseResponse{}, fmt.Errorf("not a session pod: %w", shared.ErrInternal)
 	}
-	rec, err := session.SaveRuntime(ctx, s.Runtime, s.user, meta)
-	if err != nil {
-		return shared.PauseResponse{}, err
+	resp, err := d.paused().Pause(ctx, s, s.Runtime, id, s.user, meta)
+	if err == nil {
+		d.b.logger.Debug("session pod paused", "session", id, "pod", s.pod, "kept", len(resp.Kept), "not_kept", len(resp.NotKept), "bytes", resp.Bytes)
 	}
-	store := d.paused()
-	n, err := store.Save(id, rec)
-	if err != nil {
-		return shared.PauseResponse{}, err
-	}
-	if err := s.Stop(ctx); err != nil {
-		_, _ = store.Forget(id)
-		return shared.PauseResponse{}, fmt.Errorf("deleting the session pod after its state was saved: %w", err)
-	}
-	d.b.logger.Debug("session pod paused", "session", id, "pod", s.pod, "kept", len(rec.Kept), "not_kept", len(rec.NotKept), "bytes", n)
-	return shared.PauseResponse{Kept: rec.Kept, NotKept: rec.NotKept, Bytes: n}, nil
+	return resp, err
 }
 
 // Resume implements session.Pauser: a new pod for the session's id and
