@@ -26,6 +26,7 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"os/user"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -76,27 +77,35 @@ type PausedStore struct {
 }
 
 // NormalizePausedDir sets a backend's paused_dir attribute *dir to its
-// default, the user cache directory's orqest-sandbox/name, or checks that
-// it is absolute; errors are shared.ConfigError of plugin's attribute.
+// default, or checks that it is absolute (an error is shared.ConfigError
+// of plugin's attribute). The default is the user cache directory's
+// orqest-sandbox/name; a plugin launched without $HOME and $XDG_CACHE_HOME
+// (a host passes plugins a clean environment) uses the account's home
+// directory's .cache. With neither, *dir stays empty: the plugin serves,
+// and a pause is refused as not configured (ErrFailedPrecondition).
 func NormalizePausedDir(plugin string, dir *string, name string) error {
-	if *dir == "" {
-		d, err := os.UserCacheDir()
-		if err != nil {
-			return shared.ConfigError(plugin, "paused_dir", err, "no default (no user cache directory); set it")
+	if *dir != "" {
+		if !filepath.IsAbs(*dir) {
+			return shared.ConfigError(plugin, "paused_dir", nil, "%q: want an absolute path", *dir)
 		}
-		*dir = filepath.Join(d, "orqest-sandbox", name)
 		return nil
 	}
-	if !filepath.IsAbs(*dir) {
-		return shared.ConfigError(plugin, "paused_dir", nil, "%q: want an absolute path", *dir)
+	c, err := os.UserCacheDir()
+	if err != nil {
+		u, uerr := user.Current()
+		if uerr != nil || !filepath.IsAbs(u.HomeDir) {
+			return nil
+		}
+		c = filepath.Join(u.HomeDir, ".cache")
 	}
+	*dir = filepath.Join(c, "orqest-sandbox", name)
 	return nil
 }
 
 // dir is session id's directory.
 func (p PausedStore) dir(id string) (string, error) {
 	if p.Root == "" {
-		return "", fmt.Errorf("paused_dir is not configured: %w", shared.ErrFailedPrecondition)
+		return "", fmt.Errorf("paused_dir is not configured (no default: the plugin has no home directory); set it in the config block: %w", shared.ErrFailedPrecondition)
 	}
 	if err := rtproto.CheckID("session_id", id); err != nil {
 		return "", fmt.Errorf("%w: %w", err, shared.ErrInvalidArgument)

@@ -107,3 +107,34 @@ func TestPausedStore(t *testing.T) {
 		t.Errorf("after Forget: Load = %v, want ErrSessionNotFound", err)
 	}
 }
+
+// TestNormalizePausedDir: a relative paused_dir is a config error; none
+// defaults under the user cache directory, and a plugin without $HOME or
+// $XDG_CACHE_HOME (as a host launches it) still configures: under the
+// account's home directory, or with no paused_dir, so that only a pause is
+// refused.
+func TestNormalizePausedDir(t *testing.T) {
+	d := "rel/dir"
+	if err := NormalizePausedDir("docker", &d, "docker-paused"); err == nil {
+		t.Errorf("a relative paused_dir was accepted")
+	}
+	t.Setenv("XDG_CACHE_HOME", "/var/cache/x")
+	d = ""
+	if err := NormalizePausedDir("docker", &d, "docker-paused"); err != nil || d != "/var/cache/x/orqest-sandbox/docker-paused" {
+		t.Errorf("default = %q, %v", d, err)
+	}
+	t.Setenv("XDG_CACHE_HOME", "")
+	t.Setenv("HOME", "")
+	d = ""
+	if err := NormalizePausedDir("docker", &d, "docker-paused"); err != nil {
+		t.Fatalf("without HOME: %v", err)
+	}
+	if d != "" && !filepath.IsAbs(d) {
+		t.Errorf("without HOME: %q is not absolute", d)
+	}
+	if d == "" {
+		if _, err := (PausedStore{Root: d}).Save("s-1", PausedRecord{User: "u"}); !errors.Is(err, shared.ErrFailedPrecondition) {
+			t.Errorf("no paused_dir: Save = %v, want ErrFailedPrecondition", err)
+		}
+	}
+}
