@@ -90,10 +90,13 @@ func TestTakeRefillEvict(t *testing.T) {
 	p.Refill("u", 1, 20*time.Millisecond, time.Second, f.start(0, nil))
 	waitLen(t, p, 1)
 	waitLen(t, p, 0)
-	f.mu.Lock()
-	n := len(f.stopped)
-	f.mu.Unlock()
-	if n != 2 {
+	// The pool stops what it drops in the background: the count may trail
+	// the pool's length by a moment.
+	stopped := func() int { f.mu.Lock(); defer f.mu.Unlock(); return len(f.stopped) }
+	for deadline := time.Now().Add(5 * time.Second); stopped() < 2 && time.Now().Before(deadline); {
+		time.Sleep(time.Millisecond)
+	}
+	if n := stopped(); n != 2 {
 		t.Errorf("stopped %d items (dead + idle), want 2", n)
 	}
 }
