@@ -101,8 +101,7 @@ const reduceDayName = "lambda self, p: (lambda: calendar.day_name, (), (None, {'
 func TestReviewClassGuardOutsideTheUserFrame(t *testing.T) {
 	imports := []string{"collections", "copy", "calendar", "dataclasses", "functools", "enum"}
 	ns := "ns = {'__reduce_ex__': " + reduceDayName + "}\n"
-	var cases []struct{ name, code, want string }
-	for _, c := range []struct{ name, code, want string }{
+	cases := []struct{ name, code, want string }{
 		{"ABCMeta alias", "import collections.abc, copy, calendar\n" + ns +
 			"R = type(collections.abc.Mapping)('R', (), ns)\ncopy.copy(R())\nreturn calendar.day_name[0]", "may not define __reduce_ex__"},
 		{"ABCMeta alias metaclass", "import collections.abc\nM = type(collections.abc.Mapping)('M', (type(int),), {})\nreturn str(M)", "may not derive from type"},
@@ -118,8 +117,6 @@ func TestReviewClassGuardOutsideTheUserFrame(t *testing.T) {
 			"class D(dict):\n    m = functools.cached_property(functools.partial(type(int), 'R', ()))\nR = D({'__reduce_ex__': f}).m\ncopy.copy(R())\nreturn calendar.day_name[0]", "may not bind __reduce_ex__"},
 		{"bound method of an own object", "import functools, copy, calendar\nclass K:\n    def r(self, me, p):\n        return (lambda: calendar.day_name, (), (None, {'format': 'HACKED'}))\n" +
 			"class D(dict):\n    m = functools.cached_property(functools.partial(type(int), 'R', ()))\nR = D({'__reduce_ex__': K().r}).m\ncopy.copy(R())\nreturn calendar.day_name[0]", "may not bind __reduce_ex__"},
-	} {
-		cases = append(cases, c)
 	}
 	// Library wrappers that call the code's function back: singledispatch
 	// (its registry, a dict in a closure), lru_cache, wraps.
