@@ -1,10 +1,8 @@
 package host
 
 import (
-	"context"
 	"errors"
 	"fmt"
-	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
@@ -129,18 +127,7 @@ func TestNetworkBlockDiagnostics(t *testing.T) {
 func TestNetworkBlockNeedsCapability(t *testing.T) {
 	sessionHost(t, "", "") // builds the plugin
 	src := "sandbox \"s\" {\n  plugin = \"sessions\"\n  network {\n    allow = [\"api.example.com:443\"]\n  }\n}\n"
-	cfg, diags := ParseConfig(filepath.Join(t.TempDir(), "config.hcl"), []byte(src))
-	if diags.HasErrors() {
-		t.Fatal(diags)
-	}
-	h, err := Load(context.Background(), cfg, WithPluginDirs(sessionPluginDir))
-	if err == nil {
-		defer h.Close()
-		var sb *Sandbox
-		if sb, err = h.Sandbox(context.Background(), "s"); err == nil {
-			err = sb.Start(context.Background())
-		}
-	}
+	err := startSandboxS(t, src)
 	var de *DiagnosticsError
 	if !errors.As(err, &de) || de.Diagnostics[0].Subject == nil || de.Diagnostics[0].Subject.Start.Line != 3 ||
 		!strings.Contains(de.Error(), `cannot enforce egress rules (no "egress" capability)`) {

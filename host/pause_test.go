@@ -46,18 +46,7 @@ func TestPauseNotSupported(t *testing.T) {
 func TestOnIdlePauseNeedsCapability(t *testing.T) {
 	sessionHost(t, "", "") // builds the plugin
 	src := "sandbox \"s\" {\n  plugin = \"sessions\"\n  on_idle = \"pause\"\n}\n"
-	cfg, diags := ParseConfig(filepath.Join(t.TempDir(), "config.hcl"), []byte(src))
-	if diags.HasErrors() {
-		t.Fatal(diags)
-	}
-	h, err := Load(context.Background(), cfg, WithPluginDirs(sessionPluginDir))
-	if err == nil {
-		defer h.Close()
-		var sb *Sandbox
-		if sb, err = h.Sandbox(context.Background(), "s"); err == nil {
-			err = sb.Start(context.Background())
-		}
-	}
+	err := startSandboxS(t, src)
 	var de *DiagnosticsError
 	if !errors.As(err, &de) || de.Diagnostics[0].Subject == nil || de.Diagnostics[0].Subject.Start.Line != 3 {
 		t.Fatalf("want a diagnostic at on_idle (line 3), got %v", err)
@@ -239,4 +228,23 @@ func TestCallDuringPauseResumes(t *testing.T) {
 	if info, _ := sb.Session(id); info.State != SessionOpen {
 		t.Errorf("the record after the call: %+v", info)
 	}
+}
+
+// startSandboxS loads policy src with the session test plugin and starts
+// its sandbox "s", returning what the launch said.
+func startSandboxS(t *testing.T, src string) error {
+	t.Helper()
+	cfg, diags := ParseConfig(filepath.Join(t.TempDir(), "config.hcl"), []byte(src))
+	if diags.HasErrors() {
+		t.Fatal(diags)
+	}
+	h, err := Load(context.Background(), cfg, WithPluginDirs(sessionPluginDir))
+	if err == nil {
+		defer h.Close()
+		var sb *Sandbox
+		if sb, err = h.Sandbox(context.Background(), "s"); err == nil {
+			err = sb.Start(context.Background())
+		}
+	}
+	return err
 }
