@@ -28,9 +28,10 @@ const (
 )
 
 // ProxyEnv is the environment that points HTTP clients (urllib, requests,
-// pip, curl) at ProxyURL, with nothing exempted.
-func ProxyEnv() []string {
-	return []string{"HTTP_PROXY=" + ProxyURL, "HTTPS_PROXY=" + ProxyURL, "http_proxy=" + ProxyURL, "https_proxy=" + ProxyURL, "NO_PROXY=", "no_proxy="}
+// pip, curl) at the proxy URL proxyURL (ProxyURL behind a forwarder, a
+// Route's URL with its credential on a Gateway), with nothing exempted.
+func ProxyEnv(proxyURL string) []string {
+	return []string{"HTTP_PROXY=" + proxyURL, "HTTPS_PROXY=" + proxyURL, "http_proxy=" + proxyURL, "https_proxy=" + proxyURL, "NO_PROXY=", "no_proxy="}
 }
 
 // ForwarderScript is the forwarder for an image or sandbox that has

@@ -160,7 +160,7 @@ func (p *Proxy) Serve(l net.Listener) error {
 		return nil
 	}
 	if p.srv == nil {
-		p.srv = &http.Server{Handler: p, ReadHeaderTimeout: 30 * time.Second}
+		p.srv = newServer(p)
 	}
 	srv := p.srv
 	p.mu.Unlock()
@@ -168,6 +168,11 @@ func (p *Proxy) Serve(l net.Listener) error {
 		return fmt.Errorf("egress proxy: %w", err)
 	}
 	return nil
+}
+
+// newServer is the HTTP server of a proxy's listener.
+func newServer(h http.Handler) *http.Server {
+	return &http.Server{Handler: h, ReadHeaderTimeout: 30 * time.Second}
 }
 
 // Close stops serving, cuts every open tunnel and waits for the proxy's

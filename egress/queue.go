@@ -53,3 +53,13 @@ func (q *Queue) Take() []shared.Event {
 	}
 	return evs
 }
+
+// Respond adds to a session call's response (resp, err) the events kept
+// so far: the proxies' connections reach the host's audit log and metrics
+// with the next response. A failed call leaves them for the next.
+func (q *Queue) Respond(resp shared.ExecuteResponse, err error) (shared.ExecuteResponse, error) {
+	if err == nil {
+		resp.Events = append(resp.Events, q.Take()...)
+	}
+	return resp, err
+}

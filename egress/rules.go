@@ -18,6 +18,8 @@ import (
 	"net/netip"
 	"strconv"
 	"strings"
+
+	"github.com/orqest/sandbox/shared"
 )
 
 // ErrInvalidRule is wrapped by every error of ParseRule: the entry is not
@@ -233,6 +235,17 @@ type Policy struct {
 
 // DefaultMaxConns is a session's connection cap when the policy sets none.
 const DefaultMaxConns = 32
+
+// PolicyOf parses the network block a backend is handed
+// (ConfigureRequest.Egress) into what its sessions' proxies enforce.
+func PolicyOf(p *shared.EgressPolicy) (Policy, error) {
+	pol, err := ParsePolicy(p.Name, p.Allow, p.Deny, p.BudgetBytes)
+	if err != nil {
+		return Policy{}, err
+	}
+	pol.MaxConns = p.MaxConnections
+	return pol, nil
+}
 
 // ParsePolicy parses the entries of a network block. Every malformed
 // entry is reported (errors.Join of ParseRule's errors).

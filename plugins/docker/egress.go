@@ -52,7 +52,7 @@ func egressEnv(cfg Config) []string {
 	if cfg.egress == nil {
 		return nil
 	}
-	return egress.ProxyEnv()
+	return egress.ProxyEnv(egress.ProxyURL)
 }
 
 // configureEgress parses the host's egress policy into cfg: a session
@@ -75,11 +75,10 @@ func configureEgress(cfg *Config, p *shared.EgressPolicy) error {
 	if cfg.Endpoint != "" && !strings.HasPrefix(cfg.Endpoint, "unix://") {
 		return shared.ConfigError("docker", "endpoint", nil, "%q with a network {} block: the egress proxy's socket is bind-mounted from this machine, so the engine must be local", cfg.Endpoint)
 	}
-	pol, err := egress.ParsePolicy(p.Name, p.Allow, p.Deny, p.BudgetBytes)
+	pol, err := egress.PolicyOf(p)
 	if err != nil {
 		return fmt.Errorf("docker config: the network block: %w: %w", err, shared.ErrInvalidArgument)
 	}
-	pol.MaxConns = p.MaxConnections
 	cfg.egress = &pol
 	return nil
 }
@@ -241,21 +240,12 @@ func (b *Backend) egressEvent(ev egress.Event) {
 }
 
 // Execute runs req (session.Manager.Execute) and reports the egress
-// events of every session since the last response: the proxy's
-// connections reach the host's audit log and metrics with the next call.
+// events of every session since the last response.
 func (b *Backend) Execute(ctx context.Context, req shared.ExecuteRequest) (shared.ExecuteResponse, error) {
-	resp, err := b.Manager.Execute(ctx, req)
-	if err == nil {
-		resp.Events = append(resp.Events, b.egressEvents.Take()...)
-	}
-	return resp, err
+	return b.egressEvents.Respond(b.Manager.Execute(ctx, req))
 }
 
 // ExecuteStream is Execute with the output streamed (shared.Streamer).
 func (b *Backend) ExecuteStream(ctx context.Context, req shared.ExecuteRequest, send func(shared.OutputChunk) error) (shared.ExecuteResponse, error) {
-	resp, err := b.Manager.ExecuteStream(ctx, req, send)
-	if err == nil {
-		resp.Events = append(resp.Events, b.egressEvents.Take()...)
-	}
-	return resp, err
+	return b.egressEvents.Respond(b.Manager.ExecuteStream(ctx, req, send))
 }

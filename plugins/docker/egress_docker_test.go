@@ -25,46 +25,6 @@ func egressBackend(t *testing.T, pol *shared.EgressPolicy, lookup egress.LookupF
 	return configuredBackendWith(t, map[string]any{"image": testImage()}, shared.ConfigureRequest{Egress: pol}, func(b *Backend) { b.egressLookup = lookup })
 }
 
-// probe is Python run with docker exec in the session container as the
-// user code's uid (65534), with the container's environment (HTTP_PROXY
-// and HTTPS_PROXY): user code on tier 2 cannot open sockets itself (the
-// validator, the runner's audit hook and seccomp refuse it), so the
-// probe stands for what a socket-using tool of the image would do.
-const probe = `import json, socket, ssl, sys, urllib.request, urllib.error
-def get(url):
-    try:
-        ctx = ssl._create_unverified_context()
-        with urllib.request.urlopen(url, timeout=10, context=ctx) as r:
-            return {"status": r.status, "body": r.read().decode()}
-    except urllib.error.HTTPError as e:
-        return {"status": e.code, "body": e.read().decode()}
-    except Exception as e:
-        return {"error": str(e)}
-def direct(host, port):
-    try:
-        socket.create_connection((host, port), timeout=5).close()
-        return {"connected": True}
-    except OSError as e:
-        return {"errno": e.errno, "error": str(e)}
-out = {}
-for arg in sys.argv[1:]:
-    kind, _, target = arg.partition("=")
-    if kind == "direct":
-        h, _, p = target.rpartition(":")
-        out[arg] = direct(h, int(p))
-    else:
-        out[arg] = get(target)
-print(json.dumps(out))
-`
-
-type probeResult struct {
-	Status    int    `json:"status"`
-	Body      string `json:"body"`
-	Error     string `json:"error"`
-	Errno     int    `json:"errno"`
-	Connected bool   `json:"connected"`
-}
-
 // TestEgressDocker: a session of a sandbox with a network block reaches
 // the allowed server, over plain HTTP and over TLS through CONNECT, and
 // nothing else: the forbidden server, a raw address, the metadata
@@ -120,7 +80,7 @@ func TestEgressDocker(t *testing.T) {
 		{"get=http://169.254.169.254/latest/meta-data/", 403, "no address or CIDR entry"},
 		{fmt.Sprintf("get=http://rebind.test:%d/", forbiddenPort), 403, "127.0.0.1, a loopback address"},
 	}
-	args := []string{"python3", "-I", "-c", probe}
+	args := []string{"python3", "-I", "-c", egresstest.Probe}
 	for _, c := range cases {
 		args = append(args, c.arg)
 	}
@@ -130,7 +90,7 @@ func TestEgressDocker(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("probe exit %d: %s", code, stderr)
 	}
-	var got map[string]probeResult
+	var got map[string]egresstest.ProbeResult
 	if err := json.Unmarshal([]byte(stdout), &got); err != nil {
 		t.Fatalf("probe output %q: %v", stdout, err)
 	}
@@ -218,7 +178,7 @@ func TestEgressWarmPool(t *testing.T) {
 		t.Fatalf("session %s is not a warm container with a forwarder: label %q", s2, a.(*agent).label)
 	}
 	url := fmt.Sprintf("get=http://allowed.test:%d/", port)
-	stdout, stderr, code := execIn(t, containerOf(t, b, s2), "65534:65534", "python3", "-I", "-c", probe, url)
+	stdout, stderr, code := execIn(t, containerOf(t, b, s2), "65534:65534", "python3", "-I", "-c", egresstest.Probe, url)
 	if code != 0 || !strings.Contains(stdout, "hello from allowed") {
 		t.Fatalf("probe from the warm session: exit %d %s %s", code, stdout, stderr)
 	}

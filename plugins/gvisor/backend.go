@@ -598,7 +598,7 @@ func (b *Backend) Validate(ctx context.Context, req shared.ValidateRequest) (sha
 // (req.SessionID) or, without one, in a fresh gVisor sandbox.
 func (b *Backend) Execute(ctx context.Context, req shared.ExecuteRequest) (shared.ExecuteResponse, error) {
 	if req.SessionID != "" {
-		return b.executeWithEgress(b.Manager.Execute(ctx, req)) // egress.go
+		return b.egressEvents.Respond(b.Manager.Execute(ctx, req)) // egress.go
 	}
 	return b.execute(ctx, req, nil)
 }
@@ -608,7 +608,7 @@ func (b *Backend) Execute(ctx context.Context, req shared.ExecuteRequest) (share
 // streams them). A send that fails cancels the call.
 func (b *Backend) ExecuteStream(ctx context.Context, req shared.ExecuteRequest, send func(shared.OutputChunk) error) (shared.ExecuteResponse, error) {
 	if req.SessionID != "" {
-		return b.executeWithEgress(b.Manager.ExecuteStream(ctx, req, send)) // egress.go
+		return b.egressEvents.Respond(b.Manager.ExecuteStream(ctx, req, send)) // egress.go
 	}
 	return shared.StreamExecute(ctx, send, func(ctx context.Context, onChunk func(shared.OutputChunk)) (shared.ExecuteResponse, error) {
 		return b.execute(ctx, req, onChunk)

@@ -42,11 +42,10 @@ func configureEgress(cfg *Config, p *shared.EgressPolicy) error {
 	if p == nil {
 		return nil
 	}
-	pol, err := egress.ParsePolicy(p.Name, p.Allow, p.Deny, p.BudgetBytes)
+	pol, err := egress.PolicyOf(p)
 	if err != nil {
 		return fmt.Errorf("gvisor config: the network block: %w: %w", err, shared.ErrInvalidArgument)
 	}
-	pol.MaxConns = p.MaxConnections
 	cfg.egress = &pol
 	return nil
 }
@@ -80,7 +79,7 @@ func egressSpec(s *specs.Spec, ep *egress.Endpoint) {
 		return
 	}
 	s.Mounts = append(s.Mounts, specs.Mount{Destination: egressSocketDir, Type: "bind", Source: ep.Dir, Options: []string{"bind", "ro", "nosuid", "nodev", "noexec"}})
-	s.Process.Env = append(s.Process.Env, egress.ProxyEnv()...)
+	s.Process.Env = append(s.Process.Env, egress.ProxyEnv(egress.ProxyURL)...)
 }
 
 // egressSide is one session sandbox's egress: the proxy on its socket and
@@ -190,13 +189,4 @@ func (a *agent) stopEgress() error {
 func (b *Backend) egressEvent(ev egress.Event) {
 	b.logger.Info("egress", "type", ev.Type, "session", ev.Session, "host", ev.Host, "port", ev.Port, "bytes_sent", ev.BytesSent, "bytes_received", ev.BytesReceived, "reason", ev.Reason)
 	b.egressEvents.Add(ev)
-}
-
-// executeWithEgress adds to a session call's response the egress events
-// of every session since the last response.
-func (b *Backend) executeWithEgress(resp shared.ExecuteResponse, err error) (shared.ExecuteResponse, error) {
-	if err == nil {
-		resp.Events = append(resp.Events, b.egressEvents.Take()...)
-	}
-	return resp, err
 }

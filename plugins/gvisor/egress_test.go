@@ -101,7 +101,7 @@ func TestEgressSession(t *testing.T) {
 	g := b.globals(b.runsc, b.cfg, b.state)
 	b.mu.RUnlock()
 	args := append(slices.Clone(g[1:]), "exec", "--user", "65534:65534")
-	for _, e := range egress.ProxyEnv() {
+	for _, e := range egress.ProxyEnv(egress.ProxyURL) {
 		args = append(args, "--env", e)
 	}
 	args = append(args, ag.container, DefaultPython, "-I", "-c", probe)

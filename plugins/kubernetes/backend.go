@@ -11,7 +11,9 @@
 // The per-user tool library lives on a PersistentVolumeClaim per user
 // (config storage_class) or, without a storage class, on an emptyDir that
 // lives as long as the session's pod (see docs/kubernetes.md). A
-// NetworkPolicy denies every ingress and egress of the session pods; a
+// NetworkPolicy denies every ingress and egress of the session pods (with
+// a network block, each pod's own policy allows the plugin's egress proxy,
+// egress.go); a
 // reaper deletes the pods of plugin processes that died (owner labels and
 // a Lease per plugin process).
 package kubernetes
@@ -30,6 +32,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
+	"github.com/orqest/sandbox/egress"
 	"github.com/orqest/sandbox/internal/rtproto"
 	"github.com/orqest/sandbox/internal/session"
 	"github.com/orqest/sandbox/internal/warmpool"
@@ -108,6 +111,10 @@ type Config struct {
 	// saved state; pause.go) on the plugin's machine, kept across plugin
 	// and host restarts.
 	PausedDir string `json:"paused_dir"`
+	// EgressListen is the IP:port on the plugin's machine where session
+	// pods reach the egress proxy (egress.go); required with a network
+	// block, refused without one. Port 0 picks one.
+	EgressListen string `json:"egress_listen"`
 
 	openTimeout time.Duration
 	librarySize resource.Quantity
@@ -117,6 +124,9 @@ type Config struct {
 	// Stateful, for the runtime's flags (rtproto.RuntimeFlags).
 	prepare  []string
 	stateful bool
+	// egress is ConfigureRequest.Egress parsed (egress.go); nil: no
+	// network block, the pods have no network at all.
+	egress *egress.Policy
 }
 
 // runtimeFlags are the runtime's command-line flags of cfg: the pod's
@@ -153,6 +163,18 @@ type Backend struct {
 	cfg   Config
 	kc    *kubeClient  // nil until Configure
 	lease *leaseKeeper // this process's Lease (reaper.go)
+	// gateway serves the sessions' egress routes on gatewayListen (the
+	// egress_listen it was started for); nil without a network block
+	// (egress.go).
+	gateway       *egress.Gateway
+	gatewayListen string
+
+	// egressEvents are the egress proxies' events waiting for the next
+	// response (egress.go).
+	egressEvents egress.Queue
+	// egressLookup resolves names for the proxies (nil: the system's
+	// resolver); tests stand it for DNS.
+	egressLookup egress.LookupFunc
 }
 
 var _ shared.Sandbox = (*Backend)(nil)
@@ -215,6 +237,7 @@ func (b *Backend) Info(context.Context, shared.InfoRequest) (shared.InfoResponse
 		shared.CapStreaming,
 		shared.CapFiles,
 		shared.CapPause, // not CapPauseMemory: the plain globals and the workspace's files come back (pause.go)
+		shared.CapEgress, // a network block needs egress_listen (egress.go)
 	}
 	if b.config().classes {
 		caps = append(caps, shared.CapClasses)
@@ -226,7 +249,7 @@ func (b *Backend) Info(context.Context, shared.InfoRequest) (shared.InfoResponse
 		APIVersions:  []int{shared.APIVersion},
 		Capabilities: caps,
 		ConfigSchema: configSchema(),
-		Description:  "Kubernetes: one hardened Pod per session (runAsNonRoot, read-only root, capabilities dropped, seccomp RuntimeDefault, no service-account token, resource limits, optional runtimeClassName such as gvisor or kata, a NetworkPolicy denying all ingress and egress) running the tier-2 agent runtime, spoken to with MCP over `attach` through the API server; the per-user tool library on a PersistentVolumeClaim per user.",
+		Description:  "Kubernetes: one hardened Pod per session (runAsNonRoot, read-only root, capabilities dropped, seccomp RuntimeDefault, no service-account token, resource limits, optional runtimeClassName such as gvisor or kata, a NetworkPolicy denying all ingress and egress, or with a network {} block egress to the plugin's egress proxy alone) running the tier-2 agent runtime, spoken to with MCP over `attach` through the API server; the per-user tool library on a PersistentVolumeClaim per user.",
 	}, nil
 }
 
@@ -247,6 +270,7 @@ func configSchema() []shared.ConfigAttribute {
 		{Name: "run_as_user", Type: "number", Description: "non-root uid and gid of the runtime (default 1000)"},
 		{Name: "open_timeout", Type: "string", Description: `pod creation to MCP initialize bound (default "60s")`},
 		{Name: "paused_dir", Type: "string", Description: "directory on the plugin's machine of paused sessions (one 0700 directory per session id: its plain-data globals, workspace files and record, HMAC-signed with a key kept in the directory), kept across plugin and host restarts; default: the user cache directory's orqest-sandbox/kubernetes-paused"},
+		{Name: "egress_listen", Type: "string", Description: `IP:port on the plugin's machine where the session pods reach the egress proxy, e.g. "10.244.0.1:0" (port 0 picks one); required with a network {} block, refused without one`},
 		warmpool.Schema("pod"),
 		toollib.Schema(),
 	}
@@ -341,7 +365,8 @@ func decodeConfig(raw []byte, classes bool) (Config, error) {
 // checks that the plugin's identity may do what sessions need (a Role, see
 // docs/kubernetes.md), that the runtime and storage classes exist where it
 // may read them, makes sure the namespace's deny-all NetworkPolicy exists,
-// starts this process's owner Lease and reaps the pods of dead owners.
+// serves the egress gateway of a network block (egress.go), starts this
+// process's owner Lease and reaps the pods of dead owners.
 func (b *Backend) Configure(ctx context.Context, req shared.ConfigureRequest) (shared.ConfigureResponse, error) {
 	if len(req.AllowedPackages) > 0 {
 		return shared.ConfigureResponse{}, shared.ConfigError("kubernetes", "allowed_packages", shared.ErrNotSupported, "dependencies are not installed by the kubernetes backend (no wheel source in the pod)")
@@ -351,6 +376,9 @@ func (b *Backend) Configure(ctx context.Context, req shared.ConfigureRequest) (s
 		return shared.ConfigureResponse{}, err
 	}
 	cfg.prepare, cfg.stateful = append([]string(nil), req.AllowedImports...), req.Stateful
+	if err := configureEgress(&cfg, req.Egress); err != nil { // egress.go
+		return shared.ConfigureResponse{}, err
+	}
 	if err := cfg.runtimeFlags().Check(); err != nil {
 		return shared.ConfigureResponse{}, fmt.Errorf("kubernetes config: %w: %w", err, shared.ErrInvalidArgument)
 	}
@@ -365,6 +393,9 @@ func (b *Backend) Configure(ctx context.Context, req shared.ConfigureRequest) (s
 		b.logger.Warn("kubernetes: no storage_class: the tool library lives on an emptyDir of each session's pod and ends with the session; set storage_class for a library per user")
 	}
 	if err := ensureNetworkPolicy(ctx, kc); err != nil { // pod.go
+		return shared.ConfigureResponse{}, err
+	}
+	if err := b.startGateway(cfg); err != nil { // egress.go
 		return shared.ConfigureResponse{}, err
 	}
 	b.mu.Lock()
@@ -420,6 +451,7 @@ func settings(cfg Config) session.Settings {
 // process's Lease (the plugin is exiting).
 func (b *Backend) Shutdown(ctx context.Context) {
 	b.Manager.Shutdown(ctx)
+	b.stopGateway() // egress.go
 	b.stopLease(ctx)
 }
 

@@ -83,7 +83,7 @@ type permission struct {
 }
 
 // requiredPermissions lists what sessions need; claims only with a storage
-// class.
+// class, creating and deleting NetworkPolicies only with a network block.
 func requiredPermissions(cfg Config) []permission {
 	p := []permission{
 		{"", "pods", "", "create"},
@@ -101,6 +101,9 @@ func requiredPermissions(cfg Config) []permission {
 	}
 	if cfg.StorageClass != "" {
 		p = append(p, permission{"", "persistentvolumeclaims", "", "get"}, permission{"", "persistentvolumeclaims", "", "create"})
+	}
+	if cfg.egress != nil { // each session pod's own NetworkPolicy (egress.go)
+		p = append(p, permission{"networking.k8s.io", "networkpolicies", "", "create"}, permission{"networking.k8s.io", "networkpolicies", "", "delete"})
 	}
 	return p
 }

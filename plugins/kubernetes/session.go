@@ -2,6 +2,7 @@ package kubernetes
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -19,6 +20,7 @@ import (
 	"k8s.io/client-go/tools/remotecommand"
 	"k8s.io/streaming/pkg/httpstream"
 
+	"github.com/orqest/sandbox/egress"
 	"github.com/orqest/sandbox/internal/rtclient"
 	"github.com/orqest/sandbox/internal/rtproto"
 	"github.com/orqest/sandbox/internal/session"
@@ -45,6 +47,9 @@ type agent struct {
 	attachErr error         // why it ended (set before gone closes)
 	stopOnce  sync.Once
 	stopErr   error
+	// route is the session's egress route (egress.go); nil without a
+	// network block.
+	route *egress.Route
 	// PlainResume: the bound runtime (Pause asks it to save) and, for a
 	// resumed pod, the saved state it gets back (pause.go).
 	session.PlainResume
@@ -61,6 +66,9 @@ func (s *agent) Done() <-chan struct{} { return s.gone }
 // Connect implements session.Agent: the hello line and MCP over the
 // attach stream; a resumed pod then gets its saved state back (pause.go).
 func (s *agent) Connect(ctx context.Context, client *mcp.Client, hello rtproto.Hello) (*mcp.ClientSession, error) {
+	if s.route != nil { // a warm pod learns its session only now
+		s.route.Proxy.SetSession(hello.Session, hello.User)
+	}
 	cs, err := rtclient.Bind(ctx, client, hello, s.stdin, s.stdout)
 	if err != nil && isClosedChan(s.gone) {
 		return nil, fmt.Errorf("the attach stream to %s ended before the runtime answered (%v): %w", s.pod, s.attachErr, shared.ErrUnavailable)
@@ -99,43 +107,62 @@ func (b *Backend) prepare(ctx context.Context, kc *kubeClient, cfg Config, user,
 	if err := ensureClaim(ctx, kc, cfg, user); err != nil {
 		return nil, err
 	}
-	created, err := kc.cs.CoreV1().Pods(kc.namespace).Create(ctx, hardenedPod(cfg, b.owner, user, label), metav1.CreateOptions{})
+	route, err := b.addRoute(cfg, user, label) // egress.go
 	if err != nil {
+		return nil, err
+	}
+	pod := hardenedPod(cfg, b.owner, user, label)
+	withEgress(pod, route)
+	created, err := kc.cs.CoreV1().Pods(kc.namespace).Create(ctx, pod, metav1.CreateOptions{})
+	if err != nil {
+		if route != nil {
+			_ = route.Close()
+		}
 		return nil, classify("open: creating the pod", err)
 	}
-	s := &agent{b: b, user: user, label: label, pod: created.Name, uid: string(created.UID), gone: make(chan struct{})}
+	s := &agent{b: b, user: user, label: label, pod: created.Name, uid: string(created.UID), gone: make(chan struct{}), route: route}
 	defer func() {
-		if retErr != nil {
+		if retErr != nil { // before attach: nothing else closes gone
+			close(s.gone)
 			_ = s.Stop(context.WithoutCancel(ctx))
 		}
 	}()
-	if err := waitRunning(ctx, kc, created); err != nil {
-		close(s.gone)
+	if route != nil {
+		if err := b.createEgressPolicy(ctx, kc, created, route); err != nil {
+			return nil, err
+		}
+	}
+	running, err := waitRunning(ctx, kc, created)
+	if err != nil {
+		return nil, err
+	}
+	if err := bindSource(route, running); err != nil {
 		return nil, err
 	}
 	b.attach(kc, s)
 	return s, nil
 }
 
-// waitRunning watches pod until its runtime container runs. A container
-// that cannot start (image missing or not pullable, bad configuration) or
-// a pod that ended is ErrUnavailable at once, with the kubelet's reason;
-// an unschedulable pod is waited for until ctx ends, and the scheduler's
-// reason is in the error.
-func waitRunning(ctx context.Context, kc *kubeClient, pod *corev1.Pod) error {
+// waitRunning watches pod until its runtime container runs and returns it
+// as it then is (its IP in its status). A container that cannot start
+// (image missing or not pullable, bad configuration) or a pod that ended
+// is ErrUnavailable at once, with the kubelet's reason; an unschedulable
+// pod is waited for until ctx ends, and the scheduler's reason is in the
+// error.
+func waitRunning(ctx context.Context, kc *kubeClient, pod *corev1.Pod) (*corev1.Pod, error) {
 	api := kc.cs.CoreV1().Pods(kc.namespace)
 	pending := ""
 	rv := pod.ResourceVersion
 	for {
 		w, err := api.Watch(ctx, metav1.ListOptions{FieldSelector: fields.OneTermEqualSelector("metadata.name", pod.Name).String(), ResourceVersion: rv})
 		if err != nil {
-			return classify("open: watching the pod "+pod.Name, err)
+			return nil, classify("open: watching the pod "+pod.Name, err)
 		}
 		for ev := range w.ResultChan() {
 			switch ev.Type {
 			case watch.Deleted:
 				w.Stop()
-				return fmt.Errorf("open: the pod %s was deleted while it started: %w", pod.Name, shared.ErrUnavailable)
+				return nil, fmt.Errorf("open: the pod %s was deleted while it started: %w", pod.Name, shared.ErrUnavailable)
 			case watch.Error:
 				w.Stop()
 				rv = "" // e.g. a resource version too old: read it afresh
@@ -149,11 +176,11 @@ func waitRunning(ctx context.Context, kc *kubeClient, pod *corev1.Pod) error {
 			done, why, err := podStarted(p)
 			if err != nil {
 				w.Stop()
-				return fmt.Errorf("open: the pod %s: %w", pod.Name, err)
+				return nil, fmt.Errorf("open: the pod %s: %w", pod.Name, err)
 			}
 			if done {
 				w.Stop()
-				return nil
+				return p, nil
 			}
 			if why != "" {
 				pending = why
@@ -165,15 +192,17 @@ func waitRunning(ctx context.Context, kc *kubeClient, pod *corev1.Pod) error {
 			if pending != "" {
 				msg += " (" + pending + ")"
 			}
-			return fmt.Errorf("open: %s: %w: %w", msg, err, shared.ErrUnavailable)
+			return nil, fmt.Errorf("open: %s: %w: %w", msg, err, shared.ErrUnavailable)
 		}
 		if rv == "" {
 			p, err := api.Get(ctx, pod.Name, metav1.GetOptions{})
 			if err != nil {
-				return classify("open: reading the pod "+pod.Name, err)
+				return nil, classify("open: reading the pod "+pod.Name, err)
 			}
-			if done, _, err := podStarted(p); err != nil || done {
-				return err
+			if done, _, err := podStarted(p); err != nil {
+				return nil, err
+			} else if done {
+				return p, nil
 			}
 			rv = p.ResourceVersion
 		}
@@ -264,7 +293,8 @@ func streamAttach(ctx context.Context, kc *kubeClient, pod string, opts remoteco
 }
 
 // Stop implements session.Agent: its stdin closes (the runtime exits),
-// the attach stream is cancelled, and the pod is deleted; it returns when
+// the attach stream is cancelled, its egress route ends, and the pod and
+// its NetworkPolicy are deleted; it returns when
 // the API server no longer has the pod. The user's claim stays. Safe to
 // call more than once.
 func (s *agent) Stop(ctx context.Context) error {
@@ -286,10 +316,10 @@ func (s *agent) Stop(ctx context.Context) error {
 		}
 		kc, err := b.client()
 		if err != nil {
-			s.stopErr = err
+			s.stopErr = errors.Join(err, s.stopEgress(ctx, nil))
 			return
 		}
-		s.stopErr = deletePod(ctx, kc, s.pod, s.uid)
+		s.stopErr = errors.Join(s.stopEgress(ctx, kc), deletePod(ctx, kc, s.pod, s.uid)) // egress.go
 	})
 	return s.stopErr
 }
