@@ -28,6 +28,10 @@ import (
 // bound to one source address (the session pod's IP): a request with the
 // right credential from another address is refused the same way.
 
+// AuthRefusal starts the Reason of a gateway's refusal of a request no
+// route accepts; such an event names no session.
+const AuthRefusal = "proxy authentication: "
+
 // gatewayRealm is the realm of the gateway's 407 answers.
 const gatewayRealm = `Basic realm="orqest egress"`
 
@@ -152,11 +156,11 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	if r == nil {
 		host, port := requestTarget(req)
 		if g.onEvent != nil {
-			g.onEvent(Event{Type: EventRefused, Time: time.Now().UTC(), Method: req.Method, Host: host, Port: port, Reason: "proxy authentication: " + why})
+			g.onEvent(Event{Type: EventRefused, Time: time.Now().UTC(), Method: req.Method, Host: host, Port: port, Reason: AuthRefusal + why})
 		}
 		w.Header().Set("Proxy-Authenticate", gatewayRealm)
 		w.Header().Set("X-Orqest-Egress", "refused")
-		http.Error(w, "orqest egress: proxy authentication: "+why, http.StatusProxyAuthRequired)
+		http.Error(w, "orqest egress: "+AuthRefusal+why, http.StatusProxyAuthRequired)
 		return
 	}
 	req.Header.Del("Proxy-Authorization")

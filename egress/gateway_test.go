@@ -104,7 +104,7 @@ func TestGatewayCredentials(t *testing.T) {
 		t.Fatalf("%d gateway refusal events, want %d: %+v", len(evs), 2*len(refusedCases), evs)
 	}
 	for _, ev := range evs {
-		if ev.Type != EventRefused || !strings.HasPrefix(ev.Reason, "proxy authentication: ") || ev.Host != "allowed.test" || ev.Session != "" {
+		if ev.Type != EventRefused || !strings.HasPrefix(ev.Reason, AuthRefusal) || ev.Host != "allowed.test" || ev.Session != "" {
 			t.Errorf("gateway event %+v", ev)
 		}
 	}

@@ -5,6 +5,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/hashicorp/go-hclog"
+
 	"github.com/orqest/sandbox/shared"
 )
 
@@ -37,6 +39,13 @@ func (q *Queue) Add(ev Event) {
 		q.dropped++
 	}
 	q.pending = append(q.pending, shared.Event{Type: ev.Type, Payload: payload})
+}
+
+// Keep logs ev on logger and keeps it (Add): a backend's proxies'
+// OnEvent.
+func (q *Queue) Keep(logger hclog.Logger, ev Event) {
+	logger.Info("egress", "type", ev.Type, "session", ev.Session, "host", ev.Host, "port", ev.Port, "bytes_sent", ev.BytesSent, "bytes_received", ev.BytesReceived, "reason", ev.Reason)
+	q.Add(ev)
 }
 
 // Take hands over the events kept so far, and an EventDropped when some

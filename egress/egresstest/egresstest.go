@@ -4,6 +4,9 @@
 package egresstest
 
 import (
+	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log"
@@ -11,7 +14,11 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
+	"strings"
 	"testing"
+
+	"github.com/orqest/sandbox/egress"
+	"github.com/orqest/sandbox/shared"
 )
 
 // HostAddr is a non-loopback IPv4 address of this machine (the docker
@@ -106,4 +113,100 @@ type ProbeResult struct {
 	Error     string `json:"error"`
 	Errno     int    `json:"errno"`
 	Connected bool   `json:"connected"`
+}
+
+// Lookup stands for DNS in a backend's egress test: allowed.test and
+// forbidden.test resolve to addr, rebind.test (an allowed name that
+// answers with loopback) to 127.0.0.1, anything else to nothing.
+func Lookup(addr netip.Addr) egress.LookupFunc {
+	return func(_ context.Context, host string) ([]netip.Addr, error) {
+		switch host {
+		case "allowed.test", "forbidden.test":
+			return []netip.Addr{addr}, nil
+		case "rebind.test":
+			return []netip.Addr{netip.MustParseAddr("127.0.0.1")}, nil
+		}
+		return nil, errors.New("no such host")
+	}
+}
+
+// Case is one Probe argument and what it must get: an HTTP status (0: an
+// error) and a text in its body or error.
+type Case struct {
+	Arg    string
+	Status int
+	Want   string
+}
+
+// Cases are the probes of a session whose policy allows allowed.test and
+// rebind.test (Lookup): the allowed server over plain HTTP (allowedPort)
+// and TLS (tlsPort) answers; the forbidden server (forbiddenPort), a raw
+// address, the metadata address and a name resolving to loopback are
+// refused.
+func Cases(addr netip.Addr, allowedPort, tlsPort, forbiddenPort int) []Case {
+	return []Case{
+		{fmt.Sprintf("get=http://allowed.test:%d/", allowedPort), 200, "hello from allowed"},
+		{fmt.Sprintf("get=https://allowed.test:%d/", tlsPort), 200, "hello from allowed-tls"},
+		{fmt.Sprintf("get=http://forbidden.test:%d/", forbiddenPort), 403, fmt.Sprintf("forbidden.test:%d is not in allow", forbiddenPort)},
+		{fmt.Sprintf("get=https://forbidden.test:%d/", tlsPort), 0, "is not in allow"},
+		{fmt.Sprintf("get=http://%s:%d/", addr, forbiddenPort), 403, "no address or CIDR entry"},
+		{"get=http://169.254.169.254/latest/meta-data/", 403, "no address or CIDR entry"},
+		{fmt.Sprintf("get=http://rebind.test:%d/", forbiddenPort), 403, "127.0.0.1, a loopback address"},
+	}
+}
+
+// Args are the Probe arguments of cases.
+func Args(cases []Case) []string {
+	args := make([]string, len(cases))
+	for i, c := range cases {
+		args[i] = c.Arg
+	}
+	return args
+}
+
+// Check checks got against cases: each gets its status and text, and
+// every refusal names policy.
+func Check(t testing.TB, got map[string]ProbeResult, cases []Case, policy string) {
+	t.Helper()
+	for _, c := range cases {
+		r := got[c.Arg]
+		text := r.Body + r.Error
+		if r.Status != c.Status || !strings.Contains(text, c.Want) {
+			t.Errorf("%s: %+v; want status %d and %q", c.Arg, r, c.Status, c.Want)
+		}
+		if c.Status != 200 && !strings.Contains(text, policy) {
+			t.Errorf("%s: the refusal %q does not name the policy", c.Arg, text)
+		}
+	}
+}
+
+// Count counts a response's egress events: those of session sid and
+// user allowed and refused (an allowed one must have carried bytes from
+// addr), and the refusals of the proxy's authentication, which name no
+// session. An event of another session is an error.
+func Count(t testing.TB, evs []shared.Event, sid, user string, addr netip.Addr) (allowed, refused, unauthenticated int) {
+	t.Helper()
+	for _, ev := range evs {
+		var e egress.Event
+		if err := json.Unmarshal(ev.Payload, &e); err != nil {
+			t.Fatal(err)
+		}
+		if ev.Type == egress.EventRefused && strings.HasPrefix(e.Reason, egress.AuthRefusal) {
+			unauthenticated++
+			continue
+		}
+		if e.Session != sid || e.User != user {
+			t.Errorf("event %s of session %q user %q, want %q %q", ev.Type, e.Session, e.User, sid, user)
+		}
+		switch ev.Type {
+		case egress.EventAllowed:
+			allowed++
+			if e.BytesReceived == 0 || e.Addr != addr.String() {
+				t.Errorf("allowed event: %+v", e)
+			}
+		case egress.EventRefused:
+			refused++
+		}
+	}
+	return allowed, refused, unauthenticated
 }

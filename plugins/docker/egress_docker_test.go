@@ -39,18 +39,7 @@ func TestEgressDocker(t *testing.T) {
 	tlsPort := egresstest.Serve(t, addr, "allowed-tls", true)
 	forbiddenPort := egresstest.Serve(t, addr, "forbidden", false)
 	pol := &shared.EgressPolicy{Name: `sandbox "egress-test" network {}`, Allow: []string{"allowed.test", "rebind.test"}, BudgetBytes: 1 << 20}
-	lookup := func(_ context.Context, host string) ([]netip.Addr, error) {
-		switch host {
-		case "allowed.test":
-			return []netip.Addr{addr}, nil
-		case "forbidden.test":
-			return []netip.Addr{addr}, nil
-		case "rebind.test": // an allowed name that answers with loopback
-			return []netip.Addr{netip.MustParseAddr("127.0.0.1")}, nil
-		}
-		return nil, errors.New("no such host")
-	}
-	b := egressBackend(t, pol, lookup)
+	b := egressBackend(t, pol, egresstest.Lookup(addr))
 	info, err := b.Info(context.Background(), shared.InfoRequest{})
 	if err != nil || !info.Has(shared.CapEgress) {
 		t.Fatalf("Info: %v, egress capability %v", err, info.Has(shared.CapEgress))
@@ -67,23 +56,8 @@ func TestEgressDocker(t *testing.T) {
 		t.Fatal("the session has no egress forwarder")
 	}
 
-	cases := []struct {
-		arg    string
-		status int
-		want   string
-	}{
-		{fmt.Sprintf("get=http://allowed.test:%d/", allowedPort), 200, "hello from allowed"},
-		{fmt.Sprintf("get=https://allowed.test:%d/", tlsPort), 200, "hello from allowed-tls"},
-		{fmt.Sprintf("get=http://forbidden.test:%d/", forbiddenPort), 403, "forbidden.test:" + fmt.Sprint(forbiddenPort) + " is not in allow"},
-		{fmt.Sprintf("get=https://forbidden.test:%d/", tlsPort), 0, "is not in allow"},
-		{fmt.Sprintf("get=http://%s:%d/", addr, forbiddenPort), 403, "no address or CIDR entry"},
-		{"get=http://169.254.169.254/latest/meta-data/", 403, "no address or CIDR entry"},
-		{fmt.Sprintf("get=http://rebind.test:%d/", forbiddenPort), 403, "127.0.0.1, a loopback address"},
-	}
-	args := []string{"python3", "-I", "-c", egresstest.Probe}
-	for _, c := range cases {
-		args = append(args, c.arg)
-	}
+	cases := egresstest.Cases(addr, allowedPort, tlsPort, forbiddenPort)
+	args := append([]string{"python3", "-I", "-c", egresstest.Probe}, egresstest.Args(cases)...)
 	direct := fmt.Sprintf("direct=%s:%d", addr, allowedPort)
 	args = append(args, direct)
 	stdout, stderr, code := execIn(t, ctr, "65534:65534", args...)
@@ -94,16 +68,7 @@ func TestEgressDocker(t *testing.T) {
 	if err := json.Unmarshal([]byte(stdout), &got); err != nil {
 		t.Fatalf("probe output %q: %v", stdout, err)
 	}
-	for _, c := range cases {
-		r := got[c.arg]
-		text := r.Body + r.Error
-		if r.Status != c.status || !strings.Contains(text, c.want) {
-			t.Errorf("%s: %+v; want status %d and %q", c.arg, r, c.status, c.want)
-		}
-		if c.status != 200 && !strings.Contains(text, pol.Name) {
-			t.Errorf("%s: the refusal %q does not name the policy", c.arg, text)
-		}
-	}
+	egresstest.Check(t, got, cases, pol.Name)
 	if r := got[direct]; r.Connected || r.Errno != 101 { // ENETUNREACH
 		t.Errorf("a direct connection: %+v; want ENETUNREACH (101) from the kernel", r)
 	}
@@ -114,24 +79,9 @@ func TestEgressDocker(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var allowed, refused int
-	for _, ev := range resp.Events {
-		var e egress.Event
-		if err := json.Unmarshal(ev.Payload, &e); err != nil {
-			t.Fatal(err)
-		}
-		if e.Session != sid || e.User != user {
-			t.Errorf("event %s of session %q user %q, want %q %q", ev.Type, e.Session, e.User, sid, user)
-		}
-		switch ev.Type {
-		case egress.EventAllowed:
-			allowed++
-			if e.BytesReceived == 0 || e.Addr != addr.String() {
-				t.Errorf("allowed event: %+v", e)
-			}
-		case egress.EventRefused:
-			refused++
-		}
+	allowed, refused, unauthenticated := egresstest.Count(t, resp.Events, sid, user, addr)
+	if unauthenticated != 0 {
+		t.Errorf("%d proxy authentication refusals on docker, which has none", unauthenticated)
 	}
 	if allowed != 2 || refused != 5 {
 		t.Errorf("%d allowed and %d refused events, want 2 and 5: %+v", allowed, refused, resp.Events)

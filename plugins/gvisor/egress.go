@@ -187,6 +187,5 @@ func (a *agent) stopEgress() error {
 
 // egressEvent keeps a proxy event for the next response and logs it.
 func (b *Backend) egressEvent(ev egress.Event) {
-	b.logger.Info("egress", "type", ev.Type, "session", ev.Session, "host", ev.Host, "port", ev.Port, "bytes_sent", ev.BytesSent, "bytes_received", ev.BytesReceived, "reason", ev.Reason)
-	b.egressEvents.Add(ev)
+	b.egressEvents.Keep(b.logger, ev)
 }

@@ -236,7 +236,7 @@ func (b *Backend) Info(context.Context, shared.InfoRequest) (shared.InfoResponse
 		shared.CapStatefulSessions,
 		shared.CapStreaming,
 		shared.CapFiles,
-		shared.CapPause, // not CapPauseMemory: the plain globals and the workspace's files come back (pause.go)
+		shared.CapPause,  // not CapPauseMemory: the plain globals and the workspace's files come back (pause.go)
 		shared.CapEgress, // a network block needs egress_listen (egress.go)
 	}
 	if b.config().classes {

@@ -224,8 +224,7 @@ func (s *agent) stopEgress(ctx context.Context, kc *kubeClient) error {
 // egressEvent keeps a proxy event for the host (the next response's
 // Events) and logs it.
 func (b *Backend) egressEvent(ev egress.Event) {
-	b.logger.Info("egress", "type", ev.Type, "session", ev.Session, "host", ev.Host, "port", ev.Port, "bytes_sent", ev.BytesSent, "bytes_received", ev.BytesReceived, "reason", ev.Reason)
-	b.egressEvents.Add(ev)
+	b.egressEvents.Keep(b.logger, ev)
 }
 
 // Execute runs req (session.Manager.Execute) and reports the egress

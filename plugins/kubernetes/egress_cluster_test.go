@@ -3,7 +3,6 @@ package kubernetes
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -19,7 +18,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/orqest/sandbox/egress"
 	"github.com/orqest/sandbox/egress/egresstest"
 	"github.com/orqest/sandbox/shared"
 )
@@ -102,15 +100,7 @@ func TestEgressCluster(t *testing.T) {
 
 	pol := &shared.EgressPolicy{Name: `sandbox "k8s-egress" network {}`, Allow: []string{"allowed.test", "rebind.test"}, BudgetBytes: 1 << 20}
 	b := NewBackend(testLogger())
-	b.egressLookup = func(_ context.Context, host string) ([]netip.Addr, error) {
-		switch host {
-		case "allowed.test", "forbidden.test":
-			return []netip.Addr{addr}, nil
-		case "rebind.test": // an allowed name that answers with loopback
-			return []netip.Addr{netip.MustParseAddr("127.0.0.1")}, nil
-		}
-		return nil, errors.New("no such host")
-	}
+	b.egressLookup = egresstest.Lookup(addr)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	if _, err := b.Configure(ctx, shared.ConfigureRequest{Config: testConfig(map[string]any{"egress_listen": listen}), Classes: true, Egress: pol}); err != nil {
@@ -140,45 +130,20 @@ func TestEgressCluster(t *testing.T) {
 		t.Errorf("the pod's NetworkPolicy allows %+v, want %s port %d", np.Spec.Egress, want, route.Addr().Port())
 	}
 
-	cases := []struct {
-		arg    string
-		status int
-		want   string
-	}{
-		{fmt.Sprintf("get=http://allowed.test:%d/", allowedPort), 200, "hello from allowed"},
-		{fmt.Sprintf("get=https://allowed.test:%d/", tlsPort), 200, "hello from allowed-tls"},
-		{fmt.Sprintf("get=http://forbidden.test:%d/", forbiddenPort), 403, "forbidden.test:" + fmt.Sprint(forbiddenPort) + " is not in allow"},
-		{fmt.Sprintf("get=https://forbidden.test:%d/", tlsPort), 0, "is not in allow"},
-		{fmt.Sprintf("get=http://%s:%d/", addr, forbiddenPort), 403, "no address or CIDR entry"},
-		{"get=http://169.254.169.254/latest/meta-data/", 403, "no address or CIDR entry"},
-		{fmt.Sprintf("get=http://rebind.test:%d/", forbiddenPort), 403, "127.0.0.1, a loopback address"},
-	}
-	args := []string{"python3", "-I", "-c", egresstest.Probe}
-	for _, c := range cases {
-		args = append(args, c.arg)
-	}
+	cases := egresstest.Cases(addr, allowedPort, tlsPort, forbiddenPort)
 	direct := fmt.Sprintf("direct=%s:%d", addr, allowedPort)
 	beside := fmt.Sprintf("direct=%s:%d", gwIP, sidePort)
-	args = append(args, direct, beside)
-	got := runProbe(t, s.pod, args...)
-	for _, c := range cases {
-		r := got[c.arg]
-		text := r.Body + r.Error
-		if r.Status != c.status || !strings.Contains(text, c.want) {
-			t.Errorf("%s: %+v; want status %d and %q", c.arg, r, c.status, c.want)
-		}
-		if c.status != 200 && !strings.Contains(text, pol.Name) {
-			t.Errorf("%s: the refusal %q does not name the policy", c.arg, text)
-		}
-	}
+	args := append([]string{"python3", "-I", "-c", egresstest.Probe}, egresstest.Args(cases)...)
+	got := runProbe(t, s.pod, append(args, direct, beside)...)
+	egresstest.Check(t, got, cases, pol.Name)
 	if r := got[direct]; r.Connected || r.Errno != 101 { // ENETUNREACH
 		t.Errorf("a direct connection to %s: %+v; want ENETUNREACH (101): the pod has no route off its bridge", addr, r)
 	}
 
 	// The gateway without the route's credential: 407, whoever asks.
 	bare := "http://" + route.Addr().String()
-	noAuth := runProbe(t, s.pod, "env", "HTTP_PROXY="+bare, "http_proxy="+bare, "python3", "-I", "-c", egresstest.Probe, cases[0].arg)
-	if r := noAuth[cases[0].arg]; r.Status != http.StatusProxyAuthRequired || !strings.Contains(r.Body, "no Basic Proxy-Authorization") {
+	noAuth := runProbe(t, s.pod, "env", "HTTP_PROXY="+bare, "http_proxy="+bare, "python3", "-I", "-c", egresstest.Probe, cases[0].Arg)
+	if r := noAuth[cases[0].Arg]; r.Status != http.StatusProxyAuthRequired || !strings.Contains(r.Body, "no Basic Proxy-Authorization") {
 		t.Errorf("the gateway without a credential: %+v; want 407", r)
 	}
 
@@ -187,29 +152,7 @@ func TestEgressCluster(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var allowed, refused, unauthenticated int
-	for _, ev := range resp.Events {
-		var e egress.Event
-		if err := json.Unmarshal(ev.Payload, &e); err != nil {
-			t.Fatal(err)
-		}
-		switch {
-		case ev.Type == egress.EventRefused && strings.HasPrefix(e.Reason, "proxy authentication: "):
-			unauthenticated++ // no credential: no session to name
-			continue
-		case e.Session != sid || e.User != user:
-			t.Errorf("event %s of session %q user %q, want %q %q", ev.Type, e.Session, e.User, sid, user)
-		}
-		switch ev.Type {
-		case egress.EventAllowed:
-			allowed++
-			if e.BytesReceived == 0 || e.Addr != addr.String() {
-				t.Errorf("allowed event: %+v", e)
-			}
-		case egress.EventRefused:
-			refused++
-		}
-	}
+	allowed, refused, unauthenticated := egresstest.Count(t, resp.Events, sid, user, addr)
 	if allowed != 2 || refused != 5 || unauthenticated != 1 {
 		t.Errorf("%d allowed, %d refused and %d unauthenticated events, want 2, 5 and 1: %+v", allowed, refused, unauthenticated, resp.Events)
 	}
