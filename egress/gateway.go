@@ -24,9 +24,10 @@ import (
 // (http://<id>:<secret>@host:port). A request is served by the proxy of
 // the route its Proxy-Authorization names, on plain HTTP requests and on
 // CONNECT alike; one without a credential, with a wrong secret or with a
-// route that has gone gets 407 and an EventRefused. A route may also be
-// bound to one source address (the session pod's IP): a request with the
-// right credential from another address is refused the same way.
+// route that has gone gets 407 and an EventRefused. A route serves once
+// it is bound to its source address (the session pod's IP, or any): a
+// request with the right credential from another address, or before, is
+// refused the same way.
 
 // AuthRefusal starts the Reason of a gateway's refusal of a request no
 // route accepts; such an event names no session.
@@ -61,6 +62,7 @@ type Route struct {
 	secret []byte
 
 	mu     sync.Mutex
+	bound  bool       // SetSource was called: until then nothing is served
 	source netip.Addr // zero: any
 }
 
@@ -115,11 +117,12 @@ func (r *Route) URL() string {
 // Addr is the address of the route's gateway.
 func (r *Route) Addr() netip.AddrPort { return r.g.Addr() }
 
-// SetSource binds the route to requests from addr alone (a zero addr:
-// from anywhere).
+// SetSource opens the route to requests from addr alone (a zero addr:
+// from anywhere). A route serves nothing before it: a backend learns its
+// session's address (a pod's IP) only once the session runs.
 func (r *Route) SetSource(addr netip.Addr) {
 	r.mu.Lock()
-	r.source = addr.Unmap()
+	r.bound, r.source = true, addr.Unmap()
 	r.mu.Unlock()
 }
 
@@ -182,8 +185,11 @@ func (g *Gateway) authorize(req *http.Request) (*Route, string) {
 		return nil, "the credential is not a live session's"
 	}
 	r.mu.Lock()
-	src := r.source
+	bound, src := r.bound, r.source
 	r.mu.Unlock()
+	if !bound {
+		return nil, "the session's address is not known yet"
+	}
 	if src.IsValid() {
 		from, err := netip.ParseAddrPort(req.RemoteAddr)
 		if err != nil || from.Addr().Unmap() != src {

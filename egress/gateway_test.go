@@ -59,7 +59,6 @@ func TestGatewayCredentials(t *testing.T) {
 		t.Fatal(err)
 	}
 	a.Proxy.SetSession("s-a", "alice")
-	a.SetSource(netip.MustParseAddr("127.0.0.1"))
 	b, err := g.Add(base)
 	if err != nil {
 		t.Fatal(err)
@@ -77,6 +76,19 @@ func TestGatewayCredentials(t *testing.T) {
 	bare := "http://" + g.Addr().String()
 
 	allowed := f.url("http", "allowed.test", f.plain, "/")
+	// Before SetSource the route serves nothing.
+	resp, err := gatewayClient(t, a.URL()).Get(allowed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusProxyAuthRequired {
+		t.Errorf("a route not bound to its source yet: %d, want 407", resp.StatusCode)
+	}
+	gwEvents.mu.Lock()
+	gwEvents.events = nil
+	gwEvents.mu.Unlock()
+	a.SetSource(netip.MustParseAddr("127.0.0.1"))
 	refusedCases := []struct{ name, proxy, want string }{
 		{"no credential", bare, "no Basic Proxy-Authorization"},
 		{"wrong secret", "http://" + a.ID + ":" + strings.Repeat("0", len(secretA)) + "@" + g.Addr().String(), "not a live session's"},
@@ -147,7 +159,7 @@ func TestGatewayCredentials(t *testing.T) {
 	if err := a.Close(); err != nil {
 		t.Fatal(err)
 	}
-	resp, err := gatewayClient(t, a.URL()).Get(allowed)
+	resp, err = gatewayClient(t, a.URL()).Get(allowed)
 	if err != nil {
 		t.Fatal(err)
 	}
