@@ -99,18 +99,9 @@ func TestEgressCluster(t *testing.T) {
 	sidePort := egresstest.Serve(t, gwIP, "beside the gateway", false)
 
 	pol := &shared.EgressPolicy{Name: `sandbox "k8s-egress" network {}`, Allow: []string{"allowed.test", "rebind.test"}, BudgetBytes: 1 << 20}
-	b := NewBackend(testLogger())
-	b.egressLookup = egresstest.Lookup(addr)
+	b := newEgressBackend(t, pol, addr, listen, nil)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	if _, err := b.Configure(ctx, shared.ConfigureRequest{Config: testConfig(map[string]any{"egress_listen": listen}), Classes: true, Egress: pol}); err != nil {
-		t.Fatalf("Configure: %v", err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
-		defer cancel()
-		b.Shutdown(ctx)
-	})
 	user := testUser(t, cs)
 	sid := openSession(t, b, user)
 	s := sessionOf(t, b, sid)
@@ -184,6 +175,75 @@ func TestEgressCluster(t *testing.T) {
 	r.Body.Close()
 	if r.StatusCode != http.StatusProxyAuthRequired || !strings.Contains(string(body), "not a live session's") {
 		t.Errorf("a closed session's credential: %d %q; want 407", r.StatusCode, body)
+	}
+}
+
+// newEgressBackend is a configured backend with the network block pol, its
+// gateway on listen and egresstest.Lookup(addr) for DNS, shut down at the
+// end of the test.
+func newEgressBackend(t *testing.T, pol *shared.EgressPolicy, addr netip.Addr, listen string, extra map[string]any) *Backend {
+	t.Helper()
+	b := NewBackend(testLogger())
+	b.egressLookup = egresstest.Lookup(addr)
+	cfg := map[string]any{"egress_listen": listen}
+	for k, v := range extra {
+		cfg[k] = v
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	if _, err := b.Configure(ctx, shared.ConfigureRequest{Config: testConfig(cfg), Classes: true, Egress: pol}); err != nil {
+		t.Fatalf("Configure: %v", err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
+		defer cancel()
+		b.Shutdown(ctx)
+	})
+	return b
+}
+
+// TestEgressWarmPool: a warm pod (pool {}) gets its route, credential and
+// NetworkPolicy when it is started ahead of demand; bound to a session,
+// its proxy works and its events name that session; Shutdown deletes the
+// pods' policies.
+func TestEgressWarmPool(t *testing.T) {
+	cs := requireCluster(t)
+	listen, podNet := testEgressListen(t, cs)
+	addr := egresstest.HostAddr(t, podNet)
+	port := egresstest.Serve(t, addr, "allowed", false)
+	pol := &shared.EgressPolicy{Name: `sandbox "k8s-pool" network {}`, Allow: []string{"allowed.test"}}
+	b := newEgressBackend(t, pol, addr, listen, map[string]any{"pool": map[string]any{"size": 1, "max_idle": "2m"}})
+	user := testUser(t, cs)
+	sid := openSession(t, b, user)
+	warm := waitWarm(t, b, cs, user)
+	sid2 := openSession(t, b, user)
+	if got := sessionOf(t, b, sid2).pod; got != warm {
+		t.Fatalf("second session's pod = %s, want the warm pod %s", got, warm)
+	}
+	arg := fmt.Sprintf("get=http://allowed.test:%d/", port)
+	if r := runProbe(t, warm, "python3", "-I", "-c", egresstest.Probe, arg)[arg]; r.Status != 200 || r.Body != "hello from allowed" {
+		t.Errorf("from the warm session: %+v", r)
+	}
+	resp, err := b.Execute(context.Background(), shared.ExecuteRequest{SessionID: sid2, UserID: user, Code: "return 1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if allowed, refused, unauth := egresstest.Count(t, resp.Events, sid2, user, addr); allowed != 1 || refused != 0 || unauth != 0 {
+		t.Errorf("%d allowed, %d refused, %d unauthenticated events, want 1, 0, 0: %+v", allowed, refused, unauth, resp.Events)
+	}
+	policies := []string{egressPolicyName(sessionOf(t, b, sid).pod), egressPolicyName(warm)}
+	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
+	defer cancel()
+	for _, name := range policies {
+		if _, err := cs.NetworkingV1().NetworkPolicies(testNamespace).Get(ctx, name, metav1.GetOptions{}); err != nil {
+			t.Errorf("NetworkPolicy %s of an open session: %v", name, err)
+		}
+	}
+	b.Shutdown(ctx)
+	for _, name := range policies {
+		if _, err := cs.NetworkingV1().NetworkPolicies(testNamespace).Get(ctx, name, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+			t.Errorf("NetworkPolicy %s outlived Shutdown: %v", name, err)
+		}
 	}
 }
 
