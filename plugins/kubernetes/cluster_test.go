@@ -173,11 +173,21 @@ func testLogger() hclog.Logger {
 // the test.
 func newBackend(t testing.TB, extra map[string]any) *Backend {
 	t.Helper()
+	return newBackendWith(t, shared.ConfigureRequest{Config: testConfig(extra), Classes: true}, nil)
+}
+
+// newBackendWith is newBackend configured with req, after setup (nil:
+// none) has seen the fresh backend.
+func newBackendWith(t testing.TB, req shared.ConfigureRequest, setup func(*Backend)) *Backend {
+	t.Helper()
 	requireCluster(t)
 	b := NewBackend(testLogger())
+	if setup != nil {
+		setup(b)
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	if _, err := b.Configure(ctx, shared.ConfigureRequest{Config: testConfig(extra), Classes: true}); err != nil {
+	if _, err := b.Configure(ctx, req); err != nil {
 		t.Fatalf("Configure: %v", err)
 	}
 	t.Cleanup(func() {

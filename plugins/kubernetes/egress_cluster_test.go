@@ -183,23 +183,11 @@ func TestEgressCluster(t *testing.T) {
 // end of the test.
 func newEgressBackend(t *testing.T, pol *shared.EgressPolicy, addr netip.Addr, listen string, extra map[string]any) *Backend {
 	t.Helper()
-	b := NewBackend(testLogger())
-	b.egressLookup = egresstest.Lookup(addr)
 	cfg := map[string]any{"egress_listen": listen}
 	for k, v := range extra {
 		cfg[k] = v
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	if _, err := b.Configure(ctx, shared.ConfigureRequest{Config: testConfig(cfg), Classes: true, Egress: pol}); err != nil {
-		t.Fatalf("Configure: %v", err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
-		defer cancel()
-		b.Shutdown(ctx)
-	})
-	return b
+	return newBackendWith(t, shared.ConfigureRequest{Config: testConfig(cfg), Classes: true, Egress: pol}, func(b *Backend) { b.egressLookup = egresstest.Lookup(addr) })
 }
 
 // TestEgressWarmPool: a warm pod (pool {}) gets its route, credential and
