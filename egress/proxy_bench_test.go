@@ -30,7 +30,8 @@ func benchServer(b *testing.B, size int, tlsOn bool) (*httptest.Server, string) 
 	return srv, srv.Listener.Addr().String()
 }
 
-func benchProxy(b *testing.B, to string) *url.URL {
+// benchOptions are the options of a proxy that lets allowed.test reach to.
+func benchOptions(b *testing.B, to string) Options {
 	b.Helper()
 	w := &world{routes: map[string]string{}}
 	w.routes[fmt.Sprintf("203.0.113.10:%d", netip.MustParseAddrPort(to).Port())] = to
@@ -38,7 +39,12 @@ func benchProxy(b *testing.B, to string) *url.URL {
 	if err != nil {
 		b.Fatal(err)
 	}
-	p := New(Options{Policy: pol, Lookup: resolver(map[string][]string{"allowed.test": {"203.0.113.10"}}), Dial: w.dial})
+	return Options{Policy: pol, Lookup: resolver(map[string][]string{"allowed.test": {"203.0.113.10"}}), Dial: w.dial}
+}
+
+func benchProxy(b *testing.B, to string) *url.URL {
+	b.Helper()
+	p := New(benchOptions(b, to))
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		b.Fatal(err)
@@ -46,6 +52,29 @@ func benchProxy(b *testing.B, to string) *url.URL {
 	go func() { _ = p.Serve(l) }()
 	b.Cleanup(func() { p.Close() })
 	return &url.URL{Scheme: "http", Host: l.Addr().String()}
+}
+
+// benchGateway is a route's URL, credential included, on a Gateway among
+// 99 other routes.
+func benchGateway(b *testing.B, to string) *url.URL {
+	b.Helper()
+	g, err := ListenGateway("127.0.0.1:0", nil, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { g.Close() })
+	var r *Route
+	for range 100 {
+		if r, err = g.Add(benchOptions(b, to)); err != nil {
+			b.Fatal(err)
+		}
+		r.SetSource(netip.MustParseAddr("127.0.0.1"))
+	}
+	u, err := url.Parse(r.URL())
+	if err != nil {
+		b.Fatal(err)
+	}
+	return u
 }
 
 func benchGet(b *testing.B, c *http.Client, u string, size int) {
@@ -65,7 +94,8 @@ func benchGet(b *testing.B, c *http.Client, u string, size int) {
 	}
 }
 
-// BenchmarkGet: a small plain-HTTP GET, direct and through the proxy.
+// BenchmarkGet: a small plain-HTTP GET, direct, through the proxy and
+// through a Gateway's route (the credential and source checks added).
 func BenchmarkGet(b *testing.B) {
 	for _, size := range []int{1 << 10, 1 << 20} {
 		srv, addr := benchServer(b, size, false)
@@ -78,11 +108,16 @@ func BenchmarkGet(b *testing.B) {
 			c := &http.Client{Transport: &http.Transport{Proxy: http.ProxyURL(benchProxy(b, addr))}}
 			benchGet(b, c, fmt.Sprintf("http://allowed.test:%d/", port), size)
 		})
+		b.Run(fmt.Sprintf("gateway/%dKiB", size>>10), func(b *testing.B) {
+			c := &http.Client{Transport: &http.Transport{Proxy: http.ProxyURL(benchGateway(b, addr))}}
+			benchGet(b, c, fmt.Sprintf("http://allowed.test:%d/", port), size)
+		})
 	}
 }
 
 // BenchmarkTunnel: an HTTPS GET through a CONNECT tunnel (a new tunnel
-// and TLS handshake per request) against the same request direct.
+// and TLS handshake per request) against the same request direct, and
+// through a Gateway's route.
 func BenchmarkTunnel(b *testing.B) {
 	for _, size := range []int{1 << 10, 1 << 20} {
 		srv, addr := benchServer(b, size, true)
@@ -94,6 +129,10 @@ func BenchmarkTunnel(b *testing.B) {
 		})
 		b.Run(fmt.Sprintf("proxy/%dKiB", size>>10), func(b *testing.B) {
 			c := &http.Client{Transport: &http.Transport{DisableKeepAlives: true, TLSClientConfig: tc, Proxy: http.ProxyURL(benchProxy(b, addr))}}
+			benchGet(b, c, fmt.Sprintf("https://allowed.test:%d/", port), size)
+		})
+		b.Run(fmt.Sprintf("gateway/%dKiB", size>>10), func(b *testing.B) {
+			c := &http.Client{Transport: &http.Transport{DisableKeepAlives: true, TLSClientConfig: tc, Proxy: http.ProxyURL(benchGateway(b, addr))}}
 			benchGet(b, c, fmt.Sprintf("https://allowed.test:%d/", port), size)
 		})
 	}
