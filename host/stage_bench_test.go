@@ -130,6 +130,7 @@ sandbox "noop" {
 		new  bool
 	}{
 		{"trivial", "return sum(x * x for x in args['xs'])", false},
+		{"1.3KB", validateOnceBody, false},
 		{"1.3KB-new", validateOnceBody, true},
 	} {
 		b.Run(body.name, func(b *testing.B) {
