@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -18,7 +17,6 @@ import (
 	"github.com/orqest/sandbox/internal/pyproc"
 	"github.com/orqest/sandbox/runner"
 	"github.com/orqest/sandbox/shared"
-	"github.com/orqest/sandbox/shared/plugin"
 	"github.com/orqest/sandbox/validator"
 )
 
@@ -59,12 +57,7 @@ func BenchmarkStageBudget(b *testing.B) {
 		b.Skipf("no %s: %v", stageBudgetPython, err)
 	}
 	ctx := context.Background()
-	noopDir := b.TempDir()
-	build := exec.Command("go", "build", "-o", filepath.Join(noopDir, plugin.PluginPrefix+"noop"), "./host/testdata/noopplugin")
-	build.Dir = ".."
-	if out, err := build.CombinedOutput(); err != nil {
-		b.Fatalf("build the no-op test plugin: %v\n%s", err, out)
-	}
+	noopDir := buildTestPlugin(b, "noop", "noopplugin")
 	var core []byte
 	if fc := os.Getenv("ORQEST_FORKCORE"); fc != "" {
 		var err error
