@@ -83,6 +83,20 @@ func onlyFuzzing() bool {
 	return get("test.fuzzworker") == "true" || (get("test.fuzz") != "" && get("test.run") == "^$")
 }
 
+// buildTestPlugin builds the test backend host/testdata/<pkg> as the
+// plugin called name into a new directory below tb's temporary one and
+// returns that directory (for WithPluginDirs).
+func buildTestPlugin(tb testing.TB, name, pkg string) string {
+	tb.Helper()
+	dir := tb.TempDir()
+	cmd := exec.Command("go", "build", "-o", filepath.Join(dir, plugin.PluginPrefix+name), "./host/testdata/"+pkg)
+	cmd.Dir = ".."
+	if b, err := cmd.CombinedOutput(); err != nil {
+		tb.Fatalf("build the %s test plugin: %v\n%s", name, err, b)
+	}
+	return dir
+}
+
 func needPlugin(t *testing.T) {
 	t.Helper()
 	if pluginDir == "" {

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -262,12 +261,7 @@ func histogramCounts(t *testing.T, h *Host) map[string]uint64 {
 // orqest.plugin_call, under orqest.execute), and the span its Execute
 // starts is a child of that server span, all in one trace.
 func TestTraceReachesPluginProcess(t *testing.T) {
-	dir := t.TempDir()
-	cmd := exec.Command("go", "build", "-o", filepath.Join(dir, plugin.PluginPrefix+"traced"), "./host/testdata/tracedplugin")
-	cmd.Dir = ".."
-	if b, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("build the traced test plugin: %v\n%s", err, b)
-	}
+	dir := buildTestPlugin(t, "traced", "tracedplugin")
 	cfg, diags := ParseConfig(filepath.Join(dir, "config.hcl"), []byte("sandbox \"t\" {\n  plugin = \"traced\"\n}\n"))
 	if diags.HasErrors() {
 		t.Fatal(diags)

@@ -5,13 +5,11 @@ import (
 	"crypto/sha256"
 	"encoding/json"
 	"fmt"
-	"os/exec"
 	"path/filepath"
 	"testing"
 
 	"github.com/orqest/sandbox/rules"
 	"github.com/orqest/sandbox/shared"
-	"github.com/orqest/sandbox/shared/plugin"
 	"github.com/orqest/sandbox/validator"
 )
 
@@ -35,12 +33,7 @@ func (acceptAll) CheckWith(context.Context, string, []string, validator.Features
 // StaticChecker that is not an Accepter sends none; a caller's own
 // verdict never reaches the plugin (the host clears it).
 func TestHostSendsItsVerdict(t *testing.T) {
-	dir := t.TempDir()
-	cmd := exec.Command("go", "build", "-o", filepath.Join(dir, plugin.PluginPrefix+"verdict"), "./host/testdata/verdictplugin")
-	cmd.Dir = ".."
-	if b, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("build the verdict test plugin: %v\n%s", err, b)
-	}
+	dir := buildTestPlugin(t, "verdict", "verdictplugin")
 	ctx := context.Background()
 	run := func(t *testing.T, checker StaticChecker, classes bool, req shared.ExecuteRequest) (verdict, trusted bool) {
 		t.Helper()

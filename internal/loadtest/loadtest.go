@@ -53,7 +53,7 @@ func Run(ctx context.Context, name string, n, concurrency int, call Call) Result
 	errs := make([]error, n)
 	next := make(chan int)
 	var wg sync.WaitGroup
-	busy0, cpuOK := machineBusy()
+	busy0, cpuOK := MachineBusy()
 	start := time.Now()
 	for w := 0; w < concurrency; w++ {
 		wg.Add(1)
@@ -76,7 +76,7 @@ func Run(ctx context.Context, name string, n, concurrency int, call Call) Result
 	close(next)
 	wg.Wait()
 	total := time.Since(start)
-	busy1, cpuOK1 := machineBusy()
+	busy1, cpuOK1 := MachineBusy()
 	res := Result{Name: name, N: n, Concurrency: concurrency}
 	if cpuOK && cpuOK1 && n > 0 && busy1 > busy0 {
 		res.CPUMSPerCall = round2(float64(busy1-busy0) / float64(time.Millisecond) / float64(n))
@@ -117,10 +117,11 @@ func Percentile(ds []time.Duration, p float64) float64 {
 
 func round2(f float64) float64 { return math.Round(f*100) / 100 }
 
-// machineBusy reads the busy CPU time of every core since boot from
+// MachineBusy reads the busy CPU time of every core since boot from
 // /proc/stat (user, nice, system, irq, softirq, steal); ok is false where
-// there is no /proc/stat.
-func machineBusy() (time.Duration, bool) {
+// there is no /proc/stat. The difference of two readings is what every
+// process (and the kernel) used in between: the CPU a run of calls cost.
+func MachineBusy() (time.Duration, bool) {
 	data, err := os.ReadFile("/proc/stat")
 	if err != nil {
 		return 0, false
@@ -230,9 +231,9 @@ print(json.dumps({"lat": lat, "total": total}))
 // them as a Result named "python-fork-floor": the lower bound of a
 // fresh-process-per-call design, printed beside the tiers for scale.
 func ForkFloor(ctx context.Context, python string, n int) (Result, error) {
-	busy0, ok0 := machineBusy()
+	busy0, ok0 := MachineBusy()
 	out, err := exec.CommandContext(ctx, python, "-I", "-S", "-c", forkFloorScript, fmt.Sprint(n)).Output()
-	busy1, ok1 := machineBusy()
+	busy1, ok1 := MachineBusy()
 	if err != nil {
 		return Result{}, fmt.Errorf("fork floor: %w", err)
 	}

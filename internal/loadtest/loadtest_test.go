@@ -83,7 +83,7 @@ func TestForkFloorRealPython(t *testing.T) {
 }
 
 func TestMachineBusyCountsCPU(t *testing.T) {
-	b0, ok := machineBusy()
+	b0, ok := MachineBusy()
 	if !ok {
 		t.Skip("SKIP: no /proc/stat here: cpu_ms_per_call stays unknown")
 	}
@@ -94,14 +94,14 @@ func TestMachineBusyCountsCPU(t *testing.T) {
 	for time.Now().Before(deadline) {
 		x++
 	}
-	b1, _ := machineBusy()
+	b1, _ := MachineBusy()
 	if d := b1 - b0; d < 120*time.Millisecond {
 		t.Fatalf("busy grew by %v after 200 ms of spinning (x=%d)", d, x)
 	}
 }
 
 func TestRunReportsCPUPerCall(t *testing.T) {
-	if _, ok := machineBusy(); !ok {
+	if _, ok := MachineBusy(); !ok {
 		t.Skip("SKIP: no /proc/stat here")
 	}
 	r := Run(context.Background(), "spin", 10, 1, func(context.Context) error {

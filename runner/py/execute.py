@@ -341,7 +341,10 @@ def _orq_env(allowed_imports, rules, keep=False, classes=False, state=None):
     one builtins dict, which its earlier functions hold too."""
     classes = classes is True
     key = (frozenset(m for m in allowed_imports if isinstance(m, str) and m), classes)
-    if _orq_one_shot[0] and _orq_envs[0] is rules:
+    # A one-shot process uses what its zygote kept; the zygote (keep)
+    # keeps one per allowlist and never builds it again: nothing ever ran
+    # in it there, and a replaced one would be garbage it froze.
+    if (_orq_one_shot[0] or keep) and state is None and _orq_envs[0] is rules:
         env = _orq_envs[1].get(key)
         if env is not None:
             return env
@@ -428,6 +431,13 @@ def _orq_warm(msg, rules):
             if _orq_accept(code, allowed, rules, classes)[0] is not None:
                 _orq_env(allowed, rules, keep=True, classes=classes)
         import gc
+        # The checker's garbage first: its nested functions form reference
+        # cycles that hold the parsed tree, which only a collection frees.
+        # Frozen, they would stay for good (~1 MB per 7 KB body; the
+        # zygote grew per body, past the cache's bound). What freeze keeps
+        # is then only what the cache and the environments hold (the
+        # collection walks only what was made since the last freeze).
+        gc.collect()
         gc.freeze()  # as before forking: a child's collection skips them
     except Exception:  # noqa: BLE001 - best effort; a child checks anyway
         pass
