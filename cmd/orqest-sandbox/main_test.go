@@ -56,6 +56,7 @@ func TestMain(m *testing.M) {
 	}
 	if onlyFuzzing() {
 		code := m.Run()
+		stopFuzzServer()
 		os.RemoveAll(dir)
 		os.Exit(code)
 	}
@@ -67,6 +68,7 @@ func TestMain(m *testing.M) {
 		skipMsg = "SKIP: the subprocess plugin does not build yet: " + err.Error()
 	}
 	code := m.Run()
+	stopFuzzServer()
 	os.RemoveAll(dir)
 	os.Exit(code)
 }

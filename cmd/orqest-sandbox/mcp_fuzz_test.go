@@ -59,29 +59,64 @@ func onlyFuzzing() bool {
 	return get("test.fuzzworker") == "true" || (get("test.fuzz") != "" && get("test.run") == "^$")
 }
 
-var fuzzServer = sync.OnceValues(func() (http.Handler, error) {
+// fuzzEnv is the host, its plugin and the MCP handler the fuzz targets
+// share: started by the first target that asks (start), closed by
+// TestMain once the targets ran (stop), so the plugin's process and its
+// socket directory do not outlive the test binary.
+type fuzzEnv struct {
+	once sync.Once
+	h    *host.Host
+	hd   http.Handler
+	err  error
+}
+
+// fuzzShared is the test binary's one fuzzEnv.
+var fuzzShared fuzzEnv
+
+// fuzzServer starts the shared fuzz environment once and returns its
+// handler.
+func fuzzServer() (http.Handler, error) {
+	e := &fuzzShared
+	e.once.Do(func() { e.h, e.hd, e.err = startFuzzServer() })
+	return e.hd, e.err
+}
+
+// stopFuzzServer closes the shared host, if a target started it.
+func stopFuzzServer() {
+	e := &fuzzShared
+	e.once.Do(func() {}) // none started: none will be
+	if e.h != nil {
+		_ = e.h.Close()
+	}
+}
+
+func startFuzzServer() (*host.Host, http.Handler, error) {
 	dir := os.Getenv(fuzzPluginEnv)
 	if dir == "" {
-		return nil, fmt.Errorf("$%s is not set: TestMain builds the session plugin", fuzzPluginEnv)
+		return nil, nil, fmt.Errorf("$%s is not set: TestMain builds the session plugin", fuzzPluginEnv)
 	}
 	cfg, diags := host.ParseConfig(filepath.Join(dir, "config.hcl"), []byte(fuzzPolicy))
 	if diags.HasErrors() {
-		return nil, diags
+		return nil, nil, diags
 	}
 	ctx := context.Background()
 	h, err := host.Load(ctx, cfg, host.WithPluginDirs(dir))
 	if err != nil {
-		return nil, err
+		return nil, nil, err
+	}
+	fail := func(err error) (*host.Host, http.Handler, error) {
+		_ = h.Close()
+		return nil, nil, err
 	}
 	sb, err := h.Sandbox(ctx, "")
 	if err != nil {
-		return nil, err
+		return fail(err)
 	}
 	clients, err := newMCPClients(ctx, sb, h.Bus())
 	if err != nil {
-		return nil, err
+		return fail(err)
 	}
-	// The host and its plugin live as long as the process.
+	// The host and its plugin live until TestMain's stopFuzzServer.
 	hd := clients.httpHandler(httpauth.NewVerifier(map[string]string{fuzzToken: "fuzzer"}, nil), http.NotFoundHandler())
 	// The client's spawned tool, whose arguments FuzzMCPToolArgs fuzzes
 	// too.
@@ -91,14 +126,14 @@ var fuzzServer = sync.OnceValues(func() (http.Handler, error) {
 	spawn, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": map[string]any{
 		"name": mcpSpawnTool, "arguments": map[string]any{"name": fuzzSpawned, "implementation": "return args", "parameters": fuzzSpawnedParams}}})
 	if w := fuzzPost(hd, sid, spawn); w.Code != http.StatusOK || strings.Contains(w.Body.String(), `"isError":true`) {
-		return nil, fmt.Errorf("spawn_tool %s: %d %s", fuzzSpawned, w.Code, w.Body)
+		return fail(fmt.Errorf("spawn_tool %s: %d %s", fuzzSpawned, w.Code, w.Body))
 	}
 	end := httptest.NewRequest("DELETE", "/mcp", nil)
 	end.Header.Set("Authorization", "Bearer "+fuzzToken)
 	end.Header.Set("Mcp-Session-Id", sid)
 	hd.ServeHTTP(httptest.NewRecorder(), end)
-	return hd, nil
-})
+	return h, hd, nil
+}
 
 // fuzzSpawned is a tool the fuzzing client spawned, with parameters of
 // every JSON type.
