@@ -1,0 +1,193 @@
+package runner_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"runtime"
+	"strings"
+	"testing"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/orqest/sandbox/runner"
+)
+
+// egressProbe is trusted test code run after the runner program, below
+// every Python layer (no import shim, no audit hook: the kernel's rule
+// alone): it seals the process as the role of argv[1] from the seal
+// config on stdin, then tries the sockets of argv[2] ([label, family,
+// type, port or 0 for none, "bind" or ""]) and prints {label: errno}
+// (0: made and connected).
+const egressProbe = `
+import json, os, socket, sys
+cfg = json.loads(sys.stdin.read())
+role = sys.argv[1]
+st = _orq_seal_prepare(cfg)
+if role == "child":
+    _orq_seal_apply(st, "zygote")
+_orq_seal_apply(st, role)
+out = {"layers": st["layers"], "missing": st["missing"]}
+for label, fam, typ, port, how in json.loads(sys.argv[2]):
+    try:
+        s = socket.socket(fam, typ)
+        try:
+            if how == "bind":
+                s.bind(("127.0.0.1", 0))
+            elif port:
+                s.settimeout(5)
+                s.connect(("127.0.0.1", port))
+                s.sendall(b"x")
+        finally:
+            s.close()
+        out[label] = 0
+    except OSError as e:
+        out[label] = e.errno or -1
+sys.stdout.write(json.dumps(out))
+sys.stdout.flush()
+os._exit(0)
+`
+
+// The kernel rule of a seal with an egress proxy, the Python layers
+// bypassed: a sealed process connects over TCP to the proxy's port on
+// 127.0.0.1 and to no other port (Landlock), makes no UDP, Unix or raw
+// socket and binds nothing (seccomp); a seal without one creates no socket
+// at all.
+func TestEgressKernelRule(t *testing.T) {
+	if _, err := os.Stat(python); err != nil {
+		t.Skipf("%s not available: %v", python, err)
+	}
+	if runtime.GOARCH != "amd64" && runtime.GOARCH != "arm64" {
+		t.Skip("no seccomp programs on", runtime.GOARCH)
+	}
+	listen := func() (net.Listener, int) {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { l.Close() })
+		go func() {
+			for {
+				c, err := l.Accept()
+				if err != nil {
+					return
+				}
+				c.Close()
+			}
+		}()
+		return l, l.Addr().(*net.TCPAddr).Port
+	}
+	_, proxyPort := listen()
+	_, otherPort := listen()
+	eg, err := runner.ParseEgress(fmt.Sprintf("http://127.0.0.1:%d", proxyPort))
+	if err != nil {
+		t.Fatal(err)
+	}
+	const (
+		eperm  = int(unix.EPERM)
+		eacces = int(unix.EACCES)
+	)
+	type probe struct {
+		label     string
+		fam, typ  int
+		port      int
+		how       string
+		with, not int // errno with and without egress
+	}
+	probes := []probe{
+		{"tcp proxy port", unix.AF_INET, unix.SOCK_STREAM, proxyPort, "", 0, eperm},
+		{"tcp other port", unix.AF_INET, unix.SOCK_STREAM, otherPort, "", eacces, eperm},
+		{"tcp socket only", unix.AF_INET, unix.SOCK_STREAM, 0, "", 0, eperm},
+		{"tcp bind", unix.AF_INET, unix.SOCK_STREAM, 0, "bind", eperm, eperm},
+		{"udp", unix.AF_INET, unix.SOCK_DGRAM, 0, "", eperm, eperm},
+		{"unix", unix.AF_UNIX, unix.SOCK_STREAM, 0, "", eperm, eperm},
+		{"raw", unix.AF_INET, unix.SOCK_RAW, 0, "", eperm, eperm},
+		{"netlink", unix.AF_NETLINK, unix.SOCK_RAW, 0, "", eperm, eperm},
+	}
+	var calls [][]any
+	for _, p := range probes {
+		calls = append(calls, []any{p.label, p.fam, p.typ, p.port, p.how})
+	}
+	prog := runner.Program()
+	prog = prog[:strings.LastIndex(prog, `if __name__ == "__main__":`)] + egressProbe
+	require := []string{runner.LayerNoNewPrivs, runner.LayerSeccomp, runner.LayerLandlockFS, runner.LayerLandlockNet}
+	for _, withEgress := range []bool{true, false} {
+		seal := runner.Seal{Require: require}
+		if withEgress {
+			seal.SetEgress(eg)
+		} else {
+			// A network namespace of its own would hide 127.0.0.1's
+			// listeners: seccomp alone must refuse the socket.
+			seal.Disable = []string{runner.LayerNetNamespace, runner.LayerUserNamespace}
+		}
+		for _, role := range []string{"full", "child"} {
+			t.Run(fmt.Sprintf("egress=%v/%s", withEgress, role), func(t *testing.T) {
+				argv := runner.ArgvFor(python, prog, role, string(mustJSON(t, calls)))
+				cmd := exec.Command(argv[0], argv[1:]...)
+				cmd.Env = []string{}
+				cmd.Dir = t.TempDir()
+				cmd.Stdin = bytes.NewReader(mustJSON(t, seal))
+				var stderr bytes.Buffer
+				cmd.Stderr = &stderr
+				out, err := cmd.Output()
+				if err != nil {
+					if strings.Contains(stderr.String(), "required sealing layers") {
+						t.Skipf("this kernel lacks a layer the rule needs: %s", stderr.String())
+					}
+					t.Fatalf("%v: stderr %s", err, stderr.String())
+				}
+				var got map[string]json.RawMessage
+				if err := json.Unmarshal(out, &got); err != nil {
+					t.Fatalf("%v: %q (stderr %s)", err, out, stderr.String())
+				}
+				t.Logf("layers: %s; missing: %s", got["layers"], got["missing"])
+				for _, p := range probes {
+					var e int
+					if err := json.Unmarshal(got[p.label], &e); err != nil {
+						t.Fatalf("%s: %v", p.label, err)
+					}
+					want := p.not
+					if withEgress {
+						want = p.with
+					}
+					if e != want {
+						t.Errorf("%s: errno %d (%v), want %d (%v)", p.label, e, unix.Errno(e), want, unix.Errno(want))
+					}
+				}
+			})
+		}
+	}
+}
+
+// ParseEgress takes the host and port of an http:// proxy URL, with its
+// credentials kept in URL, and refuses what is not one.
+func TestParseEgress(t *testing.T) {
+	for in, want := range map[string]runner.Egress{
+		"http://127.0.0.1:3128":          {URL: "http://127.0.0.1:3128", Host: "127.0.0.1", Port: 3128},
+		"http://u:p@10.0.0.7:8080/":      {URL: "http://u:p@10.0.0.7:8080/", Host: "10.0.0.7", Port: 8080},
+		"http://[::1]:3128":              {URL: "http://[::1]:3128", Host: "::1", Port: 3128},
+		"http://proxy.svc.cluster.local": {URL: "http://proxy.svc.cluster.local", Host: "proxy.svc.cluster.local", Port: 80},
+	} {
+		got, err := runner.ParseEgress(in)
+		if err != nil || *got != want {
+			t.Errorf("%s: %+v, %v; want %+v", in, got, err, want)
+		}
+	}
+	for _, in := range []string{"https://127.0.0.1:3128", "socks5://127.0.0.1:1080", "http://:3128", "http://127.0.0.1:0",
+		"http://127.0.0.1:99999", "http://127.0.0.1:3128/path", "127.0.0.1:3128"} {
+		if got, err := runner.ParseEgress(in); err == nil {
+			t.Errorf("%s: %+v, want an error", in, got)
+		}
+	}
+	if got, err := runner.ParseEgress(""); got != nil || err != nil {
+		t.Errorf(`"": %+v, %v`, got, err)
+	}
+	s := runner.Seal{Require: []string{runner.LayerSeccomp, runner.LayerNetNamespace}}
+	s.SetEgress(&runner.Egress{URL: "http://127.0.0.1:1", Host: "127.0.0.1", Port: 1})
+	if s.Egress == nil || len(s.Require) != 1 || s.Require[0] != runner.LayerSeccomp {
+		t.Errorf("SetEgress: %+v", s)
+	}
+}
