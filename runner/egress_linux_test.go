@@ -13,6 +13,9 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/orqest/sandbox/egress"
+	"github.com/orqest/sandbox/egress/egresstest"
+	"github.com/orqest/sandbox/internal/pyproc"
 	"github.com/orqest/sandbox/runner"
 )
 
@@ -189,5 +192,76 @@ func TestParseEgress(t *testing.T) {
 	s.SetEgress(&runner.Egress{URL: "http://127.0.0.1:1", Host: "127.0.0.1", Port: 1})
 	if s.Egress == nil || len(s.Require) != 1 || s.Require[0] != runner.LayerSeccomp {
 		t.Errorf("SetEgress: %+v", s)
+	}
+}
+
+
+// startProxy serves a real egress proxy (package egress) on 127.0.0.1
+// under policy name with allow, lookup standing for DNS; returns its URL.
+func startProxy(t *testing.T, name string, allow []string, lookup egress.LookupFunc) string {
+	t.Helper()
+	pol, err := egress.ParsePolicy(name, allow, nil, 1<<20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := egress.New(egress.Options{Policy: pol, Lookup: lookup})
+	go func() { _ = p.Serve(l) }()
+	t.Cleanup(func() { p.Close() })
+	return "http://" + l.Addr().String()
+}
+
+// User code in a sealed runner (every Python layer and the kernel's)
+// reaches the allowed server through the egress proxy with urllib.request
+// and gets each refusal as an error naming the policy; file:// is refused;
+// with socket allowed, a connection past the proxy fails at the kernel.
+func TestEgressUserCodeSpawn(t *testing.T) {
+	addr := egresstest.HostAddr(t)
+	allowed := egresstest.Serve(t, addr, "allowed", false)
+	forbidden := egresstest.Serve(t, addr, "forbidden", false)
+	tlsPort := egresstest.Serve(t, addr, "allowed-tls", true)
+	const policy = `sandbox "runner-egress" network {}`
+	eg, err := runner.ParseEgress(startProxy(t, policy, egresstest.UserAllow, egresstest.Lookup(addr)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	stdlib, err := exec.Command(python, "-I", "-S", "-c", "import os; print(os.path.dirname(os.__file__))").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// the shared libraries of ssl and the other extension modules
+	read := pyproc.LibraryPaths([]string{strings.TrimSpace(string(stdlib))})
+	run := func(t *testing.T, code string, args map[string]any, imports ...string) runner.Response {
+		t.Helper()
+		seal := &runner.Seal{ReadPaths: read, Require: []string{runner.LayerNoNewPrivs, runner.LayerSeccomp}}
+		seal.SetEgress(eg)
+		data, err := runner.Request{Code: code, Args: mustJSON(t, args), AllowedImports: imports, Seal: seal}.Encode()
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp, _, stderr := runRaw(t, data)
+		if !resp.Success {
+			t.Fatalf("%s: %s (stderr %s)", resp.ErrorKind, resp.Error, stderr)
+		}
+		return resp
+	}
+	cases := egresstest.UserCases(addr, allowed, forbidden, tlsPort)
+	resp := run(t, egresstest.UserBody, egresstest.UserArgs(cases, allowed), "urllib", "urllib.request", "urllib.error", "json")
+	egresstest.CheckUser(t, resp.Output, cases, policy)
+
+	resp = run(t, egresstest.DirectBody, map[string]any{"host": addr.String(), "port": allowed}, "socket")
+	var d struct {
+		Connected bool   `json:"connected"`
+		Errno     int    `json:"errno"`
+		Error     string `json:"error"`
+	}
+	if err := json.Unmarshal(resp.Output, &d); err != nil {
+		t.Fatal(err)
+	}
+	if d.Connected || d.Errno != int(unix.EACCES) {
+		t.Errorf("a connection past the proxy: %+v; want EACCES from Landlock", d)
 	}
 }

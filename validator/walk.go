@@ -538,10 +538,12 @@ func (w *walker) checkImportTop(n node, name string) {
 
 // checkSubmodule refuses the import of a submodule (urllib.request) of a
 // package with a reviewed surface (urllib) that is not itself reviewed:
-// the runner hands out only the reviewed parts of such a package.
+// the runner hands out only the reviewed parts of such a package. A
+// submodule allowed_imports lists by name is the runner's to serve (its
+// view of urllib.request through a session's egress proxy) or refuse.
 func (w *walker) checkSubmodule(n node, path string) {
 	top, _, _ := strings.Cut(path, ".")
-	if _, ok := w.t.ModuleSurfaces[top]; !ok || !w.allowed[top] {
+	if _, ok := w.t.ModuleSurfaces[top]; !ok || !w.allowed[top] || w.allowed[path] {
 		return
 	}
 	if _, ok := w.t.ModuleSurfaces[path]; !ok {

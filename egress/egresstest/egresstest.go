@@ -4,7 +4,11 @@
 package egresstest
 
 import (
+	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
+	"strings"
 	"io"
 	"log"
 	"net"
@@ -35,7 +39,7 @@ func HostAddr(t testing.TB) netip.Addr {
 }
 
 // Serve starts an HTTP server (HTTPS with tlsOn) on addr:0 that answers
-// "hello from NAME", closed when the test ends, and returns its port.
+// "hello from NAME" (a POST: {"from": NAME, "method", "body"} as JSON), closed when the test ends, and returns its port.
 func Serve(t testing.TB, addr netip.Addr, name string, tlsOn bool) int {
 	t.Helper()
 	l, err := net.Listen("tcp", netip.AddrPortFrom(addr, 0).String())
@@ -43,7 +47,15 @@ func Serve(t testing.TB, addr netip.Addr, name string, tlsOn bool) int {
 		t.Fatal(err)
 	}
 	srv := &httptest.Server{Listener: l, Config: &http.Server{
-		Handler:  http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { fmt.Fprintf(w, "hello from %s", name) }),
+		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.Method == http.MethodPost {
+				body, _ := io.ReadAll(io.LimitReader(r.Body, 1<<16))
+				w.Header().Set("Content-Type", "application/json")
+				_ = json.NewEncoder(w).Encode(map[string]string{"from": name, "method": r.Method, "body": string(body)})
+				return
+			}
+			fmt.Fprintf(w, "hello from %s", name)
+		}),
 		ErrorLog: log.New(io.Discard, "", 0), // refused handshakes are the point of some tests
 	}}
 	if tlsOn {
@@ -54,3 +66,134 @@ func Serve(t testing.TB, addr netip.Addr, name string, tlsOn bool) int {
 	t.Cleanup(srv.Close)
 	return l.Addr().(*net.TCPAddr).Port
 }
+
+// Lookup stands for DNS in the egress tests: allowed.test and
+// forbidden.test resolve to addr, rebind.test (an allowed name that
+// answers with loopback) to 127.0.0.1, any other name to nothing.
+func Lookup(addr netip.Addr) func(context.Context, string) ([]netip.Addr, error) {
+	return func(_ context.Context, host string) ([]netip.Addr, error) {
+		switch host {
+		case "allowed.test", "forbidden.test":
+			return []netip.Addr{addr}, nil
+		case "rebind.test":
+			return []netip.Addr{netip.MustParseAddr("127.0.0.1")}, nil
+		}
+		return nil, errors.New("no such host")
+	}
+}
+
+// UserAllow is the allow list the user-code cases are written for.
+var UserAllow = []string{"allowed.test", "rebind.test"}
+
+// UserBody is what an LLM writes to call an API from a session's code:
+// urlopen of each of args["urls"] (name: URL) with the response read and
+// its status, code and content type; the HTTPError (status, message,
+// body) or URLError (reason) of a refusal; a JSON POST of a Request to
+// args["json"] read with json.load; urlopen of file:///etc/passwd. The
+// result maps each name (and "json", "file") to what it got.
+const UserBody = `import json
+import urllib.request
+import urllib.error
+out = {}
+for name, url in args["urls"].items():
+    try:
+        with urllib.request.urlopen(url, timeout=10) as r:
+            out[name] = {"status": r.status, "code": r.getcode(), "body": r.read().decode(),
+                         "type": r.headers.get("Content-Type")}
+    except urllib.error.HTTPError as e:
+        out[name] = {"status": e.code, "error": "HTTPError: %s" % e.reason, "body": e.read().decode()}
+    except urllib.error.URLError as e:
+        out[name] = {"error": "URLError: %s" % e.reason}
+req = urllib.request.Request(args["json"], data=b'{"q": 1}', headers={"Content-Type": "application/json"}, method="POST")
+with urllib.request.urlopen(req, timeout=10) as r:
+    out["json"] = {"status": r.status, "body": json.dumps(json.load(r))}
+try:
+    urllib.request.urlopen("file:///etc/passwd")
+    out["file"] = {"body": "opened"}
+except urllib.error.URLError as e:
+    out["file"] = {"error": "URLError: %s" % e.reason}
+return out`
+
+// UserResult is one entry of UserBody's result.
+type UserResult struct {
+	Status int    `json:"status"`
+	Code   int    `json:"code"`
+	Body   string `json:"body"`
+	Error  string `json:"error"`
+}
+
+// UserCase is one URL of UserBody and what it must get: the status (0: no
+// response, a URLError) and a text of its body or error.
+type UserCase struct {
+	Name, URL string
+	Status    int
+	Want      string
+}
+
+// UserCases are UserBody's URLs for the servers of Serve on addr (plain
+// HTTP on allowedPort and forbiddenPort, TLS on tlsPort) under UserAllow:
+// the allowed server answers; the forbidden one, a raw address, the
+// metadata address and a name resolving to loopback are refused (403 with
+// the policy's words), and so is a CONNECT to the forbidden name (a
+// URLError: "Tunnel connection failed: 403 ...").
+func UserCases(addr netip.Addr, allowedPort, forbiddenPort, tlsPort int) []UserCase {
+	return []UserCase{
+		{"allowed", fmt.Sprintf("http://allowed.test:%d/", allowedPort), 200, "hello from allowed"},
+		{"forbidden", fmt.Sprintf("http://forbidden.test:%d/", forbiddenPort), 403, "is not in allow"},
+		{"forbidden-tls", fmt.Sprintf("https://forbidden.test:%d/", tlsPort), 0, "is not in allow"},
+		{"raw-ip", fmt.Sprintf("http://%s:%d/", addr, forbiddenPort), 403, "no address or CIDR entry"},
+		{"metadata", "http://169.254.169.254/latest/meta-data/", 403, "no address or CIDR entry"},
+		{"rebind", fmt.Sprintf("http://rebind.test:%d/", forbiddenPort), 403, "127.0.0.1, a loopback address"},
+	}
+}
+
+// UserArgs are UserBody's args for cases, the JSON POST to the allowed
+// server.
+func UserArgs(cases []UserCase, allowedPort int) map[string]any {
+	urls := map[string]string{}
+	for _, c := range cases {
+		urls[c.Name] = c.URL
+	}
+	return map[string]any{"urls": urls, "json": fmt.Sprintf("http://allowed.test:%d/api", allowedPort)}
+}
+
+// CheckUser fails t unless UserBody's output got what cases want, every
+// refusal naming policy, the JSON POST echoed and file:// refused.
+func CheckUser(t testing.TB, output []byte, cases []UserCase, policy string) {
+	t.Helper()
+	var got map[string]UserResult
+	if err := json.Unmarshal(output, &got); err != nil {
+		t.Fatalf("user code's output %s: %v", output, err)
+	}
+	for _, c := range cases {
+		r := got[c.Name]
+		text := r.Body + r.Error
+		if r.Status != c.Status || !strings.Contains(text, c.Want) {
+			t.Errorf("%s (%s): %+v; want status %d and %q", c.Name, c.URL, r, c.Status, c.Want)
+		}
+		if c.Status != 200 && (!strings.Contains(r.Error, policy) || !strings.Contains(r.Error, c.Want)) {
+			t.Errorf("%s: the error %q does not name the policy %q and say why", c.Name, r.Error, policy)
+		}
+	}
+	if r := got["json"]; r.Status != 200 || !strings.Contains(r.Body, `"method": "POST"`) || !strings.Contains(r.Body, `{\"q\": 1}`) {
+		t.Errorf("the JSON POST: %+v", r)
+	}
+	if r := got["file"]; r.Body != "" || !strings.Contains(r.Error, "http:// and https:// URLs only") {
+		t.Errorf("file:///etc/passwd: %+v, want refused", r)
+	}
+	t.Logf("user code got: %s", output)
+}
+
+// DirectBody is user code (socket allowed) that connects past the proxy to
+// args["host"]:args["port"]: the kernel must refuse it. Its result is
+// {"connected": bool, "errno": int, "error": str}.
+const DirectBody = `import socket
+s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+s.settimeout(5)
+try:
+    s.connect((args["host"], args["port"]))
+    return {"connected": True}
+except socket.error as e:
+    return {"connected": False, "errno": e.errno, "error": "%s" % e}
+finally:
+    s.close()`

@@ -579,9 +579,12 @@ def _orq_egress_views(eg):
             raise HTTPError(req.full_url, code, msg, hdrs, fp)
 
     opener = ur.OpenerDirector()
-    for h in (ur.ProxyHandler({"http": proxy, "https": proxy}), ur.HTTPHandler(), ur.HTTPSHandler(),
-              _Errors(), ur.HTTPRedirectHandler(), ur.HTTPErrorProcessor()):
-        opener.add_handler(h)
+    https = getattr(ur, "HTTPSHandler", None)  # None: no ssl here (https:// is an unknown type)
+    for h in (ur.ProxyHandler({"http": proxy, "https": proxy}), ur.HTTPHandler(),
+              https() if https else None, _Errors(), ur.HTTPRedirectHandler(), ur.HTTPErrorProcessor(),
+              ur.UnknownHandler()):
+        if h is not None:
+            opener.add_handler(h)
     open_ = opener.open
 
     def urlopen(url, data=None, timeout=default_timeout):
