@@ -195,7 +195,6 @@ func TestParseEgress(t *testing.T) {
 	}
 }
 
-
 // startProxy serves a real egress proxy (package egress) on 127.0.0.1
 // under policy name with allow, lookup standing for DNS; returns its URL.
 func startProxy(t *testing.T, name string, allow []string, lookup egress.LookupFunc) string {

@@ -876,11 +876,12 @@ func (w *walker) importBinding(n node) (string, bool) {
 }
 
 // checkSurface refuses m.name (and from m import name) of an allowed module
-// m with a reviewed surface that does not hold name, saying what it holds.
+// m with a reviewed surface that does not hold name, saying what it holds
+// (a submodule allowed by name is the runner's to serve: checkSubmodule).
 func (w *walker) checkSurface(n node, m, name string) {
 	surface, ok := w.t.ModuleSurfaces[m]
 	top, _, _ := strings.Cut(m, ".")
-	if !ok || slices.Contains(surface, name) || strings.HasPrefix(name, "_") || w.t.attrRule(name) != "" || !w.allowed[top] {
+	if !ok || slices.Contains(surface, name) || strings.HasPrefix(name, "_") || w.t.attrRule(name) != "" || !w.allowed[top] || w.allowed[m+"."+name] {
 		return
 	}
 	offer := slices.Sorted(slices.Values(surface))

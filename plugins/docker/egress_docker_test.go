@@ -248,3 +248,56 @@ func TestEgressWarmPool(t *testing.T) {
 		t.Errorf("session %s survived Shutdown", s1)
 	}
 }
+
+// TestEgressUserCodeDocker: the session's own code (Execute, sealed as
+// every call is) reaches the allowed server with urllib.request through
+// the egress proxy and gets each refusal as an error naming the policy;
+// file:// is refused; with socket allowed, a connection that skips the
+// proxy fails at the kernel. The call's own egress events come with its
+// response.
+func TestEgressUserCodeDocker(t *testing.T) {
+	addr := egresstest.HostAddr(t)
+	allowed := egresstest.Serve(t, addr, "allowed", false)
+	forbidden := egresstest.Serve(t, addr, "forbidden", false)
+	tlsPort := egresstest.Serve(t, addr, "allowed-tls", true)
+	pol := &shared.EgressPolicy{Name: `sandbox "egress-user" network {}`, Allow: egresstest.UserAllow, BudgetBytes: 1 << 20}
+	b := egressBackend(t, pol, egresstest.Lookup(addr))
+	user := testUser(t)
+	sid := openSession(t, b, user)
+	cases := egresstest.UserCases(addr, allowed, forbidden, tlsPort)
+	args, err := json.Marshal(egresstest.UserArgs(cases, allowed))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := b.Execute(context.Background(), shared.ExecuteRequest{SessionID: sid, UserID: user, Code: egresstest.UserBody,
+		Args: args, AllowedImports: []string{"urllib", "urllib.request", "urllib.error", "json"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !resp.Result.Success {
+		t.Fatalf("%s: %s", resp.Result.ErrorKind, resp.Result.Error)
+	}
+	egresstest.CheckUser(t, resp.Result.Output, cases, pol.Name)
+	t.Logf("events with the call's response: %d", len(resp.Events))
+
+	args, _ = json.Marshal(map[string]any{"host": addr.String(), "port": allowed})
+	resp, err = b.Execute(context.Background(), shared.ExecuteRequest{SessionID: sid, UserID: user, Code: egresstest.DirectBody,
+		Args: args, AllowedImports: []string{"socket"}})
+	if err != nil || !resp.Result.Success {
+		t.Fatalf("direct: %v %+v", err, resp.Result)
+	}
+	var d struct {
+		Connected bool   `json:"connected"`
+		Errno     int    `json:"errno"`
+		Error     string `json:"error"`
+	}
+	if err := json.Unmarshal(resp.Result.Output, &d); err != nil {
+		t.Fatal(err)
+	}
+	// EACCES: Landlock (connect to the proxy's port only); ENETUNREACH
+	// where Landlock has no net rule (network none has no route).
+	if d.Connected || (d.Errno != 13 && d.Errno != 101) {
+		t.Errorf("a connection past the proxy: %+v; want EACCES or ENETUNREACH from the kernel", d)
+	}
+	t.Logf("direct: %+v", d)
+}
