@@ -278,7 +278,11 @@ func TestEgressUserCodeDocker(t *testing.T) {
 		t.Fatalf("%s: %s", resp.Result.ErrorKind, resp.Result.Error)
 	}
 	egresstest.CheckUser(t, resp.Result.Output, cases, pol.Name)
-	t.Logf("events with the call's response: %d", len(resp.Events))
+	// The call's own events (two admitted requests, five refusals) come
+	// with its response: the proxy reports before the call returns.
+	if allowedN, refused := countEvents(t, resp.Events); allowedN != 2 || refused != 5 {
+		t.Errorf("%d allowed and %d refused events with the call's response, want 2 and 5: %+v", allowedN, refused, resp.Events)
+	}
 
 	args, _ = json.Marshal(map[string]any{"host": addr.String(), "port": allowed})
 	resp, err = b.Execute(context.Background(), shared.ExecuteRequest{SessionID: sid, UserID: user, Code: egresstest.DirectBody,
@@ -300,4 +304,24 @@ func TestEgressUserCodeDocker(t *testing.T) {
 		t.Errorf("a connection past the proxy: %+v; want EACCES or ENETUNREACH from the kernel", d)
 	}
 	t.Logf("direct: %+v", d)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	if _, err := b.Close(ctx, shared.CloseRequest{SessionID: sid}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// countEvents counts the egress events that admitted and refused a
+// connection.
+func countEvents(t *testing.T, evs []shared.Event) (allowed, refused int) {
+	t.Helper()
+	for _, ev := range evs {
+		switch ev.Type {
+		case egress.EventAllowed:
+			allowed++
+		case egress.EventRefused:
+			refused++
+		}
+	}
+	return allowed, refused
 }
