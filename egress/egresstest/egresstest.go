@@ -16,6 +16,9 @@ import (
 	"net/netip"
 	"strings"
 	"testing"
+
+	"github.com/orqest/sandbox/egress"
+	"github.com/orqest/sandbox/shared"
 )
 
 // HostAddr is a non-loopback IPv4 address of this machine (the docker
@@ -197,3 +200,17 @@ except socket.error as e:
     return {"connected": False, "errno": e.errno, "error": "%s" % e}
 finally:
     s.close()`
+
+// CountEvents counts the egress events among evs that admitted and that
+// refused a connection.
+func CountEvents(evs []shared.Event) (allowed, refused int) {
+	for _, ev := range evs {
+		switch ev.Type {
+		case egress.EventAllowed:
+			allowed++
+		case egress.EventRefused:
+			refused++
+		}
+	}
+	return allowed, refused
+}

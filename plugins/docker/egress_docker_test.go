@@ -280,7 +280,7 @@ func TestEgressUserCodeDocker(t *testing.T) {
 	egresstest.CheckUser(t, resp.Result.Output, cases, pol.Name)
 	// The call's own events (two admitted requests, five refusals) come
 	// with its response: the proxy reports before the call returns.
-	if allowedN, refused := countEvents(t, resp.Events); allowedN != 2 || refused != 5 {
+	if allowedN, refused := egresstest.CountEvents(resp.Events); allowedN != 2 || refused != 5 {
 		t.Errorf("%d allowed and %d refused events with the call's response, want 2 and 5: %+v", allowedN, refused, resp.Events)
 	}
 
@@ -309,19 +309,4 @@ func TestEgressUserCodeDocker(t *testing.T) {
 	if _, err := b.Close(ctx, shared.CloseRequest{SessionID: sid}); err != nil {
 		t.Fatal(err)
 	}
-}
-
-// countEvents counts the egress events that admitted and refused a
-// connection.
-func countEvents(t *testing.T, evs []shared.Event) (allowed, refused int) {
-	t.Helper()
-	for _, ev := range evs {
-		switch ev.Type {
-		case egress.EventAllowed:
-			allowed++
-		case egress.EventRefused:
-			refused++
-		}
-	}
-	return allowed, refused
 }

@@ -177,3 +177,61 @@ func TestEgressSession(t *testing.T) {
 		t.Errorf("the socket directory %s outlived the session: %v", dir, err)
 	}
 }
+
+// TestEgressUserCodeSession: a gVisor session's own code (Execute, sealed
+// as every call is) reaches the allowed server with urllib.request
+// through the forwarder and the proxy, and gets each refusal as an error
+// naming the policy; file:// is refused; with socket allowed, a
+// connection that skips the proxy fails in the Sentry (no route: the
+// Sentry has no Landlock, so no port rule). The call's own egress events
+// come with its response.
+func TestEgressUserCodeSession(t *testing.T) {
+	addr := egresstest.HostAddr(t)
+	allowed := egresstest.Serve(t, addr, "allowed", false)
+	forbidden := egresstest.Serve(t, addr, "forbidden", false)
+	tlsPort := egresstest.Serve(t, addr, "allowed-tls", true)
+	pol := &shared.EgressPolicy{Name: `sandbox "g-user" network {}`, Allow: egresstest.UserAllow}
+	b, _ := newSessionBackendWith(t, nil, shared.ConfigureRequest{Egress: pol}, func(b *Backend) { b.egressLookup = egresstest.Lookup(addr) })
+	sid := openSession(t, b, "alice")
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cases := egresstest.UserCases(addr, allowed, forbidden, tlsPort)
+	args, err := json.Marshal(egresstest.UserArgs(cases, allowed))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := b.Execute(ctx, shared.ExecuteRequest{SessionID: sid, UserID: "alice", Code: egresstest.UserBody, Args: args,
+		AllowedImports: []string{"urllib", "urllib.request", "urllib.error", "json"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !resp.Result.Success {
+		t.Fatalf("%s: %s", resp.Result.ErrorKind, resp.Result.Error)
+	}
+	egresstest.CheckUser(t, resp.Result.Output, cases, pol.Name)
+	if allowedN, refused := egresstest.CountEvents(resp.Events); allowedN != 2 || refused != 5 {
+		t.Errorf("%d allowed and %d refused events with the call's response, want 2 and 5: %+v", allowedN, refused, resp.Events)
+	}
+
+	args, _ = json.Marshal(map[string]any{"host": addr.String(), "port": allowed})
+	resp, err = b.Execute(ctx, shared.ExecuteRequest{SessionID: sid, UserID: "alice", Code: egresstest.DirectBody, Args: args,
+		AllowedImports: []string{"socket"}})
+	if err != nil || !resp.Result.Success {
+		t.Fatalf("direct: %v %+v", err, resp.Result)
+	}
+	var d struct {
+		Connected bool   `json:"connected"`
+		Errno     int    `json:"errno"`
+		Error     string `json:"error"`
+	}
+	if err := json.Unmarshal(resp.Result.Output, &d); err != nil {
+		t.Fatal(err)
+	}
+	if d.Connected || (d.Errno != 101 && d.Errno != 113) {
+		t.Errorf("a connection past the proxy: %+v; want ENETUNREACH (101) or EHOSTUNREACH (113)", d)
+	}
+	t.Logf("direct: %+v", d)
+	if _, err := b.Close(ctx, shared.CloseRequest{SessionID: sid}); err != nil {
+		t.Fatal(err)
+	}
+}
