@@ -167,11 +167,13 @@ def _orq_make_import(allowed_imports, rules=None, user_builtins=None, made=None)
     surfaces = {m: frozenset(ns) for m, ns in (rules.get("module_surfaces") or {}).items()
                 if isinstance(m, str) and isinstance(ns, list)}
     guards = _orq_guards(user_builtins, rules, made)
-    # With an egress proxy, the allowed modules of _orq_egress_modules are
+    # With an egress proxy, the allowed modules of rules.json egress_modules are
     # the runner's views; urllib (the package) then offers them too.
     egress = {}
-    if _orq_egress and any(m in allowed for m in _orq_egress_modules):
-        egress = {m: v for m, v in _orq_egress_views(_orq_egress[0]).items() if m in allowed}
+    served = frozenset(rules.get("egress_modules") or ())
+    if _orq_egress and any(m in allowed for m in served):
+        egress = {m: v for m, v in _orq_egress_views(_orq_egress[0]).items()
+                  if m in allowed and m in served}
     # guards of names that exist only once their module is imported: built
     # now (a function built while the audit hook is armed is refused), given
     # the real one when a view first hands it out
@@ -523,14 +525,9 @@ _orq_audit_extra_read = []
 
 # The session's egress proxy (runner.Egress: {"url", "host", "port"}), set
 # by _orq_seal_prepare from the seal config: [proxy] or []. With it the
-# modules of _orq_egress_modules are the runner's views (_orq_egress_views),
+# modules of rules.json egress_modules are the runner's views (_orq_egress_views),
 # and the audit hook lets a socket connect to the proxy alone.
 _orq_egress = []
-
-# The modules served by the runner's own views while there is an egress
-# proxy: urllib.request (urlopen through the proxy) and urllib.error. They
-# are not OS modules then: the audit hook's OS events stay refused.
-_orq_egress_modules = ("urllib.request", "urllib.error")
 
 # _orq_egress_views by proxy URL.
 _orq_egress_built = {}
@@ -538,7 +535,9 @@ _orq_egress_built = {}
 
 def _orq_egress_views(eg):
     """The runner-made urllib.request and urllib.error for the egress proxy
-    eg: {"urllib.request": module, "urllib.error": module}.
+    eg: {"urllib.request": module, "urllib.error": module}: the modules of
+    rules.json egress_modules while there is an egress proxy (they are not
+    OS modules then: the audit hook's OS events stay refused).
 
     urllib.request offers urlopen(url_or_Request, data=None, timeout=...),
     Request, HTTPError and URLError; urllib.error offers HTTPError, URLError
@@ -704,10 +703,10 @@ def _orq_audit_arm_in(st, rules, allowed, workspace=None, core=None):
     if isinstance(workspace, str) and workspace.startswith("/"):
         import os as _os
         st["ws"] = _os.path.normpath(workspace) + "/"
-    # With an egress proxy the modules of _orq_egress_modules are the
+    # With an egress proxy the modules of rules.json egress_modules are the
     # runner's views, not OS modules; the hook lets through what their
     # urlopen does, towards the proxy only (egress_ok).
-    served = _orq_egress_modules if _orq_egress else ()
+    served = frozenset(rules.get("egress_modules") or ()) if _orq_egress else ()
     os_too = not any(m not in served and (m in os_modules or m.partition(".")[0] in os_modules)
                      for m in allowed)
     eg = _orq_egress[0] if _orq_egress and any(m in served for m in allowed) else None
