@@ -17,6 +17,7 @@ import (
 	"github.com/orqest/sandbox/egress/egresstest"
 	"github.com/orqest/sandbox/internal/pyproc"
 	"github.com/orqest/sandbox/runner"
+	"github.com/orqest/sandbox/validator"
 )
 
 // egressProbe is trusted test code run after the runner program, below
@@ -195,6 +196,51 @@ func TestParseEgress(t *testing.T) {
 	}
 }
 
+// egressEscapes tries what would take urllib.request past the proxy:
+// an opener or handler of the code's own, a Request's own proxy, another
+// scheme.
+const egressEscapes = `import urllib.request
+import urllib.error
+out = {}
+for name in ("build_opener", "install_opener", "ProxyHandler", "FileHandler"):
+    try:
+        if name == "build_opener":
+            from urllib.request import build_opener
+        elif name == "install_opener":
+            from urllib.request import install_opener
+        elif name == "ProxyHandler":
+            from urllib.request import ProxyHandler
+        else:
+            from urllib.request import FileHandler
+        out[name] = "imported"
+    except ImportError as e:
+        out[name] = "%s" % e
+try:
+    out["opener attribute"] = "%s" % urllib.request.OpenerDirector
+except AttributeError as e:
+    out["opener attribute"] = "%s" % e
+r = urllib.request.Request(args["url"])
+r.set_proxy("192.0.2.1:9", "http")
+with urllib.request.urlopen(r, timeout=10) as resp:
+    out["set_proxy"] = "%d %s" % (resp.status, resp.read().decode())
+for name, url in (("ftp", "ftp://example.com/x"), ("data", "data:,hello")):
+    try:
+        urllib.request.urlopen(url)
+        out[name] = "opened"
+    except urllib.error.URLError as e:
+        out[name] = "%s" % e.reason
+return out`
+
+// mustMap decodes a JSON object.
+func mustMap(t *testing.T, s string) map[string]any {
+	t.Helper()
+	var m map[string]any
+	if err := json.Unmarshal([]byte(s), &m); err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
 // startProxy serves a real egress proxy (package egress) on 127.0.0.1
 // under policy name with allow, lookup standing for DNS; returns its URL.
 func startProxy(t *testing.T, name string, allow []string, lookup egress.LookupFunc) string {
@@ -237,21 +283,44 @@ func TestEgressUserCodeSpawn(t *testing.T) {
 		t.Helper()
 		seal := &runner.Seal{ReadPaths: read, Require: []string{runner.LayerNoNewPrivs, runner.LayerSeccomp}}
 		seal.SetEgress(eg)
-		data, err := runner.Request{Code: code, Args: mustJSON(t, args), AllowedImports: imports, Seal: seal}.Encode()
+		data, err := runner.Request{Code: code, Args: mustJSON(t, args), AllowedImports: imports, Seal: seal, Rules: validator.RulesJSON()}.Encode()
 		if err != nil {
 			t.Fatal(err)
 		}
-		resp, _, stderr := runRaw(t, data)
+		resp, _, stderr := runRawCore(t, data, testCore(t))
 		if !resp.Success {
 			t.Fatalf("%s: %s (stderr %s)", resp.ErrorKind, resp.Error, stderr)
 		}
 		return resp
 	}
-	cases := egresstest.UserCases(addr, allowed, forbidden, tlsPort)
-	resp := run(t, egresstest.UserBody, egresstest.UserArgs(cases, allowed), "urllib", "urllib.request", "urllib.error", "json")
-	egresstest.CheckUser(t, resp.Output, cases, policy)
+	hooks(t, func(t *testing.T, hook string) {
+		cases := egresstest.UserCases(addr, allowed, forbidden, tlsPort)
+		resp := run(t, egresstest.UserBody, egresstest.UserArgs(cases, allowed), "urllib", "urllib.request", "urllib.error", "json")
+		egresstest.CheckUser(t, resp.Output, cases, policy)
 
-	resp = run(t, egresstest.DirectBody, map[string]any{"host": addr.String(), "port": allowed}, "socket")
+		// The view hands out no opener, handler or proxy of the code's
+		// choosing, and a Request's own proxy is not used: the copy
+		// urlopen sends goes through the session's proxy.
+		resp = run(t, egressEscapes, mustMap(t, fmt.Sprintf(`{"url": "http://allowed.test:%d/"}`, allowed)), "urllib", "urllib.request", "urllib.error")
+		var got map[string]string
+		if err := json.Unmarshal(resp.Output, &got); err != nil {
+			t.Fatal(err)
+		}
+		for k, want := range map[string]string{
+			"build_opener": "the sandbox's urllib.request offers HTTPError, Request, URLError, urlopen",
+			"install_opener": "offers", "ProxyHandler": "offers", "FileHandler": "offers",
+			"opener attribute": "no attribute 'OpenerDirector'",
+			"set_proxy": "200 hello from allowed",
+			"ftp": "http:// and https:// URLs only",
+			"data": "http:// and https:// URLs only",
+		} {
+			if !strings.Contains(got[k], want) {
+				t.Errorf("%s: %q, want %q", k, got[k], want)
+			}
+		}
+	})
+
+	resp := run(t, egresstest.DirectBody, map[string]any{"host": addr.String(), "port": allowed}, "socket")
 	var d struct {
 		Connected bool   `json:"connected"`
 		Errno     int    `json:"errno"`
