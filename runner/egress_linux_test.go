@@ -307,12 +307,12 @@ func TestEgressUserCodeSpawn(t *testing.T) {
 			t.Fatal(err)
 		}
 		for k, want := range map[string]string{
-			"build_opener": "the sandbox's urllib.request offers HTTPError, Request, URLError, urlopen",
+			"build_opener":   "the sandbox's urllib.request offers HTTPError, Request, URLError, urlopen",
 			"install_opener": "offers", "ProxyHandler": "offers", "FileHandler": "offers",
 			"opener attribute": "no attribute 'OpenerDirector'",
-			"set_proxy": "200 hello from allowed",
-			"ftp": "http:// and https:// URLs only",
-			"data": "http:// and https:// URLs only",
+			"set_proxy":        "200 hello from allowed",
+			"ftp":              "http:// and https:// URLs only",
+			"data":             "http:// and https:// URLs only",
 		} {
 			if !strings.Contains(got[k], want) {
 				t.Errorf("%s: %q, want %q", k, got[k], want)
