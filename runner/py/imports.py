@@ -703,10 +703,12 @@ def _orq_audit_arm_in(st, rules, allowed, workspace=None, core=None):
     if isinstance(workspace, str) and workspace.startswith("/"):
         import os as _os
         st["ws"] = _os.path.normpath(workspace) + "/"
-    # With an egress proxy the modules of rules.json egress_modules are the
-    # runner's views, not OS modules; the hook lets through what their
-    # urlopen does, towards the proxy only (egress_ok).
-    served = frozenset(rules.get("egress_modules") or ()) if _orq_egress else ()
+    # The modules of rules.json egress_modules are not OS modules: with an
+    # egress proxy they are the runner's views, and the hook lets through
+    # what their urlopen does, towards the proxy only (egress_ok); without
+    # one the import shim refuses them. Listing them never lifts the OS
+    # events.
+    served = frozenset(rules.get("egress_modules") or ())
     os_too = not any(m not in served and (m in os_modules or m.partition(".")[0] in os_modules)
                      for m in allowed)
     eg = _orq_egress[0] if _orq_egress and any(m in served for m in allowed) else None
