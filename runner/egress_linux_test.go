@@ -1,13 +1,10 @@
 package runner_test
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"net"
-	"os"
 	"os/exec"
-	"runtime"
 	"strings"
 	"testing"
 
@@ -22,18 +19,10 @@ import (
 
 // egressProbe is trusted test code run after the runner program, below
 // every Python layer (no import shim, no audit hook: the kernel's rule
-// alone): it seals the process as the role of argv[1] from the seal
-// config on stdin, then tries the sockets of argv[2] ([label, family,
+// alone): sealed by sealPrologue, it tries the sockets of argv[2] ([label, family,
 // type, port or 0 for none, "bind" or ""]) and prints {label: errno}
 // (0: made and connected).
-const egressProbe = `
-import json, os, socket, sys
-cfg = json.loads(sys.stdin.read())
-role = sys.argv[1]
-st = _orq_seal_prepare(cfg)
-if role == "child":
-    _orq_seal_apply(st, "zygote")
-_orq_seal_apply(st, role)
+const egressProbe = sealPrologue + `import socket
 out = {"layers": st["layers"], "missing": st["missing"]}
 for label, fam, typ, port, how in json.loads(sys.argv[2]):
     try:
@@ -50,10 +39,7 @@ for label, fam, typ, port, how in json.loads(sys.argv[2]):
         out[label] = 0
     except OSError as e:
         out[label] = e.errno or -1
-sys.stdout.write(json.dumps(out))
-sys.stdout.flush()
-os._exit(0)
-`
+` + sealEpilogue
 
 // The kernel rule of a seal with an egress proxy, the Python layers
 // bypassed: a sealed process connects over TCP to the proxy's port on
@@ -61,12 +47,7 @@ os._exit(0)
 // socket and binds nothing (seccomp); a seal without one creates no socket
 // at all.
 func TestEgressKernelRule(t *testing.T) {
-	if _, err := os.Stat(python); err != nil {
-		t.Skipf("%s not available: %v", python, err)
-	}
-	if runtime.GOARCH != "amd64" && runtime.GOARCH != "arm64" {
-		t.Skip("no seccomp programs on", runtime.GOARCH)
-	}
+	needSealProbe(t)
 	listen := func() (net.Listener, int) {
 		l, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
@@ -115,8 +96,6 @@ func TestEgressKernelRule(t *testing.T) {
 	for _, p := range probes {
 		calls = append(calls, []any{p.label, p.fam, p.typ, p.port, p.how})
 	}
-	prog := runner.Program()
-	prog = prog[:strings.LastIndex(prog, `if __name__ == "__main__":`)] + egressProbe
 	require := []string{runner.LayerNoNewPrivs, runner.LayerSeccomp, runner.LayerLandlockFS, runner.LayerLandlockNet}
 	for _, withEgress := range []bool{true, false} {
 		seal := runner.Seal{Require: require}
@@ -129,24 +108,8 @@ func TestEgressKernelRule(t *testing.T) {
 		}
 		for _, role := range []string{"full", "child"} {
 			t.Run(fmt.Sprintf("egress=%v/%s", withEgress, role), func(t *testing.T) {
-				argv := runner.ArgvFor(python, prog, role, string(mustJSON(t, calls)))
-				cmd := exec.Command(argv[0], argv[1:]...)
-				cmd.Env = []string{}
-				cmd.Dir = t.TempDir()
-				cmd.Stdin = bytes.NewReader(mustJSON(t, seal))
-				var stderr bytes.Buffer
-				cmd.Stderr = &stderr
-				out, err := cmd.Output()
-				if err != nil {
-					if strings.Contains(stderr.String(), "required sealing layers") {
-						t.Skipf("this kernel lacks a layer the rule needs: %s", stderr.String())
-					}
-					t.Fatalf("%v: stderr %s", err, stderr.String())
-				}
-				var got map[string]json.RawMessage
-				if err := json.Unmarshal(out, &got); err != nil {
-					t.Fatalf("%v: %q (stderr %s)", err, out, stderr.String())
-				}
+				got := runSealProbe(t, egressProbe, role, string(mustJSON(t, calls)), mustJSON(t, seal),
+					"SKIPPING: this kernel lacks a layer the rule needs (Landlock ABI >= 4)")
 				t.Logf("layers: %s; missing: %s", got["layers"], got["missing"])
 				for _, p := range probes {
 					var e int

@@ -14,6 +14,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
+	"slices"
 	"strings"
 	"testing"
 
@@ -189,7 +190,7 @@ func CheckUser(t testing.TB, output []byte, cases []UserCase, policy string) {
 
 // DirectBody is user code (socket allowed) that connects past the proxy to
 // args["host"]:args["port"]: the kernel must refuse it. Its result is
-// {"connected": bool, "errno": int, "error": str}.
+// {"connected": bool, "errno": int, "error": str}: see CheckDirect.
 const DirectBody = `import socket
 s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
 s.settimeout(5)
@@ -213,4 +214,60 @@ func CountEvents(evs []shared.Event) (allowed, refused int) {
 		}
 	}
 	return allowed, refused
+}
+
+// CheckDirect fails t unless DirectBody's output says the connection
+// failed with one of errnos, and returns that errno.
+func CheckDirect(t testing.TB, output []byte, errnos ...int) int {
+	t.Helper()
+	var d struct {
+		Connected bool   `json:"connected"`
+		Errno     int    `json:"errno"`
+		Error     string `json:"error"`
+	}
+	if err := json.Unmarshal(output, &d); err != nil {
+		t.Fatalf("direct connection's output %s: %v", output, err)
+	}
+	if d.Connected || !slices.Contains(errnos, d.Errno) {
+		t.Errorf("a connection past the proxy: %+v; want one of the errnos %v from the kernel", d, errnos)
+	}
+	t.Logf("a connection past the proxy: %+v", d)
+	return d.Errno
+}
+
+// Execute runs one call of a session with code, args and the allowed
+// imports (a backend's Execute, bound to a session and user).
+type Execute func(code string, args []byte, imports ...string) (shared.ExecuteResponse, error)
+
+// CheckUserCode is the user-code egress test of a session backend:
+// UserBody through exec against the servers of Serve on addr (plain HTTP
+// on allowedPort and forbiddenPort, TLS on tlsPort, UserAllow under the
+// block named policy) gets what UserCases want, with the call's own
+// events (two admitted, five refused) in its response; DirectBody to the
+// allowed server fails with one of errnos.
+func CheckUserCode(t testing.TB, exec Execute, addr netip.Addr, allowedPort, forbiddenPort, tlsPort int, policy string, errnos ...int) {
+	t.Helper()
+	cases := UserCases(addr, allowedPort, forbiddenPort, tlsPort)
+	args, err := json.Marshal(UserArgs(cases, allowedPort))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := exec(UserBody, args, "urllib", "urllib.request", "urllib.error", "json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !resp.Result.Success {
+		t.Fatalf("%s: %s", resp.Result.ErrorKind, resp.Result.Error)
+	}
+	CheckUser(t, resp.Result.Output, cases, policy)
+	// The proxy reports before the call returns: its response has them.
+	if allowed, refused := CountEvents(resp.Events); allowed != 2 || refused != 5 {
+		t.Errorf("%d allowed and %d refused events with the call's response, want 2 and 5: %+v", allowed, refused, resp.Events)
+	}
+	args, _ = json.Marshal(map[string]any{"host": addr.String(), "port": allowedPort})
+	resp, err = exec(DirectBody, args, "socket")
+	if err != nil || !resp.Result.Success {
+		t.Fatalf("direct: %v %+v", err, resp.Result)
+	}
+	CheckDirect(t, resp.Result.Output, errnos...)
 }

@@ -79,18 +79,7 @@ func TestEgressDocker(t *testing.T) {
 	tlsPort := egresstest.Serve(t, addr, "allowed-tls", true)
 	forbiddenPort := egresstest.Serve(t, addr, "forbidden", false)
 	pol := &shared.EgressPolicy{Name: `sandbox "egress-test" network {}`, Allow: []string{"allowed.test", "rebind.test"}, BudgetBytes: 1 << 20}
-	lookup := func(_ context.Context, host string) ([]netip.Addr, error) {
-		switch host {
-		case "allowed.test":
-			return []netip.Addr{addr}, nil
-		case "forbidden.test":
-			return []netip.Addr{addr}, nil
-		case "rebind.test": // an allowed name that answers with loopback
-			return []netip.Addr{netip.MustParseAddr("127.0.0.1")}, nil
-		}
-		return nil, errors.New("no such host")
-	}
-	b := egressBackend(t, pol, lookup)
+	b := egressBackend(t, pol, egresstest.Lookup(addr))
 	info, err := b.Info(context.Background(), shared.InfoRequest{})
 	if err != nil || !info.Has(shared.CapEgress) {
 		t.Fatalf("Info: %v, egress capability %v", err, info.Has(shared.CapEgress))
@@ -264,46 +253,12 @@ func TestEgressUserCodeDocker(t *testing.T) {
 	b := egressBackend(t, pol, egresstest.Lookup(addr))
 	user := testUser(t)
 	sid := openSession(t, b, user)
-	cases := egresstest.UserCases(addr, allowed, forbidden, tlsPort)
-	args, err := json.Marshal(egresstest.UserArgs(cases, allowed))
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp, err := b.Execute(context.Background(), shared.ExecuteRequest{SessionID: sid, UserID: user, Code: egresstest.UserBody,
-		Args: args, AllowedImports: []string{"urllib", "urllib.request", "urllib.error", "json"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !resp.Result.Success {
-		t.Fatalf("%s: %s", resp.Result.ErrorKind, resp.Result.Error)
-	}
-	egresstest.CheckUser(t, resp.Result.Output, cases, pol.Name)
-	// The call's own events (two admitted requests, five refusals) come
-	// with its response: the proxy reports before the call returns.
-	if allowedN, refused := egresstest.CountEvents(resp.Events); allowedN != 2 || refused != 5 {
-		t.Errorf("%d allowed and %d refused events with the call's response, want 2 and 5: %+v", allowedN, refused, resp.Events)
-	}
-
-	args, _ = json.Marshal(map[string]any{"host": addr.String(), "port": allowed})
-	resp, err = b.Execute(context.Background(), shared.ExecuteRequest{SessionID: sid, UserID: user, Code: egresstest.DirectBody,
-		Args: args, AllowedImports: []string{"socket"}})
-	if err != nil || !resp.Result.Success {
-		t.Fatalf("direct: %v %+v", err, resp.Result)
-	}
-	var d struct {
-		Connected bool   `json:"connected"`
-		Errno     int    `json:"errno"`
-		Error     string `json:"error"`
-	}
-	if err := json.Unmarshal(resp.Result.Output, &d); err != nil {
-		t.Fatal(err)
+	exec := func(code string, args []byte, imports ...string) (shared.ExecuteResponse, error) {
+		return b.Execute(context.Background(), shared.ExecuteRequest{SessionID: sid, UserID: user, Code: code, Args: args, AllowedImports: imports})
 	}
 	// EACCES: Landlock (connect to the proxy's port only); ENETUNREACH
 	// where Landlock has no net rule (network none has no route).
-	if d.Connected || (d.Errno != 13 && d.Errno != 101) {
-		t.Errorf("a connection past the proxy: %+v; want EACCES or ENETUNREACH from the kernel", d)
-	}
-	t.Logf("direct: %+v", d)
+	egresstest.CheckUserCode(t, exec, addr, allowed, forbidden, tlsPort, pol.Name, 13, 101)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	if _, err := b.Close(ctx, shared.CloseRequest{SessionID: sid}); err != nil {
