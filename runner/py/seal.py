@@ -218,9 +218,11 @@ def _orq_seal_prepare(cfg):
         newnet, net_layer = 0, []
     else:
         want_ns = [want("user_namespace"), want("network_namespace")]
-        newnet, net_layer = c.get("CLONE_NEWNET", 0), ["network_namespace"]
+        newnet, net_layer = None, ["network_namespace"]
     go = False
     if all(want_ns):
+        if newnet is None:
+            newnet = c["CLONE_NEWNET"]
         hide = want("proc_hidden")
         ok = hide and libc.unshare(c["CLONE_NEWUSER"] | newnet | c["CLONE_NEWNS"]) == 0
         if hide and not ok:
@@ -259,7 +261,7 @@ def _orq_seal_prepare(cfg):
             why = fail()
             missing["user_namespace"] = why
             if egress:
-                pass
+                pass  # the session's namespace (see above)
             elif libc.unshare(c["CLONE_NEWNET"]) == 0:
                 layers.append("network_namespace")
             else:
