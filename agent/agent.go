@@ -119,6 +119,12 @@ func run(log *slog.Logger, o options) error {
 		prepare: splitModules(o.prepare), stateful: o.stateful, memoryCgroup: o.memoryCgroup}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
+	if eg, err := egressProxy(ctx, os.Getenv); err != nil {
+		log.Error("the egress proxy is unusable: the Python children have no network", "error", err)
+	} else if eg != nil {
+		ex.egress = eg
+		log.Info("the Python children reach the egress proxy", "proxy", eg.Host, "port", eg.Port)
+	}
 	// Probe the sealing layers (logged) and start the default agent's warm
 	// fork-server (and stateful interpreter), prepared, before the hello
 	// line: an agent of the warm pool is ready when a session binds it.

@@ -94,6 +94,9 @@ type executor struct {
 	// and what Landlock must let a child read to load them; nil when the
 	// image has none. See systemPackages.
 	system *systemSite
+	// egress is the session's egress proxy (egressProxy); nil: none, and
+	// the children have no network at all.
+	egress *runner.Egress
 
 	// noFork is set when a fork-server could not start here: the
 	// executor then spawns (sealed the same way) and says so once.
@@ -232,7 +235,7 @@ func (e *executor) forkServer(agent, dir, python string, extraPath, readPath []s
 	})
 	return e.zygotes.Get(agent, key, func() (*pyproc.ForkServer, error) {
 		fs, err := pyproc.StartForkServer(runner.ForkServerArgv(python), runner.ForkServerConfig{
-			Seal:           seal.SealWriting(e.disable, e.writePaths(), readPath...),
+			Seal:           e.childSeal(seal, readPath),
 			Rules:          e.rules,
 			Pool:           zygotePool,
 			Prepare:        e.prepare,
@@ -373,7 +376,7 @@ func (e *executor) run(ctx context.Context, a rtproto.ExecuteArgs, onOutput func
 	if fs != nil {
 		res, err = fs.Run(ctx, job)
 	} else {
-		job.Request.Seal = seal.SealWriting(e.disable, e.writePaths(), readPath...)
+		job.Request.Seal = e.childSeal(seal, readPath)
 		res, err = pyproc.SpawnWith(ctx, runner.Argv(python), job, pyproc.SpawnOptions{Env: e.pythonEnv(), Core: e.core}, e.logger())
 	}
 	if err != nil {

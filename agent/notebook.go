@@ -89,7 +89,7 @@ func (e *executor) notebook(ctx context.Context, agent, dir, python, key string,
 		return nil, false, fmt.Errorf("stateful call: this session already has %d agents with a stateful interpreter (the most it keeps): %w", maxNotebooks, shared.ErrUnavailable)
 	}
 	nb, err := pyproc.StartNotebook(ctx, runner.Argv(python), runner.Request{
-		Seal:           seal.SealWriting(e.disable, e.writePaths(), readPath...),
+		Seal:           e.childSeal(seal, readPath),
 		Rules:          e.rules,
 		Classes:        e.classes,
 		ExtraSysPath:   extraPath,

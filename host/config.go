@@ -254,6 +254,10 @@ type Policy struct {
 	// AllowUnreviewedImports: modules without a reviewed surface the
 	// operator acknowledged (allow_unreviewed_imports).
 	AllowUnreviewedImports []string
+	// Network: the sandbox has a network {} block, which acknowledges the
+	// dangerous modules the runner serves through its egress proxy
+	// (rules.json egress_modules: urllib.request, urllib.error).
+	Network bool
 
 	// MaxTimeout, MaxMemoryMB and MaxOutputCeiling are the most a caller
 	// may ask for (the policy's `ceiling {}`; by default the values above).
@@ -653,6 +657,7 @@ func (c *Config) SandboxPolicy(s *SandboxConfig) Policy {
 	if s.Classes != nil {
 		p.Classes = *s.Classes
 	}
+	p.Network = c.SandboxEgress(s) != nil
 	return p
 }
 

@@ -134,3 +134,56 @@ func TestNetworkBlockNeedsCapability(t *testing.T) {
 		t.Fatalf("want a diagnostic at the network block (line 3) naming the capability, got %v", err)
 	}
 }
+
+// TestNetworkBlockAcknowledgesEgressModules: a sandbox's network {} block
+// acknowledges urllib.request and urllib.error (the runner serves them
+// through the egress proxy), for that sandbox only: the same policy on a
+// sandbox without one is refused, and the lint says so unless every
+// sandbox of the policy has a network block.
+func TestNetworkBlockAcknowledgesEgressModules(t *testing.T) {
+	src := `
+policy "fetch" {
+  allowed_imports = ["json", "urllib", "urllib.request", "urllib.error"]
+}
+policy "fetch-os" {
+  allowed_imports = ["urllib.request", "socket"]
+}
+sandbox "net" {
+  plugin = "docker"
+  policy = "fetch"
+  network {
+    allow = ["api.example.com:443"]
+  }
+}
+sandbox "net-os" {
+  plugin = "docker"
+  policy = "fetch-os"
+  network {
+    allow = ["api.example.com:443"]
+  }
+}
+`
+	cfg, diags := ParseConfig("config.hcl", []byte(src))
+	if diags.HasErrors() {
+		t.Fatal(diags)
+	}
+	net, _ := cfg.SandboxConfigNamed("net")
+	if bad := cfg.SandboxPolicy(net).UnacknowledgedDangerous(); len(bad) != 0 {
+		t.Errorf("with a network block: %v unacknowledged", bad)
+	}
+	netOS, _ := cfg.SandboxConfigNamed("net-os")
+	if bad := cfg.SandboxPolicy(netOS).UnacknowledgedDangerous(); !reflect.DeepEqual(bad, []string{"socket"}) {
+		t.Errorf("socket with a network block: %v unacknowledged, want [socket]", bad)
+	}
+	if d := LintPolicy(cfg); !d.HasErrors() || strings.Contains(d.Error(), `"fetch" lets`) {
+		t.Errorf("lint: %v; want only fetch-os's socket refused", d)
+	}
+	cfg.Sandboxes = append(cfg.Sandboxes, &SandboxConfig{Name: "plain", Plugin: "docker", Policy: "fetch"})
+	plain := cfg.Sandboxes[len(cfg.Sandboxes)-1]
+	if bad := cfg.SandboxPolicy(plain).UnacknowledgedDangerous(); !reflect.DeepEqual(bad, []string{"urllib.error", "urllib.request"}) {
+		t.Errorf("without a network block: %v unacknowledged, want urllib.error and urllib.request", bad)
+	}
+	if d := LintPolicy(cfg); !strings.Contains(d.Error(), `"fetch"`) {
+		t.Errorf("lint with a sandbox of fetch without a network block: %v", d)
+	}
+}

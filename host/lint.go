@@ -2,6 +2,7 @@ package host
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 
@@ -36,8 +37,13 @@ func dangerousWhy(m string) (string, bool) {
 }
 
 // acknowledged reports whether allow_dangerous_imports covers module m
-// (an entry names m or a package above it).
+// (an entry names m or a package above it), or the sandbox's network {}
+// block does (m is one of rules.json egress_modules, which the runner
+// serves through the egress proxy).
 func (p Policy) acknowledged(m string) bool {
+	if p.Network && slices.Contains(rules.Default().EgressModules, m) {
+		return true
+	}
 	for _, a := range p.AllowDangerousImports {
 		if a == m || strings.HasPrefix(m, a+".") {
 			return true
@@ -221,7 +227,8 @@ func lintHeavyImports(p *PolicyConfig, pol Policy) hcl.Diagnostics {
 func LintPolicy(cfg *Config) hcl.Diagnostics {
 	var diags hcl.Diagnostics
 	for _, p := range cfg.Policies {
-		pol := Policy{Name: p.Name, AllowedImports: p.AllowedImports, AllowDangerousImports: p.AllowDangerousImports}
+		pol := Policy{Name: p.Name, AllowedImports: p.AllowedImports, AllowDangerousImports: p.AllowDangerousImports,
+			Network: networkOnly(cfg, p.Name)}
 		var bad, acked []string
 		for _, m := range p.AllowedImports {
 			why, ok := dangerousWhy(m)
@@ -303,4 +310,25 @@ func LintPolicy(cfg *Config) hcl.Diagnostics {
 		}
 	}
 	return diags
+}
+
+// networkOnly reports whether every sandbox that uses policy name has a
+// network {} block (and one does): its egress modules are acknowledged
+// wherever the policy runs.
+func networkOnly(cfg *Config, name string) bool {
+	n := 0
+	for _, s := range cfg.Sandboxes {
+		pn := s.Policy
+		if pn == "" {
+			pn = "default"
+		}
+		if pn != name {
+			continue
+		}
+		if cfg.SandboxEgress(s) == nil {
+			return false
+		}
+		n++
+	}
+	return n > 0
 }

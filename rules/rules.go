@@ -208,6 +208,12 @@ type Table struct {
 	// hook may do what the hook refuses). Any other submodule that its
 	// package did not import itself must be listed on its own.
 	PackageSubmodules map[string][]string `json:"package_submodules"`
+	// EgressModules are the dangerous modules the runner serves with views
+	// of its own in a sandbox with a network {} block (urllib.request:
+	// urlopen through the session's egress proxy; urllib.error): that
+	// block acknowledges them, and they are not OS modules to the audit
+	// hook there. Everywhere else they stay dangerous.
+	EgressModules []string `json:"egress_modules"`
 }
 
 // Reviewed reports whether module (dotted, as imported) has a reviewed
@@ -241,6 +247,11 @@ func Decode(b []byte) (*Table, error) {
 		}
 		if _, bad := t.DangerousImports[pkg]; bad {
 			return nil, fmt.Errorf("rules.json: package_submodules: %q is on the dangerous list: %w", pkg, ErrInvalidTable)
+		}
+	}
+	for _, m := range t.EgressModules {
+		if _, ok := t.DangerousImports[m]; !ok {
+			return nil, fmt.Errorf("rules.json: egress_modules: %q is not on the dangerous list: %w", m, ErrInvalidTable)
 		}
 	}
 	for m := range t.ModuleSurfaces {

@@ -27,6 +27,11 @@ func machine(goarch string) string {
 	return ""
 }
 
+// landlockRuleNetPort is LANDLOCK_RULE_NET_PORT of enum landlock_rule_type
+// (linux/landlock.h, Landlock ABI 4), which golang.org/x/sys/unix does not
+// define.
+const landlockRuleNetPort = 2
+
 // kernelTable returns the table of the architecture this binary runs on,
 // nil if none is known. Seccomp programs are only built where package
 // seccomp supports the architecture.
@@ -62,6 +67,7 @@ func kernelTable() (*KernelTable, error) {
 			"LINUX_CAPABILITY_VERSION_3":          unix.LINUX_CAPABILITY_VERSION_3,
 			"LANDLOCK_CREATE_RULESET_VERSION":     unix.LANDLOCK_CREATE_RULESET_VERSION,
 			"LANDLOCK_RULE_PATH_BENEATH":          unix.LANDLOCK_RULE_PATH_BENEATH,
+			"LANDLOCK_RULE_NET_PORT":              landlockRuleNetPort,
 			"LANDLOCK_ACCESS_FS_EXECUTE":          unix.LANDLOCK_ACCESS_FS_EXECUTE,
 			"LANDLOCK_ACCESS_FS_WRITE_FILE":       unix.LANDLOCK_ACCESS_FS_WRITE_FILE,
 			"LANDLOCK_ACCESS_FS_READ_FILE":        unix.LANDLOCK_ACCESS_FS_READ_FILE,

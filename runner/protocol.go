@@ -255,6 +255,12 @@ type Seal struct {
 	// SubIDsMissing says why, and the separate_uid layer is missing.
 	SubIDs        *SubIDs `json:"subids,omitempty"`
 	SubIDsMissing string  `json:"subids_missing,omitempty"`
+	// Egress is the session's egress proxy (SetEgress); nil: none, and
+	// the sandbox has no network at all. With it the sandbox stays in the
+	// network namespace it starts in, the seccomp net programs let a TCP
+	// client through, Landlock (ABI >= 4) lets connect reach Egress.Port
+	// only, and urllib.request is the runner's view through the proxy.
+	Egress *Egress `json:"egress,omitempty"`
 }
 
 // SubIDs are one subordinate uid and gid of the account the runner starts

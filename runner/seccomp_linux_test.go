@@ -135,19 +135,74 @@ func mustRules(t *testing.T) json.RawMessage {
 	return doc.Rules
 }
 
-// sealProbe is trusted test code run after the runner program: it seals
-// the process as the role of argv[1] from the seal config on stdin (the
-// Go-built programs, installed by the runner's own functions), then makes
-// the system calls of argv[2] ([label, nr, args...]) and prints {label:
-// errno} (0: the call succeeded).
-const sealProbe = `
-import ctypes, json, os, sys
+// sealPrologue is trusted test code run after the runner program: it
+// seals the process as the role of argv[1] ("full", "zygote" or "child":
+// the zygote's layers, then the child's) from the seal config on stdin,
+// with the runner's own functions; st is the seal's state.
+const sealPrologue = `
+import json, os, sys
 cfg = json.loads(sys.stdin.read())
 role = sys.argv[1]
 st = _orq_seal_prepare(cfg)
 if role == "child":
     _orq_seal_apply(st, "zygote")
 _orq_seal_apply(st, role)
+`
+
+// sealEpilogue ends a probe: it prints out as JSON and exits.
+const sealEpilogue = `sys.stdout.write(json.dumps(out))
+sys.stdout.flush()
+os._exit(0)
+`
+
+// needSealProbe skips a test of the sealed kernel layers where there is no
+// interpreter or no seccomp program.
+func needSealProbe(t *testing.T) {
+	t.Helper()
+	if _, err := os.Stat(python); err != nil {
+		t.Skipf("%s not available: %v", python, err)
+	}
+	if runtime.GOARCH != "amd64" && runtime.GOARCH != "arm64" {
+		t.Skip("no seccomp programs on", runtime.GOARCH)
+	}
+}
+
+// runSealProbe runs the runner program with its entry point replaced by
+// probe (sealPrologue and what it does sealed) as role with arg, the seal
+// config on stdin, and returns the JSON object it prints; skip is the
+// reason to skip when the seal fails for a missing required layer ("":
+// fail).
+func runSealProbe(t *testing.T, probe, role, arg string, seal []byte, skip string) map[string]json.RawMessage {
+	t.Helper()
+	prog := runner.Program()
+	prog = prog[:strings.LastIndex(prog, `if __name__ == "__main__":`)] + probe
+	argv := runner.ArgvFor(python, prog, role, arg)
+	cmd := exec.Command(argv[0], argv[1:]...)
+	cmd.Env = []string{}
+	cmd.Dir = t.TempDir()
+	cmd.Stdin = bytes.NewReader(seal)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		if skip != "" && strings.Contains(stderr.String(), "required sealing layers") {
+			t.Skipf("%s: %s", skip, stderr.String())
+		}
+		t.Fatalf("%v: stderr %s", err, stderr.String())
+	}
+	var got map[string]json.RawMessage
+	if err := json.Unmarshal(out, &got); err != nil {
+		t.Fatalf("%v: %q (stderr %s)", err, out, stderr.String())
+	}
+	return got
+}
+
+// sealProbe is trusted test code run after the runner program: it seals
+// the process as the role of argv[1] from the seal config on stdin (the
+// Go-built programs, installed by the runner's own functions), then makes
+// the system calls of argv[2] ([label, nr, args...]) and prints {label:
+// errno} (0: the call succeeded).
+const sealProbe = sealPrologue + `import ctypes
 libc = ctypes.CDLL(None, use_errno=True)
 libc.syscall.restype = ctypes.c_long
 out = {"layers": st["layers"]}
@@ -156,21 +211,13 @@ for call in json.loads(sys.argv[2]):
     ctypes.set_errno(0)
     r = libc.syscall(*[ctypes.c_long(a) for a in args])
     out[call[0]] = 0 if r >= 0 else ctypes.get_errno()
-sys.stdout.write(json.dumps(out))
-sys.stdout.flush()
-os._exit(0)
-`
+` + sealEpilogue
 
 // Each program, sent in the Seal and installed by the runner in a real
 // interpreter, makes the kernel fail the calls it refuses with its errno
 // and lets the others through. Every probe is harmless should it run.
 func TestSeccompInKernel(t *testing.T) {
-	if _, err := os.Stat(python); err != nil {
-		t.Skipf("%s not available: %v", python, err)
-	}
-	if runtime.GOARCH != "amd64" && runtime.GOARCH != "arm64" {
-		t.Skip("no seccomp programs on", runtime.GOARCH)
-	}
+	needSealProbe(t)
 	const (
 		ok     = 0
 		eperm  = int(unix.EPERM)
@@ -211,26 +258,10 @@ func TestSeccompInKernel(t *testing.T) {
 	for _, p := range probes {
 		calls = append(calls, append([]any{p.label}, p.call...))
 	}
-	prog := runner.Program()
-	prog = prog[:strings.LastIndex(prog, `if __name__ == "__main__":`)] + sealProbe
 	seal := mustJSON(t, runner.Seal{Require: []string{runner.LayerNoNewPrivs, runner.LayerSeccomp}})
 	for _, role := range []string{"full", "zygote", "child"} {
 		t.Run(role, func(t *testing.T) {
-			argv := runner.ArgvFor(python, prog, role, string(mustJSON(t, calls)))
-			cmd := exec.Command(argv[0], argv[1:]...)
-			cmd.Env = []string{}
-			cmd.Dir = t.TempDir()
-			cmd.Stdin = bytes.NewReader(seal)
-			var stderr bytes.Buffer
-			cmd.Stderr = &stderr
-			out, err := cmd.Output()
-			if err != nil {
-				t.Fatalf("%v: stderr %s", err, stderr.String())
-			}
-			var got map[string]json.RawMessage
-			if err := json.Unmarshal(out, &got); err != nil {
-				t.Fatalf("%v: %q (stderr %s)", err, out, stderr.String())
-			}
+			got := runSealProbe(t, sealProbe, role, string(mustJSON(t, calls)), seal, "")
 			t.Logf("layers: %s", got["layers"])
 			for _, p := range probes {
 				var e int

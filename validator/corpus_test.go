@@ -314,6 +314,10 @@ var benign = []tcase{
 	{"class: string.Formatter subclass", "", "import string\nclass U(string.Formatter):\n    def format_field(self, v, spec):\n        return str(v).upper() if spec == 'u' else super().format_field(v, spec)\nreturn U().format('{x:u}', x='a')", stdAllow},
 	{"class: typing.get_type_hints", "", "import typing\nclass C:\n    x: int\ndef f(a: int) -> str:\n    return ''\nreturn [str(typing.get_type_hints(C)), str(typing.get_type_hints(f))]", stdAllow},
 	{"import urllib then urllib.parse", "", "import urllib\nreturn urllib.parse.quote('a b')", []string{"urllib"}},
+	// a submodule listed by name is the runner's to serve (urllib.request
+	// through a session's egress proxy) or refuse at import
+	{"urllib.request listed by name", "", "import urllib.request\nimport urllib.error\ntry:\n    with urllib.request.urlopen('http://x/', timeout=5) as r:\n        return r.read().decode()\nexcept urllib.error.HTTPError as e:\n    return e.code", []string{"urllib", "urllib.request", "urllib.error"}},
+	{"from urllib.request listed by name", "", "from urllib.request import urlopen, Request\nimport json\nreturn json.load(urlopen(Request('http://x/', data=b'{}', method='POST')))", []string{"urllib", "urllib.request", "json"}},
 	{"io in-memory streams", "", "import io\nb = io.StringIO()\nb.write('x')\nreturn [b.getvalue(), io.BytesIO(b'y').read().decode(), io.SEEK_SET]", []string{"io"}},
 	{"socket when allowed", "", "import socket\ns = socket.socket(socket.AF_INET, socket.SOCK_STREAM)\ns.close()\nreturn 1", []string{"socket"}},
 	{"OSError aliases and with_traceback", "", "try:\n    raise IOError('x')\nexcept EnvironmentError as e:\n    return [str(e.with_traceback(None)), IOError is OSError]", nil},

@@ -538,10 +538,12 @@ func (w *walker) checkImportTop(n node, name string) {
 
 // checkSubmodule refuses the import of a submodule (urllib.request) of a
 // package with a reviewed surface (urllib) that is not itself reviewed:
-// the runner hands out only the reviewed parts of such a package.
+// the runner hands out only the reviewed parts of such a package. A
+// submodule allowed_imports lists by name is the runner's to serve (its
+// view of urllib.request through a session's egress proxy) or refuse.
 func (w *walker) checkSubmodule(n node, path string) {
 	top, _, _ := strings.Cut(path, ".")
-	if _, ok := w.t.ModuleSurfaces[top]; !ok || !w.allowed[top] {
+	if _, ok := w.t.ModuleSurfaces[top]; !ok || !w.allowed[top] || w.allowed[path] {
 		return
 	}
 	if _, ok := w.t.ModuleSurfaces[path]; !ok {
@@ -874,11 +876,12 @@ func (w *walker) importBinding(n node) (string, bool) {
 }
 
 // checkSurface refuses m.name (and from m import name) of an allowed module
-// m with a reviewed surface that does not hold name, saying what it holds.
+// m with a reviewed surface that does not hold name, saying what it holds
+// (a submodule allowed by name is the runner's to serve: checkSubmodule).
 func (w *walker) checkSurface(n node, m, name string) {
 	surface, ok := w.t.ModuleSurfaces[m]
 	top, _, _ := strings.Cut(m, ".")
-	if !ok || slices.Contains(surface, name) || strings.HasPrefix(name, "_") || w.t.attrRule(name) != "" || !w.allowed[top] {
+	if !ok || slices.Contains(surface, name) || strings.HasPrefix(name, "_") || w.t.attrRule(name) != "" || !w.allowed[top] || w.allowed[m+"."+name] {
 		return
 	}
 	offer := slices.Sorted(slices.Values(surface))

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/netip"
 	"os"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -156,5 +157,64 @@ func TestEgressWarmPool(t *testing.T) {
 	b.Shutdown(ctx)
 	if _, err := b.Agent(s1); err == nil {
 		t.Errorf("session %s survived Shutdown", s1)
+	}
+}
+
+// TestEgressUserCodeDocker: the session's own code (Execute, sealed as
+// every call is) reaches the allowed server with urllib.request through
+// the egress proxy and gets each refusal as an error naming the policy;
+// file:// is refused; with socket allowed, a connection that skips the
+// proxy fails at the kernel. The call's own egress events come with its
+// response.
+func TestEgressUserCodeDocker(t *testing.T) {
+	addr := egresstest.HostAddr(t)
+	allowed := egresstest.Serve(t, addr, "allowed", false)
+	forbidden := egresstest.Serve(t, addr, "forbidden", false)
+	tlsPort := egresstest.Serve(t, addr, "allowed-tls", true)
+	pol := &shared.EgressPolicy{Name: `sandbox "egress-user" network {}`, Allow: egresstest.UserAllow, BudgetBytes: 1 << 20}
+	b := egressBackend(t, pol, egresstest.Lookup(addr))
+	user := testUser(t)
+	sid := openSession(t, b, user)
+	exec := func(code string, args []byte, imports ...string) (shared.ExecuteResponse, error) {
+		return b.Execute(context.Background(), shared.ExecuteRequest{SessionID: sid, UserID: user, Code: code, Args: args, AllowedImports: imports})
+	}
+	// EACCES: Landlock (connect to the proxy's port only); ENETUNREACH
+	// where Landlock has no net rule (network none has no route).
+	egresstest.CheckUserCode(t, exec, addr, allowed, forbidden, tlsPort, pol.Name, 13, 101)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	if _, err := b.Close(ctx, shared.CloseRequest{SessionID: sid}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestEgressUserCodeStateful: a stateful interpreter (whose audit hook,
+// armed by its first call, stays) fetches through the proxy on every
+// call, and keeps what it fetched.
+func TestEgressUserCodeStateful(t *testing.T) {
+	addr := egresstest.HostAddr(t)
+	allowed := egresstest.Serve(t, addr, "allowed", false)
+	pol := &shared.EgressPolicy{Name: `sandbox "egress-stateful" network {}`, Allow: egresstest.UserAllow}
+	b := egressBackend(t, pol, egresstest.Lookup(addr))
+	user := testUser(t)
+	sid := openSession(t, b, user)
+	imports := []string{"urllib", "urllib.request", "urllib.error"}
+	url := fmt.Sprintf("http://allowed.test:%d/", allowed)
+	for i, code := range []string{
+		"import urllib.request\nseen = [urllib.request.urlopen(" + strconv.Quote(url) + ", timeout=10).read().decode()]",
+		"import urllib.request\nseen.append(urllib.request.urlopen(" + strconv.Quote(url) + ", timeout=10).read().decode())\nreturn seen",
+	} {
+		res := execOK(t, b, shared.ExecuteRequest{SessionID: sid, UserID: user, AgentID: "a", Code: code, Stateful: true, AllowedImports: imports})
+		if !res.Success || res.StateLost {
+			t.Fatalf("call %d: %+v", i+1, res)
+		}
+		if i == 1 && string(res.Output) != `["hello from allowed","hello from allowed"]` {
+			t.Errorf("call 2: %s", res.Output)
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	if _, err := b.Close(ctx, shared.CloseRequest{SessionID: sid}); err != nil {
+		t.Fatal(err)
 	}
 }

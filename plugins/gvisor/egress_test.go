@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net/netip"
 	"os"
 	"os/exec"
 	"slices"
@@ -61,16 +60,7 @@ func TestEgressSession(t *testing.T) {
 	allowedPort := egresstest.Serve(t, addr, "allowed", false)
 	forbiddenPort := egresstest.Serve(t, addr, "forbidden", false)
 	pol := &shared.EgressPolicy{Name: `sandbox "g" network {}`, Allow: []string{"allowed.test", "rebind.test"}}
-	lookup := func(_ context.Context, host string) ([]netip.Addr, error) {
-		switch host {
-		case "allowed.test", "forbidden.test":
-			return []netip.Addr{addr}, nil
-		case "rebind.test":
-			return []netip.Addr{netip.MustParseAddr("127.0.0.1")}, nil
-		}
-		return nil, errors.New("no such host")
-	}
-	b, _ := newSessionBackendWith(t, nil, shared.ConfigureRequest{Classes: true, Egress: pol}, func(b *Backend) { b.egressLookup = lookup })
+	b, _ := newSessionBackendWith(t, nil, shared.ConfigureRequest{Classes: true, Egress: pol}, func(b *Backend) { b.egressLookup = egresstest.Lookup(addr) })
 	info, err := b.Info(context.Background(), shared.InfoRequest{})
 	if err != nil || !info.Has(shared.CapEgress) || info.Has(shared.CapPause) {
 		t.Fatalf("Info: %v; egress %v (want true), pause %v (want false)", err, info.Has(shared.CapEgress), info.Has(shared.CapPause))
@@ -175,5 +165,32 @@ func TestEgressSession(t *testing.T) {
 	}
 	if _, err := os.Stat(dir); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("the socket directory %s outlived the session: %v", dir, err)
+	}
+}
+
+// TestEgressUserCodeSession: a gVisor session's own code (Execute, sealed
+// as every call is) reaches the allowed server with urllib.request
+// through the forwarder and the proxy, and gets each refusal as an error
+// naming the policy; file:// is refused; with socket allowed, a
+// connection that skips the proxy fails in the Sentry (no route: the
+// Sentry has no Landlock, so no port rule). The call's own egress events
+// come with its response.
+func TestEgressUserCodeSession(t *testing.T) {
+	addr := egresstest.HostAddr(t)
+	allowed := egresstest.Serve(t, addr, "allowed", false)
+	forbidden := egresstest.Serve(t, addr, "forbidden", false)
+	tlsPort := egresstest.Serve(t, addr, "allowed-tls", true)
+	pol := &shared.EgressPolicy{Name: `sandbox "g-user" network {}`, Allow: egresstest.UserAllow}
+	b, _ := newSessionBackendWith(t, nil, shared.ConfigureRequest{Egress: pol}, func(b *Backend) { b.egressLookup = egresstest.Lookup(addr) })
+	sid := openSession(t, b, "alice")
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	exec := func(code string, args []byte, imports ...string) (shared.ExecuteResponse, error) {
+		return b.Execute(ctx, shared.ExecuteRequest{SessionID: sid, UserID: "alice", Code: code, Args: args, AllowedImports: imports})
+	}
+	// no route in the Sentry (no Landlock there: no port rule)
+	egresstest.CheckUserCode(t, exec, addr, allowed, forbidden, tlsPort, pol.Name, 101, 113)
+	if _, err := b.Close(ctx, shared.CloseRequest{SessionID: sid}); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -52,6 +52,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -66,6 +67,8 @@ static struct {
     int armed;
     int check_open;
     char *ws; /* with a trailing '/', or NULL */
+    char *eg_host; /* the egress proxy's host, or NULL: none */
+    long eg_port;
     struct orq_strs exact, prefixes, roots, ws_events, class_dunders;
 } orq_audit;
 
@@ -323,6 +326,65 @@ static int orq_refuse(const char *fmt, const char *what)
     return -1;
 }
 
+/* o is the str s. */
+static int orq_str_is(PyObject *o, const char *s)
+{
+    if (o == NULL || !PyUnicode_Check(o))
+        return 0;
+    const char *u = PyUnicode_AsUTF8(o);
+    if (u == NULL) {
+        PyErr_Clear();
+        return 0;
+    }
+    return strcmp(u, s) == 0;
+}
+
+/* o is the int v. */
+static int orq_long_is(PyObject *o, long v)
+{
+    if (o == NULL || !PyLong_CheckExact(o))
+        return 0;
+    long x = PyLong_AsLong(o);
+    if (x == -1 && PyErr_Occurred()) {
+        PyErr_Clear();
+        return 0;
+    }
+    return x == v;
+}
+
+/* What the egress views' urlopen does, towards the proxy only: the
+ * Python hook's egress_ok (runner/py/imports.py) is the same. */
+static int orq_egress_ok(const char *event, PyObject *args, Py_ssize_t n)
+{
+    PyObject *a0 = n > 0 ? PyTuple_GET_ITEM(args, 0) : NULL;
+    PyObject *a1 = n > 1 ? PyTuple_GET_ITEM(args, 1) : NULL;
+    PyObject *a2 = n > 2 ? PyTuple_GET_ITEM(args, 2) : NULL;
+    const char *h = orq_audit.eg_host;
+    long port = orq_audit.eg_port;
+    if (strcmp(event, "urllib.Request") == 0) {
+        if (a0 == NULL || !PyUnicode_Check(a0))
+            return 0;
+        const char *u = PyUnicode_AsUTF8(a0);
+        if (u == NULL) {
+            PyErr_Clear();
+            return 0;
+        }
+        return strncasecmp(u, "http://", 7) == 0 || strncasecmp(u, "https://", 8) == 0;
+    }
+    if (strcmp(event, "http.client.send") == 0)
+        return 1; /* on a connection socket.connect let reach the proxy */
+    if (strcmp(event, "http.client.connect") == 0)
+        return orq_str_is(a1, h) && orq_long_is(a2, port);
+    if (strcmp(event, "socket.getaddrinfo") == 0)
+        return orq_str_is(a0, h) && orq_long_is(a1, port);
+    if (strcmp(event, "socket.__new__") == 0)
+        return orq_long_is(a1, AF_INET) || orq_long_is(a1, AF_INET6); /* the kernel checks the rest */
+    if (strcmp(event, "socket.connect") == 0)
+        return a1 != NULL && PyTuple_Check(a1) && PyTuple_GET_SIZE(a1) > 1
+            && orq_str_is(PyTuple_GET_ITEM(a1, 0), h) && orq_long_is(PyTuple_GET_ITEM(a1, 1), port);
+    return 0;
+}
+
 static int orq_audit_hook(const char *event, PyObject *args, void *data)
 {
     (void)data;
@@ -331,6 +393,8 @@ static int orq_audit_hook(const char *event, PyObject *args, void *data)
     Py_ssize_t n = PyTuple_Check(args) ? PyTuple_GET_SIZE(args) : 0;
     PyObject *a0 = n > 0 ? PyTuple_GET_ITEM(args, 0) : NULL;
     PyObject *a1 = n > 1 ? PyTuple_GET_ITEM(args, 1) : NULL;
+    if (orq_audit.eg_host != NULL && orq_egress_ok(event, args, n))
+        return 0;
     if (orq_audit.ws != NULL && a0 != NULL && orq_strs_has(&orq_audit.ws_events, event)
         && orq_path_under(a0, NULL, orq_audit.ws, 1)
         && (strcmp(event, "os.rename") != 0 || (a1 != NULL && orq_path_under(a1, NULL, orq_audit.ws, 1))))
@@ -816,7 +880,8 @@ static int orq_patch_setattro(PyTypeObject *meta, int depth)
 
 /* Arm with config: {"exact": [event], "prefixes": [event prefix],
  * "roots": [readable directory + "/"], "ws": workspace + "/" or None,
- * "ws_events": [event], "check_open": bool, "class_dunders": [name]}. */
+ * "ws_events": [event], "check_open": bool, "class_dunders": [name],
+ * "egress": [proxy host, proxy port] or None}. */
 static PyObject *orq_core_arm(PyObject *self, PyObject *cfg)
 {
     (void)self;
@@ -844,6 +909,20 @@ static PyObject *orq_core_arm(PyObject *self, PyObject *cfg)
         orq_audit.ws = strdup(u);
         if (orq_audit.ws == NULL)
             return PyErr_NoMemory();
+    }
+    free(orq_audit.eg_host);
+    orq_audit.eg_host = NULL;
+    PyObject *eg = PyDict_GetItemString(cfg, "egress");
+    if (eg != NULL && PyList_Check(eg) && PyList_GET_SIZE(eg) == 2
+        && PyUnicode_Check(PyList_GET_ITEM(eg, 0)) && PyLong_Check(PyList_GET_ITEM(eg, 1))) {
+        const char *u = PyUnicode_AsUTF8(PyList_GET_ITEM(eg, 0));
+        long port = PyLong_AsLong(PyList_GET_ITEM(eg, 1));
+        if (u == NULL || (port == -1 && PyErr_Occurred()))
+            return NULL;
+        orq_audit.eg_host = strdup(u);
+        if (orq_audit.eg_host == NULL)
+            return PyErr_NoMemory();
+        orq_audit.eg_port = port;
     }
     PyObject *co = PyDict_GetItemString(cfg, "check_open");
     orq_audit.check_open = co == NULL || PyObject_IsTrue(co) != 0;

@@ -167,6 +167,13 @@ def _orq_make_import(allowed_imports, rules=None, user_builtins=None, made=None)
     surfaces = {m: frozenset(ns) for m, ns in (rules.get("module_surfaces") or {}).items()
                 if isinstance(m, str) and isinstance(ns, list)}
     guards = _orq_guards(user_builtins, rules, made)
+    # With an egress proxy, the allowed modules of rules.json egress_modules are
+    # the runner's views; urllib (the package) then offers them too.
+    egress = {}
+    served = frozenset(rules.get("egress_modules") or ())
+    if _orq_egress and any(m in allowed for m in served):
+        egress = {m: v for m, v in _orq_egress_views(_orq_egress[0]).items()
+                  if m in allowed and m in served}
     # guards of names that exist only once their module is imported: built
     # now (a function built while the audit hook is armed is refused), given
     # the real one when a view first hands it out
@@ -218,6 +225,8 @@ def _orq_make_import(allowed_imports, rules=None, user_builtins=None, made=None)
             return None
         if level != 0:
             raise _ImportError("relative imports are not allowed in the sandbox")
+        if egress and (name in egress or name == "urllib"):
+            return egress_import(name, fromlist)
         if not _isinstance(name, _str) or not permitted(name):
             raise _ImportError(
                 "import of %r is not allowed (allowed imports: %s)"
@@ -255,8 +264,29 @@ def _orq_make_import(allowed_imports, rules=None, user_builtins=None, made=None)
                     "if it is a reviewed submodule)" % (f, name, name + "." + f))
         return v
 
+    def egress_import(name, fromlist):
+        asked = _tuple(f for f in fromlist or () if _type(f) is _str)
+        if name == "urllib":
+            v = view(real_import("urllib", None, None, (), 0), {}) if permitted("urllib") \
+                else ModuleType("urllib")
+        else:
+            v = egress[name]
+            if not asked:  # import urllib.request: binds urllib
+                v = view(real_import("urllib", None, None, (), 0), {}) if permitted("urllib") \
+                    else ModuleType("urllib")
+        if v.__name__ == "urllib":
+            for m, mv in egress.items():
+                _setattr(v, m.partition(".")[2], mv)
+        for f in asked:
+            if f != "*" and not _hasattr(v, f):
+                raise _ImportError(
+                    "cannot import name %r from %r: the sandbox's %s offers %s" % (
+                        f, name, name, ", ".join(k for k in _sorted(_vars(v)) if k[:1] != "_")))
+        return v
+
     view = _orq_isolate(view)
     permitted = _orq_isolate(permitted)
+    egress_import = _orq_isolate(egress_import)
     return _orq_isolate(shim), real_import, allowed
 
 
@@ -493,6 +523,94 @@ def _orq_guards(user_builtins, rules=None, made=None):
 _orq_audit_extra_read = []
 
 
+# The session's egress proxy (runner.Egress: {"url", "host", "port"}), set
+# by _orq_seal_prepare from the seal config: [proxy] or []. With it the
+# modules of rules.json egress_modules are the runner's views (_orq_egress_views),
+# and the audit hook lets a socket connect to the proxy alone.
+_orq_egress = []
+
+# _orq_egress_views by proxy URL.
+_orq_egress_built = {}
+
+
+def _orq_egress_views(eg):
+    """The runner-made urllib.request and urllib.error for the egress proxy
+    eg: {"urllib.request": module, "urllib.error": module}: the modules of
+    rules.json egress_modules while there is an egress proxy (they are not
+    OS modules then: the audit hook's OS events stay refused).
+
+    urllib.request offers urlopen(url_or_Request, data=None, timeout=...),
+    Request, HTTPError and URLError; urllib.error offers HTTPError, URLError
+    and ContentTooShortError. urlopen opens http:// and https:// URLs only,
+    through an opener of the runner's that has the HTTP and HTTPS handlers,
+    redirects and errors, and the proxy fixed to eg's URL: no file://,
+    ftp:// or data: handler, no handler, opener or proxy the code chooses
+    (a Request is copied into a fresh one: its URL, data, headers, method).
+    A refusal of the proxy is an HTTPError (plain HTTP: 403 with the
+    policy's words as its message) or a URLError (a refused CONNECT:
+    "Tunnel connection failed: 403 Forbidden (...)"). Built before the
+    audit hook is armed; everything it uses is in the closure."""
+    got = _orq_egress_built.get(eg["url"])
+    if got is not None:  # built once per process: a session's later calls run armed
+        return got
+    import encodings.idna  # noqa: F401 - http.client encodes host names with it
+    import io
+    import socket
+    import types
+    import urllib.error as ue
+    import urllib.request as ur
+
+    proxy = eg["url"]
+    Request, HTTPError, URLError = ur.Request, ue.HTTPError, ue.URLError
+    BytesIO = io.BytesIO
+    default_timeout = socket._GLOBAL_DEFAULT_TIMEOUT
+    _type, _str, _isinstance, _dict, _TypeError = type, str, isinstance, dict, TypeError
+
+    class _Errors(ur.HTTPDefaultErrorHandler):
+        # The proxy's refusal (X-Orqest-Egress: refused) says why in its
+        # body: that is the error's message.
+        def http_error_default(self, req, fp, code, msg, hdrs):
+            if hdrs.get("X-Orqest-Egress") == "refused":
+                body = fp.read(4096)
+                fp.close()
+                text = body.decode("utf-8", "replace").strip() or msg
+                raise HTTPError(req.full_url, code, "%s: %s" % (msg, text), hdrs, BytesIO(body))
+            raise HTTPError(req.full_url, code, msg, hdrs, fp)
+
+    opener = ur.OpenerDirector()
+    https = getattr(ur, "HTTPSHandler", None)  # None: no ssl here (https:// is an unknown type)
+    for h in (ur.ProxyHandler({"http": proxy, "https": proxy}), ur.HTTPHandler(),
+              https() if https else None, _Errors(), ur.HTTPRedirectHandler(), ur.HTTPErrorProcessor(),
+              ur.UnknownHandler()):
+        if h is not None:
+            opener.add_handler(h)
+    open_ = opener.open
+
+    def urlopen(url, data=None, timeout=default_timeout):
+        if _type(url) is _str:
+            req = Request(url, data=data)
+        elif _isinstance(url, Request):
+            req = Request(url.full_url, data=url.data if data is None else data,
+                          headers=_dict(url.header_items()), method=url.get_method())
+        else:
+            raise _TypeError("urlopen: pass a URL (str) or a urllib.request.Request")
+        if req.type not in ("http", "https"):
+            raise URLError("the sandbox's urlopen fetches http:// and https:// URLs only, "
+                           "through the session's egress proxy (not %s:)" % req.type)
+        return open_(req, timeout=timeout)
+
+    urlopen.__module__ = "urllib.request"
+    req_mod = types.ModuleType("urllib.request", "urlopen through the session's egress proxy")
+    err_mod = types.ModuleType("urllib.error", ue.__doc__)
+    for k, v in (("urlopen", _orq_isolate(urlopen)), ("Request", Request), ("HTTPError", HTTPError),
+                 ("URLError", URLError)):
+        setattr(req_mod, k, v)
+    for k in ("HTTPError", "URLError", "ContentTooShortError"):
+        setattr(err_mod, k, getattr(ue, k))
+    got = _orq_egress_built[eg["url"]] = {"urllib.request": req_mod, "urllib.error": err_mod}
+    return got
+
+
 # The runner's audit hook in C (runner/forkcore/audit.h) when this process
 # has it: [module]. Filled by the fork-server zygote (from its C loop), tier
 # 0's embedding code or the spawn-mode driver, and held only here.
@@ -585,7 +703,16 @@ def _orq_audit_arm_in(st, rules, allowed, workspace=None, core=None):
     if isinstance(workspace, str) and workspace.startswith("/"):
         import os as _os
         st["ws"] = _os.path.normpath(workspace) + "/"
-    os_too = not any(m in os_modules or m.partition(".")[0] in os_modules for m in allowed)
+    # The modules of rules.json egress_modules are not OS modules: with an
+    # egress proxy they are the runner's views, and the hook lets through
+    # what their urlopen does, towards the proxy only (egress_ok); without
+    # one the import shim refuses them. Listing them never lifts the OS
+    # events.
+    served = frozenset(rules.get("egress_modules") or ())
+    os_too = not any(m not in served and (m in os_modules or m.partition(".")[0] in os_modules)
+                     for m in allowed)
+    eg = _orq_egress[0] if _orq_egress and any(m in served for m in allowed) else None
+    st["egress"] = (eg["host"], eg["port"]) if eg else None
     st["exact"], st["prefixes"] = prep[2][os_too]
     st["check_open"] = os_too
     import os
@@ -607,6 +734,7 @@ def _orq_audit_arm_in(st, rules, allowed, workspace=None, core=None):
         cfg = {"exact": sorted(st["exact"]), "prefixes": list(st["prefixes"]),
                   "roots": list(st["roots"]), "ws": st["ws"],
                   "ws_events": sorted(st["ws_events"]), "check_open": bool(os_too),
+                  "egress": list(st["egress"]) if st["egress"] else None,
                   "class_dunders": [n for n in list(classes.get("methods") or ())
                                     + list(classes.get("hooks") or ())
                                     + list((rules.get("dunder") or {}).get("allow") or ())
@@ -638,8 +766,30 @@ def _orq_audit_arm_in(st, rules, allowed, workspace=None, core=None):
             p = p.decode("utf-8", "surrogateescape")
         return _isinstance(p, _str) and p.startswith("/") and (normpath(p) + "/").startswith(ws)
 
+    def egress_ok(event, args, eg):
+        # What the egress views' urlopen does, towards the proxy eg (host,
+        # port) only; runner/forkcore/audit.h orq_egress_ok is the same.
+        n = len(args)
+        if event == "urllib.Request":
+            return n > 0 and _isinstance(args[0], _str) and args[0][:8].lower().startswith(("http://", "https://"))
+        if event == "http.client.send":
+            return True  # on a connection socket.connect let reach the proxy
+        if event == "http.client.connect":
+            return n > 2 and args[1] == eg[0] and args[2] == eg[1]
+        if event == "socket.getaddrinfo":
+            return n > 1 and args[0] == eg[0] and args[1] == eg[1]
+        if event == "socket.__new__":
+            return n > 1 and args[1] in (2, 10)  # AF_INET, AF_INET6: the kernel checks the rest
+        if event == "socket.connect":
+            a = args[1] if n > 1 else None
+            return _isinstance(a, tuple) and len(a) > 1 and a[0] == eg[0] and a[1] == eg[1]
+        return False
+
     def hook(event, args):
         if not st["armed"]:
+            return
+        eg = st["egress"]
+        if eg is not None and egress_ok(event, args, eg):
             return
         ws = st["ws"]
         if ws is not None and args and event in st["ws_events"] \

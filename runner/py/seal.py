@@ -28,7 +28,9 @@ def _orq_seal_prepare(cfg):
     cfg: {"uid", "gid": the unprivileged ids used when running as root
     (default 65534); "read_paths": files/dirs the sandbox may read besides
     the stdlib; "write_paths": directories it may also write (regular
-    files and directories in them); "disable": layers not to attempt (tests); "require": layers
+    files and directories in them); "egress": the session's egress proxy
+    ({"url", "host", "port"}: runner.Egress) or absent; "disable": layers
+    not to attempt (tests); "require": layers
     whose absence raises; "kernel": {"machine", "sys": system call numbers,
     "const": kernel constants, "seccomp": {kind: program as hex},
     "seccomp_error"}}. Without a kernel table for this machine, every layer
@@ -42,6 +44,14 @@ def _orq_seal_prepare(cfg):
 
     cfg = cfg or {}
     disable = frozenset(cfg.get("disable") or ())
+    # The egress proxy: the sandbox keeps its network namespace (the
+    # session's: its only route out is the proxy), and the seccomp net
+    # programs and Landlock's port rule let it reach the proxy.
+    egress = cfg.get("egress")
+    if not (isinstance(egress, dict) and isinstance(egress.get("port"), int)
+            and 0 < egress["port"] < 65536 and isinstance(egress.get("host"), str)
+            and isinstance(egress.get("url"), str)):
+        egress = None
     layers, missing = [], {}
     machine = os.uname().machine
     kernel = cfg.get("kernel")
@@ -199,15 +209,26 @@ def _orq_seal_prepare(cfg):
     #    hides /proc (proc_hidden): no host pid can be stat'ed, no
     #    /proc/<pid> of another process read (there is no pid namespace:
     #    a fork server's children share the host's pids).
-    want_ns = [want("user_namespace"), want("network_namespace")]
+    #    With an egress proxy there is no network namespace of its own: the
+    #    proxy listens in the session's.
+    if egress:
+        missing["network_namespace"] = ("egress: the sandbox stays in the session's network "
+                                        "namespace, whose only route out is the egress proxy")
+        want_ns = [want("user_namespace")]
+        newnet, net_layer = 0, []
+    else:
+        want_ns = [want("user_namespace"), want("network_namespace")]
+        newnet, net_layer = None, ["network_namespace"]
     go = False
     if all(want_ns):
+        if newnet is None:
+            newnet = c["CLONE_NEWNET"]
         hide = want("proc_hidden")
-        ok = hide and libc.unshare(c["CLONE_NEWUSER"] | c["CLONE_NEWNET"] | c["CLONE_NEWNS"]) == 0
+        ok = hide and libc.unshare(c["CLONE_NEWUSER"] | newnet | c["CLONE_NEWNS"]) == 0
         if hide and not ok:
             missing["proc_hidden"] = "unshare(CLONE_NEWNS): " + fail()
         if not ok:
-            ok = libc.unshare(c["CLONE_NEWUSER"] | c["CLONE_NEWNET"]) == 0
+            ok = libc.unshare(c["CLONE_NEWUSER"] | newnet) == 0
         elif libc.mount(None, b"/", None, c["MS_REC"] | c["MS_PRIVATE"], None) != 0 \
                 or libc.mount(b"none", b"/proc", b"tmpfs", c["MS_RDONLY"] | c["MS_NOSUID"]
                               | c["MS_NODEV"] | c["MS_NOEXEC"], b"size=4k,mode=555") != 0:
@@ -215,7 +236,7 @@ def _orq_seal_prepare(cfg):
         else:
             layers.append("proc_hidden")
         if ok:
-            layers += ["user_namespace", "network_namespace"]
+            layers += ["user_namespace"] + net_layer
             if mapper:
                 go = True
                 why = map_ids()
@@ -239,7 +260,9 @@ def _orq_seal_prepare(cfg):
         else:
             why = fail()
             missing["user_namespace"] = why
-            if libc.unshare(c["CLONE_NEWNET"]) == 0:
+            if egress:
+                pass  # the session's namespace (see above)
+            elif libc.unshare(c["CLONE_NEWNET"]) == 0:
                 layers.append("network_namespace")
             else:
                 missing["network_namespace"] = why
@@ -248,8 +271,9 @@ def _orq_seal_prepare(cfg):
         missing.setdefault("separate_uid", missing.get("user_namespace", "no user namespace"))
 
     # 4. Landlock: read the stdlib and the interpreter's libraries, nothing
-    #    else; write nothing; no TCP bind/connect; no signals or abstract
-    #    unix sockets outside the domain.
+    #    else; write nothing; no TCP bind, and no TCP connect but, with an
+    #    egress proxy, to the proxy's port; no signals or abstract unix
+    #    sockets outside the domain.
     stdlib = []
     for p in [os.path.dirname(os.__file__)] + list(sys.path):
         if p and os.path.isdir(p) and p not in stdlib:
@@ -329,6 +353,12 @@ def _orq_seal_prepare(cfg):
                             raise OSError("landlock_add_rule %s: %s" % (p, fail()))
                     finally:
                         os.close(pfd)
+                if net and egress:
+                    # struct landlock_net_port_attr {allowed_access; port}
+                    rule = ctypes.create_string_buffer(struct.pack(
+                        "=QQ", c["LANDLOCK_ACCESS_NET_CONNECT_TCP"], egress["port"]), 16)
+                    if sysc(nr["landlock_add_rule"], fd, c["LANDLOCK_RULE_NET_PORT"], rule, 0) != 0:
+                        raise OSError("landlock_add_rule port %d: %s" % (egress["port"], fail()))
                 layers.append("landlock_fs")
                 if net:
                     layers.append("landlock_net")
@@ -351,11 +381,18 @@ def _orq_seal_prepare(cfg):
     #    workspace kinds ("full-ws", ...), which also let through mkdirat,
     #    unlinkat and renameat, only when Landlock is in force to keep
     #    them below write_paths: without it the plain programs refuse them
-    #    everywhere (the workspace then takes new files only).
+    #    everywhere (the workspace then takes new files only). A seal with
+    #    an egress proxy takes the net kinds ("full-net", "child-ws-net",
+    #    ...), which also let a TCP client through (socket for TCP only,
+    #    connect, send, receive; no bind, listen or accept): Landlock,
+    #    where in force (not in gVisor's Sentry), narrows connect to the
+    #    proxy's port; the namespace has no route but to the proxy either way.
     if want("seccomp"):
         progs = kernel.get("seccomp") or {}
         kinds = ("full", "zygote", "child")
         suffix = "-ws" if cfg.get("write_paths") and "landlock_fs" in layers else ""
+        if egress:
+            suffix += "-net"
         if not all(progs.get(k + suffix) for k in kinds):
             missing["seccomp"] = kernel.get("seccomp_error") or (
                 "no seccomp programs for %s in the seal config" % machine)
@@ -372,6 +409,10 @@ def _orq_seal_prepare(cfg):
                 buf = ctypes.create_string_buffer(prog, len(prog))
                 st["bpf_" + kind] = (buf, _Prog(len(prog) // 8, ctypes.addressof(buf)))
             layers.append("seccomp")
+
+    # The runner's view of urllib.request (imports.py) sends through the
+    # proxy, and its audit hook lets a socket connect to it alone.
+    _orq_egress[:] = [dict(egress)] if egress else []
 
     need = [n for n in (cfg.get("require") or ()) if n not in layers]
     if need:

@@ -293,6 +293,35 @@ func allowedCalls() []call {
 	}, legacyAllowedCalls()...)
 }
 
+// netCalls are what a TCP client needs besides socket (which the net
+// kinds allow by argument: socketCheck), measured by tracing
+// urllib.request through a proxy (connect, poll, setsockopt TCP_NODELAY,
+// sendto, recvfrom; getsockopt SO_ERROR, ioctl FIONBIO and close are
+// allowed already) and reasoned for ssl (getpeername: an SSLSocket checks
+// it is connected) and arm64 (ppoll: no poll there). The net kinds allow
+// them with legacyNetCalls; every other program refuses them. bind,
+// listen, accept, accept4 and socketpair are not among them.
+func netCalls() []call {
+	return append([]call{
+		{"connect", unix.SYS_CONNECT},
+		{"sendto", unix.SYS_SENDTO},
+		{"recvfrom", unix.SYS_RECVFROM},
+		{"setsockopt", unix.SYS_SETSOCKOPT},
+		{"getpeername", unix.SYS_GETPEERNAME},
+		{"ppoll", unix.SYS_PPOLL},
+	}, legacyNetCalls()...)
+}
+
+// NetCalls returns the names of the system calls the net kinds add to
+// their base kind, besides socket (allowed by argument: see FullNet).
+func NetCalls() []string {
+	var names []string
+	for _, c := range netCalls() {
+		names = append(names, c.name)
+	}
+	return names
+}
+
 // processCalls are what the fork-server zygote needs and its children do
 // not: signals to other processes, pidfds, and the private socketpair of
 // each pre-forked child. Zygote allows them; the allowlists (Full, Child)
@@ -317,12 +346,16 @@ const cloneNamespaces = unix.CLONE_NEWNS | unix.CLONE_NEWCGROUP | unix.CLONE_NEW
 // unconditional returns the system calls the zygote's program refuses
 // with EPERM whatever their arguments, sorted by number, without
 // duplicates: deniedCalls, legacyCalls and changeCalls, but not
-// processCalls, which the zygote needs, nor, with ws, workspaceCalls.
-func unconditional(ws bool) []call {
+// processCalls, which the zygote needs, nor, with ws, workspaceCalls, nor,
+// with net, netCalls and socket (checked by argument: socketCheck).
+func unconditional(ws, net bool) []call {
 	deny := append(append(deniedCalls(), legacyCalls()...), changeCalls()...)
 	keep := processCalls()
 	if ws {
 		keep = append(keep, workspaceCalls()...)
+	}
+	if net {
+		keep = append(append(keep, netCalls()...), call{"socket", unix.SYS_SOCKET})
 	}
 	deny = slices.DeleteFunc(deny, func(c call) bool {
 		return slices.ContainsFunc(keep, func(p call) bool { return p.nr == c.nr })
@@ -396,23 +429,44 @@ func ioctlCheck() []bpf.Instruction {
 	}
 }
 
+// socketCheck lets socket make a TCP socket only: domain AF_INET or
+// AF_INET6, type SOCK_STREAM (with SOCK_NONBLOCK and SOCK_CLOEXEC, nothing
+// else), protocol 0 or IPPROTO_TCP (not SCTP or MPTCP, which are stream
+// sockets too and which Landlock's TCP rules do not cover). The kernel
+// reads the three as ints: their low halves.
+func socketCheck() []bpf.Instruction {
+	return []bpf.Instruction{
+		bpf.LoadAbsolute{Off: argLow(0), Size: 4},
+		bpf.JumpIf{Cond: bpf.JumpEqual, Val: unix.AF_INET, SkipTrue: 1},
+		bpf.JumpIf{Cond: bpf.JumpEqual, Val: unix.AF_INET6, SkipFalse: 7},
+		bpf.LoadAbsolute{Off: argLow(1), Size: 4},
+		bpf.ALUOpConstant{Op: bpf.ALUOpAnd, Val: ^uint32(unix.SOCK_NONBLOCK | unix.SOCK_CLOEXEC)},
+		bpf.JumpIf{Cond: bpf.JumpEqual, Val: unix.SOCK_STREAM, SkipFalse: 4},
+		bpf.LoadAbsolute{Off: argLow(2), Size: 4},
+		bpf.JumpIf{Cond: bpf.JumpEqual, Val: 0, SkipTrue: 1},
+		bpf.JumpIf{Cond: bpf.JumpEqual, Val: unix.IPPROTO_TCP, SkipFalse: 1},
+		allow(),
+		errno(unix.EPERM),
+	}
+}
+
 // build returns the program of kind k: the allowlist for Full and Child,
 // the denylist for Zygote.
 func build(k Kind) ([]bpf.Instruction, error) {
 	if k.Base() == Zygote {
-		return denylist(k.Workspace()), nil
+		return denylist(k.Workspace(), k.Net()), nil
 	}
-	return allowlist(k.Workspace())
+	return allowlist(k.Workspace(), k.Net())
 }
 
 // denylist returns the zygote's program: the architecture check, the
 // unconditional refusals, then the argument checks of prlimit64 and
-// ioctl; anything else is allowed (the zygote forks, signals and reaps its
-// children; what governs user code is the allowlist each child stacks on
-// top).
-func denylist(ws bool) []bpf.Instruction {
+// ioctl (and, with net, of socket); anything else is allowed (the zygote
+// forks, signals and reaps its children; what governs user code is the
+// allowlist each child stacks on top).
+func denylist(ws, net bool) []bpf.Instruction {
 	prog := prologue()
-	for _, c := range unconditional(ws) {
+	for _, c := range unconditional(ws, net) {
 		prog = append(prog,
 			bpf.JumpIf{Cond: bpf.JumpEqual, Val: c.nr, SkipFalse: 1},
 			errno(unix.EPERM))
@@ -421,6 +475,10 @@ func denylist(ws bool) []bpf.Instruction {
 	prog = append(prog, prlimitCheck()...)
 	prog = append(prog, bpf.JumpIf{Cond: bpf.JumpEqual, Val: unix.SYS_IOCTL, SkipFalse: uint8(len(ioctlCheck()))})
 	prog = append(prog, ioctlCheck()...)
+	if net {
+		prog = append(prog, bpf.JumpIf{Cond: bpf.JumpEqual, Val: unix.SYS_SOCKET, SkipFalse: uint8(len(socketCheck()))})
+		prog = append(prog, socketCheck()...)
+	}
 	return append(prog, allow())
 }
 
@@ -434,21 +492,26 @@ const (
 	vClone                  // cloneCheck
 	vPrlimit                // prlimitCheck
 	vIoctl                  // ioctlCheck
+	vSocket                 // socketCheck (net kinds)
 )
 
 // unconditionalAllowed returns what the allowlist lets through whatever
-// the arguments: allowedCalls, with ws also workspaceCalls.
-func unconditionalAllowed(ws bool) []call {
+// the arguments: allowedCalls, with ws also workspaceCalls, with net also
+// netCalls.
+func unconditionalAllowed(ws, net bool) []call {
 	calls := allowedCalls()
 	if ws {
 		calls = append(calls, workspaceCalls()...)
+	}
+	if net {
+		calls = append(calls, netCalls()...)
 	}
 	return calls
 }
 
 // verdicts returns the allowlist's verdict on every number up to the
 // highest it names; every higher number is refused.
-func verdicts(ws bool) []verdict {
+func verdicts(ws, net bool) []verdict {
 	special := map[uint32]verdict{
 		unix.SYS_CLONE:     vClone,
 		unix.SYS_CLONE3:    vNoSys,
@@ -456,15 +519,18 @@ func verdicts(ws bool) []verdict {
 		unix.SYS_PRLIMIT64: vPrlimit,
 		unix.SYS_IOCTL:     vIoctl,
 	}
+	if net {
+		special[unix.SYS_SOCKET] = vSocket
+	}
 	max := uint32(0)
-	for _, c := range unconditionalAllowed(ws) {
+	for _, c := range unconditionalAllowed(ws, net) {
 		max = maxOf(max, c.nr)
 	}
 	for nr := range special {
 		max = maxOf(max, nr)
 	}
 	v := make([]verdict, max+1)
-	for _, c := range unconditionalAllowed(ws) {
+	for _, c := range unconditionalAllowed(ws, net) {
 		v[c.nr] = vAllow
 	}
 	for nr, s := range special {
@@ -488,9 +554,9 @@ type span struct {
 }
 
 // spans returns the verdicts as runs, the last one open-ended (refused).
-func spans(ws bool) []span {
+func spans(ws, net bool) []span {
 	var out []span
-	v := verdicts(ws)
+	v := verdicts(ws, net)
 	for nr, v := range v {
 		if len(out) == 0 || out[len(out)-1].v != v {
 			out = append(out, span{uint32(nr), v})
@@ -507,8 +573,8 @@ func spans(ws bool) []span {
 // comparisons per call, and a short walk for the kernel's per-filter cache
 // of constant verdicts), whose leaves allow, refuse with EPERM, refuse
 // clone3 with ENOSYS, or jump to the argument checks of clone, prlimit64
-// and ioctl placed after the tree.
-func allowlist(ws bool) ([]bpf.Instruction, error) {
+// and ioctl (and, with net, socket) placed after the tree.
+func allowlist(ws, net bool) ([]bpf.Instruction, error) {
 	prog := prologue()
 	base := len(prog)
 	type patch struct {
@@ -546,7 +612,7 @@ func allowlist(ws bool) ([]bpf.Instruction, error) {
 		out := append([]bpf.Instruction{bpf.JumpIf{Cond: bpf.JumpGreaterOrEqual, Val: s[mid].lo, SkipTrue: uint8(len(lo))}}, lo...)
 		return append(out, hi...), nil
 	}
-	body, err := tree(spans(ws))
+	body, err := tree(spans(ws, net))
 	if err != nil {
 		return nil, err
 	}
@@ -560,7 +626,7 @@ func allowlist(ws bool) ([]bpf.Instruction, error) {
 	for _, c := range []struct {
 		v   verdict
 		ins []bpf.Instruction
-	}{{vClone, cloneCheck()}, {vPrlimit, prlimitCheck()}, {vIoctl, ioctlCheck()}} {
+	}{{vClone, cloneCheck()}, {vPrlimit, prlimitCheck()}, {vIoctl, ioctlCheck()}, {vSocket, socketCheck()}} {
 		checks[c.v] = len(prog)
 		prog = append(prog, c.ins...)
 	}
@@ -570,11 +636,14 @@ func allowlist(ws bool) ([]bpf.Instruction, error) {
 	return prog, nil
 }
 
-// allowedNames returns the names of unconditionalAllowed(ws), clone,
-// prlimit64 and ioctl, sorted by number.
-func allowedNames(ws bool) []string {
-	calls := append(unconditionalAllowed(ws), call{"clone", unix.SYS_CLONE}, call{"prlimit64", unix.SYS_PRLIMIT64},
+// allowedNames returns the names of unconditionalAllowed(ws, net), clone,
+// prlimit64 and ioctl (and, with net, socket), sorted by number.
+func allowedNames(ws, net bool) []string {
+	calls := append(unconditionalAllowed(ws, net), call{"clone", unix.SYS_CLONE}, call{"prlimit64", unix.SYS_PRLIMIT64},
 		call{"ioctl", unix.SYS_IOCTL})
+	if net {
+		calls = append(calls, call{"socket", unix.SYS_SOCKET})
+	}
 	slices.SortFunc(calls, func(a, b call) int { return cmp.Compare(a.nr, b.nr) })
 	names := make([]string, 0, len(calls))
 	for _, c := range calls {
@@ -588,7 +657,7 @@ func allowed(k Kind) []string {
 	if k.Base() == Zygote {
 		return nil
 	}
-	return allowedNames(k.Workspace())
+	return allowedNames(k.Workspace(), k.Net())
 }
 
 // denied returns the names of unconditional(Zygote), nil for the
@@ -598,7 +667,7 @@ func denied(k Kind) []string {
 		return nil
 	}
 	var names []string
-	for _, c := range unconditional(k.Workspace()) {
+	for _, c := range unconditional(k.Workspace(), k.Net()) {
 		names = append(names, c.name)
 	}
 	return names

@@ -63,30 +63,79 @@ const (
 	FullWorkspace
 	ZygoteWorkspace
 	ChildWorkspace
+	// FullNet ... ChildWorkspaceNet are the six kinds above for a process
+	// whose session has an egress proxy (runner.Seal.Egress): they also let
+	// through what a TCP client needs (see NetCalls): socket only for
+	// AF_INET or AF_INET6, SOCK_STREAM, protocol 0 or IPPROTO_TCP (with
+	// SOCK_NONBLOCK and SOCK_CLOEXEC), connect, sendto, recvfrom,
+	// setsockopt, getpeername, poll and ppoll. bind, listen, accept and
+	// every other family (unix, netlink, packet, UDP) stay refused.
+	// Landlock, where in force, lets connect reach the proxy's port only.
+	FullNet
+	ZygoteNet
+	ChildNet
+	FullWorkspaceNet
+	ZygoteWorkspaceNet
+	ChildWorkspaceNet
 )
+
+// kindCount is the number of kinds: a kind is its base (Full, Zygote,
+// Child) plus 3 with the workspace calls plus 6 with the net calls.
+const kindCount = 12
 
 // Kinds returns every Kind, in declaration order.
 func Kinds() []Kind {
-	return []Kind{Full, Zygote, Child, FullWorkspace, ZygoteWorkspace, ChildWorkspace}
+	out := make([]Kind, kindCount)
+	for i := range out {
+		out[i] = Kind(i)
+	}
+	return out
 }
 
-// Base returns the kind without the workspace calls: Full, Zygote or
-// Child.
+// valid reports whether k is a declared kind.
+func (k Kind) valid() bool { return k >= 0 && k < kindCount }
+
+// Base returns the kind without the workspace and net calls: Full, Zygote
+// or Child.
 func (k Kind) Base() Kind {
-	if k >= FullWorkspace && k <= ChildWorkspace {
-		return k - FullWorkspace
+	if !k.valid() {
+		return k
 	}
-	return k
+	return k % 3
 }
 
 // Workspace reports whether k lets through the workspace calls.
-func (k Kind) Workspace() bool { return k >= FullWorkspace && k <= ChildWorkspace }
+func (k Kind) Workspace() bool { return k.valid() && k%6 >= 3 }
+
+// Net reports whether k lets through the TCP client calls.
+func (k Kind) Net() bool { return k.valid() && k >= 6 }
+
+// With returns the kind of base k.Base() with the workspace calls when ws
+// and the net calls when net.
+func (k Kind) With(ws, net bool) Kind {
+	out := k.Base()
+	if ws {
+		out += 3
+	}
+	if net {
+		out += 6
+	}
+	return out
+}
 
 // String returns the kind's name as the runner knows it: "full", "zygote"
-// or "child", with "-ws" for the workspace kinds.
+// or "child", with "-ws" for the workspace kinds and then "-net" for the
+// net kinds ("child-ws-net").
 func (k Kind) String() string {
-	if k.Workspace() {
-		return k.Base().String() + "-ws"
+	if k.valid() && k.Base() != k {
+		s := k.Base().String()
+		if k.Workspace() {
+			s += "-ws"
+		}
+		if k.Net() {
+			s += "-net"
+		}
+		return s
 	}
 	switch k {
 	case Full:
@@ -105,7 +154,7 @@ var ErrUnsupported = errors.New("seccomp: architecture not supported")
 
 // instructions returns the program of kind k as BPF instructions.
 func instructions(k Kind) ([]bpf.Instruction, error) {
-	if k < Full || k > ChildWorkspace {
+	if !k.valid() {
 		return nil, fmt.Errorf("seccomp: unknown kind %d", int(k))
 	}
 	return build(k)
@@ -147,7 +196,7 @@ func encode(raw []bpf.RawInstruction) []byte {
 // the arguments the package documentation states. Nil for Zygote (a
 // denylist) and on an unsupported architecture.
 func Allowed(k Kind) []string {
-	if k < Full || k > ChildWorkspace {
+	if !k.valid() {
 		return nil
 	}
 	return allowed(k)
@@ -159,7 +208,7 @@ func Allowed(k Kind) []string {
 // argument and not listed. Nil for the allowlists (Full, Child: see
 // Allowed) and on an unsupported architecture.
 func Denied(k Kind) []string {
-	if k < Full || k > ChildWorkspace {
+	if !k.valid() {
 		return nil
 	}
 	return denied(k)

@@ -67,3 +67,9 @@ func legacyAllowedCalls() []call {
 		{"time", unix.SYS_TIME},
 	}
 }
+
+// legacyNetCalls are the calls of netCalls that only some architectures
+// have: glibc's poll on x86_64 (socket timeouts wait with it).
+func legacyNetCalls() []call {
+	return []call{{"poll", unix.SYS_POLL}}
+}

@@ -26,3 +26,6 @@ func legacyAllowedCalls() []call { return nil }
 // legacyWorkspaceCalls: arm64 has only mkdirat, unlinkat and renameat(2)
 // (all in workspaceCalls).
 func legacyWorkspaceCalls() []call { return nil }
+
+// legacyNetCalls: arm64 has only ppoll (in netCalls).
+func legacyNetCalls() []call { return nil }

@@ -100,10 +100,10 @@ func TestPrograms(t *testing.T) {
 	}
 	named[FullWorkspace]["kill"], named[ChildWorkspace]["kill"] = retEPERM, retEPERM
 	nrs := map[string]uint32{}
-	for _, c := range append(append(append(append(append(deniedCalls(), processCalls()...), legacyCalls()...), changeCalls()...), allowedCalls()...), workspaceCalls()...) {
+	for _, c := range append(append(append(append(append(append(deniedCalls(), processCalls()...), legacyCalls()...), changeCalls()...), allowedCalls()...), workspaceCalls()...), netCalls()...) {
 		nrs[c.name] = c.nr
 	}
-	byArgs := map[string]bool{"clone": true, "prlimit64": true, "ioctl": true}
+	byArgs := map[string]bool{"clone": true, "prlimit64": true, "ioctl": true, "socket": true}
 	for _, k := range Kinds() {
 		t.Run(k.String(), func(t *testing.T) {
 			f := loadKind(t, k)
@@ -242,13 +242,13 @@ func TestAllowlistRefusesUnlisted(t *testing.T) {
 // The allowlist's binary search takes, for every system call number, the
 // verdict the table gives it.
 func TestAllowlistVerdicts(t *testing.T) {
-	for _, k := range []Kind{Full, Child, FullWorkspace, ChildWorkspace} {
+	for _, k := range []Kind{Full, Child, FullWorkspace, ChildWorkspace, FullNet, ChildNet, FullWorkspaceNet, ChildWorkspaceNet} {
 		testAllowlistVerdicts(t, k)
 	}
 }
 
 func testAllowlistVerdicts(t *testing.T, k Kind) {
-	v := verdicts(k.Workspace())
+	v := verdicts(k.Workspace(), k.Net())
 	want := func(nr uint32) uint32 {
 		if int(nr) >= len(v) {
 			return retEPERM
@@ -258,7 +258,7 @@ func testAllowlistVerdicts(t *testing.T, k Kind) {
 			return retAllow
 		case vNoSys:
 			return retNOSYS
-		case vClone, vPrlimit, vIoctl:
+		case vClone, vPrlimit, vIoctl, vSocket:
 			return 0xdead // checked by argument: see argCases
 		}
 		return retEPERM
@@ -316,7 +316,8 @@ func TestWrongArch(t *testing.T) {
 // A fork-server child, Zygote's filter with Child's stacked on it, is
 // sealed exactly as a process under Full; so are the workspace kinds.
 func TestZygoteAndChildStackToFull(t *testing.T) {
-	for _, ks := range [][3]Kind{{Full, Zygote, Child}, {FullWorkspace, ZygoteWorkspace, ChildWorkspace}} {
+	for _, ks := range [][3]Kind{{Full, Zygote, Child}, {FullWorkspace, ZygoteWorkspace, ChildWorkspace},
+		{FullNet, ZygoteNet, ChildNet}, {FullWorkspaceNet, ZygoteWorkspaceNet, ChildWorkspaceNet}} {
 		full, zygote, child := loadKind(t, ks[0]), loadKind(t, ks[1]), loadKind(t, ks[2])
 		for _, d := range sweep(auditArch) {
 			if got, want := stacked(t, d, zygote, child), full.run(t, d); got != want {
@@ -347,6 +348,75 @@ func TestWorkspaceKindsAddOnlyTheWorkspaceCalls(t *testing.T) {
 				t.Errorf("%s: nr %d args %#x: %s, want %s", k+FullWorkspace, d.nr, d.args, actionName(got), actionName(want))
 			}
 		}
+	}
+}
+
+// The net kinds differ from their base kinds in exactly the net calls,
+// allowed, and socket, allowed for a TCP socket only; bind, listen and
+// accept stay refused.
+func TestNetKindsAddOnlyTheNetCalls(t *testing.T) {
+	net := map[uint32]bool{}
+	for _, c := range netCalls() {
+		net[c.nr] = true
+	}
+	for _, k := range []Kind{Full, Zygote, Child, FullWorkspace, ZygoteWorkspace, ChildWorkspace} {
+		nk := k.With(k.Workspace(), true)
+		if nk.Base() != k.Base() || nk.Workspace() != k.Workspace() || !nk.Net() || k.Net() {
+			t.Fatalf("Base/Workspace/Net of %s", nk)
+		}
+		plain, wide := loadKind(t, k), loadKind(t, nk)
+		for _, d := range sweep(auditArch) {
+			if d.nr == unix.SYS_SOCKET && d.arch == auditArch {
+				continue // socketCases
+			}
+			got, want := wide.run(t, d), plain.run(t, d)
+			if net[d.nr] && d.arch == auditArch {
+				want = retAllow
+			}
+			if got != want {
+				t.Errorf("%s: nr %d args %#x: %s, want %s", nk, d.nr, d.args, actionName(got), actionName(want))
+			}
+		}
+		for _, c := range []call{{"bind", unix.SYS_BIND}, {"listen", unix.SYS_LISTEN}, {"accept", unix.SYS_ACCEPT},
+			{"accept4", unix.SYS_ACCEPT4}, {"execve", unix.SYS_EXECVE}} {
+			if got := wide.run(t, native(c.nr, 3, 0x1000, 16)); got != retEPERM {
+				t.Errorf("%s: %s: %s, want EPERM", nk, c.name, actionName(got))
+			}
+		}
+		for _, c := range socketCases() {
+			if got := wide.run(t, c.d); got != c.want {
+				t.Errorf("%s: %s: %s, want %s", nk, c.what, actionName(got), actionName(c.want))
+			}
+			if got := plain.run(t, c.d); got != retEPERM {
+				t.Errorf("%s: %s: %s, want EPERM", k, c.what, actionName(got))
+			}
+		}
+	}
+}
+
+// socketCases are the sockets the net kinds let code make (TCP over IPv4
+// and IPv6) and those they refuse (every other family, type or protocol).
+func socketCases() []case_ {
+	const sctp, mptcp = 132, 262
+	stream := uint64(unix.SOCK_STREAM)
+	flags := uint64(unix.SOCK_CLOEXEC | unix.SOCK_NONBLOCK)
+	return []case_{
+		{"socket(INET, STREAM, 0)", native(unix.SYS_SOCKET, unix.AF_INET, stream, 0), retAllow},
+		{"socket(INET, STREAM|CLOEXEC, TCP)", native(unix.SYS_SOCKET, unix.AF_INET, stream|unix.SOCK_CLOEXEC, unix.IPPROTO_TCP), retAllow},
+		{"socket(INET6, STREAM|CLOEXEC|NONBLOCK, TCP)", native(unix.SYS_SOCKET, unix.AF_INET6, stream|flags, unix.IPPROTO_TCP), retAllow},
+		{"socket(1<<32|INET, STREAM, 0)", native(unix.SYS_SOCKET, 1<<32|unix.AF_INET, stream, 0), retAllow},
+		{"socket(UNIX, STREAM, 0)", native(unix.SYS_SOCKET, unix.AF_UNIX, stream, 0), retEPERM},
+		{"socket(NETLINK, RAW, 0)", native(unix.SYS_SOCKET, unix.AF_NETLINK, unix.SOCK_RAW, 0), retEPERM},
+		{"socket(PACKET, RAW, 0)", native(unix.SYS_SOCKET, unix.AF_PACKET, unix.SOCK_RAW, 0), retEPERM},
+		{"socket(VSOCK, STREAM, 0)", native(unix.SYS_SOCKET, unix.AF_VSOCK, stream, 0), retEPERM},
+		{"socket(INET, DGRAM, 0)", native(unix.SYS_SOCKET, unix.AF_INET, unix.SOCK_DGRAM, 0), retEPERM},
+		{"socket(INET6, DGRAM, UDP)", native(unix.SYS_SOCKET, unix.AF_INET6, unix.SOCK_DGRAM, unix.IPPROTO_UDP), retEPERM},
+		{"socket(INET, RAW, ICMP)", native(unix.SYS_SOCKET, unix.AF_INET, unix.SOCK_RAW, unix.IPPROTO_ICMP), retEPERM},
+		{"socket(INET, SEQPACKET, SCTP)", native(unix.SYS_SOCKET, unix.AF_INET, unix.SOCK_SEQPACKET, sctp), retEPERM},
+		{"socket(INET, STREAM, SCTP)", native(unix.SYS_SOCKET, unix.AF_INET, stream, sctp), retEPERM},
+		{"socket(INET, STREAM, MPTCP)", native(unix.SYS_SOCKET, unix.AF_INET, stream, mptcp), retEPERM},
+		{"socket(INET, STREAM|0x100, 0)", native(unix.SYS_SOCKET, unix.AF_INET, stream|0x100, 0), retEPERM},
+		{"socket(INET, STREAM, 1<<32|SCTP)", native(unix.SYS_SOCKET, unix.AF_INET, stream, 1<<32|sctp), retEPERM},
 	}
 }
 
@@ -384,7 +454,7 @@ func TestAllowedAndDenied(t *testing.T) {
 			t.Errorf("%s after %s: not sorted by number", full[i], full[i-1])
 		}
 	}
-	if !slices.IsSortedFunc(unconditional(false), func(a, b call) int { return int(a.nr) - int(b.nr) }) {
+	if !slices.IsSortedFunc(unconditional(false, false), func(a, b call) int { return int(a.nr) - int(b.nr) }) {
 		t.Error("the zygote's refusals are not sorted by number")
 	}
 	never := append(append(append(deniedCalls(), legacyCalls()...), changeCalls()...), processCalls()...)
@@ -415,7 +485,7 @@ func TestAllowedAndDenied(t *testing.T) {
 			}
 		}
 	}
-	if Denied(Kind(9)) != nil || Allowed(Kind(9)) != nil {
+	if Denied(Kind(kindCount)) != nil || Allowed(Kind(kindCount)) != nil {
 		t.Error("Denied or Allowed of an unknown kind")
 	}
 	if _, err := Program(Kind(-1)); err == nil {
