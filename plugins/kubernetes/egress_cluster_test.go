@@ -250,3 +250,33 @@ func runProbe(t *testing.T, pod string, cmd ...string) map[string]egresstest.Pro
 	t.Logf("probe: %s", stdout)
 	return got
 }
+
+// TestEgressUserCodeCluster: a session pod's own code (Execute, sealed as
+// every call is) reaches the allowed server with urllib.request through
+// the gateway, with the pod's credential it never sees written in its
+// body, and gets each refusal as an error naming the policy; file:// is
+// refused; with socket allowed, a connection that skips the gateway fails
+// at the kernel (EACCES from Landlock, which lets the code connect to the
+// gateway's port alone, or ENETUNREACH: no route off the bridge). The
+// call's own egress events come with its response.
+func TestEgressUserCodeCluster(t *testing.T) {
+	cs := requireCluster(t)
+	listen, podNet := testEgressListen(t, cs)
+	addr := egresstest.HostAddr(t, podNet)
+	allowed := egresstest.Serve(t, addr, "allowed", false)
+	forbidden := egresstest.Serve(t, addr, "forbidden", false)
+	tlsPort := egresstest.Serve(t, addr, "allowed-tls", true)
+	pol := &shared.EgressPolicy{Name: `sandbox "k8s-egress-user" network {}`, Allow: egresstest.UserAllow, BudgetBytes: 1 << 20}
+	b := newEgressBackend(t, pol, addr, listen, nil)
+	user := testUser(t, cs)
+	sid := openSession(t, b, user)
+	exec := func(code string, args []byte, imports ...string) (shared.ExecuteResponse, error) {
+		return b.Execute(context.Background(), shared.ExecuteRequest{SessionID: sid, UserID: user, Code: code, Args: args, AllowedImports: imports})
+	}
+	egresstest.CheckUserCode(t, exec, addr, allowed, forbidden, tlsPort, pol.Name, 13, 101)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	if _, err := b.Close(ctx, shared.CloseRequest{SessionID: sid}); err != nil {
+		t.Fatal(err)
+	}
+}
