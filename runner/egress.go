@@ -54,15 +54,25 @@ func ParseEgress(rawURL string) (*Egress, error) {
 	return &Egress{URL: rawURL, Host: host, Port: port}, nil
 }
 
+// TrustStorePaths are where Debian's public TLS trust store lives (the CA
+// bundle, the directory of hashed links and the certificates they point
+// to, and OpenSSL's own names for them): a seal with an egress proxy may
+// read them, so HTTPS through the proxy verifies servers as CPython's
+// default context does. The seal skips a path that does not exist.
+func TrustStorePaths() []string {
+	return []string{"/etc/ssl/certs", "/usr/share/ca-certificates", "/usr/lib/ssl/cert.pem", "/usr/lib/ssl/certs"}
+}
+
 // SetEgress gives the seal the session's egress proxy e (nil: none, and
 // the seal is unchanged). The sandbox then keeps the network namespace it
 // starts in, the session's, whose only route out is the proxy: the
 // network_namespace layer is no longer required of it (the runner reports
-// it missing, with that reason).
+// it missing, with that reason). It may also read TrustStorePaths.
 func (s *Seal) SetEgress(e *Egress) {
 	if e == nil {
 		return
 	}
 	s.Egress = e
 	s.Require = slices.DeleteFunc(slices.Clone(s.Require), func(l string) bool { return l == LayerNetNamespace })
+	s.ReadPaths = append(slices.Clone(s.ReadPaths), TrustStorePaths()...)
 }

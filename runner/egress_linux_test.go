@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net"
+	"os"
 	"os/exec"
 	"strings"
 	"testing"
@@ -126,6 +127,46 @@ func TestEgressKernelRule(t *testing.T) {
 				}
 			})
 		}
+	}
+}
+
+// trustProbe is trusted test code, below every Python layer: ssl is
+// imported before the seal, and once sealed it loads the default
+// verification context (the CA bundle and directory OpenSSL reads) and
+// prints how many CA certificates it got.
+const trustProbe = "import ssl\n" + sealPrologue + `out = {"layers": st["layers"], "x509_ca": ssl.create_default_context().cert_store_stats()["x509_ca"]}
+` + sealEpilogue
+
+// A seal with an egress proxy may read the public TLS trust store, so
+// HTTPS through the proxy verifies servers; a seal without one reads none
+// of it (Landlock).
+func TestEgressSealReadsTrustStore(t *testing.T) {
+	needSealProbe(t)
+	bundle := "/etc/ssl/certs/ca-certificates.crt"
+	if _, err := os.Stat(bundle); err != nil {
+		t.Skipf("SKIPPING: this machine has no CA bundle at %s (Debian package ca-certificates): %v", bundle, err)
+	}
+	eg, err := runner.ParseEgress("http://127.0.0.1:3128")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, withEgress := range []bool{true, false} {
+		seal := runner.Seal{Require: []string{runner.LayerNoNewPrivs, runner.LayerSeccomp, runner.LayerLandlockFS}}
+		if withEgress {
+			seal.SetEgress(eg)
+		}
+		got := runSealProbe(t, trustProbe, "child", "", mustJSON(t, seal), "SKIPPING: this kernel has no Landlock, the layer that keeps the store from a seal without egress")
+		var n int
+		if err := json.Unmarshal(got["x509_ca"], &n); err != nil {
+			t.Fatal(err)
+		}
+		if withEgress && n == 0 {
+			t.Errorf("with an egress proxy the sealed process loaded no CA certificate (layers %s)", got["layers"])
+		}
+		if !withEgress && n != 0 {
+			t.Errorf("without an egress proxy the sealed process loaded %d CA certificates: it may read the trust store", n)
+		}
+		t.Logf("egress %v: %d CA certificates", withEgress, n)
 	}
 }
 

@@ -32,8 +32,10 @@ step() { printf '==> [%s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
 
 # The Debian packages of the base. python3-venv gives `python3 -m venv` (the
 # per-agent virtual environments of the runtime; it is created with
-# --without-pip, wheels are installed by the runtime itself).
-PACKAGES="python3-minimal,python3,python3-venv"
+# --without-pip, wheels are installed by the runtime itself). ca-certificates
+# is the public TLS trust store that user code's HTTPS through a session's
+# egress proxy verifies servers against (runner.TrustStorePaths).
+PACKAGES="python3-minimal,python3,python3-venv,ca-certificates"
 if [[ -n "${ORQEST_BASE_EXTRA:-}" ]]; then
 	PACKAGES="$PACKAGES,$ORQEST_BASE_EXTRA"
 fi
