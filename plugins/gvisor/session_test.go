@@ -55,7 +55,8 @@ func runtimeBinary(t testing.TB) string {
 // own.
 func sessionConfig(t testing.TB, extra map[string]any) []byte {
 	t.Helper()
-	cfg := map[string]any{"runtime": runtimeBinary(t), "data_dir": filepath.Join(t.TempDir(), "users"), "paused_dir": filepath.Join(t.TempDir(), "paused")}
+	cfg := testRunsc()
+	cfg["runtime"], cfg["data_dir"], cfg["paused_dir"] = runtimeBinary(t), filepath.Join(t.TempDir(), "users"), filepath.Join(t.TempDir(), "paused")
 	for k, v := range extra {
 		cfg[k] = v
 	}
