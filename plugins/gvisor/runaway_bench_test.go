@@ -2,7 +2,6 @@ package gvisor
 
 import (
 	"context"
-	"slices"
 	"testing"
 	"time"
 
@@ -46,11 +45,7 @@ func BenchmarkRunawayFirstCall(b *testing.B) {
 		}
 	}
 	b.StopTimer()
-	ms := func(ds []time.Duration) float64 {
-		slices.Sort(ds)
-		return float64(ds[len(ds)/2].Microseconds()) / 1000
-	}
-	b.ReportMetric(ms(opens), "open-ms")
-	b.ReportMetric(ms(afters), "after-timeout-ms")
-	b.ReportMetric(ms(nexts), "next-ms")
+	b.ReportMetric(medianMS(opens), "open-ms")
+	b.ReportMetric(medianMS(afters), "after-timeout-ms")
+	b.ReportMetric(medianMS(nexts), "next-ms")
 }
