@@ -318,7 +318,22 @@ func (e *executor) run(ctx context.Context, a rtproto.ExecuteArgs, onOutput func
 	if python == "" {
 		python = e.python
 	}
-	seal, err := e.sealing(ctx, python)
+	// The call's wall clock starts here (its dependencies are in place):
+	// waiting for the sealing probe or the zygote's start (a session's
+	// first call, while the warm-up still runs) counts against it, so a
+	// runaway first call ends at its timeout like any other.
+	clock := time.Now()
+	deadline := clock.Add(p.Resolved.Timeout)
+	timedOut := func() shared.ExecutionResult {
+		r := (&pyproc.Job{Limits: p.Resolved}).TimedOut()
+		r.Limits = p.Limits()
+		r.DurationMS = float64(time.Since(start).Microseconds()) / 1000
+		return r
+	}
+	seal, ok, err := within(ctx, deadline, func() (*pyproc.SealInfo, error) { return e.sealing(ctx, python) })
+	if !ok {
+		return timedOut(), nil
+	}
 	if err != nil {
 		return res, err
 	}
@@ -346,6 +361,7 @@ func (e *executor) run(ctx context.Context, a rtproto.ExecuteArgs, onOutput func
 		Limits:   p.Resolved,
 		Dir:      dir,
 		OnOutput: onOutput,
+		Started:  clock,
 	}
 	if e.memoryCgroup {
 		// The cgroup bounds resident memory; an address-space cap would
@@ -363,7 +379,13 @@ func (e *executor) run(ctx context.Context, a rtproto.ExecuteArgs, onOutput func
 	}
 	var fs *pyproc.ForkServer
 	if e.mode != modeSpawn && !e.noFork.Load() {
-		fs, err = e.forkServer(agent, dir, python, extraPath, readPath, seal)
+		var ok bool
+		fs, ok, err = within(ctx, deadline, func() (*pyproc.ForkServer, error) {
+			return e.forkServer(agent, dir, python, extraPath, readPath, seal)
+		})
+		if !ok {
+			return timedOut(), nil
+		}
 		if err != nil {
 			if e.forked.Load() {
 				return res, err // it worked before: a failure of this call
@@ -385,6 +407,33 @@ func (e *executor) run(ctx context.Context, a rtproto.ExecuteArgs, onOutput func
 	res.Limits = p.Limits()
 	res.DurationMS = float64(time.Since(start).Microseconds()) / 1000
 	return res, nil
+}
+
+// within runs get, a call's wait for what it runs on, until deadline:
+// ok is false when the deadline (the call's wall clock) came first; a
+// ctx that ended first is an error. Either way get goes on in the
+// background, and what it starts (a zygote, a probe) is kept for the next
+// call.
+func within[T any](ctx context.Context, deadline time.Time, get func() (T, error)) (v T, ok bool, err error) {
+	type result struct {
+		v   T
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		v, err := get()
+		done <- result{v, err}
+	}()
+	timer := time.NewTimer(time.Until(deadline))
+	defer timer.Stop()
+	select {
+	case r := <-done:
+		return r.v, true, r.err
+	case <-timer.C:
+		return v, false, nil
+	case <-ctx.Done():
+		return v, true, fmt.Errorf("execute: %w", ctx.Err())
+	}
 }
 
 // writePaths are the directories the children may write: the workspace

@@ -448,6 +448,23 @@ func (fs *ForkServer) take(ctx context.Context) (*fsChild, error) {
 	}
 }
 
+// takeWithin is take bounded by job's wall clock when it counts from the
+// call's start (Job.Started): a call whose clock runs out before a ready
+// child comes returns nil and no error (the caller's result is
+// job.TimedOut()).
+func (fs *ForkServer) takeWithin(ctx context.Context, job *Job) (*fsChild, error) {
+	if job.Started.IsZero() {
+		return fs.take(ctx)
+	}
+	tctx, cancel := context.WithDeadline(ctx, job.Started.Add(job.Limits.Timeout))
+	defer cancel()
+	c, err := fs.take(tctx)
+	if err != nil && ctx.Err() == nil && tctx.Err() != nil {
+		return nil, nil
+	}
+	return c, err
+}
+
 // notSent is the error of a call that found the zygote gone before its
 // request reached a child: it wraps shared.ErrNotRun as well as Err's
 // ErrUnavailable, so the pool runs it on a new zygote (nothing of it ran).
@@ -854,8 +871,11 @@ func (fs *ForkServer) run(ctx context.Context, job Job) (shared.ExecutionResult,
 	var payload []byte
 	oom := watchOOM()
 	for {
-		if c, err = fs.take(ctx); err != nil {
+		if c, err = fs.takeWithin(ctx, &job); err != nil {
 			return res, err
+		}
+		if c == nil {
+			return job.TimedOut(), nil
 		}
 		// A child of the C loop sets RLIMIT_AS and RLIMIT_CPU from this
 		// message before it returns to Python (Python's resource module
@@ -878,7 +898,7 @@ func (fs *ForkServer) run(ctx context.Context, job Job) (shared.ExecutionResult,
 	pipes.sent()
 	defer c.closeFDs()
 	kill := func() { fs.kill(c) }
-	timer := time.NewTimer(job.Limits.Timeout)
+	timer := time.NewTimer(job.wallClock())
 	defer timer.Stop()
 
 	var o outcome

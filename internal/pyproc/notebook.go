@@ -340,7 +340,7 @@ func (n *Notebook) Run(ctx context.Context, job Job) (res shared.ExecutionResult
 	o.pid, o.oom = n.pid, oom
 	respDone, pipesDone := pipes.start(&job, payload, &o)
 
-	timer := time.NewTimer(job.Limits.Timeout)
+	timer := time.NewTimer(job.wallClock())
 	defer timer.Stop()
 	select {
 	case <-respDone:

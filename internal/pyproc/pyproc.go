@@ -93,6 +93,29 @@ type Job struct {
 	// stream in order; it must not block for long, or the child blocks on
 	// a full pipe.
 	OnOutput func(stream string, data []byte)
+	// Started, when set, is when the call's wall clock started: a caller
+	// that first waited (for a fork-server's start, a probe) sets it so
+	// that Limits.Timeout counts from the call's start, not from its
+	// child's. Zero: the clock starts with the child.
+	Started time.Time
+}
+
+// wallClock is how long the child may run: Limits.Timeout, less what
+// passed since Started (never below zero).
+func (j *Job) wallClock() time.Duration {
+	if j.Started.IsZero() {
+		return j.Limits.Timeout
+	}
+	return max(j.Limits.Timeout-time.Since(j.Started), 0)
+}
+
+// TimedOut is the result of a call whose wall clock ran out: its child
+// was killed at it, or (Started) the call was still waiting to reach one.
+func (j *Job) TimedOut() shared.ExecutionResult {
+	return shared.ExecutionResult{
+		ErrorKind: shared.KindTimeout,
+		Error:     fmt.Sprintf("sandbox execution timed out after %.2fs", j.Limits.Timeout.Seconds()),
+	}
 }
 
 // envOf is the environment of a Python process given env (nil: empty).
@@ -179,6 +202,9 @@ type outcome struct {
 // response when it wrote a usable one, else the classified death.
 func conclude(ctx context.Context, log Logger, job *Job, o outcome) (shared.ExecutionResult, error) {
 	var res shared.ExecutionResult
+	if o.timedOut {
+		res = job.TimedOut()
+	}
 	res.Stdout = runner.TruncateUTF8(string(o.out.data), job.Limits.MaxOutputBytes)
 	res.Stderr = runner.TruncateUTF8(string(o.errOut.data), job.Limits.MaxOutputBytes)
 	res.StdoutTruncated = o.out.truncated
@@ -187,8 +213,6 @@ func conclude(ctx context.Context, log Logger, job *Job, o outcome) (shared.Exec
 		return res, fmt.Errorf("execute: %w", ctx.Err())
 	}
 	if o.timedOut {
-		res.ErrorKind = shared.KindTimeout
-		res.Error = fmt.Sprintf("sandbox execution timed out after %.2fs", job.Limits.Timeout.Seconds())
 		return res, nil
 	}
 	if !o.resp.truncated && len(bytes.TrimSpace(o.resp.data)) > 0 { // a truncated response is unusable

@@ -233,7 +233,7 @@ func SpawnWith(ctx context.Context, argv []string, job Job, opts SpawnOptions, l
 		stdinW.Close()
 	}()
 
-	timer := time.NewTimer(job.Limits.Timeout)
+	timer := time.NewTimer(job.wallClock())
 	defer timer.Stop()
 	var o outcome
 	o.pid, o.oom = pid, oom

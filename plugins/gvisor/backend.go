@@ -54,8 +54,9 @@ type Config struct {
 	// Runsc is the runsc binary ("" finds it in $PATH or /usr/bin).
 	Runsc string `json:"runsc"`
 	// Platform is gVisor's platform: "ptrace" (default; works anywhere,
-	// slowest) or "kvm" (needs /dev/kvm; a platform that hangs fails the
-	// self-test at its wall clock).
+	// slowest), "systrap" (seccomp traps instead of ptrace stops; runsc
+	// 2023 and later) or "kvm" (needs /dev/kvm; a platform that hangs
+	// fails the self-test at its wall clock).
 	Platform string `json:"platform"`
 	// Python is the interpreter inside the sandbox (the host's, seen
 	// read-only under /usr).
@@ -274,7 +275,7 @@ func (b *Backend) Info(context.Context, shared.InfoRequest) (shared.InfoResponse
 		APIVersions:  []int{shared.APIVersion},
 		Capabilities: c,
 		ConfigSchema: []shared.ConfigAttribute{
-			{Name: "platform", Type: "string", Description: `gVisor platform: "ptrace" (default; works anywhere, slowest) or "kvm" (needs /dev/kvm)`},
+			{Name: "platform", Type: "string", Description: `gVisor platform: "ptrace" (default; works anywhere, slowest), "systrap" (runsc 2023 and later) or "kvm" (needs /dev/kvm)`},
 			{Name: "runsc", Type: "string", Description: "the runsc binary (default: found in $PATH or /usr/bin; `apt-get install runsc`)"},
 			{Name: "python", Type: "string", Description: "the interpreter inside the sandbox (default " + DefaultPython + "; the host's /usr, read-only)"},
 			{Name: "require", Type: "list(string)", Description: `capabilities that must be in force, e.g. ["kernel_boundary"]; a missing one (or runsc itself) fails startup`},
@@ -321,9 +322,9 @@ func (b *Backend) Configure(ctx context.Context, req shared.ConfigureRequest) (s
 		return shared.ConfigureResponse{}, fmt.Errorf("gvisor config: %w: %w", err, shared.ErrInvalidArgument)
 	}
 	switch cfg.Platform {
-	case "ptrace", "kvm":
+	case "ptrace", "kvm", "systrap":
 	default:
-		return shared.ConfigureResponse{}, configError("platform", nil, `unknown platform %q (want "ptrace" or "kvm")`, cfg.Platform)
+		return shared.ConfigureResponse{}, configError("platform", nil, `unknown platform %q (want "ptrace", "systrap" or "kvm")`, cfg.Platform)
 	}
 	if !filepath.IsAbs(cfg.Python) || !strings.HasPrefix(cfg.Python, "/usr/") {
 		return shared.ConfigureResponse{}, configError("python", nil, "python %q: want an absolute path under /usr (the sandbox sees only the host's /usr)", cfg.Python)

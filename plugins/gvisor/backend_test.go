@@ -34,6 +34,21 @@ func needRunsc(t testing.TB) {
 	}
 }
 
+// testRunsc is the config block's runsc and platform the tests run
+// with: ORQEST_RUNSC and ORQEST_GVISOR_PLATFORM when set (a runsc other
+// than the one in $PATH, e.g. `make runsc`'s with "systrap"), else the
+// plugin's defaults.
+func testRunsc() map[string]any {
+	cfg := map[string]any{}
+	if v := os.Getenv("ORQEST_RUNSC"); v != "" {
+		cfg["runsc"] = v
+	}
+	if v := os.Getenv("ORQEST_GVISOR_PLATFORM"); v != "" {
+		cfg["platform"] = v
+	}
+	return cfg
+}
+
 // newBackend returns a configured backend, shut down at cleanup; after the
 // shutdown no sandbox of it may be left.
 func newBackend(t *testing.T, hooks testHooks) *Backend {
@@ -50,7 +65,8 @@ func newBackend(t *testing.T, hooks testHooks) *Backend {
 	})
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	if _, err := b.Configure(ctx, shared.ConfigureRequest{Classes: true}); err != nil {
+	raw, _ := json.Marshal(testRunsc())
+	if _, err := b.Configure(ctx, shared.ConfigureRequest{Config: raw, Classes: true}); err != nil {
 		t.Fatalf("Configure: %v", err)
 	}
 	return b

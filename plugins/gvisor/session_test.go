@@ -55,7 +55,8 @@ func runtimeBinary(t testing.TB) string {
 // own.
 func sessionConfig(t testing.TB, extra map[string]any) []byte {
 	t.Helper()
-	cfg := map[string]any{"runtime": runtimeBinary(t), "data_dir": filepath.Join(t.TempDir(), "users"), "paused_dir": filepath.Join(t.TempDir(), "paused")}
+	cfg := testRunsc()
+	cfg["runtime"], cfg["data_dir"], cfg["paused_dir"] = runtimeBinary(t), filepath.Join(t.TempDir(), "users"), filepath.Join(t.TempDir(), "paused")
 	for k, v := range extra {
 		cfg[k] = v
 	}
@@ -631,5 +632,28 @@ func TestSessionForkServer(t *testing.T) {
 	}
 	if p := parent(); p != zygote {
 		t.Fatalf("after 100 calls the parent is %s, was %s: want the same zygote", p, zygote)
+	}
+}
+
+// TestSessionRunawayFirstCall: a session's first call, sent right after
+// Open while its runtime may still be starting the zygote, is a runaway:
+// its wall clock counts from the call's start (the wait for the zygote
+// included), so it ends with a timeout, and the session serves the next
+// call.
+func TestSessionRunawayFirstCall(t *testing.T) {
+	b, _ := newSessionBackend(t, nil)
+	id := openSession(t, b, "runaway-first")
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	resp, err := b.Execute(ctx, shared.ExecuteRequest{SessionID: id, Code: "while True:\n    pass", Timeout: time.Second})
+	if err != nil {
+		t.Fatalf("runaway first call: %v", err)
+	}
+	if resp.Result.ErrorKind != shared.KindTimeout {
+		t.Fatalf("runaway first call: %+v, want a timeout", resp.Result)
+	}
+	resp, err = b.Execute(ctx, shared.ExecuteRequest{SessionID: id, Code: "return 6 * 7", Timeout: 30 * time.Second})
+	if err != nil || string(resp.Result.Output) != "42" {
+		t.Fatalf("the call after the runaway: %+v, %v", resp.Result, err)
 	}
 }
