@@ -91,3 +91,42 @@ func TestEgressKernelRuleFastOpen(t *testing.T) {
 		})
 	}
 }
+
+// A seal without an egress proxy still makes the sandbox a network
+// namespace of its own (required, and reported in force); only a seal
+// with one stays in the session's, and says why.
+func TestEgressNetNamespaceOnlyWithout(t *testing.T) {
+	needSealProbe(t)
+	eg, err := runner.ParseEgress("http://127.0.0.1:3128")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, withEgress := range []bool{false, true} {
+		t.Run(fmt.Sprintf("egress=%v", withEgress), func(t *testing.T) {
+			seal := runner.Seal{Require: []string{runner.LayerSeccomp, runner.LayerUserNamespace, runner.LayerNetNamespace}}
+			if withEgress {
+				seal.SetEgress(eg)
+			}
+			got := runSealProbe(t, egressProbe, "child", "[]", mustJSON(t, seal),
+				"SKIPPING: no user or network namespace here")
+			var layers []string
+			var missing map[string]string
+			if err := json.Unmarshal(got["layers"], &layers); err != nil {
+				t.Fatal(err)
+			}
+			if err := json.Unmarshal(got["missing"], &missing); err != nil {
+				t.Fatal(err)
+			}
+			has := false
+			for _, l := range layers {
+				has = has || l == runner.LayerNetNamespace
+			}
+			if has == withEgress {
+				t.Errorf("network_namespace in force: %v with egress=%v (layers %v, missing %v)", has, withEgress, layers, missing)
+			}
+			if withEgress && missing[runner.LayerNetNamespace] == "" {
+				t.Errorf("egress: network_namespace missing without a reason: %v", missing)
+			}
+		})
+	}
+}
