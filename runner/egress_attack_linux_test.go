@@ -6,8 +6,32 @@ import (
 	"net"
 	"testing"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/orqest/sandbox/runner"
 )
+
+// serveLocal serves TCP on 127.0.0.1 until the test ends, handle taking
+// each connection (closed after it); returns the port.
+func serveLocal(t *testing.T, handle func(net.Conn)) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			handle(c)
+			c.Close()
+		}
+	}()
+	return l.Addr().(*net.TCPAddr).Port
+}
 
 // egressTFOProbe is trusted test code run after the runner program, below
 // every Python layer: sealed by sealPrologue with an egress proxy, it
@@ -37,28 +61,13 @@ for label, port, how in json.loads(sys.argv[2]):
 // (the Python layers bypassed: the kernel's rule alone).
 func TestEgressKernelRuleFastOpen(t *testing.T) {
 	needSealProbe(t)
-	listen := func() int {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
+	answer := func(c net.Conn) {
+		b := make([]byte, 1)
+		if n, _ := c.Read(b); n == 1 {
+			_, _ = c.Write([]byte("got"))
 		}
-		t.Cleanup(func() { l.Close() })
-		go func() {
-			for {
-				c, err := l.Accept()
-				if err != nil {
-					return
-				}
-				b := make([]byte, 1)
-				if n, _ := c.Read(b); n == 1 {
-					_, _ = c.Write([]byte("got"))
-				}
-				c.Close()
-			}
-		}()
-		return l.Addr().(*net.TCPAddr).Port
 	}
-	proxyPort, otherPort := listen(), listen()
+	proxyPort, otherPort := serveLocal(t, answer), serveLocal(t, answer)
 	eg, err := runner.ParseEgress(fmt.Sprintf("http://127.0.0.1:%d", proxyPort))
 	if err != nil {
 		t.Fatal(err)
@@ -126,6 +135,79 @@ func TestEgressNetNamespaceOnlyWithout(t *testing.T) {
 			}
 			if withEgress && missing[runner.LayerNetNamespace] == "" {
 				t.Errorf("egress: network_namespace missing without a reason: %v", missing)
+			}
+		})
+	}
+}
+
+// egressSockoptProbe is trusted test code run after the runner program,
+// below every Python layer: sealed by sealPrologue with an egress proxy,
+// it sets the socket options of argv[2] ({"port": p, "calls": [label,
+// level, optname, value as int or hex bytes]}) on a TCP socket connected
+// to 127.0.0.1:p and prints {label: errno} (0: set).
+const egressSockoptProbe = sealPrologue + `import socket
+out = {"layers": st["layers"]}
+arg = json.loads(sys.argv[2])
+s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+s.connect(("127.0.0.1", arg["port"]))
+for label, level, name, value in arg["calls"]:
+    try:
+        s.setsockopt(level, name, bytes.fromhex(value) if isinstance(value, str) else value)
+        out[label] = 0
+    except OSError as e:
+        out[label] = e.errno or -1
+s.close()
+` + sealEpilogue
+
+// A sealed process with an egress proxy sets the socket options a TCP
+// client needs (TCP_NODELAY, as http.client does; SO_KEEPALIVE) and no
+// other: no socket filter, congestion control, MD5 signature, upper-layer
+// protocol (kTLS) or IP options, kernel code user code has no need of
+// (the Python layers bypassed: seccomp alone).
+func TestEgressKernelRuleSockopt(t *testing.T) {
+	needSealProbe(t)
+	port := serveLocal(t, func(net.Conn) {})
+	eg, err := runner.ParseEgress(fmt.Sprintf("http://127.0.0.1:%d", port))
+	if err != nil {
+		t.Fatal(err)
+	}
+	seal := runner.Seal{Require: []string{runner.LayerNoNewPrivs, runner.LayerSeccomp}}
+	seal.SetEgress(eg)
+	const (
+		solSocket, soKeepalive, soAttachFilter, soRcvbuf = 1, 9, 26, 8
+		ipprotoIP, ipOptions                             = 0, 4
+		ipprotoTCP, tcpNodelay, tcpCongestion, tcpMD5    = 6, 1, 13, 14
+		tcpULP                                           = 31
+	)
+	// SO_ATTACH_FILTER's struct sock_fprog is a pointer Python cannot
+	// pass: a zero one gets EFAULT where the call is allowed.
+	calls := [][]any{
+		{"TCP_NODELAY", ipprotoTCP, tcpNodelay, 1},
+		{"SO_KEEPALIVE", solSocket, soKeepalive, 1},
+		{"SO_RCVBUF", solSocket, soRcvbuf, 4096},
+		{"SO_ATTACH_FILTER", solSocket, soAttachFilter, "0100000000000000" + "0000000000000000"},
+		{"TCP_CONGESTION", ipprotoTCP, tcpCongestion, "72656e6f"},
+		{"TCP_MD5SIG", ipprotoTCP, tcpMD5, "00"},
+		{"TCP_ULP", ipprotoTCP, tcpULP, "746c73"},
+		{"IP_OPTIONS", ipprotoIP, ipOptions, "01010101"},
+	}
+	arg := mustJSON(t, map[string]any{"port": port, "calls": calls})
+	for _, role := range []string{"full", "child"} {
+		t.Run(role, func(t *testing.T) {
+			got := runSealProbe(t, egressSockoptProbe, role, string(arg), mustJSON(t, seal), "")
+			for _, c := range calls {
+				label := c[0].(string)
+				var e int
+				if err := json.Unmarshal(got[label], &e); err != nil {
+					t.Fatalf("%s: %v", label, err)
+				}
+				want := int(unix.EPERM)
+				if label == "TCP_NODELAY" || label == "SO_KEEPALIVE" {
+					want = 0
+				}
+				if e != want {
+					t.Errorf("%s: errno %d (%v), want %d (%v)", label, e, unix.Errno(e), want, unix.Errno(want))
+				}
 			}
 		})
 	}
