@@ -313,7 +313,8 @@ func netCalls() []call {
 }
 
 // NetCalls returns the names of the system calls the net kinds add to
-// their base kind, besides socket (allowed by argument: see FullNet).
+// their base kind, besides socket and setsockopt (allowed by argument:
+// socketCheck, setsockoptCheck).
 func NetCalls() []string {
 	var names []string
 	for _, c := range netCalls() {
