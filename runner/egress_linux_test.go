@@ -49,25 +49,7 @@ for label, fam, typ, port, how in json.loads(sys.argv[2]):
 // at all.
 func TestEgressKernelRule(t *testing.T) {
 	needSealProbe(t)
-	listen := func() (net.Listener, int) {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { l.Close() })
-		go func() {
-			for {
-				c, err := l.Accept()
-				if err != nil {
-					return
-				}
-				c.Close()
-			}
-		}()
-		return l, l.Addr().(*net.TCPAddr).Port
-	}
-	_, proxyPort := listen()
-	_, otherPort := listen()
+	proxyPort, otherPort := serveLocal(t, func(net.Conn) {}), serveLocal(t, func(net.Conn) {})
 	eg, err := runner.ParseEgress(fmt.Sprintf("http://127.0.0.1:%d", proxyPort))
 	if err != nil {
 		t.Fatal(err)

@@ -300,20 +300,21 @@ func allowedCalls() []call {
 // allowed already) and reasoned for ssl (getpeername: an SSLSocket checks
 // it is connected) and arm64 (ppoll: no poll there). The net kinds allow
 // them with legacyNetCalls; every other program refuses them. bind,
-// listen, accept, accept4 and socketpair are not among them.
+// listen, accept, accept4 and socketpair are not among them; setsockopt
+// is allowed by argument (setsockoptCheck).
 func netCalls() []call {
 	return append([]call{
 		{"connect", unix.SYS_CONNECT},
 		{"sendto", unix.SYS_SENDTO},
 		{"recvfrom", unix.SYS_RECVFROM},
-		{"setsockopt", unix.SYS_SETSOCKOPT},
 		{"getpeername", unix.SYS_GETPEERNAME},
 		{"ppoll", unix.SYS_PPOLL},
 	}, legacyNetCalls()...)
 }
 
 // NetCalls returns the names of the system calls the net kinds add to
-// their base kind, besides socket (allowed by argument: see FullNet).
+// their base kind, besides socket and setsockopt (allowed by argument:
+// socketCheck, setsockoptCheck).
 func NetCalls() []string {
 	var names []string
 	for _, c := range netCalls() {
@@ -450,6 +451,29 @@ func socketCheck() []bpf.Instruction {
 	}
 }
 
+// setsockoptCheck lets setsockopt set the options a TCP client needs
+// only: TCP_NODELAY (http.client sets it on every connection) and
+// SO_KEEPALIVE. Every other option (upper-layer protocols such as kTLS,
+// congestion control, MD5 signatures, IP options, socket filters) is
+// kernel code user code has no need of. The allowlists (Full, Child)
+// check it; the zygote's denylist never refused setsockopt, and a child's
+// allowlist is stacked on it. The kernel reads level and optname as ints:
+// their low halves.
+func setsockoptCheck() []bpf.Instruction {
+	return []bpf.Instruction{
+		bpf.LoadAbsolute{Off: argLow(1), Size: 4},
+		bpf.JumpIf{Cond: bpf.JumpEqual, Val: unix.IPPROTO_TCP, SkipFalse: 2},
+		bpf.LoadAbsolute{Off: argLow(2), Size: 4},
+		bpf.JumpIf{Cond: bpf.JumpEqual, Val: unix.TCP_NODELAY, SkipTrue: 4},
+		bpf.LoadAbsolute{Off: argLow(1), Size: 4},
+		bpf.JumpIf{Cond: bpf.JumpEqual, Val: unix.SOL_SOCKET, SkipFalse: 3},
+		bpf.LoadAbsolute{Off: argLow(2), Size: 4},
+		bpf.JumpIf{Cond: bpf.JumpEqual, Val: unix.SO_KEEPALIVE, SkipFalse: 1},
+		allow(),
+		errno(unix.EPERM),
+	}
+}
+
 // build returns the program of kind k: the allowlist for Full and Child,
 // the denylist for Zygote.
 func build(k Kind) ([]bpf.Instruction, error) {
@@ -486,13 +510,14 @@ func denylist(ws, net bool) []bpf.Instruction {
 type verdict int
 
 const (
-	vDeny    verdict = iota // EPERM
-	vAllow                  // runs
-	vNoSys                  // ENOSYS: the C library falls back
-	vClone                  // cloneCheck
-	vPrlimit                // prlimitCheck
-	vIoctl                  // ioctlCheck
-	vSocket                 // socketCheck (net kinds)
+	vDeny       verdict = iota // EPERM
+	vAllow                     // runs
+	vNoSys                     // ENOSYS: the C library falls back
+	vClone                     // cloneCheck
+	vPrlimit                   // prlimitCheck
+	vIoctl                     // ioctlCheck
+	vSocket                    // socketCheck (net kinds)
+	vSetsockopt                // setsockoptCheck (net kinds)
 )
 
 // unconditionalAllowed returns what the allowlist lets through whatever
@@ -521,6 +546,7 @@ func verdicts(ws, net bool) []verdict {
 	}
 	if net {
 		special[unix.SYS_SOCKET] = vSocket
+		special[unix.SYS_SETSOCKOPT] = vSetsockopt
 	}
 	max := uint32(0)
 	for _, c := range unconditionalAllowed(ws, net) {
@@ -573,7 +599,7 @@ func spans(ws, net bool) []span {
 // comparisons per call, and a short walk for the kernel's per-filter cache
 // of constant verdicts), whose leaves allow, refuse with EPERM, refuse
 // clone3 with ENOSYS, or jump to the argument checks of clone, prlimit64
-// and ioctl (and, with net, socket) placed after the tree.
+// and ioctl (and, with net, socket and setsockopt) placed after the tree.
 func allowlist(ws, net bool) ([]bpf.Instruction, error) {
 	prog := prologue()
 	base := len(prog)
@@ -626,7 +652,7 @@ func allowlist(ws, net bool) ([]bpf.Instruction, error) {
 	for _, c := range []struct {
 		v   verdict
 		ins []bpf.Instruction
-	}{{vClone, cloneCheck()}, {vPrlimit, prlimitCheck()}, {vIoctl, ioctlCheck()}, {vSocket, socketCheck()}} {
+	}{{vClone, cloneCheck()}, {vPrlimit, prlimitCheck()}, {vIoctl, ioctlCheck()}, {vSocket, socketCheck()}, {vSetsockopt, setsockoptCheck()}} {
 		checks[c.v] = len(prog)
 		prog = append(prog, c.ins...)
 	}
@@ -637,12 +663,12 @@ func allowlist(ws, net bool) ([]bpf.Instruction, error) {
 }
 
 // allowedNames returns the names of unconditionalAllowed(ws, net), clone,
-// prlimit64 and ioctl (and, with net, socket), sorted by number.
+// prlimit64 and ioctl (and, with net, socket and setsockopt), sorted by number.
 func allowedNames(ws, net bool) []string {
 	calls := append(unconditionalAllowed(ws, net), call{"clone", unix.SYS_CLONE}, call{"prlimit64", unix.SYS_PRLIMIT64},
 		call{"ioctl", unix.SYS_IOCTL})
 	if net {
-		calls = append(calls, call{"socket", unix.SYS_SOCKET})
+		calls = append(calls, call{"socket", unix.SYS_SOCKET}, call{"setsockopt", unix.SYS_SETSOCKOPT})
 	}
 	slices.SortFunc(calls, func(a, b call) int { return cmp.Compare(a.nr, b.nr) })
 	names := make([]string, 0, len(calls))

@@ -366,6 +366,9 @@ func TestNetKindsAddOnlyTheNetCalls(t *testing.T) {
 		}
 		plain, wide := loadKind(t, k), loadKind(t, nk)
 		for _, d := range sweep(auditArch) {
+			if (d.nr == unix.SYS_SOCKET || d.nr == unix.SYS_SETSOCKOPT) && d.arch == auditArch && nk.Base() != Zygote {
+				continue // socketCases, setsockoptCases
+			}
 			if d.nr == unix.SYS_SOCKET && d.arch == auditArch {
 				continue // socketCases
 			}
@@ -383,6 +386,17 @@ func TestNetKindsAddOnlyTheNetCalls(t *testing.T) {
 				t.Errorf("%s: %s: %s, want EPERM", nk, c.name, actionName(got))
 			}
 		}
+		for _, c := range setsockoptCases() {
+			if nk.Base() == Zygote {
+				break // the zygote's denylist never refused setsockopt
+			}
+			if got := wide.run(t, c.d); got != c.want {
+				t.Errorf("%s: %s: %s, want %s", nk, c.what, actionName(got), actionName(c.want))
+			}
+			if got := plain.run(t, c.d); got != retEPERM {
+				t.Errorf("%s: %s: %s, want EPERM", k, c.what, actionName(got))
+			}
+		}
 		for _, c := range socketCases() {
 			if got := wide.run(t, c.d); got != c.want {
 				t.Errorf("%s: %s: %s, want %s", nk, c.what, actionName(got), actionName(c.want))
@@ -391,6 +405,23 @@ func TestNetKindsAddOnlyTheNetCalls(t *testing.T) {
 				t.Errorf("%s: %s: %s, want EPERM", k, c.what, actionName(got))
 			}
 		}
+	}
+}
+
+// setsockoptCases are the socket options the net allowlists let code
+// set (TCP_NODELAY, SO_KEEPALIVE) and some they refuse.
+func setsockoptCases() []case_ {
+	const tcpULP, soAttachFilter = 31, 26
+	return []case_{
+		{"setsockopt(TCP, TCP_NODELAY)", native(unix.SYS_SETSOCKOPT, 3, unix.IPPROTO_TCP, unix.TCP_NODELAY, 0x1000, 4), retAllow},
+		{"setsockopt(SOL_SOCKET, SO_KEEPALIVE)", native(unix.SYS_SETSOCKOPT, 3, unix.SOL_SOCKET, unix.SO_KEEPALIVE, 0x1000, 4), retAllow},
+		{"setsockopt(1<<32|TCP, TCP_NODELAY)", native(unix.SYS_SETSOCKOPT, 3, 1<<32|unix.IPPROTO_TCP, unix.TCP_NODELAY, 0x1000, 4), retAllow},
+		{"setsockopt(TCP, TCP_ULP)", native(unix.SYS_SETSOCKOPT, 3, unix.IPPROTO_TCP, tcpULP, 0x1000, 3), retEPERM},
+		{"setsockopt(TCP, TCP_CONGESTION)", native(unix.SYS_SETSOCKOPT, 3, unix.IPPROTO_TCP, unix.TCP_CONGESTION, 0x1000, 4), retEPERM},
+		{"setsockopt(TCP, SO_KEEPALIVE)", native(unix.SYS_SETSOCKOPT, 3, unix.IPPROTO_TCP, unix.SO_KEEPALIVE, 0x1000, 4), retEPERM},
+		{"setsockopt(SOL_SOCKET, TCP_NODELAY)", native(unix.SYS_SETSOCKOPT, 3, unix.SOL_SOCKET, unix.TCP_NODELAY, 0x1000, 4), retEPERM},
+		{"setsockopt(SOL_SOCKET, SO_ATTACH_FILTER)", native(unix.SYS_SETSOCKOPT, 3, unix.SOL_SOCKET, soAttachFilter, 0x1000, 16), retEPERM},
+		{"setsockopt(IP, IP_OPTIONS)", native(unix.SYS_SETSOCKOPT, 3, unix.IPPROTO_IP, unix.IP_OPTIONS, 0x1000, 4), retEPERM},
 	}
 }
 
