@@ -372,6 +372,14 @@ func CheckDirect(t testing.TB, output []byte, errnos ...int) int {
 // imports (a backend's Execute, bound to a session and user).
 type Execute func(code string, args []byte, imports ...string) (shared.ExecuteResponse, error)
 
+// InSession is the Execute of a backend's execute bound to session sid of
+// user.
+func InSession(execute func(context.Context, shared.ExecuteRequest) (shared.ExecuteResponse, error), sid, user string) Execute {
+	return func(code string, args []byte, imports ...string) (shared.ExecuteResponse, error) {
+		return execute(context.Background(), shared.ExecuteRequest{SessionID: sid, UserID: user, Code: code, Args: args, AllowedImports: imports})
+	}
+}
+
 // CheckUserCode is the user-code egress test of a session backend:
 // UserBody through exec against the servers of Serve on addr (plain HTTP
 // on allowedPort and forbiddenPort, TLS on tlsPort, UserAllow under the

@@ -175,9 +175,7 @@ func TestEgressUserCodeDocker(t *testing.T) {
 	b := egressBackend(t, pol, egresstest.Lookup(addr))
 	user := testUser(t)
 	sid := openSession(t, b, user)
-	exec := func(code string, args []byte, imports ...string) (shared.ExecuteResponse, error) {
-		return b.Execute(context.Background(), shared.ExecuteRequest{SessionID: sid, UserID: user, Code: code, Args: args, AllowedImports: imports})
-	}
+	exec := egresstest.InSession(b.Execute, sid, user)
 	// EACCES: Landlock (connect to the proxy's port only); ENETUNREACH
 	// where Landlock has no net rule (network none has no route).
 	egresstest.CheckUserCode(t, exec, addr, allowed, forbidden, tlsPort, pol.Name, 13, 101)

@@ -270,9 +270,7 @@ func TestEgressUserCodeCluster(t *testing.T) {
 	b := newEgressBackend(t, pol, addr, listen, nil)
 	user := testUser(t, cs)
 	sid := openSession(t, b, user)
-	exec := func(code string, args []byte, imports ...string) (shared.ExecuteResponse, error) {
-		return b.Execute(context.Background(), shared.ExecuteRequest{SessionID: sid, UserID: user, Code: code, Args: args, AllowedImports: imports})
-	}
+	exec := egresstest.InSession(b.Execute, sid, user)
 	egresstest.CheckUserCode(t, exec, addr, allowed, forbidden, tlsPort, pol.Name, 13, 101)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
